@@ -1,0 +1,304 @@
+//! The arithmetic: matrix products and transposes on borrowed row-major arrays.
+//!
+//! Every function here takes `&[[T; W]; H]` arrays (an `H x W` matrix, row-major) and writes into
+//! a caller-owned output. Nothing here allocates or knows about [`Matrix`](crate::Matrix), so the
+//! same code runs on heap matrices (through [`Matrix::as_array`](crate::Matrix::as_array)) and on
+//! `static` weight arrays in a `no_std` build without a heap.
+//!
+//! The shapes are in the signatures, so a kernel can never be called with operands that do not fit:
+//!
+//! ```
+//! use constmat::kernels;
+//!
+//! static A: [[f32; 3]; 2] = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
+//! static B: [[f32; 2]; 3] = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
+//! let mut out = [[0.0_f32; 2]; 2];
+//! kernels::matmul_into(&A, &B, &mut out);
+//! assert_eq!(out, [[4.0, 5.0], [10.0, 11.0]]);
+//! ```
+//!
+//! These are the simple, cache-friendly reference loops (`i-k-j` order, so the innermost loop
+//! walks both `B` and the output row contiguously). Faster kernels replace them behind the same
+//! signatures.
+
+use crate::Scalar;
+
+/// `out = a · b`: `(H x K) · (K x W) -> H x W`.
+///
+/// ```
+/// let a = [[1, 2], [3, 4]];
+/// let b = [[5, 6], [7, 8]];
+/// let mut out = [[0; 2]; 2];
+/// constmat::kernels::matmul_into(&a, &b, &mut out);
+/// assert_eq!(out, [[19, 22], [43, 50]]);
+/// ```
+pub fn matmul_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
+    a: &[[T; K]; H],
+    b: &[[T; W]; K],
+    out: &mut [[T; W]; H],
+) {
+    fill(out, T::zero());
+    matmul_accumulate_into(a, b, out);
+}
+
+/// `out += a · b`: `(H x K) · (K x W)` added into an `H x W` output.
+///
+/// ```
+/// let a = [[1, 2], [3, 4]];
+/// let b = [[5, 6], [7, 8]];
+/// let mut out = [[1; 2]; 2];
+/// constmat::kernels::matmul_accumulate_into(&a, &b, &mut out);
+/// assert_eq!(out, [[20, 23], [44, 51]]);
+/// ```
+pub fn matmul_accumulate_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
+    a: &[[T; K]; H],
+    b: &[[T; W]; K],
+    out: &mut [[T; W]; H],
+) {
+    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
+        for (&a_ik, b_row) in a_row.iter().zip(b.iter()) {
+            axpy_row(a_ik, b_row, out_row);
+        }
+    }
+}
+
+/// `out = aᵀ · b` without building the transpose: `a` is `K x H`, `b` is `K x W`, `out` is `H x W`.
+///
+/// This is the shape of a weight gradient, `dW = dZᵀ · X`.
+///
+/// ```
+/// let a = [[1, 2], [3, 4]]; // aᵀ = [[1, 3], [2, 4]]
+/// let b = [[5, 6], [7, 8]];
+/// let mut out = [[0; 2]; 2];
+/// constmat::kernels::matmul_transpose_lhs_into(&a, &b, &mut out);
+/// assert_eq!(out, [[26, 30], [38, 44]]);
+/// ```
+pub fn matmul_transpose_lhs_into<T: Scalar, const K: usize, const H: usize, const W: usize>(
+    a: &[[T; H]; K],
+    b: &[[T; W]; K],
+    out: &mut [[T; W]; H],
+) {
+    fill(out, T::zero());
+    matmul_transpose_lhs_accumulate_into(a, b, out);
+}
+
+/// `out += aᵀ · b`: `a` is `K x H`, `b` is `K x W`, `out` is `H x W`.
+///
+/// ```
+/// let a = [[1, 2], [3, 4]];
+/// let b = [[5, 6], [7, 8]];
+/// let mut out = [[1; 2]; 2];
+/// constmat::kernels::matmul_transpose_lhs_accumulate_into(&a, &b, &mut out);
+/// assert_eq!(out, [[27, 31], [39, 45]]);
+/// ```
+pub fn matmul_transpose_lhs_accumulate_into<
+    T: Scalar,
+    const K: usize,
+    const H: usize,
+    const W: usize,
+>(
+    a: &[[T; H]; K],
+    b: &[[T; W]; K],
+    out: &mut [[T; W]; H],
+) {
+    // Row k of `a` and row k of `b` contribute the outer product a[k]ᵀ·b[k]; walking k outermost
+    // keeps every inner loop contiguous.
+    for (a_row, b_row) in a.iter().zip(b.iter()) {
+        for (&a_ki, out_row) in a_row.iter().zip(out.iter_mut()) {
+            axpy_row(a_ki, b_row, out_row);
+        }
+    }
+}
+
+/// `out = a · bᵀ` without building the transpose: `a` is `H x K`, `b` is `W x K`, `out` is `H x W`.
+///
+/// This is the shape of a dense layer's forward pass with PyTorch-oriented weights, `Z = X · Wᵀ`.
+///
+/// ```
+/// let a = [[1, 2], [3, 4]];
+/// let b = [[5, 6], [7, 8]]; // bᵀ = [[5, 7], [6, 8]]
+/// let mut out = [[0; 2]; 2];
+/// constmat::kernels::matmul_transpose_rhs_into(&a, &b, &mut out);
+/// assert_eq!(out, [[17, 23], [39, 53]]);
+/// ```
+pub fn matmul_transpose_rhs_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
+    a: &[[T; K]; H],
+    b: &[[T; K]; W],
+    out: &mut [[T; W]; H],
+) {
+    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
+        for (b_row, out_ij) in b.iter().zip(out_row.iter_mut()) {
+            *out_ij = dot(a_row, b_row);
+        }
+    }
+}
+
+/// `out += a · bᵀ`: `a` is `H x K`, `b` is `W x K`, `out` is `H x W`.
+///
+/// ```
+/// let a = [[1, 2], [3, 4]];
+/// let b = [[5, 6], [7, 8]];
+/// let mut out = [[1; 2]; 2];
+/// constmat::kernels::matmul_transpose_rhs_accumulate_into(&a, &b, &mut out);
+/// assert_eq!(out, [[18, 24], [40, 54]]);
+/// ```
+pub fn matmul_transpose_rhs_accumulate_into<
+    T: Scalar,
+    const H: usize,
+    const K: usize,
+    const W: usize,
+>(
+    a: &[[T; K]; H],
+    b: &[[T; K]; W],
+    out: &mut [[T; W]; H],
+) {
+    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
+        for (b_row, out_ij) in b.iter().zip(out_row.iter_mut()) {
+            *out_ij += dot(a_row, b_row);
+        }
+    }
+}
+
+/// `out = aᵀ`: `a` is `H x W`, `out` is `W x H`.
+///
+/// ```
+/// let a = [[1, 2, 3], [4, 5, 6]];
+/// let mut out = [[0; 2]; 3];
+/// constmat::kernels::transpose_into(&a, &mut out);
+/// assert_eq!(out, [[1, 4], [2, 5], [3, 6]]);
+/// ```
+pub fn transpose_into<T: Copy, const H: usize, const W: usize>(
+    a: &[[T; W]; H],
+    out: &mut [[T; H]; W],
+) {
+    for (r, a_row) in a.iter().enumerate() {
+        for (out_row, &x) in out.iter_mut().zip(a_row.iter()) {
+            out_row[r] = x;
+        }
+    }
+}
+
+/// The dot product of two equal-length rows.
+///
+/// ```
+/// assert_eq!(constmat::kernels::dot(&[1, 2, 3], &[4, 5, 6]), 32);
+/// ```
+#[must_use]
+pub fn dot<T: Scalar, const N: usize>(a: &[T; N], b: &[T; N]) -> T {
+    a.iter()
+        .zip(b.iter())
+        .fold(T::zero(), |acc, (&x, &y)| acc + x * y)
+}
+
+/// `out += alpha · x` over one row (BLAS's `axpy`).
+fn axpy_row<T: Scalar, const N: usize>(alpha: T, x: &[T; N], out: &mut [T; N]) {
+    for (o, &v) in out.iter_mut().zip(x.iter()) {
+        *o += alpha * v;
+    }
+}
+
+/// Sets every element of `out` to `value`.
+fn fill<T: Copy, const H: usize, const W: usize>(out: &mut [[T; W]; H], value: T) {
+    for row in out.iter_mut() {
+        *row = [value; W];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The textbook triple loop, independent of the kernels' loop orders.
+    fn naive<const H: usize, const K: usize, const W: usize>(
+        a: &[[i64; K]; H],
+        b: &[[i64; W]; K],
+    ) -> [[i64; W]; H] {
+        let mut out = [[0; W]; H];
+        for i in 0..H {
+            for j in 0..W {
+                for k in 0..K {
+                    out[i][j] += a[i][k] * b[k][j];
+                }
+            }
+        }
+        out
+    }
+
+    fn pattern<const H: usize, const W: usize>(seed: i64) -> [[i64; W]; H] {
+        core::array::from_fn(|r| {
+            core::array::from_fn(|c| (seed * 7 + r as i64 * 3 - c as i64 * 5) % 11)
+        })
+    }
+
+    #[test]
+    fn products_agree_with_the_triple_loop_on_odd_shapes() {
+        let a: [[i64; 5]; 3] = pattern(1);
+        let b: [[i64; 7]; 5] = pattern(2);
+        let expected = naive(&a, &b);
+
+        let mut out = [[0; 7]; 3];
+        matmul_into(&a, &b, &mut out);
+        assert_eq!(out, expected);
+
+        let mut a_t = [[0; 3]; 5];
+        transpose_into(&a, &mut a_t);
+        let mut out_tl = [[0; 7]; 3];
+        matmul_transpose_lhs_into(&a_t, &b, &mut out_tl);
+        assert_eq!(out_tl, expected);
+
+        let mut b_t = [[0; 5]; 7];
+        transpose_into(&b, &mut b_t);
+        let mut out_tr = [[0; 7]; 3];
+        matmul_transpose_rhs_into(&a, &b_t, &mut out_tr);
+        assert_eq!(out_tr, expected);
+    }
+
+    #[test]
+    fn accumulate_forms_add_to_the_existing_output() {
+        let a: [[i64; 4]; 2] = pattern(3);
+        let b: [[i64; 3]; 4] = pattern(4);
+        let product = naive(&a, &b);
+        let start: [[i64; 3]; 2] = pattern(5);
+        let expected: [[i64; 3]; 2] =
+            core::array::from_fn(|r| core::array::from_fn(|c| start[r][c] + product[r][c]));
+
+        let mut out = start;
+        matmul_accumulate_into(&a, &b, &mut out);
+        assert_eq!(out, expected);
+
+        let mut a_t = [[0; 2]; 4];
+        transpose_into(&a, &mut a_t);
+        let mut out = start;
+        matmul_transpose_lhs_accumulate_into(&a_t, &b, &mut out);
+        assert_eq!(out, expected);
+
+        let mut b_t = [[0; 4]; 3];
+        transpose_into(&b, &mut b_t);
+        let mut out = start;
+        matmul_transpose_rhs_accumulate_into(&a, &b_t, &mut out);
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn overwrite_forms_ignore_what_the_output_held() {
+        let a: [[i64; 2]; 2] = pattern(6);
+        let b: [[i64; 2]; 2] = pattern(7);
+        let mut out = [[99; 2]; 2];
+        matmul_into(&a, &b, &mut out);
+        assert_eq!(out, naive(&a, &b));
+        let mut out = [[99; 2]; 2];
+        matmul_transpose_lhs_into(&a, &b, &mut out);
+        let mut a_t = [[0; 2]; 2];
+        transpose_into(&a, &mut a_t);
+        assert_eq!(out, naive(&a_t, &b));
+    }
+
+    #[test]
+    fn empty_inner_dimension_gives_zeros() {
+        let a: [[i64; 0]; 2] = [[], []];
+        let b: [[i64; 3]; 0] = [];
+        let mut out = [[5; 3]; 2];
+        matmul_into(&a, &b, &mut out);
+        assert_eq!(out, [[0; 3]; 2]);
+    }
+}

@@ -1,0 +1,78 @@
+//! # constmat: matrices whose shapes are checked by the compiler
+//!
+//! [`Matrix<T, H, W>`](Matrix) carries its height `H` and width `W` in its type. Multiplying
+//! matrices whose inner dimensions differ, adding two different shapes, or storing a result in a
+//! binding of the wrong shape is a compile error that names the dimensions involved:
+//!
+//! ```
+//! use constmat::Matrix;
+//!
+//! let a = Matrix::<f32, 2, 3>::from_rows([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]);
+//! let b = Matrix::<f32, 3, 1>::from_rows([[1.0], [0.0], [-1.0]]);
+//! let c: Matrix<f32, 2, 1> = &a * &b; // (2x3) * (3x1) -> 2x1
+//! assert_eq!(c.as_slice(), &[-2.0, -2.0]);
+//! ```
+//!
+//! ```compile_fail,E0308
+//! # use constmat::Matrix;
+//! let a = Matrix::<f32, 2, 3>::zeros();
+//! let b = Matrix::<f32, 4, 1>::zeros();
+//! let c = &a * &b; // error[E0308]: mismatched types: expected `3`, found `4`
+//! ```
+//!
+//! The catalogue of every shape rule and the exact message the compiler gives for it is in
+//! `docs/shape-errors.md`; `cargo run --example shape_errors` shows each one on your own toolchain.
+//!
+//! ## Layers of the crate
+//!
+//! | module | what it holds | needs |
+//! | --- | --- | --- |
+//! | [`kernels`] | the arithmetic (matrix products, transposes) on borrowed row-major arrays | `core` only |
+//! | [`Matrix`] | the owning, heap-backed matrix, its operators and shape rules | `alloc` |
+//!
+//! ## Borrowed views
+//!
+//! A borrowed view of an `H x W` matrix is simply `&[[T; W]; H]` (or `&mut`): row-major, shape in
+//! the type, no heap. [`Matrix::as_array`] gives one, and a `static` array is one already, so
+//! the [`kernels`] run on heap matrices and on weights baked into read-only memory alike.
+//!
+//! ## Shape rules checked at build time
+//!
+//! Most rules (`*`, `+`, assignment, broadcasting, the transposed products) are type errors and
+//! show up in `cargo check` and in an editor. The structural operations whose rule is an equation
+//! between dimensions ([`Matrix::reshape`], [`Matrix::concat_columns`], [`Matrix::concat_rows`],
+//! [`Matrix::split_columns`], [`Matrix::split_rows`], [`Matrix::submatrix`]) check it with
+//! `const { assert!(..) }`. Rust evaluates such assertions after type checking, when the code is
+//! generated, so **these errors are reported by `cargo build` (and `cargo test`, `cargo run`), not
+//! by `cargo check` or an editor's live check**.
+//!
+//! ## Features
+//!
+//! - `std` (default): implies `alloc`; use the standard library's float functions.
+//! - `alloc`: the owning [`Matrix`] type. Without it, only [`kernels`] and [`Scalar`] remain,
+//!   usable on `&[[T; W]; H]` arrays with no heap at all.
+//! - `rand` (default): [`Matrix::random`] from any `rand` distribution.
+//!
+//! Without `std`, float functions (`exp`, `sqrt`, ...) come from `libm` through `num-traits`.
+#![no_std]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod kernels;
+mod scalar;
+
+#[cfg(feature = "alloc")]
+mod error;
+#[cfg(feature = "alloc")]
+mod matrix;
+
+#[cfg(feature = "alloc")]
+pub use error::LengthError;
+#[cfg(feature = "alloc")]
+pub use matrix::Matrix;
+pub use scalar::Scalar;

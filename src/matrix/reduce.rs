@@ -1,0 +1,176 @@
+//! Reductions: sums and means over rows and columns with typed results, row-wise argmax.
+
+use super::Matrix;
+use crate::Scalar;
+
+impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
+    /// The sum of all elements.
+    ///
+    /// ```
+    /// let m = constmat::Matrix::<i32, 2, 2>::from_rows([[1, 2], [3, 4]]);
+    /// assert_eq!(m.sum(), 10);
+    /// ```
+    #[must_use]
+    pub fn sum(&self) -> T {
+        self.iter().fold(T::zero(), |acc, &x| acc + x)
+    }
+
+    /// The sum of each column (summing over the rows): `H x W -> 1 x W`.
+    ///
+    /// With one sample per row, this is the bias gradient `db = Σ_batch dZ`.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<i32, 2, 3>::from_rows([[1, 2, 3], [4, 5, 6]]);
+    /// let sums: Matrix<i32, 1, 3> = m.column_sums();
+    /// assert_eq!(sums.as_slice(), &[5, 7, 9]);
+    /// ```
+    #[must_use]
+    pub fn column_sums(&self) -> Matrix<T, 1, W> {
+        let mut out = Matrix::zeros();
+        self.column_sums_into(&mut out);
+        out
+    }
+
+    /// `out = column sums of self` with no allocation: `H x W -> 1 x W`.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<i32, 2, 2>::from_rows([[1, 2], [3, 4]]);
+    /// let mut out = Matrix::filled(100);
+    /// m.column_sums_into(&mut out);
+    /// assert_eq!(out.as_slice(), &[4, 6]);
+    /// ```
+    pub fn column_sums_into(&self, out: &mut Matrix<T, 1, W>) {
+        let out = &mut out.as_array_mut()[0];
+        *out = [T::zero(); W];
+        for row in self.rows() {
+            for (o, &x) in out.iter_mut().zip(row.iter()) {
+                *o += x;
+            }
+        }
+    }
+
+    /// The sum of each row (summing over the columns): `H x W -> H x 1`.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<i32, 2, 3>::from_rows([[1, 2, 3], [4, 5, 6]]);
+    /// let sums: Matrix<i32, 2, 1> = m.row_sums();
+    /// assert_eq!(sums.as_slice(), &[6, 15]);
+    /// ```
+    #[must_use]
+    pub fn row_sums(&self) -> Matrix<T, H, 1> {
+        let mut out = Matrix::zeros();
+        self.row_sums_into(&mut out);
+        out
+    }
+
+    /// `out = row sums of self` with no allocation: `H x W -> H x 1`.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<i32, 2, 2>::from_rows([[1, 2], [3, 4]]);
+    /// let mut out = Matrix::zeros();
+    /// m.row_sums_into(&mut out);
+    /// assert_eq!(out.as_slice(), &[3, 7]);
+    /// ```
+    pub fn row_sums_into(&self, out: &mut Matrix<T, H, 1>) {
+        for (o, row) in out.rows_mut().zip(self.rows()) {
+            o[0] = row.iter().fold(T::zero(), |acc, &x| acc + x);
+        }
+    }
+
+    /// The mean of each column: `H x W -> 1 x W`. For integers the division truncates.
+    ///
+    /// An empty column (`H == 0`) has no mean; its entry is whatever `0 / 0` gives for `T`
+    /// (NaN for floats).
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<f64, 2, 2>::from_rows([[1.0, 2.0], [3.0, 6.0]]);
+    /// assert_eq!(m.column_means().as_slice(), &[2.0, 4.0]);
+    /// ```
+    #[must_use]
+    pub fn column_means(&self) -> Matrix<T, 1, W> {
+        let n = count::<T>(H);
+        let mut out = self.column_sums();
+        out.map_in_place(|s| s / n);
+        out
+    }
+
+    /// The mean of each row: `H x W -> H x 1`. For integers the division truncates.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<f64, 2, 2>::from_rows([[1.0, 2.0], [3.0, 6.0]]);
+    /// assert_eq!(m.row_means().as_slice(), &[1.5, 4.5]);
+    /// ```
+    #[must_use]
+    pub fn row_means(&self) -> Matrix<T, H, 1> {
+        let n = count::<T>(W);
+        let mut out = self.row_sums();
+        out.map_in_place(|s| s / n);
+        out
+    }
+
+    /// The column index of the largest element of each row: `H x W -> H x 1`.
+    ///
+    /// Ties go to the first (leftmost) largest element. A NaN counts as larger than any number,
+    /// so a row holding one points at its first NaN rather than silently at a number. A row of a
+    /// zero-width matrix has no elements; its entry is 0.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let scores = Matrix::<f32, 2, 3>::from_rows([[0.1, 0.7, 0.2], [0.5, 0.5, f32::NAN]]);
+    /// assert_eq!(scores.row_argmax().as_slice(), &[1, 2]);
+    /// ```
+    #[must_use]
+    pub fn row_argmax(&self) -> Matrix<usize, H, 1> {
+        let mut out = Matrix::zeros();
+        self.row_argmax_into(&mut out);
+        out
+    }
+
+    /// `out = row_argmax(self)` with no allocation.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<i32, 2, 2>::from_rows([[3, 1], [1, 3]]);
+    /// let mut out = Matrix::zeros();
+    /// m.row_argmax_into(&mut out);
+    /// assert_eq!(out.as_slice(), &[0, 1]);
+    /// ```
+    pub fn row_argmax_into(&self, out: &mut Matrix<usize, H, 1>) {
+        for (o, row) in out.rows_mut().zip(self.rows()) {
+            o[0] = argmax(row);
+        }
+    }
+}
+
+fn argmax<T: Scalar>(row: &[T]) -> usize {
+    let mut best = 0;
+    for (i, &x) in row.iter().enumerate() {
+        #[allow(clippy::eq_op)] // x != x is the NaN test for a generic PartialOrd type
+        if x != x {
+            return i;
+        }
+        if x > row[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// `n` as a `T`; only counts up to a matrix dimension reach here.
+fn count<T: Scalar>(n: usize) -> T {
+    T::from(n).unwrap_or_else(|| panic!("{n} does not fit in the element type"))
+}

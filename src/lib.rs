@@ -63,6 +63,8 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "data")]
+pub mod data;
 pub mod kernels;
 mod scalar;
 

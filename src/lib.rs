@@ -72,6 +72,8 @@ mod scalar;
 mod error;
 #[cfg(feature = "alloc")]
 mod matrix;
+#[cfg(feature = "alloc")]
+pub mod nn;
 
 #[cfg(feature = "alloc")]
 pub use error::LengthError;

@@ -1,0 +1,141 @@
+//! Element-wise activations, each with its derivative written in terms of the forward output.
+//!
+//! Every derivative here can be computed from the activation's **output** `a = f(z)` alone, so the
+//! forward pass keeps only `a` and the backward pass never recomputes `f`:
+//!
+//! | activation | `f(z)` | `f'(z)` from `a = f(z)` |
+//! | --- | --- | --- |
+//! | [`Identity`] | `z` | `1` |
+//! | [`Relu`] | `max(z, 0)` | `1` if `a > 0`, else `0` |
+//! | [`Sigmoid`] | `1 / (1 + e^-z)` | `a (1 - a)` |
+//! | [`Tanh`] | `tanh z` | `1 - a²` |
+//!
+//! The derivations are in `docs/backprop.md`, section "Activations".
+
+use core::fmt::Debug;
+
+use num_traits::Float;
+
+use super::Init;
+
+/// An element-wise activation function `f` with its derivative.
+pub trait Activation: Copy + Default + Debug + Send + Sync + 'static {
+    /// The initialization that keeps activations' variance steady through this function.
+    const INIT: Init;
+
+    /// `f(z)`.
+    fn apply<T: Float>(z: T) -> T;
+
+    /// `f'(z)`, expressed through the output `a = f(z)`.
+    fn derivative_from_output<T: Float>(a: T) -> T;
+}
+
+/// `f(z) = z`: no activation (the last layer before a loss that applies its own, like softmax).
+///
+/// ```
+/// use constmat::nn::{Activation, Identity};
+/// assert_eq!(Identity::apply(-2.0_f32), -2.0);
+/// assert_eq!(Identity::derivative_from_output(-2.0_f32), 1.0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Identity;
+
+impl Activation for Identity {
+    const INIT: Init = Init::Xavier;
+
+    #[inline]
+    fn apply<T: Float>(z: T) -> T {
+        z
+    }
+
+    #[inline]
+    fn derivative_from_output<T: Float>(_a: T) -> T {
+        T::one()
+    }
+}
+
+/// `f(z) = max(z, 0)`. `f'` is taken as 0 at `z = 0` (as PyTorch does).
+///
+/// ```
+/// use constmat::nn::{Activation, Relu};
+/// assert_eq!(Relu::apply(-2.0_f32), 0.0);
+/// assert_eq!(Relu::apply(3.0_f32), 3.0);
+/// assert_eq!(Relu::derivative_from_output(3.0_f32), 1.0);
+/// assert_eq!(Relu::derivative_from_output(0.0_f32), 0.0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Relu;
+
+impl Activation for Relu {
+    const INIT: Init = Init::He;
+
+    #[inline]
+    fn apply<T: Float>(z: T) -> T {
+        // `z > 0` rather than `max`, so that a NaN propagates instead of turning into 0.
+        if z > T::zero() || z.is_nan() {
+            z
+        } else {
+            T::zero()
+        }
+    }
+
+    #[inline]
+    fn derivative_from_output<T: Float>(a: T) -> T {
+        // a > 0 exactly when z > 0.
+        if a > T::zero() { T::one() } else { T::zero() }
+    }
+}
+
+/// `f(z) = 1 / (1 + e^-z)`, with `f' = a (1 - a)`.
+///
+/// ```
+/// use constmat::nn::{Activation, Sigmoid};
+/// assert_eq!(Sigmoid::apply(0.0_f64), 0.5);
+/// assert_eq!(Sigmoid::derivative_from_output(0.5_f64), 0.25);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sigmoid;
+
+impl Activation for Sigmoid {
+    const INIT: Init = Init::Xavier;
+
+    #[inline]
+    fn apply<T: Float>(z: T) -> T {
+        // Two branches so that neither exp overflows: e^-z for z >= 0, e^z for z < 0.
+        if z >= T::zero() {
+            T::one() / (T::one() + (-z).exp())
+        } else {
+            let e = z.exp();
+            e / (T::one() + e)
+        }
+    }
+
+    #[inline]
+    fn derivative_from_output<T: Float>(a: T) -> T {
+        a * (T::one() - a)
+    }
+}
+
+/// `f(z) = tanh z`, with `f' = 1 - a²`.
+///
+/// ```
+/// use constmat::nn::{Activation, Tanh};
+/// assert_eq!(Tanh::apply(0.0_f64), 0.0);
+/// assert_eq!(Tanh::derivative_from_output(0.0_f64), 1.0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tanh;
+
+impl Activation for Tanh {
+    const INIT: Init = Init::Xavier;
+
+    #[inline]
+    fn apply<T: Float>(z: T) -> T {
+        z.tanh()
+    }
+
+    #[inline]
+    fn derivative_from_output<T: Float>(a: T) -> T {
+        T::one() - a * a
+    }
+}

@@ -1,0 +1,169 @@
+//! Optimizers: each updates parameters in place from their gradients, one pass per tensor.
+//!
+//! All three walk the tensors of a [`Parameters`] value (`0.weight`, `0.bias`, ...) and their
+//! gradients in lockstep; the stateful ones keep their state in values of the net's own type, so
+//! it has the right shapes by construction.
+
+use num_traits::Float;
+
+use super::Parameters;
+use crate::Scalar;
+
+/// Updates parameters from gradients.
+pub trait Optimizer<T, P: Parameters<T>> {
+    /// One update of `parameters` from `gradients` with the given learning rate (which a
+    /// [`Schedule`](super::Schedule) may vary from step to step).
+    fn update(&mut self, parameters: &mut P, gradients: &P, learning_rate: T);
+}
+
+/// Plain stochastic gradient descent: `θ ← θ - η·g`.
+///
+/// ```
+/// use constmat::Matrix;
+/// use constmat::nn::{Dense, Identity, Optimizer, Sgd};
+///
+/// let mut layer = Dense::<f64, 1, 1, Identity>::new(Matrix::filled(1.0), Matrix::filled(0.0));
+/// let grads = Dense::new(Matrix::filled(2.0), Matrix::filled(-1.0));
+/// Sgd::new().update(&mut layer, &grads, 0.1);
+/// assert_eq!((layer.weight[(0, 0)], layer.bias[(0, 0)]), (0.8, 0.1));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sgd;
+
+impl Sgd {
+    /// Plain SGD (it has no state).
+    #[must_use]
+    pub fn new() -> Self {
+        Self
+    }
+}
+
+impl<T: Scalar, P: Parameters<T>> Optimizer<T, P> for Sgd {
+    fn update(&mut self, parameters: &mut P, gradients: &P, learning_rate: T) {
+        for k in 0..parameters.tensor_count() {
+            let g = gradients.tensor(k);
+            for (theta, &g) in parameters.tensor_mut(k).iter_mut().zip(g) {
+                *theta -= learning_rate * g;
+            }
+        }
+    }
+}
+
+/// SGD with momentum, PyTorch's formulation: `v ← μ·v + g`, `θ ← θ - η·v`.
+///
+/// ```
+/// use constmat::Matrix;
+/// use constmat::nn::{Dense, Identity, Momentum, Optimizer};
+///
+/// let mut layer = Dense::<f64, 1, 1, Identity>::new(Matrix::filled(1.0), Matrix::filled(0.0));
+/// let grads = Dense::new(Matrix::filled(1.0), Matrix::filled(0.0));
+/// let mut opt = Momentum::new(&layer, 0.9);
+/// opt.update(&mut layer, &grads, 0.1); // v = 1,   θ = 1 - 0.1
+/// opt.update(&mut layer, &grads, 0.1); // v = 1.9, θ = 0.9 - 0.19
+/// assert!((layer.weight[(0, 0)] - 0.71).abs() < 1e-12);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Momentum<T, P> {
+    momentum: T,
+    velocity: P,
+}
+
+impl<T: Scalar, P: Parameters<T>> Momentum<T, P> {
+    /// Momentum `μ` (0.9 is the usual choice) for parameters shaped like `parameters`.
+    #[must_use]
+    pub fn new(parameters: &P, momentum: T) -> Self {
+        Self {
+            momentum,
+            velocity: parameters.zeros_like(),
+        }
+    }
+}
+
+impl<T: Scalar, P: Parameters<T>> Optimizer<T, P> for Momentum<T, P> {
+    fn update(&mut self, parameters: &mut P, gradients: &P, learning_rate: T) {
+        for k in 0..parameters.tensor_count() {
+            let g = gradients.tensor(k);
+            let v = self.velocity.tensor_mut(k);
+            for ((theta, v), &g) in parameters.tensor_mut(k).iter_mut().zip(v).zip(g) {
+                *v = self.momentum * *v + g;
+                *theta -= learning_rate * *v;
+            }
+        }
+    }
+}
+
+/// Adam (Kingma & Ba 2015) with bias correction:
+///
+/// ```text
+/// m ← β₁·m + (1-β₁)·g        v ← β₂·v + (1-β₂)·g²
+/// θ ← θ - η · (m / (1-β₁ᵗ)) / (√(v / (1-β₂ᵗ)) + ε)
+/// ```
+///
+/// ```
+/// use constmat::Matrix;
+/// use constmat::nn::{Adam, Dense, Identity, Optimizer};
+///
+/// let mut layer = Dense::<f64, 1, 1, Identity>::new(Matrix::filled(1.0), Matrix::filled(0.0));
+/// let grads = Dense::new(Matrix::filled(0.5), Matrix::filled(0.0));
+/// let mut adam = Adam::new(&layer);
+/// adam.update(&mut layer, &grads, 0.01);
+/// // The first step of Adam moves each parameter by about η, whatever the gradient's scale.
+/// assert!((layer.weight[(0, 0)] - 0.99).abs() < 1e-6);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Adam<T, P> {
+    beta1: T,
+    beta2: T,
+    epsilon: T,
+    first_moment: P,
+    second_moment: P,
+    /// β₁ᵗ and β₂ᵗ, updated each step rather than recomputed with `powi`.
+    beta1_power: T,
+    beta2_power: T,
+}
+
+impl<T: Scalar + Float, P: Parameters<T>> Adam<T, P> {
+    /// Adam with the usual constants β₁ = 0.9, β₂ = 0.999, ε = 1e-8.
+    #[must_use]
+    pub fn new(parameters: &P) -> Self {
+        let c = |x: f64| T::from(x).expect("a float holds Adam's constants");
+        Self::with_constants(parameters, c(0.9), c(0.999), c(1e-8))
+    }
+
+    /// Adam with the given `β₁`, `β₂` and `ε`.
+    #[must_use]
+    pub fn with_constants(parameters: &P, beta1: T, beta2: T, epsilon: T) -> Self {
+        Self {
+            beta1,
+            beta2,
+            epsilon,
+            first_moment: parameters.zeros_like(),
+            second_moment: parameters.zeros_like(),
+            beta1_power: T::one(),
+            beta2_power: T::one(),
+        }
+    }
+}
+
+impl<T: Scalar + Float, P: Parameters<T>> Optimizer<T, P> for Adam<T, P> {
+    fn update(&mut self, parameters: &mut P, gradients: &P, learning_rate: T) {
+        let one = T::one();
+        self.beta1_power *= self.beta1;
+        self.beta2_power *= self.beta2;
+        let m_correction = one / (one - self.beta1_power);
+        let v_correction = one / (one - self.beta2_power);
+        for k in 0..parameters.tensor_count() {
+            let g = gradients.tensor(k);
+            let m = self.first_moment.tensor_mut(k);
+            let v = self.second_moment.tensor_mut(k);
+            let theta = parameters.tensor_mut(k);
+            for (((theta, m), v), &g) in theta.iter_mut().zip(m).zip(v).zip(g) {
+                *m = self.beta1 * *m + (one - self.beta1) * g;
+                *v = self.beta2 * *v + (one - self.beta2) * g * g;
+                let m_hat = *m * m_correction;
+                let v_hat = *v * v_correction;
+                *theta -= learning_rate * m_hat / (v_hat.sqrt() + self.epsilon);
+            }
+        }
+    }
+}

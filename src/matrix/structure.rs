@@ -43,8 +43,8 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
 
     /// The same elements in the same row-major order, seen as an `H2 x W2` matrix.
     ///
-    /// The rule `H * W == H2 * W2` is checked at build time (see the [module](self) notes: by
-    /// `cargo build`, not `cargo check`).
+    /// The rule `H * W == H2 * W2` is checked at build time: by `cargo build`, not `cargo check`
+    /// (see "Shape rules checked at build time" in the [crate docs](crate)).
     ///
     /// ```
     /// use constmat::Matrix;

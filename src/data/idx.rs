@@ -1,0 +1,967 @@
+//! A strict reader for IDX files of unsigned bytes, plain or gzip-compressed.
+//!
+//! IDX is the format of MNIST (and Fashion-MNIST, EMNIST, ...). A file is big-endian:
+//!
+//! | bytes | content |
+//! | --- | --- |
+//! | 4 | magic: `0x00 0x00 <type> <number of dimensions>`; type `0x08` = unsigned byte |
+//! | 4 per dimension | the size of each dimension, as a `u32` |
+//! | the product of the sizes | the data, row-major, one byte per element |
+//!
+//! A gzip-compressed file is recognised by its first two bytes (`1f 8b`), never by its name, and
+//! decompressed on the fly. Every function checks the magic number, the element type, the number
+//! of dimensions and that the data is exactly as long as the header says, and reports anything
+//! else as an [`IdxError`]: a malformed file is never a panic and never a silently wrong read.
+//! Only the bytes actually present are allocated, so a header that declares gigabytes of data
+//! in a short file costs nothing (and sizes above [`MAX_DATA_BYTES`] are refused outright).
+//!
+//! Every reader takes any [`std::io::Read`]; a byte slice `&[u8]` is one:
+//!
+//! ```
+//! use constmat::data::idx;
+//!
+//! // Two 2x3 images: magic 0x00000803, then the sizes 2, 2, 3, then 12 pixels.
+//! let mut bytes = vec![0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3];
+//! bytes.extend(0..12);
+//! let images = idx::read_images(&bytes[..])?;
+//! assert_eq!((images.count(), images.rows(), images.cols()), (2, 2, 3));
+//! assert_eq!(images.image(1), &[6, 7, 8, 9, 10, 11]);
+//!
+//! // One byte missing: a typed error that says what was expected and what was found.
+//! let err = idx::read_images(&bytes[..bytes.len() - 1]).unwrap_err();
+//! assert_eq!(err.to_string(), "truncated IDX data: expected 28 bytes, found 27");
+//! # Ok::<(), idx::IdxError>(())
+//! ```
+
+use core::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::vec::Vec;
+
+use flate2::read::MultiGzDecoder;
+
+/// The largest amount of data (the product of the dimensions, in bytes) a header may declare.
+///
+/// 4 GiB on 64-bit targets (and `isize::MAX` bytes on smaller ones): far above any IDX data set
+/// in use (MNIST's training images are 47 MB), so that a corrupt header is refused with
+/// [`IdxErrorKind::TooLarge`] before anything is read.
+///
+/// ```
+/// assert!(constmat::data::idx::MAX_DATA_BYTES >= 60_000 * 28 * 28);
+/// ```
+pub const MAX_DATA_BYTES: u64 = if usize::BITS >= 64 {
+    1 << 32
+} else {
+    isize::MAX as u64
+};
+
+/// The first two bytes of every gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+/// The IDX type code of unsigned bytes, the only element type this reader returns.
+const TYPE_U8: u8 = 0x08;
+/// At most this much is reserved before the data is read; the rest grows with the bytes found.
+const PREALLOCATE_AT_MOST: u64 = 1 << 20;
+
+/// The IDX magic number of unsigned-byte data with `dims` dimensions.
+const fn u8_magic(dims: u8) -> u32 {
+    ((TYPE_U8 as u32) << 8) | dims as u32
+}
+
+/// The element type an IDX type code stands for, or `None` for a code that is not IDX at all.
+fn type_name(code: u8) -> Option<&'static str> {
+    Some(match code {
+        0x08 => "unsigned byte",
+        0x09 => "signed byte",
+        0x0B => "16-bit integer",
+        0x0C => "32-bit integer",
+        0x0D => "32-bit float",
+        0x0E => "64-bit float",
+        _ => return None,
+    })
+}
+
+/// An error reading an IDX file: what went wrong ([`kind`](Self::kind)) and, when the data came
+/// from a file, its [`path`](Self::path).
+///
+/// Its `Display` names the path (when known) and says what was expected and what was found;
+/// [`source`](std::error::Error::source) gives the underlying I/O or gzip error, if any.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// let err = idx::read_labels(&[0, 0, 8, 1, 0, 0, 0, 3, 7][..]).unwrap_err();
+/// assert!(matches!(
+///     err.kind(),
+///     IdxErrorKind::Truncated { expected_bytes: 11, found_bytes: 9 }
+/// ));
+/// assert_eq!(err.path(), None);
+/// assert_eq!(
+///     err.with_path("labels.idx").to_string(),
+///     "labels.idx: truncated IDX data: expected 11 bytes, found 9"
+/// );
+/// ```
+#[derive(Debug)]
+pub struct IdxError {
+    kind: IdxErrorKind,
+    path: Option<PathBuf>,
+}
+
+impl IdxError {
+    /// An error of the given kind, not tied to a file.
+    ///
+    /// For checks of your own on data read with this module.
+    ///
+    /// ```
+    /// use constmat::data::idx::{IdxError, IdxErrorKind};
+    ///
+    /// let err = IdxError::new(IdxErrorKind::CountMismatch { images: 3, labels: 2 });
+    /// assert_eq!(err.to_string(), "image and label counts differ: 3 images, 2 labels");
+    /// ```
+    #[must_use]
+    pub fn new(kind: IdxErrorKind) -> Self {
+        Self { kind, path: None }
+    }
+
+    /// The same error, attributed to the file at `path` (replacing any path it had).
+    ///
+    /// ```
+    /// use constmat::data::idx::{IdxError, IdxErrorKind};
+    ///
+    /// let err = IdxError::new(IdxErrorKind::UnsupportedDataType { found: 0x0D }).with_path("x.idx");
+    /// assert_eq!(err.path(), Some(std::path::Path::new("x.idx")));
+    /// ```
+    #[must_use]
+    pub fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// What went wrong.
+    ///
+    /// ```
+    /// use constmat::data::idx::{self, IdxErrorKind};
+    ///
+    /// let err = idx::read_labels(&[0, 0, 8, 3][..]).unwrap_err();
+    /// assert!(matches!(err.kind(), IdxErrorKind::WrongDimensionCount { expected: 1, found: 3 }));
+    /// ```
+    #[must_use]
+    pub fn kind(&self) -> &IdxErrorKind {
+        &self.kind
+    }
+
+    /// What went wrong, by value (to keep an inner [`io::Error`]).
+    ///
+    /// ```
+    /// use constmat::data::idx::{self, IdxErrorKind};
+    ///
+    /// let err = idx::read_labels_from_path("/no/such/dir/labels.idx").unwrap_err();
+    /// match err.into_kind() {
+    ///     IdxErrorKind::Io(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+    ///     other => panic!("unexpected {other:?}"),
+    /// }
+    /// ```
+    #[must_use]
+    pub fn into_kind(self) -> IdxErrorKind {
+        self.kind
+    }
+
+    /// The file the error is about, when the data came from one.
+    ///
+    /// ```
+    /// use constmat::data::idx;
+    /// use std::path::Path;
+    ///
+    /// let err = idx::read_labels_from_path("/no/such/dir/labels.idx").unwrap_err();
+    /// assert_eq!(err.path(), Some(Path::new("/no/such/dir/labels.idx")));
+    /// ```
+    #[must_use]
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+}
+
+impl From<IdxErrorKind> for IdxError {
+    fn from(kind: IdxErrorKind) -> Self {
+        Self::new(kind)
+    }
+}
+
+impl fmt::Display for IdxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(path) = &self.path {
+            write!(f, "{}: ", path.display())?;
+        }
+        fmt::Display::fmt(&self.kind, f)
+    }
+}
+
+impl std::error::Error for IdxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            IdxErrorKind::Io(e) | IdxErrorKind::Gzip(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What went wrong reading an IDX file.
+///
+/// Byte counts (`expected_bytes`, `found_bytes`) are of the IDX data itself, header included:
+/// for a gzipped file, of the decompressed stream.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// // A gzip file (1f 8b) whose header is cut short.
+/// let err = idx::read_labels(&[0x1f, 0x8b, 8][..]).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::Gzip(_)));
+/// assert!(err.to_string().starts_with("corrupt gzip data: "));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum IdxErrorKind {
+    /// Opening or reading the file (or the reader) failed.
+    Io(io::Error),
+    /// The data starts like gzip (`1f 8b`) but does not decompress: corrupt, cut short, or
+    /// followed by bytes that are not gzip.
+    Gzip(io::Error),
+    /// The magic number is not that of an IDX file (its first two bytes must be zero and its
+    /// third an IDX type code).
+    InvalidMagic {
+        /// The magic number that was expected: unsigned bytes with the expected number of
+        /// dimensions (with the number found, when any number is accepted).
+        expected: u32,
+        /// The first four bytes, big-endian.
+        found: u32,
+    },
+    /// A valid IDX element type other than unsigned bytes (`0x08`), the only one supported.
+    UnsupportedDataType {
+        /// The type code found: `0x09` (signed byte), `0x0B` (i16), `0x0C` (i32), `0x0D` (f32)
+        /// or `0x0E` (f64).
+        found: u8,
+    },
+    /// The file has a different number of dimensions than expected (3 for images, 1 for labels).
+    WrongDimensionCount {
+        /// The number of dimensions expected.
+        expected: u8,
+        /// The number of dimensions in the header.
+        found: u8,
+    },
+    /// The data ended inside the header (the magic number or the dimension sizes).
+    TruncatedHeader {
+        /// The length of the header, as far as it could be read (4 bytes if even the magic
+        /// number is incomplete).
+        expected_bytes: u64,
+        /// The number of bytes present.
+        found_bytes: u64,
+    },
+    /// The data is shorter than its header declares.
+    Truncated {
+        /// The length the header declares: header plus the product of the dimensions.
+        expected_bytes: u64,
+        /// The number of bytes present.
+        found_bytes: u64,
+    },
+    /// More data follows what the header declares.
+    TrailingBytes {
+        /// The length the header declares: header plus the product of the dimensions.
+        expected_bytes: u64,
+        /// The number of bytes present.
+        found_bytes: u64,
+    },
+    /// The header declares more data than [`MAX_DATA_BYTES`] (so it is not read at all), or,
+    /// for images, a single image larger than that.
+    TooLarge {
+        /// The dimension sizes in the header.
+        dims: Vec<u32>,
+        /// The limit that was exceeded: [`MAX_DATA_BYTES`].
+        limit_bytes: u64,
+    },
+    /// The images are not of the size required (28x28 for MNIST).
+    WrongImageSize {
+        /// The required size, `(rows, columns)`.
+        expected: (u32, u32),
+        /// The size in the file, `(rows, columns)`.
+        found: (u32, u32),
+    },
+    /// An image file and its label file hold different numbers of items.
+    CountMismatch {
+        /// The number of images.
+        images: usize,
+        /// The number of labels.
+        labels: usize,
+    },
+    /// A label is not below the number of classes (10 for MNIST).
+    LabelOutOfRange {
+        /// The position of the first such label.
+        index: usize,
+        /// The label found there.
+        label: u8,
+        /// The number of classes: labels must be below it.
+        classes: u8,
+    },
+}
+
+impl fmt::Display for IdxErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "I/O error: {e}"),
+            Self::Gzip(e) => write!(f, "corrupt gzip data: {e}"),
+            Self::InvalidMagic { expected, found } => write!(
+                f,
+                "invalid IDX magic number: expected {expected:#010x}, found {found:#010x}"
+            ),
+            Self::UnsupportedDataType { found } => write!(
+                f,
+                "unsupported IDX data type: expected {TYPE_U8:#04x} (unsigned byte), found \
+                 {found:#04x} ({})",
+                type_name(*found).unwrap_or("unknown")
+            ),
+            Self::WrongDimensionCount { expected, found } => write!(
+                f,
+                "wrong number of IDX dimensions: expected {expected}, found {found}"
+            ),
+            Self::TruncatedHeader {
+                expected_bytes,
+                found_bytes,
+            } => write!(
+                f,
+                "truncated IDX header: expected {expected_bytes} bytes, found {found_bytes}"
+            ),
+            Self::Truncated {
+                expected_bytes,
+                found_bytes,
+            } => write!(
+                f,
+                "truncated IDX data: expected {expected_bytes} bytes, found {found_bytes}"
+            ),
+            Self::TrailingBytes {
+                expected_bytes,
+                found_bytes,
+            } => write!(
+                f,
+                "trailing bytes after IDX data: expected {expected_bytes} bytes, found \
+                 {found_bytes}"
+            ),
+            Self::TooLarge { dims, limit_bytes } => {
+                f.write_str("IDX data too large: dimensions ")?;
+                for (i, d) in dims.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" x ")?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                write!(f, " exceed the limit of {limit_bytes} bytes")
+            }
+            Self::WrongImageSize { expected, found } => write!(
+                f,
+                "wrong image size: expected {}x{}, found {}x{}",
+                expected.0, expected.1, found.0, found.1
+            ),
+            Self::CountMismatch { images, labels } => write!(
+                f,
+                "image and label counts differ: {images} images, {labels} labels"
+            ),
+            Self::LabelOutOfRange {
+                index,
+                label,
+                classes,
+            } => write!(
+                f,
+                "label out of range at index {index}: expected a label below {classes}, found \
+                 {label}"
+            ),
+        }
+    }
+}
+
+/// An IDX array of unsigned bytes with any number of dimensions, as read by [`read_idx`].
+///
+/// ```
+/// use constmat::data::idx;
+///
+/// // A 2x2x2 array.
+/// let bytes = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8];
+/// let array = idx::read_idx(&bytes[..])?;
+/// assert_eq!(array.dims(), &[2, 2, 2]);
+/// assert_eq!(array.data(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+/// # Ok::<(), idx::IdxError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdxArray {
+    dims: Vec<u32>,
+    data: Vec<u8>,
+}
+
+impl IdxArray {
+    /// The size of each dimension, outermost first.
+    ///
+    /// ```
+    /// let array = constmat::data::idx::read_idx(&[0, 0, 8, 1, 0, 0, 0, 1, 42][..])?;
+    /// assert_eq!(array.dims(), &[1]);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn dims(&self) -> &[u32] {
+        &self.dims
+    }
+
+    /// The elements, row-major: exactly the product of [`dims`](Self::dims) bytes.
+    ///
+    /// ```
+    /// let array = constmat::data::idx::read_idx(&[0, 0, 8, 1, 0, 0, 0, 1, 42][..])?;
+    /// assert_eq!(array.data(), &[42]);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The elements, by value.
+    ///
+    /// ```
+    /// let array = constmat::data::idx::read_idx(&[0, 0, 8, 1, 0, 0, 0, 1, 42][..])?;
+    /// assert_eq!(array.into_data(), vec![42]);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// A set of equally sized greyscale images, as read by [`read_images`]: an IDX file with three
+/// dimensions (count, rows, columns).
+///
+/// ```
+/// use constmat::data::idx;
+///
+/// // Three 1x2 images.
+/// let bytes = [0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 10, 11, 20, 21, 30, 31];
+/// let images = idx::read_images(&bytes[..])?;
+/// assert_eq!(images.pixels_per_image(), 2);
+/// assert_eq!(images.iter().map(|im| im[0]).collect::<Vec<_>>(), [10, 20, 30]);
+/// # Ok::<(), idx::IdxError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Images {
+    count: u32,
+    rows: u32,
+    cols: u32,
+    pixels: Vec<u8>,
+}
+
+impl Images {
+    /// The number of images.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6];
+    /// assert_eq!(constmat::data::idx::read_images(&bytes[..])?.count(), 2);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn count(&self) -> usize {
+        self.count as usize
+    }
+
+    /// The height of every image, in pixels.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 5, 6];
+    /// assert_eq!(constmat::data::idx::read_images(&bytes[..])?.rows(), 2);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        self.rows as usize
+    }
+
+    /// The width of every image, in pixels.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 5, 6];
+    /// assert_eq!(constmat::data::idx::read_images(&bytes[..])?.cols(), 2);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn cols(&self) -> usize {
+        self.cols as usize
+    }
+
+    /// `rows * cols`: the length of each image's slice.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 5, 6];
+    /// assert_eq!(constmat::data::idx::read_images(&bytes[..])?.pixels_per_image(), 2);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn pixels_per_image(&self) -> usize {
+        // `read_images` checked that this product is at most `MAX_DATA_BYTES`, so it fits.
+        self.rows as usize * self.cols as usize
+    }
+
+    /// All pixels, image after image, each image row-major.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6];
+    /// assert_eq!(constmat::data::idx::read_images(&bytes[..])?.pixels(), &[5, 6]);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn pixels(&self) -> &[u8] {
+        &self.pixels
+    }
+
+    /// All pixels, by value.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6];
+    /// assert_eq!(constmat::data::idx::read_images(&bytes[..])?.into_pixels(), vec![5, 6]);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn into_pixels(self) -> Vec<u8> {
+        self.pixels
+    }
+
+    /// The pixels of image `index` (row-major), or `None` if there are not that many images.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6];
+    /// let images = constmat::data::idx::read_images(&bytes[..])?;
+    /// assert_eq!(images.get(1), Some(&[6][..]));
+    /// assert_eq!(images.get(2), None);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    pub fn get(&self, index: usize) -> Option<&[u8]> {
+        if index >= self.count() {
+            return None;
+        }
+        let n = self.pixels_per_image();
+        self.pixels.get(index * n..(index + 1) * n)
+    }
+
+    /// The pixels of image `index` (row-major).
+    ///
+    /// # Panics
+    ///
+    /// If `index >= self.count()`; [`get`](Self::get) returns an `Option` instead.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6];
+    /// assert_eq!(constmat::data::idx::read_images(&bytes[..])?.image(0), &[5]);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    #[must_use]
+    #[track_caller]
+    pub fn image(&self, index: usize) -> &[u8] {
+        match self.get(index) {
+            Some(image) => image,
+            None => panic!("image index {index} out of range for {} images", self.count),
+        }
+    }
+
+    /// The images in order, each as a slice of [`pixels_per_image`](Self::pixels_per_image)
+    /// bytes.
+    ///
+    /// ```
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6];
+    /// let images = constmat::data::idx::read_images(&bytes[..])?;
+    /// assert_eq!(images.iter().collect::<Vec<_>>(), [&[5], &[6]]);
+    /// # Ok::<(), constmat::data::idx::IdxError>(())
+    /// ```
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        (0..self.count()).map(|i| self.image(i))
+    }
+
+    /// Checks that the images are `rows` x `cols` pixels.
+    ///
+    /// # Errors
+    ///
+    /// [`IdxErrorKind::WrongImageSize`] if they are not.
+    ///
+    /// ```
+    /// use constmat::data::idx;
+    ///
+    /// let bytes = [0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 5, 6];
+    /// let images = idx::read_images(&bytes[..])?;
+    /// assert!(images.check_size(1, 2).is_ok());
+    /// let err = images.check_size(28, 28).unwrap_err();
+    /// assert_eq!(err.to_string(), "wrong image size: expected 28x28, found 1x2");
+    /// # Ok::<(), idx::IdxError>(())
+    /// ```
+    pub fn check_size(&self, rows: u32, cols: u32) -> Result<(), IdxError> {
+        if (self.rows, self.cols) == (rows, cols) {
+            Ok(())
+        } else {
+            Err(IdxErrorKind::WrongImageSize {
+                expected: (rows, cols),
+                found: (self.rows, self.cols),
+            }
+            .into())
+        }
+    }
+}
+
+/// Reads an IDX file of unsigned bytes with any number of dimensions, plain or gzipped, to its
+/// end.
+///
+/// The reader must reach its end: bytes after the declared data are an error.
+///
+/// # Errors
+///
+/// Any [`IdxErrorKind`] about the file itself (all but the image-size, count and label checks).
+///
+/// ```
+/// use constmat::data::idx;
+///
+/// let array = idx::read_idx(&[0, 0, 8, 2, 0, 0, 0, 1, 0, 0, 0, 2, 3, 4][..])?;
+/// assert_eq!((array.dims(), array.data()), (&[1, 2][..], &[3, 4][..]));
+///
+/// // 32-bit floats (type 0x0D) are IDX too, but not supported.
+/// let err = idx::read_idx(&[0, 0, 0x0D, 1, 0, 0, 0, 0][..]).unwrap_err();
+/// assert!(err.to_string().starts_with("unsupported IDX data type"));
+/// # Ok::<(), idx::IdxError>(())
+/// ```
+pub fn read_idx<R: Read>(reader: R) -> Result<IdxArray, IdxError> {
+    read_any(reader, None).map_err(IdxError::new)
+}
+
+/// Reads the IDX file at `path` with [`read_idx`]; errors name the path.
+///
+/// # Errors
+///
+/// [`IdxErrorKind::Io`] if the file cannot be opened (`NotFound` if it does not exist), or any
+/// error of [`read_idx`].
+///
+/// ```
+/// use constmat::data::idx;
+///
+/// let path = std::env::temp_dir().join("constmat-doc-read_idx_from_path.idx");
+/// std::fs::write(&path, [0, 0, 8, 1, 0, 0, 0, 2, 9, 8])?;
+/// assert_eq!(idx::read_idx_from_path(&path)?.data(), &[9, 8]);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_idx_from_path<P: AsRef<Path>>(path: P) -> Result<IdxArray, IdxError> {
+    read_path(path.as_ref(), None)
+}
+
+/// Reads an image file: IDX unsigned bytes with three dimensions (count, rows, columns), plain or
+/// gzipped, to the end of the reader.
+///
+/// # Errors
+///
+/// Those of [`read_idx`], [`IdxErrorKind::WrongDimensionCount`] for any other number of
+/// dimensions (a label file, say), and [`IdxErrorKind::TooLarge`] if a single image would
+/// exceed [`MAX_DATA_BYTES`].
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// // One 2x2 image.
+/// let bytes = [0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 0, 85, 170, 255];
+/// assert_eq!(idx::read_images(&bytes[..])?.image(0), &[0, 85, 170, 255]);
+///
+/// // A label file is not an image file.
+/// let err = idx::read_images(&[0, 0, 8, 1, 0, 0, 0, 1, 7][..]).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::WrongDimensionCount { expected: 3, found: 1 }));
+/// # Ok::<(), idx::IdxError>(())
+/// ```
+pub fn read_images<R: Read>(reader: R) -> Result<Images, IdxError> {
+    read_any(reader, Some(3))
+        .and_then(into_images)
+        .map_err(IdxError::new)
+}
+
+/// Reads the image file at `path` with [`read_images`]; errors name the path.
+///
+/// # Errors
+///
+/// [`IdxErrorKind::Io`] if the file cannot be opened, or any error of [`read_images`].
+///
+/// ```
+/// use constmat::data::idx;
+///
+/// let path = std::env::temp_dir().join("constmat-doc-read_images_from_path.idx");
+/// std::fs::write(&path, [0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 200])?;
+/// assert_eq!(idx::read_images_from_path(&path)?.pixels(), &[200]);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_images_from_path<P: AsRef<Path>>(path: P) -> Result<Images, IdxError> {
+    let path = path.as_ref();
+    read_path(path, Some(3))
+        .and_then(|array| into_images(array).map_err(|kind| IdxError::new(kind).with_path(path)))
+}
+
+/// Reads a label file: IDX unsigned bytes with one dimension, plain or gzipped, to the end of
+/// the reader.
+///
+/// The labels are not checked against a number of classes: see [`check_labels`].
+///
+/// # Errors
+///
+/// Those of [`read_idx`], and [`IdxErrorKind::WrongDimensionCount`] for any other number of
+/// dimensions (an image file, say).
+///
+/// ```
+/// use constmat::data::idx;
+///
+/// assert_eq!(idx::read_labels(&[0, 0, 8, 1, 0, 0, 0, 2, 5, 0][..])?, [5, 0]);
+/// # Ok::<(), idx::IdxError>(())
+/// ```
+pub fn read_labels<R: Read>(reader: R) -> Result<Vec<u8>, IdxError> {
+    read_any(reader, Some(1))
+        .map(IdxArray::into_data)
+        .map_err(IdxError::new)
+}
+
+/// Reads the label file at `path` with [`read_labels`]; errors name the path.
+///
+/// # Errors
+///
+/// [`IdxErrorKind::Io`] if the file cannot be opened, or any error of [`read_labels`].
+///
+/// ```
+/// use constmat::data::idx;
+///
+/// let path = std::env::temp_dir().join("constmat-doc-read_labels_from_path.idx");
+/// std::fs::write(&path, [0, 0, 8, 1, 0, 0, 0, 2, 5, 0])?;
+/// assert_eq!(idx::read_labels_from_path(&path)?, [5, 0]);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_labels_from_path<P: AsRef<Path>>(path: P) -> Result<Vec<u8>, IdxError> {
+    read_path(path.as_ref(), Some(1)).map(IdxArray::into_data)
+}
+
+/// Checks that every label is below `classes`.
+///
+/// # Errors
+///
+/// [`IdxErrorKind::LabelOutOfRange`] for the first label that is not.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// assert!(idx::check_labels(&[0, 9, 3], 10).is_ok());
+/// let err = idx::check_labels(&[0, 9, 12, 3], 10).unwrap_err();
+/// assert!(matches!(
+///     err.kind(),
+///     IdxErrorKind::LabelOutOfRange { index: 2, label: 12, classes: 10 }
+/// ));
+/// assert_eq!(
+///     err.to_string(),
+///     "label out of range at index 2: expected a label below 10, found 12"
+/// );
+/// ```
+pub fn check_labels(labels: &[u8], classes: u8) -> Result<(), IdxError> {
+    match labels.iter().position(|&label| label >= classes) {
+        None => Ok(()),
+        Some(index) => Err(IdxErrorKind::LabelOutOfRange {
+            index,
+            label: labels[index],
+            classes,
+        }
+        .into()),
+    }
+}
+
+/// Checks that there are as many labels as images.
+///
+/// # Errors
+///
+/// [`IdxErrorKind::CountMismatch`] if the numbers differ.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// // Two 1x1 images.
+/// let images = idx::read_images(&[0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6][..])?;
+/// assert!(idx::check_counts(&images, &[1, 2]).is_ok());
+/// let err = idx::check_counts(&images, &[1, 2, 3]).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::CountMismatch { images: 2, labels: 3 }));
+/// # Ok::<(), idx::IdxError>(())
+/// ```
+pub fn check_counts(images: &Images, labels: &[u8]) -> Result<(), IdxError> {
+    if images.count() == labels.len() {
+        Ok(())
+    } else {
+        Err(IdxErrorKind::CountMismatch {
+            images: images.count(),
+            labels: labels.len(),
+        }
+        .into())
+    }
+}
+
+/// Opens `path` and reads it; every error names the path.
+fn read_path(path: &Path, want_dims: Option<u8>) -> Result<IdxArray, IdxError> {
+    File::open(path)
+        .map_err(IdxErrorKind::Io)
+        .and_then(|file| read_any(file, want_dims))
+        .map_err(|kind| IdxError::new(kind).with_path(path))
+}
+
+/// An array of three dimensions as [`Images`], provided one image fits in memory.
+fn into_images(array: IdxArray) -> Result<Images, IdxErrorKind> {
+    let IdxArray { dims, data } = array;
+    let &[count, rows, cols] = dims.as_slice() else {
+        // `read_any` was asked for three dimensions; this is not reached.
+        return Err(IdxErrorKind::WrongDimensionCount {
+            expected: 3,
+            found: u8::try_from(dims.len()).unwrap_or(u8::MAX),
+        });
+    };
+    // With no images, the data is empty whatever the image size; still refuse an image size
+    // that could not be indexed.
+    if u64::from(rows) * u64::from(cols) > MAX_DATA_BYTES {
+        return Err(IdxErrorKind::TooLarge {
+            dims,
+            limit_bytes: MAX_DATA_BYTES,
+        });
+    }
+    Ok(Images {
+        count,
+        rows,
+        cols,
+        pixels: data,
+    })
+}
+
+/// Reads a whole IDX stream, decompressing it first if it starts with the gzip magic bytes.
+fn read_any<R: Read>(mut reader: R, want_dims: Option<u8>) -> Result<IdxArray, IdxErrorKind> {
+    let mut head = [0; 2];
+    let n = read_full(&mut reader, &mut head).map_err(IdxErrorKind::Io)?;
+    let head = &head[..n];
+    if head == GZIP_MAGIC {
+        let mut decoder = MultiGzDecoder::new(WatchErrors {
+            inner: head.chain(reader),
+            failed: false,
+        });
+        match parse(&mut decoder, want_dims) {
+            // An error that did not come from the underlying reader came from the decoder.
+            Err(IdxErrorKind::Io(e)) if !decoder.get_ref().failed => Err(IdxErrorKind::Gzip(e)),
+            result => result,
+        }
+    } else {
+        parse(head.chain(reader), want_dims)
+    }
+}
+
+/// Parses an (uncompressed) IDX stream to its end.
+fn parse<R: Read>(mut r: R, want_dims: Option<u8>) -> Result<IdxArray, IdxErrorKind> {
+    let mut magic = [0; 4];
+    let n = read_full(&mut r, &mut magic).map_err(IdxErrorKind::Io)?;
+    if n < magic.len() {
+        return Err(IdxErrorKind::TruncatedHeader {
+            expected_bytes: 4,
+            found_bytes: n as u64,
+        });
+    }
+    let [zero0, zero1, type_code, ndims] = magic;
+    if zero0 != 0 || zero1 != 0 || type_name(type_code).is_none() {
+        return Err(IdxErrorKind::InvalidMagic {
+            expected: u8_magic(want_dims.unwrap_or(ndims)),
+            found: u32::from_be_bytes(magic),
+        });
+    }
+    if type_code != TYPE_U8 {
+        return Err(IdxErrorKind::UnsupportedDataType { found: type_code });
+    }
+    if let Some(expected) = want_dims
+        && expected != ndims
+    {
+        return Err(IdxErrorKind::WrongDimensionCount {
+            expected,
+            found: ndims,
+        });
+    }
+
+    let header_len = 4 + 4 * u64::from(ndims);
+    let mut raw = std::vec![0; 4 * usize::from(ndims)];
+    let n = read_full(&mut r, &mut raw).map_err(IdxErrorKind::Io)?;
+    if n < raw.len() {
+        return Err(IdxErrorKind::TruncatedHeader {
+            expected_bytes: header_len,
+            found_bytes: 4 + n as u64,
+        });
+    }
+    let dims: Vec<u32> = raw
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|&b| u32::from_be_bytes(b))
+        .collect();
+
+    let data_len = if dims.contains(&0) {
+        Some(0)
+    } else {
+        dims.iter()
+            .try_fold(1_u64, |acc, &d| acc.checked_mul(u64::from(d)))
+            .filter(|&len| len <= MAX_DATA_BYTES)
+    };
+    let Some(data_len) = data_len else {
+        return Err(IdxErrorKind::TooLarge {
+            dims,
+            limit_bytes: MAX_DATA_BYTES,
+        });
+    };
+    let expected_bytes = header_len + data_len;
+
+    // Reserve little up front: the vector grows with the bytes actually present, so a header
+    // that lies about the size cannot make us allocate what the file does not hold.
+    let mut data = Vec::with_capacity(data_len.min(PREALLOCATE_AT_MOST) as usize);
+    let got = (&mut r)
+        .take(data_len)
+        .read_to_end(&mut data)
+        .map_err(IdxErrorKind::Io)? as u64;
+    if got < data_len {
+        return Err(IdxErrorKind::Truncated {
+            expected_bytes,
+            found_bytes: header_len + got,
+        });
+    }
+    let trailing = io::copy(&mut r, &mut io::sink()).map_err(IdxErrorKind::Io)?;
+    if trailing > 0 {
+        return Err(IdxErrorKind::TrailingBytes {
+            expected_bytes,
+            found_bytes: expected_bytes.saturating_add(trailing),
+        });
+    }
+    Ok(IdxArray { dims, data })
+}
+
+/// Fills as much of `buf` as the reader has; returns how much that was.
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// A reader that remembers whether its last read failed, to tell the errors of a gzip decoder
+/// from those of the reader beneath it.
+struct WatchErrors<R> {
+    inner: R,
+    failed: bool,
+}
+
+impl<R: Read> Read for WatchErrors<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let result = self.inner.read(buf);
+        self.failed = matches!(&result, Err(e) if e.kind() != io::ErrorKind::Interrupted);
+        result
+    }
+}

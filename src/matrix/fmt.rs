@@ -12,7 +12,8 @@ const FULL_UP_TO: usize = 10;
 const SHOWN_AT_EACH_END: usize = 4;
 
 impl<T: fmt::Debug, const H: usize, const W: usize> fmt::Debug for Matrix<T, H, W> {
-    /// `Matrix<H, W> [[..], [..]]` with every element; `{:#?}` puts each row on its own line.
+    /// `Matrix<H, W> [[..], [..]]` with every element, like nested arrays (`{:#?}` pretty-prints
+    /// them the same way, one element per line). For a readable grid, use `Display`.
     ///
     /// ```
     /// let m = constmat::Matrix::<i32, 2, 2>::from_rows([[1, 2], [3, 4]]);

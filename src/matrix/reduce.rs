@@ -87,8 +87,12 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
 
     /// The mean of each column: `H x W -> 1 x W`. For integers the division truncates.
     ///
-    /// An empty column (`H == 0`) has no mean; its entry is whatever `0 / 0` gives for `T`
-    /// (NaN for floats).
+    /// An empty column (`H == 0`) has no mean: for floats its entry is NaN (`0 / 0`).
+    ///
+    /// # Panics
+    ///
+    /// For integer types, when `H == 0` (division by zero) or when `H` does not fit in `T`
+    /// (a `u8` matrix with more than 255 rows).
     ///
     /// ```
     /// use constmat::Matrix;
@@ -105,6 +109,12 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     }
 
     /// The mean of each row: `H x W -> H x 1`. For integers the division truncates.
+    ///
+    /// An empty row (`W == 0`) has no mean: for floats its entry is NaN (`0 / 0`).
+    ///
+    /// # Panics
+    ///
+    /// For integer types, when `W == 0` (division by zero) or when `W` does not fit in `T`.
     ///
     /// ```
     /// use constmat::Matrix;

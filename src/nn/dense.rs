@@ -5,13 +5,15 @@
 //!
 //! ```text
 //! forward                               backward
-//! Z = X·Wᵀ + b    (BxI)(IxO)+(1xO)      dZ = dA ⊙ f'(A)   (BxO)
+//! Z = X·Wᵀ + b    (BxI)(IxO)+(1xO)      dZ = dA ⊙ f'(Z)   (BxO), f'(Z) computed from A
 //! A = f(Z)        (BxO)                 dW = dZᵀ·X        (OxB)(BxI) = OxI
 //!                                       db = Σ_rows dZ    (1xO)
 //!                                       dX = dZ·W         (BxO)(OxI) = BxI
 //! ```
 
-use super::{Activation, Identity, Init, Layer, Parameters};
+#[cfg(feature = "rand")]
+use super::Init;
+use super::{Activation, Identity, Layer, Parameters};
 use crate::{Matrix, Scalar};
 use num_traits::Float;
 
@@ -100,7 +102,7 @@ pub struct DenseWorkspace<T, const B: usize, const O: usize> {
     /// `A = f(Z)`, written by the forward pass. `Z` itself is not kept: every activation's
     /// derivative is computed from `A`.
     pub output: Matrix<T, B, O>,
-    /// `dZ = dA ⊙ f'(A)`, written by the backward pass.
+    /// `dZ = dA ⊙ f'(Z)` (with `f'(Z)` computed from `A`), written by the backward pass.
     pub d_pre_activation: Matrix<T, B, O>,
 }
 

@@ -16,7 +16,7 @@
 //! | weight `W` | `Matrix<T, O, I>` | |
 //! | bias `b` | `Matrix<T, 1, O>` | |
 //! | output `A` | `Matrix<T, B, O>` | `A = f(X·Wᵀ + b)` |
-//! | `dZ` | `Matrix<T, B, O>` | `dZ = dA ⊙ f'(Z)` |
+//! | `dZ` | `Matrix<T, B, O>` | `dZ = dA ⊙ f'(Z)`, with `f'(Z)` computed from `A` |
 //! | `dW` | `Matrix<T, O, I>` | `dW = dZᵀ·X` |
 //! | `db` | `Matrix<T, 1, O>` | `db = Σ_rows dZ` |
 //! | `dX` | `Matrix<T, B, I>` | `dX = dZ·W` |
@@ -172,7 +172,9 @@ macro_rules! net {
 
 /// A loss over a batch of `B` outputs of width `C`, with its gradient.
 ///
-/// The loss is the **mean** over the batch, so its gradient carries the factor `1/B`.
+/// The loss is a **mean** (over the batch for [`SoftmaxCrossEntropy`], over all `B·C` elements
+/// for [`MeanSquaredError`], as in PyTorch), so its gradient carries the matching factor
+/// (`1/B` or `1/(B·C)`).
 pub trait Loss<T: Scalar, const B: usize, const C: usize> {
     /// The mean loss of `output` against `target`.
     fn loss(&self, output: &Matrix<T, B, C>, target: &Matrix<T, B, C>) -> T;

@@ -1,0 +1,185 @@
+//! A training step and a forward pass allocate nothing once their buffers exist.
+//!
+//! A counting global allocator wraps the system allocator. Counting is switched on per thread
+//! (a thread-local flag) and the counts are per thread too, so the test harness's own threads,
+//! and the other tests of this file running in parallel, cannot disturb a measurement.
+#![cfg(all(feature = "alloc", feature = "rand"))]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use constmat::Matrix;
+use constmat::nn::{
+    Adam, Dense, Identity, Layer, Momentum, Optimizer, RandomInit, Relu, Sgd, SoftmaxCrossEntropy,
+    Trainer,
+};
+use rand::{SeedableRng, rngs::StdRng};
+
+struct CountingAllocator;
+
+thread_local! {
+    /// Whether this thread's allocations are being counted.
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    /// Allocations (`alloc`, `alloc_zeroed`, `realloc`) and deallocations on this thread while
+    /// counting. `const`-initialized `Cell`s of `Copy` types: reading them never allocates.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    static DEALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn record(counter: &'static std::thread::LocalKey<Cell<usize>>) {
+    // `try_with`: during thread teardown the thread-locals may be gone; nothing is counted then.
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = counter.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
+// `GlobalAlloc` contract is exactly the one `System` upholds; the bookkeeping around the calls
+// only touches `Copy` thread-locals and never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        record(&ALLOCATIONS);
+        // SAFETY: the caller upholds `alloc`'s contract (non-zero size), forwarded as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        record(&ALLOCATIONS);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        record(&DEALLOCATIONS);
+        // SAFETY: `ptr` was allocated by `System` (every allocation goes through it) with
+        // `layout`, as the caller guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        record(&ALLOCATIONS);
+        // SAFETY: `ptr` was allocated by `System` with `layout`, and `new_size` is valid, as
+        // the caller guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+/// Runs `f` with this thread's allocations counted; returns `(allocations, deallocations)`.
+fn count_allocations<R>(f: impl FnOnce() -> R) -> (usize, usize, R) {
+    ALLOCATIONS.with(|c| c.set(0));
+    DEALLOCATIONS.with(|c| c.set(0));
+    COUNTING.with(|c| c.set(true));
+    let result = f();
+    COUNTING.with(|c| c.set(false));
+    (
+        ALLOCATIONS.with(Cell::get),
+        DEALLOCATIONS.with(Cell::get),
+        result,
+    )
+}
+
+type Mnist = constmat::net![
+    Dense<f32, 784, 128, Relu>,
+    Dense<f32, 128, 64, Relu>,
+    Dense<f32, 64, 10, Identity>,
+];
+const B: usize = 64;
+
+/// The counter works: otherwise every "0 allocations" below would be meaningless.
+#[test]
+fn the_counter_counts() {
+    let (allocations, deallocations, v) =
+        count_allocations(|| std::hint::black_box(vec![1u8; 100]));
+    assert_eq!((allocations, deallocations), (1, 0));
+    let (allocations, deallocations, ()) = count_allocations(|| drop(v));
+    assert_eq!((allocations, deallocations), (0, 1));
+    // Building a matrix allocates its buffer.
+    let (allocations, _, m) = count_allocations(Matrix::<f32, 64, 784>::zeros);
+    assert!(allocations >= 1);
+    drop(m);
+}
+
+/// A batch of `B` inputs in [0, 1) and one-hot targets of 10 classes.
+fn data(rng: &mut StdRng) -> (Matrix<f32, B, 784>, Matrix<f32, B, 10>) {
+    let x = Matrix::random(&rand::distr::Uniform::new(0.0, 1.0).unwrap(), rng);
+    let y = Matrix::from_fn(|r, c| if r % 10 == c { 1.0 } else { 0.0 });
+    (x, y)
+}
+
+/// Three training steps of the 784-128-64-10 net with `optimizer`, all buffers built
+/// beforehand: not one allocation or deallocation.
+fn steps_allocate_nothing<O: Optimizer<f32, Mnist>>(
+    net: &mut Mnist,
+    learning_rate: f32,
+    make_optimizer: impl FnOnce(&Mnist) -> O,
+) {
+    let mut rng = StdRng::seed_from_u64(1);
+    let (x, y) = data(&mut rng);
+    let mut trainer = Trainer::<f32, Mnist, B>::new(net);
+    let mut optimizer = make_optimizer(net);
+    let (allocations, deallocations, losses) = count_allocations(|| {
+        let mut losses = [0.0_f32; 3];
+        for loss in &mut losses {
+            *loss = trainer
+                .step(
+                    net,
+                    &mut optimizer,
+                    learning_rate,
+                    &SoftmaxCrossEntropy,
+                    &x,
+                    &y,
+                )
+                .unwrap();
+        }
+        losses
+    });
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "allocations and deallocations during 3 training steps"
+    );
+    // The steps did something: the loss on the same batch went down.
+    assert!(losses[2] < losses[0], "{losses:?}");
+}
+
+#[test]
+fn sgd_steps_allocate_nothing() {
+    let mut net = Mnist::random(&mut StdRng::seed_from_u64(10));
+    steps_allocate_nothing(&mut net, 0.01, |_| Sgd::new());
+}
+
+#[test]
+fn momentum_steps_allocate_nothing() {
+    let mut net = Mnist::random(&mut StdRng::seed_from_u64(11));
+    steps_allocate_nothing(&mut net, 0.01, |net| Momentum::new(net, 0.9));
+}
+
+#[test]
+fn adam_steps_allocate_nothing() {
+    let mut net = Mnist::random(&mut StdRng::seed_from_u64(12));
+    steps_allocate_nothing(&mut net, 1e-4, Adam::new);
+}
+
+#[test]
+fn forward_allocates_nothing() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let net = Mnist::random(&mut rng);
+    let (x, _) = data(&mut rng);
+    let mut ws = Layer::<f32, B>::workspace(&net);
+    let (allocations, deallocations, sum) = count_allocations(|| {
+        let mut sum = 0.0;
+        for _ in 0..2 {
+            sum += net.forward(&x, &mut ws).iter().sum::<f32>();
+        }
+        sum
+    });
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "during 2 forward passes"
+    );
+    assert!(sum.is_finite());
+}

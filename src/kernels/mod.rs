@@ -180,14 +180,33 @@ pub fn transpose_into<T: Copy, const H: usize, const W: usize>(
 
 /// The dot product of two equal-length rows.
 ///
+/// Floating-point sums are accumulated in several independent partial sums, so the result may
+/// differ from a left-to-right sum in the last bits.
+///
 /// ```
 /// assert_eq!(constmat::kernels::dot(&[1, 2, 3], &[4, 5, 6]), 32);
+/// let ones = [1.0_f32; 100];
+/// assert_eq!(constmat::kernels::dot(&ones, &ones), 100.0);
 /// ```
 #[must_use]
 pub fn dot<T: Scalar, const N: usize>(a: &[T; N], b: &[T; N]) -> T {
-    a.iter()
-        .zip(b.iter())
-        .fold(T::zero(), |acc, (&x, &y)| acc + x * y)
+    // One running sum would make every addition wait for the previous one (and floating-point
+    // addition may not be reordered by the compiler). Independent partial sums break that
+    // chain and let the compiler keep them in vector registers.
+    const LANES: usize = 16;
+    let (a_chunks, a_tail) = a.as_chunks::<LANES>();
+    let (b_chunks, b_tail) = b.as_chunks::<LANES>();
+    let mut partial = [T::zero(); LANES];
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for ((p, &x), &y) in partial.iter_mut().zip(x).zip(y) {
+            *p += x * y;
+        }
+    }
+    let tail = a_tail
+        .iter()
+        .zip(b_tail)
+        .fold(T::zero(), |acc, (&x, &y)| acc + x * y);
+    partial.iter().fold(tail, |acc, &p| acc + p)
 }
 
 /// `out += alpha · x` over one row (BLAS's `axpy`).

@@ -36,6 +36,16 @@ type Net = constmat::net![
 const BATCH: usize = 64;
 /// Samples per forward pass when evaluating.
 const EVAL_BATCH: usize = 1000;
+/// The mean and standard deviation of MNIST's training pixels (scaled to [0, 1]). Inputs are
+/// standardized with them, the usual preprocessing for MNIST: centred inputs make the first
+/// layer's gradients better conditioned.
+const PIXEL_MEAN: f32 = 0.1307;
+const PIXEL_STD: f32 = 0.3081;
+
+/// Standardizes a batch in place: `(x - mean) / std`.
+fn standardize<const B: usize>(x: &mut Matrix<f32, B, PIXELS>) {
+    x.map_in_place(|v| (v - PIXEL_MEAN) / PIXEL_STD);
+}
 
 const USAGE: &str = "\
 Trains a 784-128-64-10 ReLU MLP (softmax cross-entropy, batch 64) on MNIST.
@@ -224,6 +234,7 @@ fn run(o: &Options) -> Result<(), String> {
         for (b, indices) in batches.iter().enumerate() {
             data.train
                 .fill_batch(indices, x.as_array_mut(), &mut labels);
+            standardize(&mut x);
             mnist::one_hot(&labels, y.as_array_mut());
             let lr = schedule.learning_rate(o.lr, step) as f32;
             let loss = trainer
@@ -261,7 +272,10 @@ fn run(o: &Options) -> Result<(), String> {
 
     let predictions = eval.predict_all(&net, &data.test);
     println!();
-    print!("{}", report::confusion_matrix(data.test.labels(), &predictions));
+    print!(
+        "{}",
+        report::confusion_matrix(data.test.labels(), &predictions)
+    );
     println!();
     print!("{}", report::misclassified(&data.test, &predictions, 4));
     if let Some(path) = &o.plot {
@@ -282,7 +296,11 @@ fn run(o: &Options) -> Result<(), String> {
 }
 
 fn accuracy_of(predictions: &[u8], labels: &[u8]) -> f64 {
-    let correct = predictions.iter().zip(labels).filter(|(p, l)| p == l).count();
+    let correct = predictions
+        .iter()
+        .zip(labels)
+        .filter(|(p, l)| p == l)
+        .count();
     correct as f64 / labels.len().max(1) as f64
 }
 
@@ -334,6 +352,7 @@ impl Evaluator {
                 *index = start + k.min(real - 1);
             }
             split.fill_batch(&indices, self.x.as_array_mut(), &mut self.labels);
+            standardize(&mut self.x);
             let logits = net.forward(&self.x, &mut self.workspace);
             logits.row_argmax_into(&mut self.predicted);
             predictions.extend(self.predicted.iter().take(real).map(|&c| c as u8));

@@ -64,7 +64,8 @@ pub fn misclassified(split: &Split, predictions: &[u8], count: usize) -> String 
             let image = split.image(i);
             out.push('|');
             for c in 0..COLS {
-                let ink = (u16::from(image[r * COLS + c]) + u16::from(image[(r + 1) * COLS + c])) / 2;
+                let ink =
+                    (u16::from(image[r * COLS + c]) + u16::from(image[(r + 1) * COLS + c])) / 2;
                 let shade = usize::from(ink) * (SHADES.len() - 1) / 255;
                 out.push(char::from(SHADES[shade]));
             }
@@ -87,15 +88,26 @@ pub fn svg(history: &History) -> String {
     );
     let panels = [
         ("training loss", &history.train_loss, 1.0, "#1f77b4"),
-        ("test accuracy (%)", &history.test_accuracy, 100.0, "#d62728"),
+        (
+            "test accuracy (%)",
+            &history.test_accuracy,
+            100.0,
+            "#d62728",
+        ),
     ];
     for (p, (title, values, scale, colour)) in panels.into_iter().enumerate() {
         let x0 = p as f64 * WIDTH;
         let values: Vec<f64> = values.iter().map(|v| v * scale).collect();
         let (lo, hi) = values
             .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-        let (lo, hi) = if lo.is_finite() && hi > lo { (lo, hi) } else { (lo - 1.0, lo + 1.0) };
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+                (lo.min(v), hi.max(v))
+            });
+        let (lo, hi) = if lo.is_finite() && hi > lo {
+            (lo, hi)
+        } else {
+            (lo - 1.0, lo + 1.0)
+        };
         let plot_w = WIDTH - 2.0 * MARGIN;
         let plot_h = HEIGHT - 2.0 * MARGIN;
         let n = values.len().max(2) - 1;

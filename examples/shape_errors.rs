@@ -115,6 +115,11 @@ const RULES: &[Rule] = &[
         rule: "`hadamard`: both operands have the same shape",
         valid: hadamard,
     },
+    Rule {
+        cfg: "layers",
+        rule: "`net![..]`: each layer's input width is the previous layer's output width",
+        valid: layers,
+    },
 ];
 
 fn main() {
@@ -360,4 +365,24 @@ fn hadamard() -> String {
     let a = Matrix::<i32, 1, 3>::from_rows([[1, 2, 3]]);
     let b = Matrix::<i32, 1, 3>::from_rows([[4, 5, 6]]);
     format!("(1x3) ⊙ (1x3) = {:?}", a.hadamard(&b))
+}
+
+fn layers() -> String {
+    use constmat::nn::{Chain, Dense, Identity, Relu, Trainer};
+    #[cfg(shape_error = "layers")]
+    {
+        type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 100, 10, Identity>];
+        let net: Net = Chain::new(
+            Dense::new(Matrix::zeros(), Matrix::zeros()),
+            Dense::new(Matrix::zeros(), Matrix::zeros()),
+        );
+        let _trainer = Trainer::<f32, Net, 64>::new(&net);
+    }
+    type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10, Identity>];
+    let net: Net = Chain::new(
+        Dense::new(Matrix::zeros(), Matrix::zeros()),
+        Dense::new(Matrix::zeros(), Matrix::zeros()),
+    );
+    let _trainer = Trainer::<f32, Net, 64>::new(&net);
+    "a 784-128-10 net and a trainer for batches of 64".to_string()
 }

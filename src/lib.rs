@@ -51,7 +51,9 @@
 //! - `std` (default): implies `alloc`; use the standard library's float functions.
 //! - `alloc`: the owning [`Matrix`] type. Without it, only [`kernels`] and [`Scalar`] remain,
 //!   usable on `&[[T; W]; H]` arrays with no heap at all.
-//! - `rand` (default): [`Matrix::random`] from any `rand` distribution.
+//! - `rand` (default): [`Matrix::random`] from any `rand` distribution, weight initialization.
+//! - `data` (default): the IDX / MNIST reader ([`data`]).
+//! - `safetensors` (default): saving and loading weights ([`io::safetensors`]).
 //!
 //! Without `std`, float functions (`exp`, `sqrt`, ...) come from `libm` through `num-traits`.
 #![no_std]
@@ -65,6 +67,8 @@ extern crate std;
 
 #[cfg(feature = "data")]
 pub mod data;
+#[cfg(feature = "safetensors")]
+pub mod io;
 pub mod kernels;
 mod scalar;
 

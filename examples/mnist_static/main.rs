@@ -304,11 +304,41 @@ fn accuracy_of(predictions: &[u8], labels: &[u8]) -> f64 {
     correct as f64 / labels.len().max(1) as f64
 }
 
-fn save(_net: &Net, path: &std::path::Path) -> Result<(), String> {
-    Err(format!(
-        "cannot write {}: saving weights arrives with the safetensors support",
-        path.display()
-    ))
+/// Writes the net as safetensors, ready for pixels scaled to [0, 1].
+///
+/// The net was trained on standardized pixels `(x - m) / s`. The standardization is folded into
+/// the first layer, `W·((x - m)/s) + b = (W/s)·x + (b - (m/s)·Σ_i W_i)`, so that users of the file
+/// need no preprocessing beyond scaling pixels to [0, 1].
+fn save(net: &Net, path: &std::path::Path) -> Result<(), String> {
+    let mut folded = net.clone();
+    let first = &mut folded.first;
+    for (row, bias) in first.weight.rows_mut().zip(first.bias.iter_mut()) {
+        let row_sum: f32 = row.iter().sum();
+        *bias -= PIXEL_MEAN / PIXEL_STD * row_sum;
+        for w in row.iter_mut() {
+            *w /= PIXEL_STD;
+        }
+    }
+    constmat::io::safetensors::save(
+        &folded,
+        path,
+        &[
+            (
+                "architecture",
+                "Linear(784,128) ReLU Linear(128,64) ReLU Linear(64,10)",
+            ),
+            (
+                "input",
+                "28x28 pixels, row-major, scaled to [0, 1] (p / 255)",
+            ),
+            (
+                "output",
+                "logits of the digits 0-9 (softmax gives probabilities)",
+            ),
+            ("producer", "constmat mnist_static"),
+        ],
+    )
+    .map_err(|e| e.to_string())
 }
 
 fn progress_bar(len: usize, epoch: usize, epochs: usize) -> ProgressBar {

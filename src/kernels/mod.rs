@@ -159,6 +159,25 @@ pub fn matmul_transpose_rhs_accumulate_into<
     }
 }
 
+/// `out = w · x` for one sample: `w` is `O x I` (a weight in `out x in` orientation), `x` has `I`
+/// elements, `out` has `O`. The single-sample forward pass of a dense layer.
+///
+/// ```
+/// let w = [[1, 0, 2], [0, 1, 0]];
+/// let mut out = [0; 2];
+/// constmat::kernels::matvec_into(&w, &[3, 4, 5], &mut out);
+/// assert_eq!(out, [13, 4]);
+/// ```
+pub fn matvec_into<T: Scalar, const O: usize, const I: usize>(
+    w: &[[T; I]; O],
+    x: &[T; I],
+    out: &mut [T; O],
+) {
+    for (o, w_row) in out.iter_mut().zip(w.iter()) {
+        *o = dot(w_row, x);
+    }
+}
+
 /// `out = aᵀ`: `a` is `H x W`, `out` is `W x H`.
 ///
 /// ```

@@ -23,6 +23,10 @@ pub trait Activation: Copy + Default + Debug + Send + Sync + 'static {
     /// The initialization that keeps activations' variance steady through this function.
     const INIT: Init;
 
+    /// The name of the matching PyTorch module (`"ReLU"`), or `None` when PyTorch has no module
+    /// for it (the identity). Decides the `nn.Sequential` numbering of tensor names.
+    const TORCH_MODULE: Option<&'static str>;
+
     /// `f(z)`.
     fn apply<T: Float>(z: T) -> T;
 
@@ -41,6 +45,7 @@ pub trait Activation: Copy + Default + Debug + Send + Sync + 'static {
 pub struct Identity;
 
 impl Activation for Identity {
+    const TORCH_MODULE: Option<&'static str> = None;
     const INIT: Init = Init::Xavier;
 
     #[inline]
@@ -67,6 +72,7 @@ impl Activation for Identity {
 pub struct Relu;
 
 impl Activation for Relu {
+    const TORCH_MODULE: Option<&'static str> = Some("ReLU");
     const INIT: Init = Init::He;
 
     #[inline]
@@ -97,6 +103,7 @@ impl Activation for Relu {
 pub struct Sigmoid;
 
 impl Activation for Sigmoid {
+    const TORCH_MODULE: Option<&'static str> = Some("Sigmoid");
     const INIT: Init = Init::Xavier;
 
     #[inline]
@@ -127,6 +134,7 @@ impl Activation for Sigmoid {
 pub struct Tanh;
 
 impl Activation for Tanh {
+    const TORCH_MODULE: Option<&'static str> = Some("Tanh");
     const INIT: Init = Init::Xavier;
 
     #[inline]

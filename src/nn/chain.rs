@@ -2,7 +2,7 @@
 //!
 //! Derivation: `docs/backprop.md`, section "The whole net" (the chain rule, one layer at a time).
 
-use super::{Buffer, Layer, Parameters};
+use super::{Buffer, Layer, Parameters, TensorInfo};
 use crate::Scalar;
 
 /// `first` then `rest`: the output of `first` is the input of `rest`.
@@ -138,7 +138,22 @@ impl<T, A: Parameters<T>, N: Parameters<T>> Parameters<T> for Chain<A, N> {
         }
     }
 
-    fn zeros_like(&self) -> Self {
-        Self::new(self.first.zeros_like(), self.rest.zeros_like())
+    fn tensor_info(&self, k: usize) -> TensorInfo {
+        let split = self.first.tensor_count();
+        if k < split {
+            self.first.tensor_info(k)
+        } else {
+            self.rest
+                .tensor_info(k - split)
+                .shifted(self.first.module_count())
+        }
+    }
+
+    fn module_count(&self) -> usize {
+        self.first.module_count() + self.rest.module_count()
+    }
+
+    fn zeros() -> Self {
+        Self::new(A::zeros(), N::zeros())
     }
 }

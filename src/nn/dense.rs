@@ -13,7 +13,7 @@
 
 #[cfg(feature = "rand")]
 use super::Init;
-use super::{Activation, Identity, Layer, Parameters};
+use super::{Activation, Identity, Layer, Parameters, TensorInfo};
 use crate::{Matrix, Scalar};
 use num_traits::Float;
 
@@ -191,7 +191,19 @@ impl<T: Scalar, const I: usize, const O: usize, A: Activation> Parameters<T> for
         }
     }
 
-    fn zeros_like(&self) -> Self {
+    fn tensor_info(&self, k: usize) -> TensorInfo {
+        match k {
+            0 => TensorInfo::new(0, "weight", &[O, I]),
+            1 => TensorInfo::new(0, "bias", &[O]),
+            _ => panic!("a dense layer has 2 tensors (weight, bias); asked for tensor {k}"),
+        }
+    }
+
+    fn module_count(&self) -> usize {
+        1 + usize::from(A::TORCH_MODULE.is_some())
+    }
+
+    fn zeros() -> Self {
         Self::new(Matrix::zeros(), Matrix::zeros())
     }
 }

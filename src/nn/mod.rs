@@ -128,8 +128,22 @@ pub trait Layer<T: Scalar, const B: usize>: Parameters<T> {
 /// Something made of parameter tensors: a layer, a network, or a gradient or optimizer state of
 /// the same shape.
 ///
-/// Tensors are numbered `0..tensor_count()` in the order of PyTorch's `nn.Sequential`
-/// (`0.weight`, `0.bias`, `1.weight`, ...); optimizers walk them in that order.
+/// Tensors are numbered `0..tensor_count()`, first layer first, weight before bias; optimizers
+/// walk them in that order. Each has a name and shape following PyTorch's `nn.Sequential`: the
+/// net `Dense<_, 784, 128, Relu>, Dense<_, 128, 10, Identity>` is
+/// `Sequential(Linear(784, 128), ReLU(), Linear(128, 10))`, whose tensors are `0.weight`
+/// `[128, 784]`, `0.bias` `[128]`, `2.weight` `[10, 128]`, `2.bias` `[10]` (the activation
+/// module takes index 1).
+///
+/// ```
+/// use constmat::nn::{Dense, Identity, Parameters, Relu};
+///
+/// type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10, Identity>];
+/// let net = Net::zeros();
+/// let names: Vec<String> = (0..net.tensor_count()).map(|k| net.tensor_info(k).name()).collect();
+/// assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
+/// assert_eq!(net.tensor_info(2).shape(), &[10, 128]);
+/// ```
 pub trait Parameters<T>: Sized {
     /// The number of tensors.
     fn tensor_count(&self) -> usize;
@@ -137,8 +151,81 @@ pub trait Parameters<T>: Sized {
     fn tensor(&self, k: usize) -> &[T];
     /// Tensor `k`, mutable. Panics when `k >= tensor_count()`.
     fn tensor_mut(&mut self, k: usize) -> &mut [T];
-    /// The same structure with every parameter zero: the shape of gradients and optimizer state.
-    fn zeros_like(&self) -> Self;
+    /// The name and shape of tensor `k`. Panics when `k >= tensor_count()`.
+    fn tensor_info(&self, k: usize) -> TensorInfo;
+    /// How many `nn.Sequential` modules this spans (a dense layer is one `Linear`, plus one for
+    /// its activation unless that is [`Identity`]).
+    fn module_count(&self) -> usize;
+    /// The same structure with every parameter zero.
+    fn zeros() -> Self;
+    /// A zero value of the same structure: the shape of gradients and optimizer state.
+    fn zeros_like(&self) -> Self {
+        Self::zeros()
+    }
+}
+
+/// The name and shape of one parameter tensor (see [`Parameters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TensorInfo {
+    /// The index of the module holding it in PyTorch's `nn.Sequential` numbering.
+    pub module: usize,
+    /// `"weight"` or `"bias"`.
+    pub field: &'static str,
+    dims: [usize; 2],
+    rank: usize,
+}
+
+impl TensorInfo {
+    /// A tensor of `module` named `field` with the given shape (at most 2 dimensions).
+    ///
+    /// # Panics
+    ///
+    /// When `shape` has more than 2 dimensions.
+    #[must_use]
+    pub fn new(module: usize, field: &'static str, shape: &[usize]) -> Self {
+        assert!(shape.len() <= 2, "tensors here have at most 2 dimensions");
+        let mut dims = [0; 2];
+        dims[..shape.len()].copy_from_slice(shape);
+        Self {
+            module,
+            field,
+            dims,
+            rank: shape.len(),
+        }
+    }
+
+    /// The shape, PyTorch's way: a weight is `[out, in]`, a bias `[out]`.
+    #[must_use]
+    pub fn shape(&self) -> &[usize] {
+        &self.dims[..self.rank]
+    }
+
+    /// The number of elements.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    /// Whether the tensor has no elements.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The tensor's name, `"{module}.{field}"`, e.g. `"2.weight"`.
+    #[must_use]
+    pub fn name(&self) -> alloc::string::String {
+        alloc::format!("{}.{}", self.module, self.field)
+    }
+
+    /// The same tensor in a module `offset` places later.
+    #[must_use]
+    pub fn shifted(self, offset: usize) -> Self {
+        Self {
+            module: self.module + offset,
+            ..self
+        }
+    }
 }
 
 /// A buffer that can be created zero-filled: the type of data flowing between layers.

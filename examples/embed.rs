@@ -1,0 +1,2 @@
+//! Placeholder, replaced by the embedding example.
+fn main() {}

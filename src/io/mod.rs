@@ -1,0 +1,7 @@
+//! Weights in and out.
+//!
+//! [`safetensors`](mod@safetensors): save and load a net's parameters in the format PyTorch, JAX
+//! and Hugging Face tools read and write, with every tensor's presence, dtype and shape checked
+//! against the net's type.
+
+pub mod safetensors;

@@ -69,6 +69,7 @@ extern crate std;
 pub mod data;
 #[cfg(feature = "safetensors")]
 pub mod io;
+pub mod embed;
 pub mod kernels;
 mod scalar;
 

@@ -1,0 +1,1 @@
+//! Nets baked into a program: weights in a `static`, inference with no heap.

@@ -57,7 +57,7 @@
 //!
 //! Without `std`, float functions (`exp`, `sqrt`, ...) come from `libm` through `num-traits`.
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "alloc")]

@@ -17,11 +17,91 @@
 //! assert_eq!(out, [[4.0, 5.0], [10.0, 11.0]]);
 //! ```
 //!
-//! These are the simple, cache-friendly reference loops (`i-k-j` order, so the innermost loop
-//! walks both `B` and the output row contiguously). Faster kernels replace them behind the same
-//! signatures.
+//! # Speed
+//!
+//! For `f32` and `f64` on x86-64, the products run on SIMD kernels (AVX-512F, else AVX2+FMA)
+//! chosen at run time from what the CPU has, so a default `cargo build --release` is fast on any
+//! x86-64 and correct everywhere; no `-C target-cpu=native` is needed. Other element types, other
+//! CPUs, and `no_std` builds not compiled for those features use the reference loops. Both give
+//! the same results up to floating-point rounding (the tests compare them on many shapes).
+
+use core::any::Any;
 
 use crate::Scalar;
+
+mod reference;
+#[cfg(target_arch = "x86_64")]
+mod simd;
+
+#[cfg(target_arch = "x86_64")]
+use simd::Layout;
+
+/// Runs `op(a)·op(b)` into `out` on the SIMD kernels when the element type and the CPU allow;
+/// returns `false` (having done nothing) otherwise.
+///
+/// The element type is found with `Any` (a compile-time constant after monomorphization), so the
+/// choice costs nothing at run time and needs no `unsafe`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn try_simd<
+    T: Scalar,
+    const AH: usize,
+    const AW: usize,
+    const BH: usize,
+    const BW: usize,
+    const H: usize,
+    const W: usize,
+>(
+    layout: Layout,
+    (m, n, k): (usize, usize, usize),
+    a: &[[T; AW]; AH],
+    b: &[[T; BW]; BH],
+    out: &mut [[T; W]; H],
+    accumulate: bool,
+) -> bool {
+    let Some(isa) = simd::detected_isa() else {
+        return false;
+    };
+    let (a, b, out): (&dyn Any, &dyn Any, &mut dyn Any) = (a, b, out);
+    if let (Some(a), Some(b), Some(out)) = (
+        a.downcast_ref::<[[f32; AW]; AH]>(),
+        b.downcast_ref::<[[f32; BW]; BH]>(),
+        out.downcast_mut::<[[f32; W]; H]>(),
+    ) {
+        simd::gemm_f32(
+            isa,
+            layout,
+            m,
+            n,
+            k,
+            a.as_flattened(),
+            b.as_flattened(),
+            out.as_flattened_mut(),
+            accumulate,
+        );
+        return true;
+    }
+    let out: &mut dyn Any = out;
+    if let (Some(a), Some(b), Some(out)) = (
+        a.downcast_ref::<[[f64; AW]; AH]>(),
+        b.downcast_ref::<[[f64; BW]; BH]>(),
+        out.downcast_mut::<[[f64; W]; H]>(),
+    ) {
+        simd::gemm_f64(
+            isa,
+            layout,
+            m,
+            n,
+            k,
+            a.as_flattened(),
+            b.as_flattened(),
+            out.as_flattened_mut(),
+            accumulate,
+        );
+        return true;
+    }
+    false
+}
 
 /// `out = a · b`: `(H x K) · (K x W) -> H x W`.
 ///
@@ -37,8 +117,12 @@ pub fn matmul_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
     b: &[[T; W]; K],
     out: &mut [[T; W]; H],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if try_simd(Layout::Plain, (H, W, K), a, b, out, false) {
+        return;
+    }
     fill(out, T::zero());
-    matmul_accumulate_into(a, b, out);
+    reference::matmul_accumulate_into(a, b, out);
 }
 
 /// `out += a · b`: `(H x K) · (K x W)` added into an `H x W` output.
@@ -55,11 +139,11 @@ pub fn matmul_accumulate_into<T: Scalar, const H: usize, const K: usize, const W
     b: &[[T; W]; K],
     out: &mut [[T; W]; H],
 ) {
-    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
-        for (&a_ik, b_row) in a_row.iter().zip(b.iter()) {
-            axpy_row(a_ik, b_row, out_row);
-        }
+    #[cfg(target_arch = "x86_64")]
+    if try_simd(Layout::Plain, (H, W, K), a, b, out, true) {
+        return;
     }
+    reference::matmul_accumulate_into(a, b, out);
 }
 
 /// `out = aᵀ · b` without building the transpose: `a` is `K x H`, `b` is `K x W`, `out` is `H x W`.
@@ -78,8 +162,12 @@ pub fn matmul_transpose_lhs_into<T: Scalar, const K: usize, const H: usize, cons
     b: &[[T; W]; K],
     out: &mut [[T; W]; H],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if try_simd(Layout::TransposeLhs, (H, W, K), a, b, out, false) {
+        return;
+    }
     fill(out, T::zero());
-    matmul_transpose_lhs_accumulate_into(a, b, out);
+    reference::matmul_transpose_lhs_accumulate_into(a, b, out);
 }
 
 /// `out += aᵀ · b`: `a` is `K x H`, `b` is `K x W`, `out` is `H x W`.
@@ -101,13 +189,11 @@ pub fn matmul_transpose_lhs_accumulate_into<
     b: &[[T; W]; K],
     out: &mut [[T; W]; H],
 ) {
-    // Row k of `a` and row k of `b` contribute the outer product a[k]ᵀ·b[k]; walking k outermost
-    // keeps every inner loop contiguous.
-    for (a_row, b_row) in a.iter().zip(b.iter()) {
-        for (&a_ki, out_row) in a_row.iter().zip(out.iter_mut()) {
-            axpy_row(a_ki, b_row, out_row);
-        }
+    #[cfg(target_arch = "x86_64")]
+    if try_simd(Layout::TransposeLhs, (H, W, K), a, b, out, true) {
+        return;
     }
+    reference::matmul_transpose_lhs_accumulate_into(a, b, out);
 }
 
 /// `out = a · bᵀ` without building the transpose: `a` is `H x K`, `b` is `W x K`, `out` is `H x W`.
@@ -126,11 +212,11 @@ pub fn matmul_transpose_rhs_into<T: Scalar, const H: usize, const K: usize, cons
     b: &[[T; K]; W],
     out: &mut [[T; W]; H],
 ) {
-    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
-        for (b_row, out_ij) in b.iter().zip(out_row.iter_mut()) {
-            *out_ij = dot(a_row, b_row);
-        }
+    #[cfg(target_arch = "x86_64")]
+    if try_simd(Layout::TransposeRhs, (H, W, K), a, b, out, false) {
+        return;
     }
+    reference::matmul_transpose_rhs_into(a, b, out, false);
 }
 
 /// `out += a · bᵀ`: `a` is `H x K`, `b` is `W x K`, `out` is `H x W`.
@@ -152,11 +238,11 @@ pub fn matmul_transpose_rhs_accumulate_into<
     b: &[[T; K]; W],
     out: &mut [[T; W]; H],
 ) {
-    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
-        for (b_row, out_ij) in b.iter().zip(out_row.iter_mut()) {
-            *out_ij += dot(a_row, b_row);
-        }
+    #[cfg(target_arch = "x86_64")]
+    if try_simd(Layout::TransposeRhs, (H, W, K), a, b, out, true) {
+        return;
     }
+    reference::matmul_transpose_rhs_into(a, b, out, true);
 }
 
 /// `out = w · x` for one sample: `w` is `O x I` (a weight in `out x in` orientation), `x` has `I`
@@ -173,9 +259,8 @@ pub fn matvec_into<T: Scalar, const O: usize, const I: usize>(
     x: &[T; I],
     out: &mut [T; O],
 ) {
-    for (o, w_row) in out.iter_mut().zip(w.iter()) {
-        *o = dot(w_row, x);
-    }
+    // A matrix-vector product is the 1-row case of `x · wᵀ`.
+    matmul_transpose_rhs_into(core::array::from_ref(x), w, core::array::from_mut(out));
 }
 
 /// `out = aᵀ`: `a` is `H x W`, `out` is `W x H`.
@@ -209,30 +294,7 @@ pub fn transpose_into<T: Copy, const H: usize, const W: usize>(
 /// ```
 #[must_use]
 pub fn dot<T: Scalar, const N: usize>(a: &[T; N], b: &[T; N]) -> T {
-    // One running sum would make every addition wait for the previous one (and floating-point
-    // addition may not be reordered by the compiler). Independent partial sums break that
-    // chain and let the compiler keep them in vector registers.
-    const LANES: usize = 16;
-    let (a_chunks, a_tail) = a.as_chunks::<LANES>();
-    let (b_chunks, b_tail) = b.as_chunks::<LANES>();
-    let mut partial = [T::zero(); LANES];
-    for (x, y) in a_chunks.iter().zip(b_chunks) {
-        for ((p, &x), &y) in partial.iter_mut().zip(x).zip(y) {
-            *p += x * y;
-        }
-    }
-    let tail = a_tail
-        .iter()
-        .zip(b_tail)
-        .fold(T::zero(), |acc, (&x, &y)| acc + x * y);
-    partial.iter().fold(tail, |acc, &p| acc + p)
-}
-
-/// `out += alpha · x` over one row (BLAS's `axpy`).
-fn axpy_row<T: Scalar, const N: usize>(alpha: T, x: &[T; N], out: &mut [T; N]) {
-    for (o, &v) in out.iter_mut().zip(x.iter()) {
-        *o += alpha * v;
-    }
+    reference::dot(a, b)
 }
 
 /// Sets every element of `out` to `value`.

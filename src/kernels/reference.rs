@@ -1,0 +1,80 @@
+//! The reference kernels: simple, cache-friendly loops for every element type.
+//!
+//! They define what the fast kernels must compute, serve every type without a SIMD path (integers,
+//! and machines without AVX2), and are what the property tests compare the fast kernels against.
+
+use crate::Scalar;
+
+/// `out += a · b` in `i-k-j` order: the innermost loop walks a row of `b` and of `out`.
+pub fn matmul_accumulate_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
+    a: &[[T; K]; H],
+    b: &[[T; W]; K],
+    out: &mut [[T; W]; H],
+) {
+    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
+        for (&a_ik, b_row) in a_row.iter().zip(b.iter()) {
+            axpy_row(a_ik, b_row, out_row);
+        }
+    }
+}
+
+/// `out += aᵀ · b`: row `k` of `a` and of `b` contribute the outer product `a[k]ᵀ·b[k]`.
+pub fn matmul_transpose_lhs_accumulate_into<
+    T: Scalar,
+    const K: usize,
+    const H: usize,
+    const W: usize,
+>(
+    a: &[[T; H]; K],
+    b: &[[T; W]; K],
+    out: &mut [[T; W]; H],
+) {
+    for (a_row, b_row) in a.iter().zip(b.iter()) {
+        for (&a_ki, out_row) in a_row.iter().zip(out.iter_mut()) {
+            axpy_row(a_ki, b_row, out_row);
+        }
+    }
+}
+
+/// `out (+)= a · bᵀ`: each element is the dot product of a row of `a` and a row of `b`.
+pub fn matmul_transpose_rhs_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
+    a: &[[T; K]; H],
+    b: &[[T; K]; W],
+    out: &mut [[T; W]; H],
+    accumulate: bool,
+) {
+    for (a_row, out_row) in a.iter().zip(out.iter_mut()) {
+        for (b_row, out_ij) in b.iter().zip(out_row.iter_mut()) {
+            let d = dot(a_row, b_row);
+            *out_ij = if accumulate { *out_ij + d } else { d };
+        }
+    }
+}
+
+/// The dot product with 16 independent partial sums.
+pub fn dot<T: Scalar>(a: &[T], b: &[T]) -> T {
+    // One running sum would make every addition wait for the previous one (and floating-point
+    // addition may not be reordered by the compiler). Independent partial sums break that
+    // chain and let the compiler keep them in vector registers.
+    const LANES: usize = 16;
+    let (a_chunks, a_tail) = a.as_chunks::<LANES>();
+    let (b_chunks, b_tail) = b.as_chunks::<LANES>();
+    let mut partial = [T::zero(); LANES];
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for ((p, &x), &y) in partial.iter_mut().zip(x).zip(y) {
+            *p += x * y;
+        }
+    }
+    let tail = a_tail
+        .iter()
+        .zip(b_tail)
+        .fold(T::zero(), |acc, (&x, &y)| acc + x * y);
+    partial.iter().fold(tail, |acc, &p| acc + p)
+}
+
+/// `out += alpha · x` over one row (BLAS's `axpy`).
+fn axpy_row<T: Scalar, const N: usize>(alpha: T, x: &[T; N], out: &mut [T; N]) {
+    for (o, &v) in out.iter_mut().zip(x.iter()) {
+        *o += alpha * v;
+    }
+}

@@ -27,6 +27,31 @@
 
 use core::any::Any;
 
+/// Lets the matrix products use `threads` threads (the `threads` feature).
+///
+/// Large products are then split by rows of the output across rayon's global pool; small ones
+/// (under about 2 million multiply-adds) stay on the calling thread, where a split would cost
+/// more than it saves. Each output element is computed by one thread in the same order whatever
+/// the split, so results are identical for any number of threads.
+///
+/// Call it once, early: rayon's global pool can be configured only before its first use.
+///
+/// # Errors
+///
+/// When the global pool was already built (by an earlier call or other rayon use); its message
+/// says so.
+///
+/// ```
+/// constmat::kernels::use_threads(2).expect("the first configuration of the pool");
+/// assert!(constmat::kernels::use_threads(4).is_err());
+/// ```
+#[cfg(feature = "threads")]
+pub fn use_threads(threads: usize) -> Result<(), rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+}
+
 use crate::Scalar;
 
 mod reference;
@@ -68,7 +93,7 @@ fn try_simd<
         b.downcast_ref::<[[f32; BW]; BH]>(),
         out.downcast_mut::<[[f32; W]; H]>(),
     ) {
-        simd::gemm_f32(
+        simd::gemm(
             isa,
             layout,
             m,
@@ -87,7 +112,7 @@ fn try_simd<
         b.downcast_ref::<[[f64; BW]; BH]>(),
         out.downcast_mut::<[[f64; W]; H]>(),
     ) {
-        simd::gemm_f64(
+        simd::gemm(
             isa,
             layout,
             m,

@@ -27,6 +27,7 @@
 #![allow(unsafe_code)]
 
 use core::arch::x86_64::*;
+use core::ops::Range;
 
 /// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +120,10 @@ trait Simd {
     const OUTER_ROWS: usize;
     /// Vectors per row of an outer-product tile.
     const OUTER_VECTORS: usize;
+    /// Rows (of `A`) of a dot-product tile.
+    const DOT_ROWS: usize;
+    /// Rows of `B` (columns of the output) of a dot-product tile.
+    const DOT_COLS: usize;
 
     unsafe fn zero() -> Self::V;
     unsafe fn splat(x: Self::E) -> Self::V;
@@ -149,6 +154,9 @@ macro_rules! avx512 {
             const LANES: usize = $lanes;
             const OUTER_ROWS: usize = 8;
             const OUTER_VECTORS: usize = 2;
+            // 24 accumulators, 6 vectors of A and one of B: 31 of the 32 registers.
+            const DOT_ROWS: usize = 6;
+            const DOT_COLS: usize = 4;
 
             #[inline]
             #[target_feature(enable = "avx512f")]
@@ -276,6 +284,9 @@ impl Simd for Avx2F32 {
     const LANES: usize = 8;
     const OUTER_ROWS: usize = 6;
     const OUTER_VECTORS: usize = 2;
+    // 8 accumulators, 2 vectors of A and one of B fit the 16 registers without spilling.
+    const DOT_ROWS: usize = 2;
+    const DOT_COLS: usize = 4;
 
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -345,6 +356,8 @@ impl Simd for Avx2F64 {
     const LANES: usize = 4;
     const OUTER_ROWS: usize = 6;
     const OUTER_VECTORS: usize = 2;
+    const DOT_ROWS: usize = 2;
+    const DOT_COLS: usize = 4;
 
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -478,16 +491,17 @@ unsafe fn outer_tile<S: Simd, const MR: usize, const NV: usize, const FULL: bool
     }
 }
 
-/// `C (+)= A·B` or `Aᵀ·B` with outer-product tiles; `a(i, p)` is at `a + i·a_row + p·a_k`.
+/// Rows `rows` of `C (+)= A·B` or `Aᵀ·B` with outer-product tiles; `a(i, p)` is at
+/// `a + i·a_row + p·a_k`, and `c` points at row `rows.start` of `C`.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `a` addresses `m x k` elements through the strides, `b` is
-/// `k x n` row-major, `c` is `m x n` row-major, all in bounds.
+/// The CPU has `S`'s instruction set; `a` addresses the rows `rows` (`k` steps each) through the
+/// strides, `b` is `k x n` row-major, `c` holds `rows.len()` rows of `n`, all in bounds.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_outer<S: Simd>(
-    m: usize,
+    rows: Range<usize>,
     n: usize,
     k: usize,
     a: *const S::E,
@@ -522,21 +536,23 @@ unsafe fn gemm_outer<S: Simd>(
         let load_c = accumulate || k0 > 0;
         for j0 in (0..n).step_by(nr) {
             let cols = nr.min(n - j0);
-            for i0 in (0..m).step_by(mr) {
-                let rows = mr.min(m - i0);
-                // SAFETY: the tile's rows i0..i0+rows, columns j0..j0+cols and steps k0..k0+kc
+            for i0 in rows.clone().step_by(mr) {
+                let tile_rows = mr.min(rows.end - i0);
+                // SAFETY: the tile's rows i0..i0+tile_rows, columns j0..j0+cols and steps k0..k0+kc
                 // are inside the operands (the caller's contract), which is what outer_tile needs.
                 unsafe {
                     let a_tile = a.add(i0 * a_row + k0 * a_k);
                     let b_tile = b.add(k0 * n + j0);
-                    let c_tile = c.add(i0 * n + j0);
+                    let c_tile = c.add((i0 - rows.start) * n + j0);
                     if cols == nr {
                         tile!(
-                            rows, true, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols, load_c
+                            tile_rows, true, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols,
+                            load_c
                         );
                     } else {
                         tile!(
-                            rows, false, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols, load_c
+                            tile_rows, false, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols,
+                            load_c
                         );
                     }
                 }
@@ -608,15 +624,15 @@ unsafe fn dot_tile<S: Simd, const MR: usize, const NR: usize>(
     }
 }
 
-/// `C (+)= A·Bᵀ` with dot-product tiles.
+/// Rows `rows` of `C (+)= A·Bᵀ` with dot-product tiles; `c` points at row `rows.start` of `C`.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `a` is `m x k`, `b` is `n x k`, `c` is `m x n`, all
-/// row-major and in bounds.
+/// The CPU has `S`'s instruction set; `a` has the rows `rows` (each `k` long), `b` is `n x k`,
+/// `c` holds `rows.len()` rows of `n`, all row-major and in bounds.
 #[inline(always)]
 unsafe fn gemm_dot<S: Simd>(
-    m: usize,
+    rows: Range<usize>,
     n: usize,
     k: usize,
     a: *const S::E,
@@ -624,45 +640,45 @@ unsafe fn gemm_dot<S: Simd>(
     c: *mut S::E,
     accumulate: bool,
 ) {
-    const MR: usize = 4;
-    const NR: usize = 4;
-    macro_rules! tile {
-        ($rows:expr, $cols:expr, $($args:expr),*) => {
-            match ($rows, $cols) {
-                (4, 4) => dot_tile::<S, 4, 4>($($args),*),
-                (4, 3) => dot_tile::<S, 4, 3>($($args),*),
-                (4, 2) => dot_tile::<S, 4, 2>($($args),*),
-                (4, 1) => dot_tile::<S, 4, 1>($($args),*),
-                (3, 4) => dot_tile::<S, 3, 4>($($args),*),
-                (3, 3) => dot_tile::<S, 3, 3>($($args),*),
-                (3, 2) => dot_tile::<S, 3, 2>($($args),*),
-                (3, 1) => dot_tile::<S, 3, 1>($($args),*),
-                (2, 4) => dot_tile::<S, 2, 4>($($args),*),
-                (2, 3) => dot_tile::<S, 2, 3>($($args),*),
-                (2, 2) => dot_tile::<S, 2, 2>($($args),*),
-                (2, 1) => dot_tile::<S, 2, 1>($($args),*),
-                (1, 4) => dot_tile::<S, 1, 4>($($args),*),
-                (1, 3) => dot_tile::<S, 1, 3>($($args),*),
-                (1, 2) => dot_tile::<S, 1, 2>($($args),*),
-                (1, 1) => dot_tile::<S, 1, 1>($($args),*),
-                _ => unreachable!("dot tiles are at most 4 x 4"),
+    macro_rules! cols {
+        ($rows:literal, $cols:expr, $($args:expr),*) => {
+            match $cols {
+                4 => dot_tile::<S, $rows, 4>($($args),*),
+                3 => dot_tile::<S, $rows, 3>($($args),*),
+                2 => dot_tile::<S, $rows, 2>($($args),*),
+                1 => dot_tile::<S, $rows, 1>($($args),*),
+                _ => unreachable!("dot tiles have at most 4 columns"),
             }
         };
     }
-    for i0 in (0..m).step_by(MR) {
-        let rows = MR.min(m - i0);
-        for j0 in (0..n).step_by(NR) {
-            let cols = NR.min(n - j0);
-            // SAFETY: rows i0..i0+rows of A, j0..j0+cols of B and that block of C are in bounds
-            // (the caller's contract), which is what dot_tile needs.
+    macro_rules! tile {
+        ($rows:expr, $cols:expr, $($args:expr),*) => {
+            match $rows {
+                6 => cols!(6, $cols, $($args),*),
+                5 => cols!(5, $cols, $($args),*),
+                4 => cols!(4, $cols, $($args),*),
+                3 => cols!(3, $cols, $($args),*),
+                2 => cols!(2, $cols, $($args),*),
+                1 => cols!(1, $cols, $($args),*),
+                _ => unreachable!("dot tiles have at most 6 rows"),
+            }
+        };
+    }
+    let (mr, nr) = (S::DOT_ROWS, S::DOT_COLS);
+    for i0 in rows.clone().step_by(mr) {
+        let tile_rows = mr.min(rows.end - i0);
+        for j0 in (0..n).step_by(nr) {
+            let cols = nr.min(n - j0);
+            // SAFETY: rows i0..i0+tile_rows of A, j0..j0+cols of B and that block of C are in
+            // bounds (the caller's contract), which is what dot_tile needs.
             unsafe {
                 tile!(
-                    rows,
+                    tile_rows,
                     cols,
                     k,
                     a.add(i0 * k),
                     b.add(j0 * k),
-                    c.add(i0 * n + j0),
+                    c.add((i0 - rows.start) * n + j0),
                     n,
                     accumulate
                 );
@@ -671,19 +687,20 @@ unsafe fn gemm_dot<S: Simd>(
     }
 }
 
-/// Runs the product with the kernels of `S`.
+/// Runs rows `rows` of the product with the kernels of `S`; `c` holds just those rows.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set, and the slices hold at least the elements the dimensions
-/// need (checked by the safe callers).
+/// The CPU has `S`'s instruction set, `a` and `b` hold the whole operands and `c` the rows
+/// `rows` of the output (checked by [`gemm`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm<S: Simd>(
+unsafe fn run<S: Simd>(
     layout: Layout,
     m: usize,
     n: usize,
     k: usize,
+    rows: Range<usize>,
     a: &[S::E],
     b: &[S::E],
     c: &mut [S::E],
@@ -691,12 +708,12 @@ unsafe fn gemm<S: Simd>(
 ) {
     let (a, b, c) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
     // SAFETY: forwarded from this function's contract; the strides describe exactly the layouts
-    // whose sizes the callers checked.
+    // whose sizes the caller checked.
     unsafe {
         match layout {
-            Layout::Plain => gemm_outer::<S>(m, n, k, a, k, 1, b, c, accumulate),
-            Layout::TransposeLhs => gemm_outer::<S>(m, n, k, a, 1, m, b, c, accumulate),
-            Layout::TransposeRhs => gemm_dot::<S>(m, n, k, a, b, c, accumulate),
+            Layout::Plain => gemm_outer::<S>(rows, n, k, a, k, 1, b, c, accumulate),
+            Layout::TransposeLhs => gemm_outer::<S>(rows, n, k, a, 1, m, b, c, accumulate),
+            Layout::TransposeRhs => gemm_dot::<S>(rows, n, k, a, b, c, accumulate),
         }
     }
 }
@@ -705,7 +722,7 @@ macro_rules! entry {
     ($name:ident, $simd:ty, $e:ty, $features:literal) => {
         /// # Safety
         ///
-        /// The CPU has the instruction set named in `target_feature`; slice lengths checked.
+        /// The CPU has the instruction set named in `target_feature`; lengths checked by [`gemm`].
         #[target_feature(enable = $features)]
         #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
@@ -713,13 +730,14 @@ macro_rules! entry {
             m: usize,
             n: usize,
             k: usize,
+            rows: Range<usize>,
             a: &[$e],
             b: &[$e],
             c: &mut [$e],
             accumulate: bool,
         ) {
             // SAFETY: forwarded from this function's contract.
-            unsafe { gemm::<$simd>(layout, m, n, k, a, b, c, accumulate) }
+            unsafe { run::<$simd>(layout, m, n, k, rows, a, b, c, accumulate) }
         }
     };
 }
@@ -729,8 +747,77 @@ entry!(gemm_avx512_f64, Avx512F64, f64, "avx512f");
 entry!(gemm_avx2_f32, Avx2F32, f32, "avx2,fma");
 entry!(gemm_avx2_f64, Avx2F64, f64, "avx2,fma");
 
-/// Panics unless the slices hold exactly the elements of their layouts.
-fn check_lengths<E>(m: usize, n: usize, k: usize, a: &[E], b: &[E], c: &[E]) {
+/// The element types with SIMD kernels.
+pub(crate) trait Element: Copy + Send + Sync + 'static {
+    /// Runs rows `rows` of the product with `isa`'s kernels.
+    ///
+    /// # Safety
+    ///
+    /// As [`run`]: the CPU has `isa`, the slices were checked by [`gemm`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_rows(
+        isa: Isa,
+        layout: Layout,
+        m: usize,
+        n: usize,
+        k: usize,
+        rows: Range<usize>,
+        a: &[Self],
+        b: &[Self],
+        c: &mut [Self],
+        accumulate: bool,
+    );
+}
+
+macro_rules! element {
+    ($e:ty, $avx512:ident, $avx2:ident) => {
+        impl Element for $e {
+            unsafe fn run_rows(
+                isa: Isa,
+                layout: Layout,
+                m: usize,
+                n: usize,
+                k: usize,
+                rows: Range<usize>,
+                a: &[$e],
+                b: &[$e],
+                c: &mut [$e],
+                accumulate: bool,
+            ) {
+                match isa {
+                    // SAFETY: forwarded from this function's contract.
+                    Isa::Avx512 => unsafe { $avx512(layout, m, n, k, rows, a, b, c, accumulate) },
+                    // SAFETY: forwarded from this function's contract.
+                    Isa::Avx2Fma => unsafe { $avx2(layout, m, n, k, rows, a, b, c, accumulate) },
+                }
+            }
+        }
+    };
+}
+element!(f32, gemm_avx512_f32, gemm_avx2_f32);
+element!(f64, gemm_avx512_f64, gemm_avx2_f64);
+
+/// `C = op(A)·op(B)` (or `C +=` when `accumulate`) with `isa`; `C` is `m x n`.
+///
+/// With the `threads` feature and more than one thread in rayon's pool, a large product is split
+/// by rows of `C` across the pool. Each element is still computed by one thread in the same
+/// order, so the result is the same bit for bit whatever the number of threads.
+///
+/// # Panics
+///
+/// When a slice's length does not fit the dimensions, or when the CPU does not have `isa`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm<E: Element>(
+    isa: Isa,
+    layout: Layout,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[E],
+    b: &[E],
+    c: &mut [E],
+    accumulate: bool,
+) {
     assert!(
         a.len() == m * k && b.len() == k * n && c.len() == m * n,
         "operand lengths {}, {}, {} do not fit an {m}x{k} by {k}x{n} product",
@@ -738,60 +825,37 @@ fn check_lengths<E>(m: usize, n: usize, k: usize, a: &[E], b: &[E], c: &[E]) {
         b.len(),
         c.len()
     );
+    assert_isa(isa);
+    #[cfg(feature = "threads")]
+    if let Some(rows_per_thread) = parallel_split(m, n, k) {
+        rayon::scope(|scope| {
+            for (t, chunk) in c.chunks_mut(rows_per_thread * n).enumerate() {
+                scope.spawn(move |_| {
+                    let start = t * rows_per_thread;
+                    let rows = start..start + chunk.len() / n;
+                    // SAFETY: lengths and instruction set checked above; `chunk` is exactly the
+                    // rows `rows` of C, disjoint from every other thread's chunk.
+                    unsafe { E::run_rows(isa, layout, m, n, k, rows, a, b, chunk, accumulate) }
+                });
+            }
+        });
+        return;
+    }
+    // SAFETY: lengths and instruction set checked above; `c` holds all the rows.
+    unsafe { E::run_rows(isa, layout, m, n, k, 0..m, a, b, c, accumulate) }
 }
 
-/// `C = op(A)·op(B)` (or `C +=` when `accumulate`) in `f32` with `isa`.
-///
-/// # Panics
-///
-/// When a slice's length does not fit the dimensions, or when the CPU does not have `isa`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm_f32(
-    isa: Isa,
-    layout: Layout,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-    accumulate: bool,
-) {
-    check_lengths(m, n, k, a, b, c);
-    assert_isa(isa);
-    match isa {
-        // SAFETY: the lengths are checked above and the instruction set is present.
-        Isa::Avx512 => unsafe { gemm_avx512_f32(layout, m, n, k, a, b, c, accumulate) },
-        // SAFETY: as above.
-        Isa::Avx2Fma => unsafe { gemm_avx2_f32(layout, m, n, k, a, b, c, accumulate) },
+/// Rows of `C` per thread when the product is worth splitting across rayon's pool, else `None`.
+#[cfg(feature = "threads")]
+fn parallel_split(m: usize, n: usize, k: usize) -> Option<usize> {
+    /// Below this many multiply-adds (about 20 µs on one core) a split costs more than it saves.
+    const MIN_WORK: usize = 1 << 21;
+    let threads = rayon::current_num_threads();
+    if threads < 2 || n == 0 || m < 16 || m * n * k < MIN_WORK {
+        return None;
     }
-}
-
-/// `C = op(A)·op(B)` (or `C +=` when `accumulate`) in `f64` with `isa`.
-///
-/// # Panics
-///
-/// When a slice's length does not fit the dimensions, or when the CPU does not have `isa`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn gemm_f64(
-    isa: Isa,
-    layout: Layout,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f64],
-    b: &[f64],
-    c: &mut [f64],
-    accumulate: bool,
-) {
-    check_lengths(m, n, k, a, b, c);
-    assert_isa(isa);
-    match isa {
-        // SAFETY: the lengths are checked above and the instruction set is present.
-        Isa::Avx512 => unsafe { gemm_avx512_f64(layout, m, n, k, a, b, c, accumulate) },
-        // SAFETY: as above.
-        Isa::Avx2Fma => unsafe { gemm_avx2_f64(layout, m, n, k, a, b, c, accumulate) },
-    }
+    // Whole tiles per thread: 24 rows is a multiple of every tile height (8, 6, 2).
+    Some(m.div_ceil(threads).next_multiple_of(24))
 }
 
 /// Running a kernel on a CPU without its instruction set would be undefined behaviour, so it is
@@ -908,7 +972,7 @@ mod tests {
                 continue;
             }
             check::<f32>(
-                |l, m, n, k, a, b, c, acc| gemm_f32(isa, l, m, n, k, a, b, c, acc),
+                |l, m, n, k, a, b, c, acc| gemm(isa, l, m, n, k, a, b, c, acc),
                 |x| x as f32,
                 1e-6,
             );
@@ -923,10 +987,40 @@ mod tests {
                 continue;
             }
             check::<f64>(
-                |l, m, n, k, a, b, c, acc| gemm_f64(isa, l, m, n, k, a, b, c, acc),
+                |l, m, n, k, a, b, c, acc| gemm(isa, l, m, n, k, a, b, c, acc),
                 |x| x,
                 1e-13,
             );
+        }
+    }
+
+    #[cfg(feature = "threads")]
+    #[test]
+    fn splitting_across_threads_gives_the_same_bits() {
+        let isa = detected_isa().expect("this test needs AVX2 or AVX-512");
+        let (m, n, k) = (200, 150, 300); // above the split threshold, rows not a multiple of 24
+        let a: Vec<f32> = values(m * k, 7).iter().map(|&x| x as f32).collect();
+        let b: Vec<f32> = values(k * n, 8).iter().map(|&x| x as f32).collect();
+        for layout in [Layout::Plain, Layout::TransposeLhs, Layout::TransposeRhs] {
+            let run_with = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .expect("a thread pool");
+                let mut c = std::vec![0.0_f32; m * n];
+                pool.install(|| gemm(isa, layout, m, n, k, &a, &b, &mut c, false));
+                c
+            };
+            let one = run_with(1);
+            for threads in [2, 3] {
+                let many = run_with(threads);
+                assert!(
+                    one.iter()
+                        .zip(&many)
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{layout:?} with {threads} threads differs from one thread"
+                );
+            }
         }
     }
 
@@ -935,7 +1029,7 @@ mod tests {
     fn wrong_lengths_are_refused_before_any_access() {
         let isa = detected_isa().expect("this test needs AVX2 or AVX-512");
         let mut c = [0.0_f32; 4];
-        gemm_f32(
+        gemm::<f32>(
             isa,
             Layout::Plain,
             2,

@@ -81,7 +81,7 @@ pub use init::Init;
 #[cfg(feature = "rand")]
 pub use init::RandomInit;
 pub use mse::MeanSquaredError;
-pub use optim::{Adam, Momentum, Optimizer, Sgd};
+pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
 pub use schedule::Schedule;
 pub use trainer::{Diverged, Trainer};
 

@@ -71,7 +71,7 @@ element!(f32, F32);
 element!(f64, F64);
 
 /// The parameters of `net` as a safetensors file, with the given extra metadata (the
-/// `__metadata__` string map; `format = pt` is always added, as PyTorch writes it).
+/// `__metadata__` string map; `format = pt`, as PyTorch writes it, is added unless given).
 ///
 /// ```
 /// use constmat::io::safetensors;

@@ -130,6 +130,19 @@ trait Simd {
     /// `a · b + c`, fused.
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn sum(v: Self::V) -> Self::E;
+    /// The sums of four vectors, `[sum(v[0]), .., sum(v[3])]`.
+    #[inline(always)]
+    unsafe fn sum4(v: [Self::V; 4]) -> [Self::E; 4] {
+        // SAFETY: the caller's contract (the instruction set is present).
+        unsafe {
+            [
+                Self::sum(v[0]),
+                Self::sum(v[1]),
+                Self::sum(v[2]),
+                Self::sum(v[3]),
+            ]
+        }
+    }
     /// A mask selecting the first `n` lanes (`n <= LANES`).
     unsafe fn mask(n: usize) -> Self::Mask;
     /// `p` must be valid for reading `LANES` elements.
@@ -180,6 +193,11 @@ macro_rules! avx512 {
             }
             #[inline]
             #[target_feature(enable = "avx512f")]
+            unsafe fn sum4(v: [$v; 4]) -> [$e; 4] {
+                avx512!(@sum4, $suffix)(v)
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
             unsafe fn mask(n: usize) -> $mask {
                 // n <= LANES <= 16, so the shift cannot overflow a u32.
                 ((1_u32 << n) - 1) as $mask
@@ -213,6 +231,8 @@ macro_rules! avx512 {
             }
         }
     };
+    (@sum4, ps) => { sum4_avx512_ps };
+    (@sum4, pd) => { sum4_avx512_pd };
     (@op $op:ident, ps) => { pastey_ps!($op) };
     (@op $op:ident, pd) => { pastey_pd!($op) };
 }
@@ -269,6 +289,64 @@ macro_rules! pastey_pd {
     (mask_storeu) => {
         _mm512_mask_storeu_pd
     };
+}
+
+/// Four horizontal sums at once: two rounds of 128-bit block shuffles leave each input's partial
+/// sums in one block, two in-block permutes finish them, one permute gathers the four results.
+/// About 9 instructions instead of 4 separate reductions' 32.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn sum4_avx512_ps([a, b, c, d]: [__m512; 4]) -> [f32; 4] {
+    // Blocks [a0+a2, a1+a3, b0+b2, b1+b3] and the same for c, d.
+    let ab = _mm512_add_ps(
+        _mm512_shuffle_f32x4::<0b01_00_01_00>(a, b),
+        _mm512_shuffle_f32x4::<0b11_10_11_10>(a, b),
+    );
+    let cd = _mm512_add_ps(
+        _mm512_shuffle_f32x4::<0b01_00_01_00>(c, d),
+        _mm512_shuffle_f32x4::<0b11_10_11_10>(c, d),
+    );
+    // Blocks [a, b, c, d], each holding 4 partial sums.
+    let abcd = _mm512_add_ps(
+        _mm512_shuffle_f32x4::<0b10_00_10_00>(ab, cd),
+        _mm512_shuffle_f32x4::<0b11_01_11_01>(ab, cd),
+    );
+    let pairs = _mm512_add_ps(abcd, _mm512_permute_ps::<0b01_00_11_10>(abcd));
+    let sums = _mm512_add_ps(pairs, _mm512_permute_ps::<0b10_11_00_01>(pairs));
+    let gathered = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        sums,
+    );
+    let low = _mm512_castps512_ps128(gathered);
+    let mut out = [0.0; 4];
+    // SAFETY: `out` has room for the 4 floats written.
+    unsafe { _mm_storeu_ps(out.as_mut_ptr(), low) };
+    out
+}
+
+/// [`sum4_avx512_ps`] for `f64`: blocks of 2 doubles.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn sum4_avx512_pd([a, b, c, d]: [__m512d; 4]) -> [f64; 4] {
+    let ab = _mm512_add_pd(
+        _mm512_shuffle_f64x2::<0b01_00_01_00>(a, b),
+        _mm512_shuffle_f64x2::<0b11_10_11_10>(a, b),
+    );
+    let cd = _mm512_add_pd(
+        _mm512_shuffle_f64x2::<0b01_00_01_00>(c, d),
+        _mm512_shuffle_f64x2::<0b11_10_11_10>(c, d),
+    );
+    let abcd = _mm512_add_pd(
+        _mm512_shuffle_f64x2::<0b10_00_10_00>(ab, cd),
+        _mm512_shuffle_f64x2::<0b11_01_11_01>(ab, cd),
+    );
+    // Swap the two doubles of each block and add: lane 0 of each block holds its sum.
+    let sums = _mm512_add_pd(abcd, _mm512_permute_pd::<0b0101_0101>(abcd));
+    let gathered = _mm512_permutexvar_pd(_mm512_setr_epi64(0, 2, 4, 6, 0, 0, 0, 0), sums);
+    let mut out = [0.0; 4];
+    // SAFETY: `out` has room for the 4 doubles written.
+    unsafe { _mm256_storeu_pd(out.as_mut_ptr(), _mm512_castpd512_pd256(gathered)) };
+    out
 }
 
 avx512!(Avx512F32, f32, __m512, __mmask16, 16, ps);
@@ -615,9 +693,19 @@ unsafe fn dot_tile<S: Simd, const MR: usize, const NR: usize>(
             }
         }
         for (r, acc_row) in acc.iter().enumerate() {
-            for (j, &v) in acc_row.iter().enumerate() {
+            let mut sums = [acc_row[0]; 4];
+            sums[..NR].copy_from_slice(acc_row);
+            let sums = if NR == 4 {
+                S::sum4(sums)
+            } else {
+                let mut one_by_one = [S::sum(acc_row[0]); 4];
+                for (s, &v) in one_by_one.iter_mut().zip(acc_row).skip(1) {
+                    *s = S::sum(v);
+                }
+                one_by_one
+            };
+            for (j, &s) in sums.iter().take(NR).enumerate() {
                 let out = c.add(r * c_row + j);
-                let s = S::sum(v);
                 *out = if accumulate { *out + s } else { s };
             }
         }

@@ -1,0 +1,147 @@
+//! The trained model the repository ships, `models/mnist-784-128-64-10.safetensors`.
+//!
+//! It was written by `cargo run --release --example mnist_static -- --save
+//! models/mnist-784-128-64-10.safetensors`, which printed `test accuracy: 98.11%`. The example
+//! folds its input standardization into the first layer, so the file takes pixels scaled to
+//! [0, 1] (`p / 255`) and nothing else.
+//!
+//! That it loads as the 784-128-64-10 ReLU net is always checked; its accuracy on the 10,000
+//! MNIST test images only when `MNIST_DIR` names the data set (skipped with a notice otherwise).
+#![cfg(all(feature = "safetensors", feature = "data"))]
+
+use std::path::{Path, PathBuf};
+
+use ::safetensors::tensor::{Dtype, SafeTensors};
+use constmat::Matrix;
+use constmat::data::mnist::{self, Mnist};
+use constmat::io::safetensors as st;
+use constmat::nn::{Dense, Identity, Layer, Parameters, Relu};
+
+type Net = constmat::net![
+    Dense<f32, 784, 128, Relu>,
+    Dense<f32, 128, 64, Relu>,
+    Dense<f32, 64, 10, Identity>,
+];
+
+/// Images per forward pass.
+const BATCH: usize = 1000;
+
+/// What the example printed when it saved the file: `test accuracy: 98.11%`.
+const EXPECTED_CORRECT: usize = 9811;
+
+fn model_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10.safetensors")
+}
+
+fn load_model() -> Net {
+    st::load(model_path()).unwrap_or_else(|e| panic!("the shipped model must load: {e}"))
+}
+
+#[test]
+fn the_shipped_model_loads_as_the_784_128_64_10_relu_net() {
+    let net = load_model();
+
+    // The file holds exactly the six tensors, F32, with the documented names and shapes, and
+    // the metadata the example writes.
+    let bytes = std::fs::read(model_path()).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let mut names = file.names();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "0.bias", "0.weight", "2.bias", "2.weight", "4.bias", "4.weight"
+        ]
+    );
+    for (name, shape) in [
+        ("0.weight", &[128, 784][..]),
+        ("0.bias", &[128]),
+        ("2.weight", &[64, 128]),
+        ("2.bias", &[64]),
+        ("4.weight", &[10, 64]),
+        ("4.bias", &[10]),
+    ] {
+        let view = file.tensor(name).unwrap();
+        assert_eq!(view.dtype(), Dtype::F32, "{name}");
+        assert_eq!(view.shape(), shape, "{name}");
+    }
+    let (_, metadata) = SafeTensors::read_metadata(&bytes).unwrap();
+    let metadata = metadata.metadata().clone().expect("the file has metadata");
+    assert_eq!(metadata["format"], "pt");
+    assert_eq!(metadata["producer"], "constmat mnist_static");
+    assert_eq!(
+        metadata["input"],
+        "28x28 pixels, row-major, scaled to [0, 1] (p / 255)"
+    );
+
+    // A trained net: no zero layer, every value finite (checked by load), and writing it back
+    // keeps the tensors bit for bit.
+    for k in 0..net.tensor_count() {
+        if net.tensor_info(k).field == "weight" {
+            assert!(
+                net.tensor(k).iter().any(|&w| w != 0.0),
+                "tensor {k} is all zero"
+            );
+        }
+    }
+    let again: Net = st::from_bytes(&st::to_bytes(&net, &[])).unwrap();
+    for k in 0..net.tensor_count() {
+        let bits = |t: &[f32]| t.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(again.tensor(k)), bits(net.tensor(k)));
+    }
+
+    // It computes: ten finite logits for a blank image and for an all-ink one.
+    let mut x = Matrix::<f32, 2, { mnist::PIXELS }>::zeros();
+    x.as_array_mut()[1] = [1.0; mnist::PIXELS];
+    let mut ws = Layer::<f32, 2>::workspace(&net);
+    let y = net.forward(&x, &mut ws);
+    assert!(y.iter().all(|v| v.is_finite()), "{y:?}");
+}
+
+#[test]
+fn the_shipped_model_scores_98_11_percent_on_the_mnist_test_set() {
+    let dir = match std::env::var_os("MNIST_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => {
+            println!(
+                "skipping the accuracy check of the shipped model: MNIST_DIR is not set \
+                 (set it to a directory holding the MNIST files)"
+            );
+            return;
+        }
+    };
+    let net = load_model();
+    let data = Mnist::load(&dir)
+        .unwrap_or_else(|e| panic!("MNIST_DIR={} does not hold MNIST: {e}", dir.display()));
+    let test = &data.test;
+    assert_eq!(test.len(), 10_000);
+
+    // Pixels scaled to p / 255 by fill_batch, with no standardization: the file has it folded in.
+    let mut x = Matrix::<f32, BATCH, { mnist::PIXELS }>::zeros();
+    let mut labels = [0_u8; BATCH];
+    let mut predictions = Matrix::<usize, BATCH, 1>::zeros();
+    let mut ws = Layer::<f32, BATCH>::workspace(&net);
+    let indices: Vec<usize> = (0..test.len()).collect();
+    let (batches, rest) = indices.as_chunks::<BATCH>();
+    assert!(rest.is_empty());
+    let mut correct = 0;
+    for batch in batches {
+        test.fill_batch(batch, x.as_array_mut(), &mut labels);
+        net.forward(&x, &mut ws).row_argmax_into(&mut predictions);
+        correct += predictions
+            .as_slice()
+            .iter()
+            .zip(&labels)
+            .filter(|&(&p, &l)| p == usize::from(l))
+            .count();
+    }
+    println!(
+        "shipped model: {correct} / {} correct ({:.2}%)",
+        test.len(),
+        100.0 * correct as f64 / test.len() as f64
+    );
+    assert_eq!(
+        correct, EXPECTED_CORRECT,
+        "the example reported test accuracy 98.11%"
+    );
+}

@@ -30,6 +30,7 @@ use std::fmt;
 use std::format;
 use std::path::{Path, PathBuf};
 use std::string::{String, ToString};
+use std::boxed::Box;
 use std::vec::Vec;
 
 use ::safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -221,7 +222,8 @@ fn dtype_name(dtype: Dtype) -> String {
 /// Why weights could not be saved or loaded, with the file's path when known.
 #[derive(Debug)]
 pub struct WeightsError {
-    kind: WeightsErrorKind,
+    // Boxed: the kinds carry names and shapes, and a small error keeps `Result`s cheap to return.
+    kind: Box<WeightsErrorKind>,
     path: Option<PathBuf>,
 }
 
@@ -229,7 +231,10 @@ impl WeightsError {
     /// An error of the given kind, without a path.
     #[must_use]
     pub fn new(kind: WeightsErrorKind) -> Self {
-        Self { kind, path: None }
+        Self {
+            kind: Box::new(kind),
+            path: None,
+        }
     }
 
     /// The same error, about the file at `path`.
@@ -341,7 +346,7 @@ impl fmt::Display for WeightsError {
 
 impl std::error::Error for WeightsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
+        match &*self.kind {
             WeightsErrorKind::Io(e) => Some(e),
             _ => None,
         }

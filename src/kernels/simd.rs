@@ -651,6 +651,7 @@ unsafe fn gemm_outer<S: Simd>(
 /// The CPU has `S`'s instruction set; rows `0..MR` of `A`, `0..NR` of `B` (each `k` long) and the
 /// `MR x NR` block of `C` are in bounds.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // indices mirror the register tile acc[r][j]
 unsafe fn dot_tile<S: Simd, const MR: usize, const NR: usize>(
     k: usize,
     a: *const S::E,

@@ -1,0 +1,143 @@
+//! Do the implementations compute the same thing? Each one computes the same results from the
+//! same weights and data, and each result is compared with constmat's.
+
+use crate::common::{Context, EPOCH_LR, PIXELS, RustPeer, Shape};
+use crate::python::CHECK_STEPS;
+
+/// What an implementation computed.
+pub struct Report {
+    /// `C = A·B` of each GEMM shape on the deterministic operands, row-major.
+    pub gemm: Vec<(Shape, Vec<f32>)>,
+    /// The mean loss of the first batch from the initial weights.
+    pub loss_first: f32,
+    /// The mean loss of the same batch after one SGD step on it (checks backward and update).
+    pub loss_after_step: f32,
+    /// The mean training loss of the first [`CHECK_STEPS`] steps of an epoch from the initial
+    /// weights (learning rate [`EPOCH_LR`]).
+    pub mean_loss: f32,
+    /// The logits of the batch-1 forward pass.
+    pub logits_single: Vec<f32>,
+    /// The logits of the batch-1000 forward pass, 1000 x 10 row-major.
+    pub logits_eval: Vec<f32>,
+}
+
+/// Runs the checks' computations on a Rust implementation.
+pub fn rust_report(peer: &mut RustPeer, ctx: &Context) -> Report {
+    let mlp = &mut peer.mlp;
+    let data = &ctx.data;
+    mlp.set_weights(&ctx.weights);
+    mlp.load_batch(data, &data.indices(0));
+    let loss_first = mlp.loss();
+    mlp.step(EPOCH_LR);
+    let loss_after_step = mlp.loss();
+
+    mlp.set_weights(&ctx.weights);
+    let mut total = 0.0_f64;
+    for step in 0..CHECK_STEPS {
+        mlp.load_batch(data, &data.indices(step));
+        total += f64::from(mlp.step(EPOCH_LR));
+    }
+    let mean_loss = (total / CHECK_STEPS as f64) as f32;
+
+    mlp.set_weights(&ctx.weights);
+    mlp.load_single(&ctx.eval_inputs[..PIXELS]);
+    let logits_single = mlp.forward_single().to_vec();
+    mlp.load_eval(&ctx.eval_inputs);
+    mlp.forward_eval();
+    let logits_eval = mlp.eval_logits();
+
+    let gemm = peer
+        .gemms
+        .iter_mut()
+        .map(|(shape, gemm)| {
+            gemm.run();
+            (*shape, gemm.result())
+        })
+        .collect();
+    Report {
+        gemm,
+        loss_first,
+        loss_after_step,
+        mean_loss,
+        logits_single,
+        logits_eval,
+    }
+}
+
+/// `max |a - b| / max |b|`: the largest difference relative to the reference's scale.
+fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let scale = b.iter().fold(0.0_f64, |m, &v| m.max(f64::from(v).abs()));
+    let diff = a.iter().zip(b).fold(0.0_f64, |m, (&x, &y)| {
+        m.max((f64::from(x) - f64::from(y)).abs())
+    });
+    if diff.is_nan() {
+        f64::INFINITY
+    } else {
+        diff / scale.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Compares `report` with constmat's `reference`, printing one line per check; returns
+/// whether all passed.
+///
+/// Tolerances: the implementations add the same terms in different orders (blocked, vectorized,
+/// fused multiply-add or not), so f32 results differ in the last bits, more so after training
+/// steps amplify them.
+pub fn compare(name: &str, report: &Report, reference: &Report) -> bool {
+    let mut all = true;
+    let mut line = |what: String, detail: String, diff: f64, tolerance: f64| {
+        let ok = diff <= tolerance;
+        all &= ok;
+        println!(
+            "check {name:<14} {what:<36} {detail:<22} rel. diff {diff:8.1e} (tol {tolerance:.0e}) {}",
+            if ok { "ok" } else { "FAILED" }
+        );
+    };
+    for ((shape, c), (_, c_ref)) in report.gemm.iter().zip(&reference.gemm) {
+        let (m, k, n) = shape;
+        line(
+            format!("GEMM {m}x{k}x{n}: C = A·B"),
+            format!("{} elements", c.len()),
+            relative_difference(c, c_ref),
+            1e-4,
+        );
+    }
+    let scalar = |a: f32, b: f32| relative_difference(&[a], &[b]);
+    line(
+        "loss of the first batch".into(),
+        format!("{:.6} vs {:.6}", report.loss_first, reference.loss_first),
+        scalar(report.loss_first, reference.loss_first),
+        1e-5,
+    );
+    line(
+        "loss after one SGD step on it".into(),
+        format!(
+            "{:.6} vs {:.6}",
+            report.loss_after_step, reference.loss_after_step
+        ),
+        scalar(report.loss_after_step, reference.loss_after_step),
+        1e-4,
+    );
+    line(
+        format!("mean loss, first {CHECK_STEPS} steps of an epoch"),
+        format!("{:.6} vs {:.6}", report.mean_loss, reference.mean_loss),
+        scalar(report.mean_loss, reference.mean_loss),
+        1e-3,
+    );
+    line(
+        "logits, forward batch 1".into(),
+        format!("{} values", report.logits_single.len()),
+        relative_difference(&report.logits_single, &reference.logits_single),
+        1e-4,
+    );
+    line(
+        "logits, forward batch 1000".into(),
+        format!("{} values", report.logits_eval.len()),
+        relative_difference(&report.logits_eval, &reference.logits_eval),
+        1e-4,
+    );
+    all
+}

@@ -1,0 +1,157 @@
+//! constmat itself: `kernels::matmul_into` for GEMM, and the crate's own typed MLP
+//! (`nn::Trainer`, `Sgd`, `SoftmaxCrossEntropy`), exactly as `examples/mnist_static` uses it.
+
+use constmat::data::mnist;
+use constmat::nn::{
+    Dense, Identity, Layer, Loss, Parameters, Relu, Sgd, SoftmaxCrossEntropy, Trainer,
+};
+use constmat::{Matrix, kernels};
+
+use crate::common::{
+    BATCH, CLASSES, Data, EVAL, GEMM_SHAPES, Gemm, H1, H2, Mlp, PIXEL_MEAN, PIXEL_STD, PIXELS,
+    RustPeer, Weights, operand,
+};
+
+/// The network of `mnist_static`.
+pub type Net = constmat::net![
+    Dense<f32, PIXELS, H1, Relu>,
+    Dense<f32, H1, H2, Relu>,
+    Dense<f32, H2, CLASSES, Identity>,
+];
+
+pub fn peer(weights: &Weights) -> RustPeer {
+    RustPeer {
+        name: "constmat",
+        mlp: Box::new(ConstmatMlp::new(weights)),
+        gemms: GEMM_SHAPES
+            .iter()
+            .map(|&shape| (shape, crate::gemm_for_shape!(shape, ConstmatGemm)))
+            .collect(),
+    }
+}
+
+/// The weights of `net`, for the other implementations.
+pub fn weights_of(net: &Net) -> Weights {
+    Weights {
+        tensors: std::array::from_fn(|k| net.tensor(k).to_vec()),
+    }
+}
+
+struct ConstmatGemm<const M: usize, const K: usize, const N: usize> {
+    a: Matrix<f32, M, K>,
+    b: Matrix<f32, K, N>,
+    c: Matrix<f32, M, N>,
+}
+
+impl<const M: usize, const K: usize, const N: usize> ConstmatGemm<M, K, N> {
+    fn new() -> Self {
+        Self {
+            a: Matrix::from_fn(|r, c| operand(r, c, 1)),
+            b: Matrix::from_fn(|r, c| operand(r, c, 2)),
+            c: Matrix::zeros(),
+        }
+    }
+}
+
+impl<const M: usize, const K: usize, const N: usize> Gemm for ConstmatGemm<M, K, N> {
+    fn run(&mut self) {
+        kernels::matmul_into(self.a.as_array(), self.b.as_array(), self.c.as_array_mut());
+    }
+
+    fn result(&self) -> Vec<f32> {
+        self.c.as_slice().to_vec()
+    }
+}
+
+pub struct ConstmatMlp {
+    net: Net,
+    trainer: Trainer<f32, Net, BATCH>,
+    optimizer: Sgd,
+    x: Matrix<f32, BATCH, PIXELS>,
+    y: Matrix<f32, BATCH, CLASSES>,
+    labels: [u8; BATCH],
+    x1: Matrix<f32, 1, PIXELS>,
+    ws1: <Net as Layer<f32, 1>>::Workspace,
+    x_eval: Matrix<f32, EVAL, PIXELS>,
+    ws_eval: <Net as Layer<f32, EVAL>>::Workspace,
+}
+
+impl ConstmatMlp {
+    pub fn new(weights: &Weights) -> Self {
+        let mut net = Net::zeros();
+        set(&mut net, weights);
+        Self {
+            trainer: Trainer::new(&net),
+            optimizer: Sgd::new(),
+            x: Matrix::zeros(),
+            y: Matrix::zeros(),
+            labels: [0; BATCH],
+            x1: Matrix::zeros(),
+            ws1: Layer::<f32, 1>::workspace(&net),
+            x_eval: Matrix::zeros(),
+            ws_eval: Layer::<f32, EVAL>::workspace(&net),
+            net,
+        }
+    }
+}
+
+fn set(net: &mut Net, weights: &Weights) {
+    for (k, tensor) in weights.tensors.iter().enumerate() {
+        net.tensor_mut(k).copy_from_slice(tensor);
+    }
+}
+
+impl Mlp for ConstmatMlp {
+    fn set_weights(&mut self, weights: &Weights) {
+        set(&mut self.net, weights);
+    }
+
+    fn load_batch(&mut self, data: &Data, indices: &[usize; BATCH]) {
+        // As `mnist_static` does it.
+        data.split
+            .fill_batch(indices, self.x.as_array_mut(), &mut self.labels);
+        self.x.map_in_place(|v| (v - PIXEL_MEAN) / PIXEL_STD);
+        mnist::one_hot(&self.labels, self.y.as_array_mut());
+    }
+
+    fn step(&mut self, lr: f32) -> f32 {
+        self.trainer
+            .step(
+                &mut self.net,
+                &mut self.optimizer,
+                lr,
+                &SoftmaxCrossEntropy,
+                &self.x,
+                &self.y,
+            )
+            .expect("training does not diverge")
+    }
+
+    fn loss(&mut self) -> f32 {
+        let mut ws = Layer::<f32, BATCH>::workspace(&self.net);
+        let logits = self.net.forward(&self.x, &mut ws);
+        SoftmaxCrossEntropy.loss(logits, &self.y)
+    }
+
+    fn load_single(&mut self, x: &[f32]) {
+        self.x1.as_mut_slice().copy_from_slice(x);
+    }
+
+    fn forward_single(&mut self) -> [f32; CLASSES] {
+        self.net.forward(&self.x1, &mut self.ws1).as_array()[0]
+    }
+
+    fn load_eval(&mut self, x: &[f32]) {
+        self.x_eval.as_mut_slice().copy_from_slice(x);
+    }
+
+    fn forward_eval(&mut self) -> f32 {
+        self.net.forward(&self.x_eval, &mut self.ws_eval).as_slice()[0]
+    }
+
+    fn eval_logits(&self) -> Vec<f32> {
+        <Net as Layer<f32, EVAL>>::output(&self.ws_eval)
+            .as_slice()
+            .to_vec()
+    }
+}

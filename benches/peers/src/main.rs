@@ -1,0 +1,458 @@
+//! constmat side by side with nalgebra, matrixmultiply, NumPy and PyTorch, in one run.
+//!
+//! ```text
+//! cargo run --release --manifest-path benches/peers/Cargo.toml -- [--rounds N] [--quick]
+//! ```
+//!
+//! See `README.md` beside this crate's manifest for what is measured and how to read the table.
+
+mod check;
+mod common;
+mod constmat_peer;
+mod mm_peer;
+mod nalgebra_peer;
+mod python;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use constmat::nn::RandomInit;
+use rand::{SeedableRng, rngs::StdRng};
+
+use common::{Budget, Context, Data, EPOCH_STEPS, EVAL, RustPeer, Source, Times, Workload};
+use python::PythonPeer;
+
+const USAGE: &str = "\
+Benchmarks constmat side by side with nalgebra, matrixmultiply, NumPy and PyTorch.
+
+Usage: cargo run --release --manifest-path benches/peers/Cargo.toml -- [OPTIONS]
+
+Options:
+  --rounds N       rounds; each implementation runs every workload once per round, in an order
+                   that rotates from round to round; the table shows medians (default 5)
+  --quick          short measurements (0.05 s per workload, 20 epoch steps), for a smoke test
+  --budget SECS    seconds spent repeating each workload per round (default 0.4)
+  --epoch-steps N  training steps timed per round for the epoch figure (default 100)
+  --python PATH    the Python interpreter (default: $PYTHON, else python3)
+  --no-python      leave out the Python peers
+  --only LIST      measure only these implementations, comma-separated (constmat is always
+                   measured: it is the reference), e.g. --only numpy
+  --raw            also print every round's figure
+  -h, --help       print this help
+
+Environment: MNIST_DIR (the epoch workload and the checks use MNIST's training images from
+there; random images otherwise).
+";
+
+struct Options {
+    rounds: usize,
+    budget: Budget,
+    python: Option<String>,
+    only: Option<Vec<String>>,
+    raw: bool,
+}
+
+fn parse_options() -> Result<Option<Options>, String> {
+    let mut rounds = 5;
+    let mut budget = None;
+    let mut epoch_steps = None;
+    let mut quick = false;
+    let mut only = None;
+    let mut raw = false;
+    let mut python = Some(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()));
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--rounds" => {
+                let v = value()?;
+                rounds =
+                    v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                        format!("--rounds: expected a positive number, found `{v}`")
+                    })?;
+            }
+            "--quick" => quick = true,
+            "--budget" => {
+                let v = value()?;
+                let seconds: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| format!("--budget: expected positive seconds, found `{v}`"))?;
+                budget = Some(Duration::from_secs_f64(seconds));
+            }
+            "--epoch-steps" => {
+                let v = value()?;
+                epoch_steps = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    format!("--epoch-steps: expected a positive number, found `{v}`")
+                })?);
+            }
+            "--python" => python = Some(value()?),
+            "--no-python" => python = None,
+            "--only" => {
+                only = Some(value()?.split(',').map(|s| s.trim().to_string()).collect());
+            }
+            "--raw" => raw = true,
+            other => return Err(format!("unknown option `{other}` (see --help)")),
+        }
+    }
+    let (default_budget, default_steps) = if quick {
+        (Duration::from_millis(50), 20)
+    } else {
+        (Duration::from_millis(400), 100)
+    };
+    Ok(Some(Options {
+        rounds,
+        budget: Budget {
+            per_workload: budget.unwrap_or(default_budget),
+            epoch_steps: epoch_steps.unwrap_or(default_steps),
+        },
+        python,
+        only,
+        raw,
+    }))
+}
+
+/// An implementation measured in the rounds.
+enum Peer {
+    Rust(RustPeer),
+    Python(PythonPeer),
+}
+
+impl Peer {
+    fn name(&self) -> &str {
+        match self {
+            Peer::Rust(p) => p.name,
+            Peer::Python(p) => &p.library,
+        }
+    }
+
+    fn measure(&mut self, ctx: &Context) -> Result<Times, String> {
+        match self {
+            Peer::Rust(p) => Ok(p.measure(ctx)),
+            Peer::Python(p) => p.measure(ctx),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let options = match parse_options() {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&options) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!(
+                "error: some checks failed (see the `check` lines): the figures compare different computations"
+            );
+            ExitCode::FAILURE
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs everything; returns whether every check passed.
+fn run(options: &Options) -> Result<bool, String> {
+    let start = Instant::now();
+    if cfg!(debug_assertions) {
+        println!("WARNING: a debug build; run with --release for meaningful figures");
+    }
+    let data = Data::load()?;
+    let weights =
+        constmat_peer::weights_of(&constmat_peer::Net::random(&mut StdRng::seed_from_u64(42)));
+    let ctx = Context {
+        eval_inputs: data.standardized(EVAL),
+        data,
+        weights,
+        budget: options.budget,
+    };
+
+    println!("# constmat and its peers, side by side");
+    println!();
+    println!("- machine: {}", machine());
+    println!(
+        "- data: {}",
+        match &ctx.data.source {
+            Source::Mnist(dir) => format!("MNIST training images from {dir} (MNIST_DIR)"),
+            Source::Synthetic => "random images (MNIST_DIR is not set)".into(),
+        }
+    );
+    println!(
+        "- every implementation single-threaded, f32; {} rounds, each workload repeated for {:.2} s per round (after a warm-up of a tenth of that); the epoch figure times {} steps per round and scales them to {EPOCH_STEPS}",
+        options.rounds,
+        options.budget.per_workload.as_secs_f64(),
+        options.budget.epoch_steps
+    );
+
+    let mut peers = vec![
+        Peer::Rust(constmat_peer::peer(&ctx.weights)),
+        Peer::Rust(nalgebra_peer::peer(&ctx.weights)),
+        Peer::Rust(mm_peer::peer(&ctx.weights)),
+    ];
+    let mut versions = vec![];
+    if let Some(python) = &options.python {
+        match python::probe(python) {
+            Ok(probe) => {
+                for note in &probe.notes {
+                    println!("- note: {note}");
+                }
+                for (library, version) in probe.available {
+                    versions.push(format!("{library} {version}"));
+                    peers.push(Peer::Python(PythonPeer {
+                        python: python.clone(),
+                        library,
+                    }));
+                }
+            }
+            Err(e) => println!("- note: the Python peers are left out: {e}"),
+        }
+    } else {
+        println!("- note: the Python peers are left out (--no-python)");
+    }
+    if let Some(only) = &options.only {
+        for name in only {
+            if !peers.iter().any(|p| p.name() == name) {
+                return Err(format!("--only: no implementation named `{name}` here"));
+            }
+        }
+        peers.retain(|p| p.name() == "constmat" || only.iter().any(|n| n == p.name()));
+    }
+    if !versions.is_empty() {
+        println!("- Python peers: {}", versions.join(", "));
+    }
+    println!();
+
+    // The checks.
+    println!("## Checks: the same results from the same weights and data (vs constmat)");
+    println!();
+    println!("```");
+    let mut all_ok = true;
+    let mut reference = None;
+    for peer in &mut peers {
+        let report = match peer {
+            Peer::Rust(p) => check::rust_report(p, &ctx),
+            Peer::Python(p) => match p.check(&ctx) {
+                Ok(report) => report,
+                Err(e) => {
+                    println!("check {:<14} could not run: {e}", p.library);
+                    all_ok = false;
+                    continue;
+                }
+            },
+        };
+        match &reference {
+            None => reference = Some(report),
+            Some(reference) => all_ok &= check::compare(peer.name(), &report, reference),
+        }
+    }
+    println!("```");
+    println!();
+
+    // The rounds.
+    let names: Vec<String> = peers.iter().map(|p| p.name().to_string()).collect();
+    let workloads = common::workloads();
+    // times[peer][workload]: seconds per iteration, one per round.
+    let mut times = vec![vec![Vec::new(); workloads.len()]; peers.len()];
+    let mut failed = vec![None; peers.len()];
+    for round in 0..options.rounds {
+        let round_start = Instant::now();
+        let count = peers.len();
+        let mut order = Vec::new();
+        for k in 0..count {
+            let p = (round + k) % count;
+            if failed[p].is_some() {
+                continue;
+            }
+            order.push(names[p].clone());
+            match peers[p].measure(&ctx) {
+                Ok(result) => {
+                    for (w, seconds) in result {
+                        let i = workloads.iter().position(|&x| x == w).expect("a workload");
+                        times[p][i].push(seconds);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}; left out from now on", names[p]);
+                    failed[p] = Some(e);
+                }
+            }
+        }
+        eprintln!(
+            "round {}/{} ({}) in {:.1} s",
+            round + 1,
+            options.rounds,
+            order.join(", "),
+            round_start.elapsed().as_secs_f64()
+        );
+    }
+
+    print_tables(options, &names, &workloads, &times);
+    if options.raw {
+        print_rounds(options, &names, &workloads, &times);
+    }
+    println!();
+    println!("total time {:.0} s", start.elapsed().as_secs_f64());
+    Ok(all_ok)
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// A figure with about 3 significant digits.
+fn format_figure(x: f64) -> String {
+    if x >= 10_000.0 {
+        let digits = format!("{x:.0}");
+        // Thousands separators: 123456 -> 123,456.
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else if x >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn print_tables(
+    options: &Options,
+    names: &[String],
+    workloads: &[Workload],
+    times: &[Vec<Vec<f64>>],
+) {
+    let steps = options.budget.epoch_steps;
+    println!("## Results: median of {} rounds", options.rounds);
+    println!();
+    println!(
+        "In parentheses: the implementation's speed relative to constmat's in the same run \
+         (its figure over constmat's for throughputs, constmat's time over its time for \
+         durations): 2.00x = twice as fast as constmat, 0.50x = half as fast."
+    );
+    println!();
+    let mut header = String::from("| workload | unit |");
+    let mut rule = String::from("| --- | --- |");
+    for name in names {
+        header += &format!(" {name} |");
+        rule += " ---: |";
+    }
+    println!("{header}");
+    println!("{rule}");
+    for (i, &w) in workloads.iter().enumerate() {
+        let higher_better = matches!(w, Workload::Gemm(..) | Workload::Forward1000);
+        let arrow = if higher_better {
+            "higher is better"
+        } else {
+            "lower is better"
+        };
+        let mut row = format!("| {} | {} ({arrow}) |", w.label(steps), w.unit());
+        let reference = median(&times[0][i]);
+        for (p, _) in names.iter().enumerate() {
+            match median(&times[p][i]) {
+                None => row += " n/a |",
+                Some(t) => {
+                    let figure = format_figure(w.figure(t));
+                    match reference {
+                        Some(r) if p > 0 => row += &format!(" {figure} ({:.2}x) |", r / t),
+                        _ => row += &format!(" {figure} |"),
+                    }
+                }
+            }
+        }
+        println!("{row}");
+    }
+    println!();
+    println!("### Spread across rounds");
+    println!();
+    println!(
+        "Slowest round over fastest round, minus one: how much the machine's noise moved each \
+         figure. A ratio above is only meaningful when it is well outside these."
+    );
+    println!();
+    println!("{header}");
+    println!("{rule}");
+    for (i, &w) in workloads.iter().enumerate() {
+        let mut row = format!("| {} | |", w.label(steps));
+        for per_peer in times {
+            let t = &per_peer[i];
+            if t.is_empty() {
+                row += " n/a |";
+            } else {
+                let min = t.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = t.iter().copied().fold(0.0, f64::max);
+                row += &format!(" {:.0}% |", (max / min - 1.0) * 100.0);
+            }
+        }
+        println!("{row}");
+    }
+}
+
+/// Every round's figure, in the order of the rounds.
+fn print_rounds(
+    options: &Options,
+    names: &[String],
+    workloads: &[Workload],
+    times: &[Vec<Vec<f64>>],
+) {
+    let steps = options.budget.epoch_steps;
+    println!();
+    println!("### Every round");
+    println!();
+    let mut header = String::from("| workload | unit |");
+    let mut rule = String::from("| --- | --- |");
+    for name in names {
+        header += &format!(" {name} |");
+        rule += " ---: |";
+    }
+    println!("{header}");
+    println!("{rule}");
+    for (i, &w) in workloads.iter().enumerate() {
+        let mut row = format!("| {} | {} |", w.label(steps), w.unit());
+        for per_peer in times {
+            let figures: Vec<String> = per_peer[i]
+                .iter()
+                .map(|&t| format_figure(w.figure(t)))
+                .collect();
+            row += &format!(" {} |", figures.join(" / "));
+        }
+        println!("{row}");
+    }
+}
+
+/// The processor's name and how many the system shows.
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown processor".into());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cpus} logical CPUs")
+}

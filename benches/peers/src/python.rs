@@ -1,0 +1,212 @@
+//! The Python peers (NumPy, PyTorch): `peers.py` run as a subprocess, reporting JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::check::Report;
+use crate::common::{BATCH, Context, EVAL, SHUFFLE, Source, Times, workloads};
+
+/// Steps of the checks' training run (also used by the Rust implementations).
+pub const CHECK_STEPS: usize = 100;
+
+/// The script beside this crate's manifest.
+pub fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers.py")
+}
+
+/// What `peers.py probe` found.
+pub struct Probe {
+    /// The Python peers available, with their versions: `("numpy", "2.4.6")`.
+    pub available: Vec<(String, String)>,
+    /// Lines to show the user (what is missing and how to install it, which BLAS, ...).
+    pub notes: Vec<String>,
+}
+
+/// A Python peer: one library, measured by one subprocess per round.
+pub struct PythonPeer {
+    pub python: String,
+    /// `numpy` or `torch`.
+    pub library: String,
+}
+
+/// The environment of every subprocess: one thread for every BLAS and OpenMP runtime.
+fn command(python: &str) -> Command {
+    let mut command = Command::new(python);
+    command.arg(script());
+    for var in [
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+    ] {
+        command.env(var, "1");
+    }
+    command
+}
+
+/// Runs `command` (feeding it `input`), and parses its standard output as JSON.
+fn run_json(mut command: Command, input: Option<&[u8]>) -> Result<Value, String> {
+    command
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))?;
+    if let Some(input) = input {
+        // Written from another thread so that a child writing a lot to stdout cannot deadlock.
+        let mut stdin = child.stdin.take().expect("stdin was piped");
+        let input = input.to_vec();
+        std::thread::spawn(move || stdin.write_all(&input));
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("waiting for peers.py: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "peers.py failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "peers.py printed something that is not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        )
+    })
+}
+
+/// Asks `peers.py` which libraries it can use.
+pub fn probe(python: &str) -> Result<Probe, String> {
+    let mut command = command(python);
+    command.arg("probe");
+    let value = run_json(command, None)?;
+    let mut available = Vec::new();
+    for library in ["numpy", "torch"] {
+        if let Some(version) = value[library].as_str() {
+            available.push((library.to_string(), version.to_string()));
+        }
+    }
+    let notes = value["notes"]
+        .as_array()
+        .map(|notes| {
+            notes
+                .iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Probe { available, notes })
+}
+
+impl PythonPeer {
+    /// One round: every workload, in a fresh interpreter.
+    pub fn measure(&self, ctx: &Context) -> Result<Times, String> {
+        let mut command = command(&self.python);
+        command.args([
+            "run",
+            "--impl",
+            &self.library,
+            "--budget",
+            &ctx.budget.per_workload.as_secs_f64().to_string(),
+            "--epoch-steps",
+            &ctx.budget.epoch_steps.to_string(),
+        ]);
+        match &ctx.data.source {
+            Source::Mnist(dir) => command.args(["--mnist", dir]),
+            Source::Synthetic => command.arg("--synthetic"),
+        };
+        let value = run_json(command, None)?;
+        workloads()
+            .into_iter()
+            .map(|w| {
+                value["results"][w.key()]
+                    .as_f64()
+                    .map(|seconds| (w, seconds))
+                    .ok_or_else(|| format!("{}: no result for {}", self.library, w.key()))
+            })
+            .collect()
+    }
+
+    /// The same computations as [`crate::check::rust_report`], from the same weights and data,
+    /// sent on the script's standard input.
+    pub fn check(&self, ctx: &Context) -> Result<Report, String> {
+        let mut input = ctx.weights.to_le_bytes();
+        let count = (CHECK_STEPS * BATCH).max(EVAL);
+        let n = ctx.data.split.len();
+        let indices: Vec<usize> = (0..count).map(|p| (p * SHUFFLE) % n).collect();
+        for &i in &indices {
+            input.extend_from_slice(ctx.data.split.image(i));
+        }
+        input.extend(indices.iter().map(|&i| ctx.data.split.label(i)));
+
+        let mut command = command(&self.python);
+        command.args([
+            "check",
+            "--impl",
+            &self.library,
+            "--steps",
+            &CHECK_STEPS.to_string(),
+            "--count",
+            &count.to_string(),
+        ]);
+        let value = run_json(command, Some(&input))?;
+        let float = |key: &str| {
+            value[key]
+                .as_f64()
+                .map(|v| v as f32)
+                .ok_or_else(|| format!("{}: no {key} in the check report", self.library))
+        };
+        let floats = |key: &str| {
+            value[key]
+                .as_str()
+                .ok_or_else(|| format!("{}: no {key} in the check report", self.library))
+                .and_then(hex_f32)
+        };
+        let mut gemm = Vec::new();
+        for &(m, k, n) in &crate::common::GEMM_SHAPES {
+            let key = format!("gemm_{m}x{k}x{n}");
+            let c = value["gemm"][&key]
+                .as_str()
+                .ok_or_else(|| format!("{}: no {key} in the check report", self.library))
+                .and_then(hex_f32)?;
+            gemm.push(((m, k, n), c));
+        }
+        Ok(Report {
+            gemm,
+            loss_first: float("loss_first")?,
+            loss_after_step: float("loss_after_step")?,
+            mean_loss: float("mean_loss")?,
+            logits_single: floats("logits_single")?,
+            logits_eval: floats("logits_eval")?,
+        })
+    }
+}
+
+/// Little-endian `f32`s written as hexadecimal (`numpy`'s `tobytes().hex()`).
+fn hex_f32(hex: &str) -> Result<Vec<f32>, String> {
+    let bytes: Result<Vec<u8>, _> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("?"), 16))
+        .collect();
+    let bytes = bytes.map_err(|e| format!("bad hexadecimal from peers.py: {e}"))?;
+    if bytes.len() % 4 != 0 {
+        return Err("peers.py sent a partial float".into());
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}

@@ -42,23 +42,20 @@ const EVAL_BATCH: usize = 1000;
 const PIXEL_MEAN: f32 = 0.1307;
 const PIXEL_STD: f32 = 0.3081;
 
-/// The standardized value of each of the 256 pixel values, `(p / 255 - mean) / std`.
-fn standardized_pixels() -> [f32; 256] {
-    std::array::from_fn(|p| (p as f32 / 255.0 - PIXEL_MEAN) / PIXEL_STD)
-}
-
 /// Copies the images at `indices` into `x`, standardized, and their labels into `labels`, in one
-/// pass through a lookup table (no allocation).
+/// pass with no allocation. `(p / 255 - mean) / std` is written as one multiply-add, which the
+/// compiler vectorizes (a lookup table measured slower: a gather cannot be vectorized).
 fn fill_standardized<const B: usize>(
     split: &Split,
-    table: &[f32; 256],
     indices: &[usize; B],
     x: &mut Matrix<f32, B, PIXELS>,
     labels: &mut [u8; B],
 ) {
+    let scale = 1.0 / (255.0 * PIXEL_STD);
+    let offset = -PIXEL_MEAN / PIXEL_STD;
     for ((row, label), &index) in x.rows_mut().zip(labels.iter_mut()).zip(indices) {
         for (dst, &p) in row.iter_mut().zip(split.image(index)) {
-            *dst = table[usize::from(p)];
+            *dst = f32::from(p).mul_add(scale, offset);
         }
         *label = split.label(index);
     }
@@ -254,7 +251,6 @@ fn run(o: &Options) -> Result<(), String> {
         o.epochs, o.optimizer, o.lr, o.schedule, o.seed, o.threads
     );
 
-    let table = standardized_pixels();
     let mut x = Matrix::<f32, BATCH, PIXELS>::zeros();
     let mut y = Matrix::<f32, BATCH, CLASSES>::zeros();
     let mut labels = [0u8; BATCH];
@@ -271,7 +267,7 @@ fn run(o: &Options) -> Result<(), String> {
         let mut loss_sum = 0.0_f64;
         let (batches, _) = order.as_chunks::<BATCH>();
         for (b, indices) in batches.iter().enumerate() {
-            fill_standardized(&data.train, &table, indices, &mut x, &mut labels);
+            fill_standardized(&data.train, indices, &mut x, &mut labels);
             mnist::one_hot(&labels, y.as_array_mut());
             let lr = schedule.learning_rate(o.lr, step) as f32;
             let loss = trainer
@@ -396,7 +392,6 @@ struct Evaluator {
     x: Matrix<f32, EVAL_BATCH, PIXELS>,
     labels: [u8; EVAL_BATCH],
     predicted: Matrix<usize, EVAL_BATCH, 1>,
-    table: [f32; 256],
 }
 
 impl Evaluator {
@@ -406,7 +401,6 @@ impl Evaluator {
             x: Matrix::zeros(),
             labels: [0; EVAL_BATCH],
             predicted: Matrix::zeros(),
-            table: standardized_pixels(),
         }
     }
 
@@ -420,7 +414,7 @@ impl Evaluator {
             for (k, index) in indices.iter_mut().enumerate() {
                 *index = start + k.min(real - 1);
             }
-            fill_standardized(split, &self.table, &indices, &mut self.x, &mut self.labels);
+            fill_standardized(split, &indices, &mut self.x, &mut self.labels);
             let logits = net.forward(&self.x, &mut self.workspace);
             logits.row_argmax_into(&mut self.predicted);
             predictions.extend(self.predicted.iter().take(real).map(|&c| c as u8));

@@ -1,2 +1,0 @@
-//! Placeholder, replaced by the embedding example.
-fn main() {}

@@ -1,0 +1,1172 @@
+//! Static nets (`constmat::embed`): built at compile time from safetensors files, run without
+//! a heap.
+//!
+//! The fixtures in `tests/fixtures/` are tiny nets written by `io::safetensors::to_bytes`, baked
+//! in with `include_net!`. Their weights come from [`fill`], and
+//! `fixtures_are_what_the_generator_writes` checks that the committed files are exactly what it
+//! writes; `CONSTMAT_BLESS_FIXTURES=1 cargo test --test embed fixtures` rewrites them.
+#![cfg(feature = "safetensors")]
+
+use std::path::{Path, PathBuf};
+
+use constmat::io::safetensors as st;
+use constmat::nn::{self, Dense, Parameters};
+
+/// `tests/fixtures/tiny-f32.safetensors`: every activation, and an Identity layer in the middle
+/// (which takes no activation module): `Sequential(Linear(5,4), ReLU(), Linear(4,3),
+/// Linear(3,3), Tanh(), Linear(3,3), Sigmoid(), Linear(3,2))`, tensors 0.*, 2.*, 3.*, 5.*, 7.*.
+type HeapTiny32 = constmat::net![
+    Dense<f32, 5, 4, nn::Relu>,
+    Dense<f32, 4, 3, nn::Identity>,
+    Dense<f32, 3, 3, nn::Tanh>,
+    Dense<f32, 3, 3, nn::Sigmoid>,
+    Dense<f32, 3, 2, nn::Identity>,
+];
+
+/// `tests/fixtures/tiny-f64.safetensors`: `Sequential(Linear(3,4), Sigmoid(), Linear(4,2),
+/// Tanh())`, f64.
+type HeapTiny64 = constmat::net![Dense<f64, 3, 4, nn::Sigmoid>, Dense<f64, 4, 2, nn::Tanh>];
+
+fn fixture_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Deterministic weights in [-1, 1], different for every element of every tensor (a Knuth
+/// multiplicative hash of the position, so nothing about them is special).
+fn fill<T: st::Element, P: Parameters<T>>(net: &mut P) {
+    for k in 0..net.tensor_count() {
+        for (i, x) in net.tensor_mut(k).iter_mut().enumerate() {
+            let h = ((k * 1000 + i) as u64).wrapping_mul(2_654_435_761) % 2001;
+            *x = T::from(h as f64 / 1000.0 - 1.0).unwrap();
+        }
+    }
+}
+
+fn heap_tiny32() -> HeapTiny32 {
+    let mut net = HeapTiny32::zeros();
+    fill(&mut net);
+    net
+}
+
+fn heap_tiny64() -> HeapTiny64 {
+    let mut net = HeapTiny64::zeros();
+    fill(&mut net);
+    net
+}
+
+/// The fixture files, as the generator writes them.
+fn fixtures() -> [(&'static str, Vec<u8>); 2] {
+    // No metadata of our own: `to_bytes` writes the metadata map in hash order, so with more
+    // than its one `format` entry the bytes would change from run to run.
+    [
+        ("tiny-f32.safetensors", st::to_bytes(&heap_tiny32(), &[])),
+        ("tiny-f64.safetensors", st::to_bytes(&heap_tiny64(), &[])),
+    ]
+}
+
+#[test]
+fn fixtures_are_what_the_generator_writes() {
+    let bless = std::env::var_os("CONSTMAT_BLESS_FIXTURES").is_some();
+    for (name, bytes) in fixtures() {
+        let path = fixture_path(name);
+        if bless {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        let committed = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (CONSTMAT_BLESS_FIXTURES=1 writes it)",
+                path.display()
+            )
+        });
+        assert!(
+            committed == bytes,
+            "{} differs from what the generator writes; CONSTMAT_BLESS_FIXTURES=1 rewrites it",
+            path.display()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same nets, baked in.
+// ---------------------------------------------------------------------------------------------
+
+mod baked {
+    use constmat::embed::{Identity, Relu, Sigmoid, StaticDense, Tanh};
+
+    pub type Tiny32 = constmat::static_net![
+        StaticDense<f32, 5, 4, Relu>,
+        StaticDense<f32, 4, 3, Identity>,
+        StaticDense<f32, 3, 3, Tanh>,
+        StaticDense<f32, 3, 3, Sigmoid>,
+        StaticDense<f32, 3, 2, Identity>,
+    ];
+    pub static TINY32: Tiny32 = constmat::include_net!("fixtures/tiny-f32.safetensors");
+
+    pub type Tiny64 =
+        constmat::static_net![StaticDense<f64, 3, 4, Sigmoid>, StaticDense<f64, 4, 2, Tanh>];
+    pub static TINY64: Tiny64 = constmat::include_net!("fixtures/tiny-f64.safetensors");
+
+    /// The shipped model.
+    pub type Mnist = constmat::static_net![
+        StaticDense<f32, 784, 128, Relu>,
+        StaticDense<f32, 128, 64, Relu>,
+        StaticDense<f32, 64, 10, Identity>,
+    ];
+    pub static MNIST: Mnist = constmat::include_net!("../models/mnist-784-128-64-10.safetensors");
+}
+
+type HeapMnist = constmat::net![
+    Dense<f32, 784, 128, nn::Relu>,
+    Dense<f32, 128, 64, nn::Relu>,
+    Dense<f32, 64, 10, nn::Identity>,
+];
+
+fn heap_mnist() -> HeapMnist {
+    st::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10.safetensors"))
+        .unwrap()
+}
+
+/// A deterministic input in [-1, 1) (or [0, 1) for `unit`), different for each `seed`.
+fn input<T: st::Element, const N: usize>(seed: u64, unit: bool) -> [T; N] {
+    let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    std::array::from_fn(|_| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let u = (state >> 11) as f64 / (1u64 << 53) as f64;
+        T::from(if unit { u } else { 2.0 * u - 1.0 }).unwrap()
+    })
+}
+
+#[test]
+fn baked_weights_are_the_files_numbers() {
+    let heap = heap_mnist();
+    let net = &baked::MNIST;
+    assert_eq!(&net.first.weight, heap.first.weight.as_array());
+    assert_eq!(net.first.bias, heap.first.bias.as_array()[0]);
+    assert_eq!(&net.rest.first.weight, heap.rest.first.weight.as_array());
+    assert_eq!(net.rest.first.bias, heap.rest.first.bias.as_array()[0]);
+    assert_eq!(&net.rest.rest.weight, heap.rest.rest.weight.as_array());
+    assert_eq!(net.rest.rest.bias, heap.rest.rest.bias.as_array()[0]);
+
+    let heap = heap_tiny64();
+    assert_eq!(&baked::TINY64.first.weight, heap.first.weight.as_array());
+    assert_eq!(baked::TINY64.rest.bias, heap.rest.bias.as_array()[0]);
+
+    // The same through the conversion from heap nets, every layer at once.
+    assert_eq!(baked::Tiny64::from(&heap), baked::TINY64);
+    assert_eq!(baked::Tiny32::from(&heap_tiny32()), baked::TINY32);
+    // The MNIST net converted is 437,568 bytes, built on the stack: on a thread with room.
+    std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(|| assert!(baked::Mnist::from(&heap_mnist()) == baked::MNIST))
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn baked_weights_start_on_cache_lines() {
+    let net = &baked::MNIST;
+    for (layer, address) in [
+        net.first.weight.as_ptr() as usize,
+        net.rest.first.weight.as_ptr() as usize,
+        net.rest.rest.weight.as_ptr() as usize,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(address % 64, 0, "layer {layer} at {address:#x}");
+    }
+    // And so does every row of 784 floats (3,136 bytes, 49 lines).
+    assert_eq!(net.first.weight[1].as_ptr() as usize % 64, 0);
+}
+
+#[test]
+fn baked_nets_compute_what_heap_nets_compute() {
+    use constmat::embed::Infer;
+    use constmat::nn::Layer;
+
+    // Bit for bit against the heap net's single-sample path (the same kernel calls).
+    let heap32 = heap_tiny32();
+    let heap64 = heap_tiny64();
+    let mnist = heap_mnist();
+    for seed in 0..50 {
+        let x = input::<f32, 5>(seed, false);
+        let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
+        baked::TINY32.forward(&x, &mut a);
+        Infer::forward(&heap32, &x, &mut b);
+        assert_eq!(a, b, "tiny f32 net, input {x:?}");
+
+        let x = input::<f64, 3>(seed, false);
+        let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
+        baked::TINY64.forward(&x, &mut a);
+        Infer::forward(&heap64, &x, &mut b);
+        assert_eq!(a, b, "tiny f64 net, input {x:?}");
+
+        let x = input::<f32, 784>(seed, true);
+        let (mut a, mut b) = ([0.0; 10], [0.0; 10]);
+        baked::MNIST.forward(&x, &mut a);
+        Infer::forward(&mnist, &x, &mut b);
+        assert_eq!(a, b, "MNIST net, seed {seed}");
+    }
+
+    // And against the batch path of `nn::Layer`, which sums in its own order: close, not equal.
+    const B: usize = 16;
+    let xs: [[f32; 784]; B] = std::array::from_fn(|k| input(100 + k as u64, true));
+    let x = constmat::Matrix::<f32, B, 784>::from_rows(xs);
+    let mut workspace = Layer::<f32, B>::workspace(&mnist);
+    let batch = Layer::forward(&mnist, &x, &mut workspace);
+    let mut classes = [0; B];
+    baked::MNIST.predict_batch(&xs, &mut classes);
+    for (k, (row, &class)) in batch.rows().zip(&classes).enumerate() {
+        let mut single = [0.0; 10];
+        baked::MNIST.forward(&xs[k], &mut single);
+        for (s, r) in single.iter().zip(row) {
+            assert!(
+                (s - r).abs() <= 1e-4 * r.abs().max(1.0),
+                "{single:?} vs {row:?}"
+            );
+        }
+        assert_eq!(class, constmat::embed::argmax(row));
+    }
+}
+
+#[test]
+fn a_batch_gives_each_sample_its_own_output() {
+    use constmat::embed::Infer;
+
+    const B: usize = 7;
+    let xs: [[f32; 5]; B] = std::array::from_fn(|k| input(k as u64, false));
+    let mut batch = [[0.0; 2]; B];
+    baked::TINY32.forward_batch(&xs, &mut batch);
+    for (x, row) in xs.iter().zip(&batch) {
+        let mut single = [0.0; 2];
+        baked::TINY32.forward(x, &mut single);
+        for (s, r) in single.iter().zip(row) {
+            assert!((s - r).abs() <= 1e-6, "{single:?} vs {row:?}");
+        }
+    }
+    // The samples differ, and so do their outputs: the batch is not one sample repeated.
+    assert_ne!(batch[0], batch[1]);
+}
+
+#[test]
+fn predict_proba_is_the_softmax_of_the_logits() {
+    use constmat::embed::Infer;
+
+    for seed in 0..20 {
+        let x = input::<f32, 784>(seed, true);
+        let mut logits = [0.0; 10];
+        baked::MNIST.forward(&x, &mut logits);
+        let p = baked::MNIST.predict_proba(&x);
+        let sum: f32 = p.iter().sum();
+        assert!((sum - 1.0).abs() < 1e-5, "{p:?} sums to {sum}");
+        assert!(p.iter().all(|&v| (0.0..=1.0).contains(&v)));
+        // p_j / p_k = e^(z_j - z_k): compare against the first class.
+        for j in 1..10 {
+            let expected = (logits[j] - logits[0]).exp();
+            let ratio = p[j] / p[0];
+            assert!(
+                (ratio - expected).abs() <= 1e-3 * expected.max(1e-3),
+                "class {j}"
+            );
+        }
+        assert_eq!(baked::MNIST.predict(&x), constmat::embed::argmax(&p));
+    }
+}
+
+#[test]
+fn softmax_and_argmax_edge_cases() {
+    use constmat::embed::{argmax, softmax_in_place};
+
+    // Logits far beyond exp's range: no overflow, no NaN.
+    let mut z = [1000.0_f32, -1000.0, 999.0];
+    softmax_in_place(&mut z);
+    assert!(z.iter().all(|v| v.is_finite()), "{z:?}");
+    assert!((z[0] - 1.0 / (1.0 + (-1.0_f32).exp())).abs() < 1e-6);
+    assert_eq!(z[1], 0.0);
+    let mut z = [-1e30_f64; 4];
+    softmax_in_place(&mut z);
+    assert_eq!(z, [0.25; 4]);
+    let mut empty: [f32; 0] = [];
+    softmax_in_place(&mut empty);
+
+    assert_eq!(argmax(&[0.0, 2.0, 2.0]), 1, "the first of equals");
+    assert_eq!(
+        argmax(&[3.0, f32::NAN, 5.0]),
+        1,
+        "a NaN is reported, not skipped"
+    );
+    assert_eq!(argmax::<f32>(&[]), 0);
+}
+
+#[test]
+fn predictions_run_on_a_small_stack() {
+    use constmat::embed::Infer;
+
+    // An optimized build needs little stack for a prediction: the intermediate results (128 +
+    // 64 + 10 floats) and the kernels' frames, under 20 KiB (docs/embedding.md). An
+    // unoptimized build keeps every local of the SIMD kernels in its own stack slot, which
+    // takes a few hundred KiB. An overflow aborts the test binary.
+    let stack = if cfg!(debug_assertions) { 1024 } else { 32 } * 1024;
+    let x = input::<f32, 784>(7, true);
+    let (class, p) = std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(move || (baked::MNIST.predict(&x), baked::MNIST.predict_proba(&x)))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(class, constmat::embed::argmax(&p));
+}
+
+// ---------------------------------------------------------------------------------------------
+// No allocation: a counting global allocator.
+// ---------------------------------------------------------------------------------------------
+
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    pub struct CountingAllocator;
+
+    thread_local! {
+        /// Whether this thread's allocations are being counted.
+        static COUNTING: Cell<bool> = const { Cell::new(false) };
+        /// Allocations and deallocations on this thread while counting. `const`-initialized
+        /// `Cell`s of `Copy` types: reading them never allocates.
+        static EVENTS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn record() {
+        // `try_with`: during thread teardown the thread-locals may be gone; nothing is counted.
+        if COUNTING.try_with(Cell::get).unwrap_or(false) {
+            let _ = EVENTS.try_with(|c| c.set(c.get() + 1));
+        }
+    }
+
+    // SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
+    // `GlobalAlloc` contract is exactly the one `System` upholds; the bookkeeping around the
+    // calls only touches `Copy` thread-locals and never allocates.
+    unsafe impl GlobalAlloc for CountingAllocator {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            record();
+            // SAFETY: the caller upholds `alloc`'s contract (non-zero size), forwarded as is.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            record();
+            // SAFETY: as for `alloc`.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            record();
+            // SAFETY: `ptr` was allocated by `System` (every allocation goes through it) with
+            // `layout`, as the caller guarantees.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            record();
+            // SAFETY: `ptr` was allocated by `System` with `layout`, and `new_size` is valid,
+            // as the caller guarantees.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    /// Runs `f` with this thread's heap events (allocations, reallocations, deallocations)
+    /// counted.
+    pub fn heap_events<R>(f: impl FnOnce() -> R) -> (usize, R) {
+        EVENTS.with(|c| c.set(0));
+        COUNTING.with(|c| c.set(true));
+        let result = f();
+        COUNTING.with(|c| c.set(false));
+        (EVENTS.with(Cell::get), result)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: counting::CountingAllocator = counting::CountingAllocator;
+
+#[test]
+fn the_counter_counts() {
+    let (events, v) = counting::heap_events(|| std::hint::black_box(vec![1u8; 100]));
+    assert_eq!(events, 1);
+    let (events, ()) = counting::heap_events(|| drop(v));
+    assert_eq!(events, 1);
+}
+
+#[test]
+fn predictions_allocate_nothing() {
+    use constmat::embed::Infer;
+    use std::hint::black_box;
+
+    let heap = heap_mnist();
+    let x = input::<f32, 784>(3, true);
+    let xs: [[f32; 784]; 8] = std::array::from_fn(|k| input(k as u64, true));
+    let (events, checksum) = counting::heap_events(|| {
+        let mut checksum = 0.0;
+        for _ in 0..3 {
+            checksum += baked::MNIST.predict(black_box(&x)) as f32;
+            checksum += baked::MNIST.predict_proba(black_box(&x))[0];
+            let mut logits = [0.0; 10];
+            baked::MNIST.forward(black_box(&x), &mut logits);
+            checksum += logits[0];
+            let mut batch = [[0.0; 10]; 8];
+            baked::MNIST.forward_batch(black_box(&xs), &mut batch);
+            checksum += batch[7][0];
+            let mut classes = [0; 8];
+            baked::MNIST.predict_batch(black_box(&xs), &mut classes);
+            checksum += classes[7] as f32;
+            // The heap net's single-sample path: its weights were allocated before.
+            checksum += Infer::predict(&heap, black_box(&x)) as f32;
+            checksum += Infer::predict_proba(&heap, black_box(&x))[0];
+        }
+        checksum
+    });
+    assert_eq!(events, 0, "heap events during 3 rounds of predictions");
+    assert!(checksum.is_finite());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compile-time reader's checks. `from_safetensors` is a `const fn`; called at run time it
+// panics with the message a build would fail with, which makes every check testable here.
+// ---------------------------------------------------------------------------------------------
+
+/// The panic message of `f`, or `None` if it returns.
+fn panic_message<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Option<String> {
+    let payload = std::panic::catch_unwind(f).err()?;
+    Some(match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => (*payload.downcast::<&str>().expect("a string panic")).to_owned(),
+    })
+}
+
+/// The runtime loader's message for loading `bytes` as the heap net `P`.
+fn loader_message<T: st::Element, P: Parameters<T>>(bytes: &[u8]) -> String {
+    match st::from_bytes::<T, P>(bytes) {
+        Ok(_) => panic!("the runtime loader accepted the file"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_layer_read_at_run_time_equals_the_baked_one() {
+    use constmat::embed::{Identity, Relu, StaticDense};
+
+    let bytes = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
+    let first = StaticDense::<f32, 5, 4, Relu>::from_safetensors(&bytes, 0);
+    assert_eq!(first, baked::TINY32.first);
+    let last = StaticDense::<f32, 3, 2, Identity>::from_safetensors(&bytes, 7);
+    assert_eq!(last, baked::TINY32.rest.rest.rest.rest);
+}
+
+#[test]
+fn each_problem_has_the_runtime_loaders_message() {
+    use constmat::embed::{Identity, Relu, StaticDense};
+
+    type One = Dense<f32, 5, 4, nn::Relu>;
+    let mut net = One::zeros();
+    fill(&mut net);
+    let bytes = st::to_bytes(&net, &[]);
+
+    // Shape: the file's layer is 5 -> 4.
+    let message = panic_message(|| StaticDense::<f32, 6, 4, Relu>::from_safetensors(&bytes, 0));
+    assert_eq!(
+        message.as_deref(),
+        Some("tensor 0.weight: expected f32 [4, 6], found f32 [4, 5]")
+    );
+    assert_eq!(
+        message.unwrap(),
+        loader_message::<f32, Dense<f32, 6, 4, nn::Relu>>(&bytes)
+    );
+    let message = panic_message(|| StaticDense::<f32, 5, 3, Relu>::from_safetensors(&bytes, 0));
+    assert_eq!(
+        message.as_deref(),
+        Some("tensor 0.weight: expected f32 [3, 5], found f32 [4, 5]")
+    );
+
+    // Dtype: an f64 file read as f32, and the other way round.
+    let bytes64 = std::fs::read(fixture_path("tiny-f64.safetensors")).unwrap();
+    let message = panic_message(|| StaticDense::<f32, 3, 4, Relu>::from_safetensors(&bytes64, 0));
+    assert_eq!(
+        message.as_deref(),
+        Some("tensor 0.weight: expected f32 [4, 3], found f64 [4, 3]")
+    );
+    let message = panic_message(|| StaticDense::<f64, 5, 4, Relu>::from_safetensors(&bytes, 0));
+    assert_eq!(
+        message.as_deref(),
+        Some("tensor 0.weight: expected f64 [4, 5], found f32 [4, 5]")
+    );
+
+    // Missing: there is no module 2.
+    let message = panic_message(|| StaticDense::<f32, 4, 2, Identity>::from_safetensors(&bytes, 2));
+    assert_eq!(
+        message.as_deref(),
+        Some("tensor 2.weight is missing: expected f32 [2, 4]")
+    );
+    assert_eq!(
+        message.unwrap(),
+        loader_message::<f32, constmat::net![One, Dense<f32, 4, 2, nn::Identity>]>(&bytes)
+    );
+
+    // A NaN or an infinity, reported with its row-major index.
+    for (index, bad) in [(7, f32::NAN), (19, f32::INFINITY), (0, f32::NEG_INFINITY)] {
+        let mut bad_net = net.clone();
+        bad_net.weight.as_mut_slice()[index] = bad;
+        let bad_bytes = st::to_bytes(&bad_net, &[]);
+        let message =
+            panic_message(|| StaticDense::<f32, 5, 4, Relu>::from_safetensors(&bad_bytes, 0));
+        assert_eq!(
+            message,
+            Some(format!(
+                "tensor 0.weight: element {index} is not a finite number"
+            ))
+        );
+        assert_eq!(message.unwrap(), loader_message::<f32, One>(&bad_bytes));
+    }
+    let mut bad_net = net.clone();
+    bad_net.bias.as_mut_slice()[3] = f32::NAN;
+    let bad_bytes = st::to_bytes(&bad_net, &[]);
+    let message = panic_message(|| StaticDense::<f32, 5, 4, Relu>::from_safetensors(&bad_bytes, 0));
+    assert_eq!(
+        message.as_deref(),
+        Some("tensor 0.bias: element 3 is not a finite number")
+    );
+
+    // A tensor where the layer's ReLU module is: read with an Identity activation, the file's
+    // `Linear(5,4), Linear(4,4)` has its second layer at module 1.
+    type Two = constmat::net![Dense<f32, 5, 4, nn::Identity>, Dense<f32, 4, 4, nn::Identity>];
+    let mut two = Two::zeros();
+    fill(&mut two);
+    let two_bytes = st::to_bytes(&two, &[]);
+    let message = panic_message(|| StaticDense::<f32, 5, 4, Relu>::from_safetensors(&two_bytes, 0));
+    assert_eq!(
+        message.as_deref(),
+        Some("the file holds tensor 1.bias, which the net does not have")
+    );
+    assert_eq!(message.unwrap(), loader_message::<f32, One>(&two_bytes));
+    assert!(
+        panic_message(|| StaticDense::<f32, 5, 4, Identity>::from_safetensors(&two_bytes, 0))
+            .is_none(),
+        "with an Identity activation, module 1 is the next layer's"
+    );
+}
+
+#[test]
+fn every_truncation_is_reported_as_such() {
+    use constmat::embed::{Identity, StaticDense};
+
+    // The last layer's tensors (module 7) are the last bytes of the file, so every cut reaches
+    // them. (A whole net is also checked to end where the file does: `embed::check_file`.)
+    let bytes = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
+    let header_end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    for len in 0..bytes.len() {
+        let cut = &bytes[..len];
+        let message =
+            panic_message(|| StaticDense::<f32, 3, 2, Identity>::from_safetensors(cut, 7))
+                .unwrap_or_else(|| panic!("a file cut to {len} bytes was accepted"));
+        assert!(
+            message.starts_with("not a valid safetensors file: "),
+            "cut to {len} bytes: {message}"
+        );
+        if len >= header_end {
+            assert!(
+                message.ends_with("(truncated?)"),
+                "cut to {len} bytes: {message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_mangled_header_never_escapes_the_checks() {
+    use constmat::embed::{Identity, Relu, Sigmoid, StaticDense, Tanh};
+
+    // Every byte of the header replaced by each of a few troublemakers: a layer either reads
+    // (the change did not matter, e.g. inside the metadata) or fails with one of the reader's
+    // own messages, never with an index out of bounds, an overflow or a hang.
+    let bytes = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
+    let header_end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let known = [
+        "not a valid safetensors file: ",
+        "tensor ",
+        "the file holds tensor ",
+    ];
+    let mut failures = 0;
+    for at in 8..header_end {
+        for replacement in [
+            b'"', b'\\', b'{', b'}', b'[', b']', b',', b':', b'9', b' ', 0xff,
+        ] {
+            let mut mangled = bytes.clone();
+            mangled[at] = replacement;
+            let read = |f: fn(&[u8])| {
+                let mangled = mangled.clone();
+                panic_message(move || f(&mangled))
+            };
+            for message in [
+                read(|b| {
+                    let _ = StaticDense::<f32, 5, 4, Relu>::from_safetensors(b, 0);
+                }),
+                read(|b| {
+                    let _ = StaticDense::<f32, 4, 3, Identity>::from_safetensors(b, 2);
+                }),
+                read(|b| {
+                    let _ = StaticDense::<f32, 3, 3, Tanh>::from_safetensors(b, 3);
+                }),
+                read(|b| {
+                    let _ = StaticDense::<f32, 3, 3, Sigmoid>::from_safetensors(b, 5);
+                }),
+                read(|b| {
+                    let _ = StaticDense::<f32, 3, 2, Identity>::from_safetensors(b, 7);
+                }),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                failures += 1;
+                assert!(
+                    known.iter().any(|k| message.starts_with(k)),
+                    "byte {at} set to {replacement:#x}: {message}"
+                );
+            }
+        }
+    }
+    assert!(
+        failures > 1000,
+        "the mangling is caught: {failures} failures"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Build errors: a crate whose baked files do not fit its types does not compile, and the
+// compiler names each bad tensor.
+// ---------------------------------------------------------------------------------------------
+
+/// The cases of the scratch crate: a `static` (with the type it is declared with and the file
+/// it bakes) and the message its build error must carry.
+const BUILD_ERROR_CASES: &[(&str, &str, &str, &str)] = &[
+    (
+        "WRONG_SHAPE",
+        "constmat::static_net![
+            StaticDense<f32, 5, 4, Relu>,
+            StaticDense<f32, 4, 3, Identity>,
+            StaticDense<f32, 3, 4, Tanh>,
+            StaticDense<f32, 4, 3, Sigmoid>,
+            StaticDense<f32, 3, 2, Identity>,
+        ]",
+        "tiny-f32.safetensors",
+        "tensor 3.weight: expected f32 [4, 3], found f32 [3, 3]",
+    ),
+    (
+        "WRONG_DTYPE",
+        "constmat::static_net![StaticDense<f32, 3, 4, Sigmoid>, StaticDense<f32, 4, 2, Tanh>]",
+        "tiny-f64.safetensors",
+        "tensor 0.weight: expected f32 [4, 3], found f64 [4, 3]",
+    ),
+    (
+        "MISSING",
+        "constmat::static_net![
+            StaticDense<f64, 3, 4, Sigmoid>,
+            StaticDense<f64, 4, 2, Tanh>,
+            StaticDense<f64, 2, 2, Identity>,
+        ]",
+        "tiny-f64.safetensors",
+        "tensor 4.weight is missing: expected f64 [2, 2]",
+    ),
+    (
+        "EXTRA",
+        "StaticDense<f64, 3, 4, Sigmoid>",
+        "tiny-f64.safetensors",
+        "the file holds tensor 2.bias, which the net does not have",
+    ),
+    (
+        "NOT_FINITE",
+        "StaticDense<f64, 3, 4, Sigmoid>",
+        "nan.safetensors",
+        "tensor 0.weight: element 5 is not a finite number",
+    ),
+    (
+        "TRUNCATED",
+        "constmat::static_net![
+            StaticDense<f32, 5, 4, Relu>,
+            StaticDense<f32, 4, 3, Identity>,
+            StaticDense<f32, 3, 3, Tanh>,
+            StaticDense<f32, 3, 3, Sigmoid>,
+            StaticDense<f32, 3, 2, Identity>,
+        ]",
+        "truncated.safetensors",
+        "not a valid safetensors file: the data of tensor 7.weight is bytes 260..284, but the \
+         file holds 280 data bytes (truncated?)",
+    ),
+    (
+        "NOT_SAFETENSORS",
+        "StaticDense<f32, 1, 1>",
+        "hello.txt",
+        "not a valid safetensors file: the file is shorter than its 8-byte header length",
+    ),
+];
+
+#[test]
+fn files_that_do_not_fit_fail_the_build_naming_the_tensor() {
+    use std::fmt::Write as _;
+    use std::process::Command;
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let krate = Path::new(env!("CARGO_TARGET_TMPDIR")).join("embed-build-errors");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+
+    // The bad files: a NaN in a good net, a good file cut short, and not safetensors at all.
+    let mut nan = HeapTiny64::zeros();
+    fill(&mut nan);
+    nan.first.weight.as_mut_slice()[5] = f64::NAN;
+    std::fs::write(krate.join("nan.safetensors"), st::to_bytes(&nan, &[])).unwrap();
+    let good = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
+    std::fs::write(krate.join("truncated.safetensors"), &good[..good.len() - 4]).unwrap();
+    std::fs::write(krate.join("hello.txt"), "hello").unwrap();
+    for fixture in ["tiny-f32.safetensors", "tiny-f64.safetensors"] {
+        std::fs::copy(fixture_path(fixture), krate.join(fixture)).unwrap();
+    }
+
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"embed-build-errors\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
+             publish = false\n\n[dependencies]\nconstmat = {{ path = {:?}, default-features = false }}\n\n\
+             [workspace]\n",
+            root.display().to_string()
+        ),
+    )
+    .unwrap();
+    // The same dependency versions as this build, so that `--offline` finds them.
+    std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock")).unwrap();
+    let mut main = String::from(
+        "#![no_std]\n\
+         use constmat::embed::{Identity, Relu, Sigmoid, StaticDense, Tanh};\n\n",
+    );
+    for (name, ty, file, _) in BUILD_ERROR_CASES {
+        writeln!(
+            main,
+            "pub static {name}: {ty} = constmat::include_net!(\"../{file}\");\n"
+        )
+        .unwrap();
+    }
+    std::fs::write(krate.join("src/lib.rs"), &main).unwrap();
+    // The line of each case's `include_net!`, where its error must point.
+    let lines: Vec<usize> = (main.lines().enumerate())
+        .filter(|(_, line)| line.contains("include_net!"))
+        .map(|(i, _)| i + 1)
+        .collect();
+
+    // `cargo check` suffices: statics are evaluated during analysis, before code generation.
+    let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["check", "--offline", "--quiet", "--color", "never"])
+        .current_dir(&krate)
+        .env("CARGO_TARGET_DIR", krate.join("target"))
+        .output()
+        .expect("running cargo");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "the scratch crate built:\n{stderr}"
+    );
+    for ((name, _, _, message), line) in BUILD_ERROR_CASES.iter().zip(&lines) {
+        let error = format!("error[E0080]: evaluation panicked: {message}\n");
+        assert!(
+            stderr.contains(&error),
+            "{name}: no `{error}` in the build's output:\n{stderr}"
+        );
+        // The error (or one of its notes) points at the static.
+        assert!(
+            stderr.contains(&format!("src/lib.rs:{line}:")),
+            "{name}: nothing points at src/lib.rs:{line}:\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains(&format!(
+            "due to {} previous errors",
+            BUILD_ERROR_CASES.len()
+        )),
+        "one error per case:\n{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shipped model on real MNIST (skipped with a notice when MNIST_DIR is unset).
+// ---------------------------------------------------------------------------------------------
+
+/// The MNIST test split, from the directory in `MNIST_DIR`.
+#[cfg(feature = "data")]
+fn mnist_test_split() -> Option<constmat::data::mnist::Split> {
+    use constmat::data::{idx, mnist};
+
+    let Some(dir) = std::env::var_os("MNIST_DIR").filter(|d| !d.is_empty()) else {
+        println!("skipping: MNIST_DIR is not set");
+        return None;
+    };
+    let [_, _, images, labels] = mnist::Mnist::locate(&dir).unwrap();
+    let images = idx::read_images_from_path(images).unwrap();
+    let labels = idx::read_labels_from_path(labels).unwrap();
+    Some(mnist::Split::new(images, labels).unwrap())
+}
+
+#[cfg(feature = "data")]
+#[test]
+fn the_baked_model_scores_98_11_percent_like_the_heap_net() {
+    use constmat::embed::Infer;
+
+    let Some(test) = mnist_test_split() else {
+        return;
+    };
+    let heap = heap_mnist();
+    let mut correct = 0;
+    for (index, (image, &label)) in test.images().iter().zip(test.labels()).enumerate() {
+        let x: [f32; 784] = std::array::from_fn(|i| f32::from(image[i]) / 255.0);
+        let class = baked::MNIST.predict(&x);
+        assert_eq!(class, Infer::predict(&heap, &x), "test image {index}");
+        correct += usize::from(class == usize::from(label));
+    }
+    // What `mnist_static --save` printed when it wrote the file: 98.11%.
+    assert_eq!((test.len(), correct), (10_000, 9811));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The image pipeline of `examples/embed` (decoding PGM and PNG, MNIST's normalization).
+// ---------------------------------------------------------------------------------------------
+
+#[allow(dead_code)] // the example uses all of it; these tests only some
+#[path = "../examples/embed/preprocess.rs"]
+mod preprocess;
+
+mod images {
+    //! Writing test images.
+
+    /// A synthetic digit "0": an elliptic ring, `ink` on `paper`, in a `w x h` canvas, with
+    /// its center off-center so that centering has work to do.
+    pub fn ring(w: usize, h: usize, ink: f32, paper: f32) -> Vec<f32> {
+        let (cx, cy) = (w as f32 * 0.4, h as f32 * 0.55);
+        let (rx, ry) = (w as f32 * 0.2, h as f32 * 0.3);
+        (0..w * h)
+            .map(|i| {
+                let (x, y) = ((i % w) as f32 + 0.5, (i / w) as f32 + 0.5);
+                let r = ((x - cx) / rx).powi(2) + ((y - cy) / ry).powi(2);
+                if (0.55..=1.0).contains(&r) {
+                    ink
+                } else {
+                    paper
+                }
+            })
+            .collect()
+    }
+
+    fn byte(v: f32) -> u8 {
+        (v * 255.0).round() as u8
+    }
+
+    pub fn pgm_p5(w: usize, h: usize, pixels: &[f32]) -> Vec<u8> {
+        let mut bytes = format!("P5\n# a comment\n{w} {h}\n255\n").into_bytes();
+        bytes.extend(pixels.iter().map(|&v| byte(v)));
+        bytes
+    }
+
+    pub fn pgm_p5_16(w: usize, h: usize, pixels: &[f32]) -> Vec<u8> {
+        let mut bytes = format!("P5 {w} {h} 65535\n").into_bytes();
+        for &v in pixels {
+            bytes.extend(((v * 65535.0).round() as u16).to_be_bytes());
+        }
+        bytes
+    }
+
+    pub fn pgm_p2(w: usize, h: usize, pixels: &[f32]) -> Vec<u8> {
+        let mut text = format!("P2\n{w} {h} # width height\n255\n");
+        for row in pixels.chunks(w) {
+            let row: Vec<String> = row.iter().map(|&v| byte(v).to_string()).collect();
+            text += &row.join(" ");
+            text += "\n";
+        }
+        text.into_bytes()
+    }
+
+    /// A PNG of `color` (8-bit unless `sixteen`), each pixel's gray `v` spread over the
+    /// channels; with alpha, the ink is opaque black and the paper transparent.
+    pub fn png(
+        w: usize,
+        h: usize,
+        pixels: &[f32],
+        color: png::ColorType,
+        sixteen: bool,
+    ) -> Vec<u8> {
+        let mut data = Vec::new();
+        for &v in pixels {
+            let ink = v < 0.5;
+            let samples: Vec<f32> = match color {
+                png::ColorType::Grayscale => vec![v],
+                png::ColorType::Rgb => vec![v, v, v],
+                png::ColorType::GrayscaleAlpha => vec![0.0, if ink { 1.0 } else { 0.0 }],
+                png::ColorType::Rgba => vec![v, v, v, 1.0],
+                png::ColorType::Indexed => unreachable!(),
+            };
+            for s in samples {
+                if sixteen {
+                    data.extend(((s * 65535.0).round() as u16).to_be_bytes());
+                } else {
+                    data.push(byte(s));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut encoder = png::Encoder::new(&mut out, w as u32, h as u32);
+        encoder.set_color(color);
+        encoder.set_depth(if sixteen {
+            png::BitDepth::Sixteen
+        } else {
+            png::BitDepth::Eight
+        });
+        let mut writer = encoder.write_header().unwrap();
+        writer.write_image_data(&data).unwrap();
+        writer.finish().unwrap();
+        out
+    }
+}
+
+/// The center of mass (x, y) and the extent (columns, rows) of the pixels above 0.
+fn mass_and_extent(pixels: &[f32; 784]) -> ((f64, f64), (usize, usize)) {
+    let (mut m, mut mx, mut my) = (0.0, 0.0, 0.0);
+    let (mut x0, mut y0, mut x1, mut y1) = (28, 28, 0, 0);
+    for (i, &v) in pixels.iter().enumerate() {
+        let (x, y) = (i % 28, i / 28);
+        let v = f64::from(v);
+        (m, mx, my) = (m + v, mx + v * x as f64, my + v * y as f64);
+        if v > 0.0 {
+            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1));
+        }
+    }
+    ((mx / m, my / m), (x1 - x0, y1 - y0))
+}
+
+#[test]
+fn every_format_of_one_digit_gives_the_same_mnist_input() {
+    let (w, h) = (60, 90);
+    // Dark ink on light gray paper, as a scan or a drawing would be.
+    let paper = images::ring(w, h, 0.1, 0.85);
+    let dir = std::env::temp_dir().join(format!("constmat-embed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("p5.pgm", images::pgm_p5(w, h, &paper)),
+        ("p5-16.pgm", images::pgm_p5_16(w, h, &paper)),
+        ("p2.pgm", images::pgm_p2(w, h, &paper)),
+        (
+            "gray.png",
+            images::png(w, h, &paper, png::ColorType::Grayscale, false),
+        ),
+        (
+            "gray16.png",
+            images::png(w, h, &paper, png::ColorType::Grayscale, true),
+        ),
+        (
+            "rgb.png",
+            images::png(w, h, &paper, png::ColorType::Rgb, false),
+        ),
+        (
+            "rgba.png",
+            images::png(w, h, &paper, png::ColorType::Rgba, false),
+        ),
+        (
+            "gray-alpha.png",
+            images::png(w, h, &paper, png::ColorType::GrayscaleAlpha, false),
+        ),
+    ];
+    let mut reference: Option<[f32; 784]> = None;
+    for (name, bytes) in &files {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let image = preprocess::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((image.width, image.height), (w, h), "{name}");
+        let prepared = preprocess::to_mnist(&image).unwrap();
+        assert!(prepared.inverted, "{name}: dark on light is inverted");
+
+        // MNIST's normalization: white on black, longer side 20 (the ring is taller than
+        // wide), center of mass at (14, 14) to within the half pixel of a whole-pixel shift.
+        let p = &prepared.pixels;
+        let ((cx, cy), (ew, eh)) = mass_and_extent(p);
+        assert_eq!(eh, 20, "{name}: height of the digit");
+        assert!(ew < 20, "{name}: aspect ratio kept, width {ew}");
+        assert!(
+            (cx - 14.0).abs() <= 0.5 && (cy - 14.0).abs() <= 0.5,
+            "{name}: ({cx}, {cy})"
+        );
+        assert_eq!(p[0], 0.0, "{name}: black background");
+        assert!(
+            p.iter().copied().fold(0.0, f32::max) > 0.9,
+            "{name}: white ink"
+        );
+
+        // The same digit whatever the container: up to rounding to 8 bits (and the
+        // gray+alpha file, which holds only ink or no ink, anti-aliased alike).
+        match &reference {
+            None => reference = Some(*p),
+            Some(r) => {
+                let worst = r
+                    .iter()
+                    .zip(p)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f32::max);
+                assert!(worst < 0.02, "{name} differs from p5.pgm by up to {worst}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // White on black is not inverted, and gives the same input.
+    let light = images::ring(w, h, 0.9, 0.05);
+    let image = preprocess::decode(&images::pgm_p5(w, h, &light)).unwrap();
+    let prepared = preprocess::to_mnist(&image).unwrap();
+    assert!(!prepared.inverted);
+    let worst = (reference.unwrap().iter().zip(&prepared.pixels))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(worst < 0.02, "white on black differs by up to {worst}");
+}
+
+#[test]
+fn bad_images_are_errors_not_panics() {
+    use preprocess::{ImageError, decode};
+
+    let missing = preprocess::load(Path::new("/no/such/digit.png")).unwrap_err();
+    assert!(matches!(missing, ImageError::Io(..)), "{missing}");
+    assert!(
+        missing
+            .to_string()
+            .starts_with("cannot read /no/such/digit.png: ")
+    );
+
+    let cases: &[(&[u8], &str)] = &[
+        (b"", "truncated image: the file is empty"),
+        (
+            b"hello",
+            "unsupported image: not a PGM (P2 or P5) or PNG file",
+        ),
+        (
+            b"P6\n2 2\n255\n",
+            "unsupported image: a Netpbm P6 file; only grayscale PGM (P2 or P5) is read",
+        ),
+        (
+            b"P5\n2 2\n255\n\x01\x02\x03",
+            "truncated image: 2x2 samples of 1 byte(s) need 4 bytes, the file has 3",
+        ),
+        (
+            b"P5\n2 2",
+            "truncated image: the PGM file ends before its maximum value",
+        ),
+        (
+            b"P5\n2 2\n255",
+            "truncated image: the PGM file ends after its header",
+        ),
+        (
+            b"P2\n2 2\n255\n1 2 3",
+            "truncated image: 2x2 samples expected, the file ends after 3",
+        ),
+        (
+            b"P2\n2 1\n7\n1 8",
+            "malformed image: sample 1 is 8, above the maximum value 7",
+        ),
+        (
+            b"P2\n2 x\n7\n",
+            "malformed image: expected the PGM height, found 'x'",
+        ),
+        (b"P5 0 3 255\n", "malformed image: the image is 0x3 pixels"),
+        (
+            b"P5 4 4 0\n",
+            "malformed image: the PGM maximum value is 0; it must be 1 to 65535",
+        ),
+        (
+            b"P5 100000 100000 255\n",
+            "the image is 100000x100000 pixels; at most 25000000 pixels are read",
+        ),
+        (
+            b"P5 99999999999999999999999 1 255\n",
+            "malformed image: the PGM width is too large",
+        ),
+    ];
+    for (bytes, message) in cases {
+        let err = decode(bytes).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            *message,
+            "{:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+
+    let uniform = decode(b"P5 3 3 255\n\x80\x80\x80\x80\x80\x80\x80\x80\x80").unwrap();
+    assert!(matches!(
+        preprocess::to_mnist(&uniform),
+        Err(ImageError::Blank)
+    ));
+
+    // Every prefix of a PNG and of PGMs: never a panic, and an error unless all the pixels
+    // are there (a PNG missing only its end marker reads fine). The exception is a cut inside
+    // the last number of an ASCII PGM, which reads as a smaller number: that format has no
+    // end marker to tell.
+    let ring = images::ring(20, 30, 0.0, 1.0);
+    let files = [
+        images::png(20, 30, &ring, png::ColorType::Rgb, false),
+        images::pgm_p5(20, 30, &ring),
+        images::pgm_p2(20, 30, &ring),
+    ];
+    for file in files {
+        let full = decode(&file).unwrap().pixels;
+        let last_number = file.len() - 4; // "255\n"
+        for len in 0..file.len() {
+            let cut = file[..len].to_vec();
+            match std::panic::catch_unwind(move || decode(&cut)) {
+                Ok(Err(_)) => {}
+                Ok(Ok(image)) => assert!(
+                    image.pixels == full || (file.starts_with(b"P2") && len > last_number),
+                    "a file cut to {len} of {} bytes was read as another image",
+                    file.len()
+                ),
+                Err(_) => panic!("decoding a file cut to {len} bytes panicked"),
+            }
+        }
+    }
+}
+
+/// MNIST test digits, enlarged 3x and printed dark on light as PNG files, go through the
+/// example's pipeline and come out as MNIST inputs again: the baked net reads them about as
+/// well as the originals.
+#[cfg(feature = "data")]
+#[test]
+fn mnist_digits_survive_the_image_pipeline() {
+    use constmat::embed::Infer;
+
+    let Some(test) = mnist_test_split() else {
+        return;
+    };
+    const N: usize = 500;
+    let (mut correct, mut correct_originals) = (0, 0);
+    for index in 0..N {
+        let image = test.image(index);
+        let original: [f32; 784] = std::array::from_fn(|i| f32::from(image[i]) / 255.0);
+        let label = usize::from(test.label(index));
+        correct_originals += usize::from(baked::MNIST.predict(&original) == label);
+        let big: Vec<f32> = (0..84 * 84)
+            .map(|i| 1.0 - f32::from(image[(i / 84 / 3) * 28 + (i % 84) / 3]) / 255.0)
+            .collect();
+        let png = images::png(84, 84, &big, png::ColorType::Grayscale, false);
+        let prepared = preprocess::to_mnist(&preprocess::decode(&png).unwrap()).unwrap();
+        let class = baked::MNIST.predict(&prepared.pixels);
+        correct += usize::from(class == label);
+    }
+    // Normalizing again moves strokes by fractions of a pixel, which may cost a little (when
+    // this was written: 492 right, as for the originals).
+    assert!(
+        correct + N / 50 >= correct_originals,
+        "{correct} of {N} right after the pipeline, {correct_originals} before"
+    );
+}

@@ -1,0 +1,112 @@
+//! A `#![no_std]` library without `alloc` that classifies handwritten digits with the MNIST
+//! model shipped in `models/`, baked into the library at compile time.
+//!
+//! Nothing here allocates, reads a file or needs an operating system: the weights are a
+//! `static` in read-only memory, decoded by the compiler from the safetensors file, and a
+//! prediction uses nothing but its stack. This crate exists to prove that
+//! (`cargo build --manifest-path tests/no_std_embed/Cargo.toml`); its test, run on the host,
+//! checks it against the heap net on the MNIST test set.
+#![no_std]
+
+use constmat::embed::{Identity, Infer, Relu, StaticDense};
+
+/// The shipped model's type: 28x28 pixels in [0, 1] -> logits of the digits 0-9.
+pub type Mnist = constmat::static_net![
+    StaticDense<f32, 784, 128, Relu>,
+    StaticDense<f32, 128, 64, Relu>,
+    StaticDense<f32, 64, 10, Identity>,
+];
+
+/// The shipped model, decoded at compile time.
+pub static NET: Mnist = constmat::include_net!("../../../models/mnist-784-128-64-10.safetensors");
+
+/// The model's input for a 28x28 grayscale image, row-major: pixels scaled to [0, 1].
+#[must_use]
+pub fn input(pixels: &[u8; 784]) -> [f32; 784] {
+    core::array::from_fn(|i| f32::from(pixels[i]) / 255.0)
+}
+
+/// The digit shown in a 28x28 grayscale image (row-major, white digit on black, as MNIST).
+#[must_use]
+pub fn classify(pixels: &[u8; 784]) -> u8 {
+    // `predict` returns an index below 10.
+    NET.predict(&input(pixels)) as u8
+}
+
+/// The probability of each digit 0-9 for a 28x28 grayscale image.
+#[must_use]
+pub fn probabilities(pixels: &[u8; 784]) -> [f32; 10] {
+    NET.predict_proba(&input(pixels))
+}
+
+#[cfg(test)]
+mod tests {
+    // The tests run on the host, with std.
+    extern crate std;
+
+    use std::path::Path;
+    use std::println;
+
+    use constmat::data::{idx, mnist};
+    use constmat::io::safetensors;
+    use constmat::nn::{Dense, Identity, Layer, Relu};
+    use constmat::{Matrix, embed};
+
+    type HeapMnist = constmat::net![
+        Dense<f32, 784, 128, Relu>,
+        Dense<f32, 128, 64, Relu>,
+        Dense<f32, 64, 10, Identity>,
+    ];
+
+    fn heap_net() -> HeapMnist {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../models/mnist-784-128-64-10.safetensors");
+        safetensors::load(&path).unwrap()
+    }
+
+    #[test]
+    fn probabilities_are_a_distribution_whose_largest_is_the_class() {
+        let pixels: [u8; 784] = core::array::from_fn(|i| ((i * 37) % 256) as u8);
+        let p = super::probabilities(&pixels);
+        assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{p:?}");
+        assert_eq!(usize::from(super::classify(&pixels)), embed::argmax(&p));
+    }
+
+    /// Every MNIST test image: the baked net's class is the heap net's (`nn::Layer`, batches of
+    /// 500, loaded at run time from the same file), and 98.11% of them are right.
+    #[test]
+    fn classifies_the_mnist_test_set_as_the_heap_net_does() {
+        const BATCH: usize = 500;
+        let Some(dir) = std::env::var_os("MNIST_DIR").filter(|d| !d.is_empty()) else {
+            println!("skipping: MNIST_DIR is not set");
+            return;
+        };
+        let [_, _, images, labels] = mnist::Mnist::locate(&dir).unwrap();
+        let test = mnist::Split::new(
+            idx::read_images_from_path(images).unwrap(),
+            idx::read_labels_from_path(labels).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(test.len() % BATCH, 0);
+
+        let heap = heap_net();
+        let mut workspace = Layer::<f32, BATCH>::workspace(&heap);
+        let mut x = Matrix::<f32, BATCH, 784>::zeros();
+        let mut heap_classes = Matrix::<usize, BATCH, 1>::zeros();
+        let mut correct = 0;
+        for start in (0..test.len()).step_by(BATCH) {
+            for (row, image) in x.rows_mut().zip(&test.images()[start..start + BATCH]) {
+                *row = super::input(image);
+            }
+            heap.forward(&x, &mut workspace)
+                .row_argmax_into(&mut heap_classes);
+            for (k, heap_class) in heap_classes.iter().enumerate() {
+                let index = start + k;
+                let class = super::classify(test.image(index));
+                assert_eq!(usize::from(class), *heap_class, "test image {index}");
+                correct += usize::from(class == test.label(index));
+            }
+        }
+        assert_eq!((test.len(), correct), (10_000, 9811));
+    }
+}

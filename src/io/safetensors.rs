@@ -1,7 +1,7 @@
 //! Saving and loading parameters as [safetensors](https://github.com/huggingface/safetensors).
 //!
 //! Tensor names and shapes follow PyTorch's `nn.Sequential` (see
-//! [`Parameters`](crate::nn::Parameters)): the 784-128-64-10 ReLU MLP is
+//! [`Parameters`]): the 784-128-64-10 ReLU MLP is
 //! `Sequential(Linear(784, 128), ReLU(), Linear(128, 64), ReLU(), Linear(64, 10))`, with tensors
 //! `0.weight [128, 784]`, `0.bias [128]`, `2.weight [64, 128]`, `2.bias [64]`, `4.weight [10, 64]`,
 //! `4.bias [10]`. So a file written by `safetensors.torch.save_file(model.state_dict(), path)`

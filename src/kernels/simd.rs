@@ -917,16 +917,42 @@ unsafe fn run<S: Simd>(
         match layout {
             Layout::Plain => gemm_outer::<S>(rows, n, k, a, k, 1, b, c, accumulate),
             Layout::TransposeLhs => gemm_outer::<S>(rows, n, k, a, 1, m, b, c, accumulate),
-            Layout::TransposeRhs if rows.len() >= PACK_MIN_ROWS => {
-                gemm_packed_rhs::<S>(rows, n, k, a, b, c, accumulate)
-            }
             Layout::TransposeRhs => gemm_dot::<S>(rows, n, k, a, b, c, accumulate),
         }
     }
 }
 
+/// Rows `rows` of `C (+)= A·Bᵀ` through packed panels of `Bᵀ` ([`gemm_packed_rhs`]).
+///
+/// # Safety
+///
+/// As [`run`] with the `TransposeRhs` layout.
+#[inline(always)]
+unsafe fn run_packed<S: Simd>(
+    n: usize,
+    k: usize,
+    rows: Range<usize>,
+    a: &[S::E],
+    b: &[S::E],
+    c: &mut [S::E],
+    accumulate: bool,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        gemm_packed_rhs::<S>(
+            rows,
+            n,
+            k,
+            a.as_ptr(),
+            b.as_ptr(),
+            c.as_mut_ptr(),
+            accumulate,
+        )
+    }
+}
+
 macro_rules! entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+    ($name:ident, $packed:ident, $simd:ty, $e:ty, $features:literal) => {
         /// # Safety
         ///
         /// The CPU has the instruction set named in `target_feature`; lengths checked by [`gemm`].
@@ -946,13 +972,58 @@ macro_rules! entry {
             // SAFETY: forwarded from this function's contract.
             unsafe { run::<$simd>(layout, m, n, k, rows, a, b, c, accumulate) }
         }
+
+        /// The packed `A·Bᵀ` path, kept out of line: its 16-32 KiB panel would otherwise sit
+        /// in the stack frame of every product, single-sample predictions included.
+        ///
+        /// # Safety
+        ///
+        /// As the unpacked entry, with the `TransposeRhs` layout.
+        #[target_feature(enable = $features)]
+        #[inline(never)]
+        unsafe fn $packed(
+            n: usize,
+            k: usize,
+            rows: Range<usize>,
+            a: &[$e],
+            b: &[$e],
+            c: &mut [$e],
+            accumulate: bool,
+        ) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { run_packed::<$simd>(n, k, rows, a, b, c, accumulate) }
+        }
     };
 }
 
-entry!(gemm_avx512_f32, Avx512F32, f32, "avx512f");
-entry!(gemm_avx512_f64, Avx512F64, f64, "avx512f");
-entry!(gemm_avx2_f32, Avx2F32, f32, "avx2,fma");
-entry!(gemm_avx2_f64, Avx2F64, f64, "avx2,fma");
+entry!(
+    gemm_avx512_f32,
+    gemm_avx512_f32_packed,
+    Avx512F32,
+    f32,
+    "avx512f"
+);
+entry!(
+    gemm_avx512_f64,
+    gemm_avx512_f64_packed,
+    Avx512F64,
+    f64,
+    "avx512f"
+);
+entry!(
+    gemm_avx2_f32,
+    gemm_avx2_f32_packed,
+    Avx2F32,
+    f32,
+    "avx2,fma"
+);
+entry!(
+    gemm_avx2_f64,
+    gemm_avx2_f64_packed,
+    Avx2F64,
+    f64,
+    "avx2,fma"
+);
 
 /// The element types with SIMD kernels.
 pub(crate) trait Element: Copy + Send + Sync + 'static {
@@ -977,7 +1048,7 @@ pub(crate) trait Element: Copy + Send + Sync + 'static {
 }
 
 macro_rules! element {
-    ($e:ty, $avx512:ident, $avx2:ident) => {
+    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident) => {
         impl Element for $e {
             unsafe fn run_rows(
                 isa: Isa,
@@ -991,18 +1062,38 @@ macro_rules! element {
                 c: &mut [$e],
                 accumulate: bool,
             ) {
-                match isa {
-                    // SAFETY: forwarded from this function's contract.
-                    Isa::Avx512 => unsafe { $avx512(layout, m, n, k, rows, a, b, c, accumulate) },
-                    // SAFETY: forwarded from this function's contract.
-                    Isa::Avx2Fma => unsafe { $avx2(layout, m, n, k, rows, a, b, c, accumulate) },
+                let packed = layout == Layout::TransposeRhs && rows.len() >= PACK_MIN_ROWS;
+                // SAFETY (all four): forwarded from this function's contract.
+                match (isa, packed) {
+                    (Isa::Avx512, false) => unsafe {
+                        $avx512(layout, m, n, k, rows, a, b, c, accumulate)
+                    },
+                    (Isa::Avx512, true) => unsafe {
+                        $avx512_packed(n, k, rows, a, b, c, accumulate)
+                    },
+                    (Isa::Avx2Fma, false) => unsafe {
+                        $avx2(layout, m, n, k, rows, a, b, c, accumulate)
+                    },
+                    (Isa::Avx2Fma, true) => unsafe { $avx2_packed(n, k, rows, a, b, c, accumulate) },
                 }
             }
         }
     };
 }
-element!(f32, gemm_avx512_f32, gemm_avx2_f32);
-element!(f64, gemm_avx512_f64, gemm_avx2_f64);
+element!(
+    f32,
+    gemm_avx512_f32,
+    gemm_avx512_f32_packed,
+    gemm_avx2_f32,
+    gemm_avx2_f32_packed
+);
+element!(
+    f64,
+    gemm_avx512_f64,
+    gemm_avx512_f64_packed,
+    gemm_avx2_f64,
+    gemm_avx2_f64_packed
+);
 
 /// `C = op(A)·op(B)` (or `C +=` when `accumulate`) with `isa`; `C` is `m x n`.
 ///
@@ -1135,6 +1226,9 @@ mod tests {
         (0, 5, 3),
         (5, 0, 3),
         (1, 10, 64),
+        // Packed A·Bᵀ (32 rows or more) with edge columns and k across a block boundary.
+        (37, 45, 300),
+        (1, 130, 784),
     ];
 
     fn check<E: Copy + Into<f64>>(

@@ -817,7 +817,7 @@ fn mnist_test_split() -> Option<constmat::data::mnist::Split> {
 
 #[cfg(feature = "data")]
 #[test]
-fn the_baked_model_scores_98_11_percent_like_the_heap_net() {
+fn the_baked_model_scores_98_10_percent_like_the_heap_net() {
     use constmat::embed::Infer;
 
     let Some(test) = mnist_test_split() else {
@@ -831,8 +831,13 @@ fn the_baked_model_scores_98_11_percent_like_the_heap_net() {
         assert_eq!(class, Infer::predict(&heap, &x), "test image {index}");
         correct += usize::from(class == usize::from(label));
     }
-    // What `mnist_static --save` printed when it wrote the file: 98.11%.
-    assert_eq!((test.len(), correct), (10_000, 9811));
+    // What `mnist_static --save` printed when it wrote the file: 98.10% (9810). Another CPU's
+    // rounding may flip a near-tie or two; never below 98%.
+    assert_eq!(test.len(), 10_000);
+    assert!(
+        correct.abs_diff(9810) <= 3 && correct >= 9800,
+        "{correct} correct"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

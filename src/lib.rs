@@ -27,8 +27,12 @@
 //!
 //! | module | what it holds | needs |
 //! | --- | --- | --- |
-//! | [`kernels`] | the arithmetic (matrix products, transposes) on borrowed row-major arrays | `core` only |
+//! | [`kernels`] | the arithmetic (matrix products, transposes) on borrowed row-major arrays; SIMD for `f32`/`f64` | `core` only |
+//! | [`embed`] | nets baked into a `static` at compile time, heap-free inference | `core` only |
 //! | [`Matrix`] | the owning, heap-backed matrix, its operators and shape rules | `alloc` |
+//! | [`nn`] | the statically typed MLP: layers, losses, optimizers, hand-written backprop | `alloc` |
+//! | `data` | the IDX / MNIST reader | feature `data` |
+//! | `io` | saving and loading weights (safetensors) | feature `safetensors` |
 //!
 //! ## Borrowed views
 //!
@@ -49,8 +53,10 @@
 //! ## Features
 //!
 //! - `std` (default): implies `alloc`; use the standard library's float functions.
-//! - `alloc`: the owning [`Matrix`] type. Without it, only [`kernels`] and [`Scalar`] remain,
-//!   usable on `&[[T; W]; H]` arrays with no heap at all.
+//! - `alloc`: the owning [`Matrix`] type and [`nn`]. Without it, [`kernels`], [`embed`] and
+//!   [`Scalar`] remain, usable on `&[[T; W]; H]` arrays and `static` nets with no heap at all.
+//! - `threads` (opt-in): large matrix products split across rayon's pool
+//!   (`kernels::use_threads`).
 //! - `rand` (default): [`Matrix::random`] from any `rand` distribution, weight initialization.
 //! - `data` (default): the IDX / MNIST reader ([`data`]).
 //! - `safetensors` (default): saving and loading weights ([`io::safetensors`]).

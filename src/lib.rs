@@ -73,9 +73,9 @@ extern crate std;
 
 #[cfg(feature = "data")]
 pub mod data;
+pub mod embed;
 #[cfg(feature = "safetensors")]
 pub mod io;
-pub mod embed;
 pub mod kernels;
 mod scalar;
 

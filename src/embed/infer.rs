@@ -192,28 +192,36 @@ where
     }
 }
 
-impl<T, A, N> Infer<T> for StaticChain<A, N>
-where
-    T: Scalar + Float,
-    A: Infer<T>,
-    N: Infer<T, Input = A::Output>,
-{
-    type Input = A::Input;
-    type Output = N::Output;
+/// `Infer` for a chain type with `first` and `rest` fields: the static [`StaticChain`] and, with
+/// `alloc`, the heap [`Chain`](crate::nn::Chain). The intermediate lives on the stack.
+macro_rules! infer_chain {
+    ($chain:ident) => {
+        impl<T, A, N> Infer<T> for $chain<A, N>
+        where
+            T: Scalar + Float,
+            A: Infer<T>,
+            N: Infer<T, Input = A::Output>,
+        {
+            type Input = A::Input;
+            type Output = N::Output;
 
-    #[inline]
-    fn forward(&self, x: &A::Input, out: &mut N::Output) {
-        let mut middle = A::Output::zeros();
-        self.first.forward(x, &mut middle);
-        self.rest.forward(&middle, out);
-    }
+            #[inline]
+            fn forward(&self, x: &A::Input, out: &mut N::Output) {
+                let mut middle = A::Output::zeros();
+                self.first.forward(x, &mut middle);
+                self.rest.forward(&middle, out);
+            }
 
-    fn forward_batch<const B: usize>(&self, x: &[A::Input; B], out: &mut [N::Output; B]) {
-        let mut middle = [A::Output::zeros(); B];
-        self.first.forward_batch(x, &mut middle);
-        self.rest.forward_batch(&middle, out);
-    }
+            fn forward_batch<const B: usize>(&self, x: &[A::Input; B], out: &mut [N::Output; B]) {
+                let mut middle = [A::Output::zeros(); B];
+                self.first.forward_batch(x, &mut middle);
+                self.rest.forward_batch(&middle, out);
+            }
+        }
+    };
 }
+
+infer_chain!(StaticChain);
 
 #[cfg(feature = "alloc")]
 mod heap {
@@ -247,26 +255,5 @@ mod heap {
         }
     }
 
-    impl<T, A, N> Infer<T> for Chain<A, N>
-    where
-        T: Scalar + Float,
-        A: Infer<T>,
-        N: Infer<T, Input = A::Output>,
-    {
-        type Input = A::Input;
-        type Output = N::Output;
-
-        #[inline]
-        fn forward(&self, x: &A::Input, out: &mut N::Output) {
-            let mut middle = A::Output::zeros();
-            self.first.forward(x, &mut middle);
-            self.rest.forward(&middle, out);
-        }
-
-        fn forward_batch<const B: usize>(&self, x: &[A::Input; B], out: &mut [N::Output; B]) {
-            let mut middle = [A::Output::zeros(); B];
-            self.first.forward_batch(x, &mut middle);
-            self.rest.forward_batch(&middle, out);
-        }
-    }
+    infer_chain!(Chain);
 }

@@ -25,12 +25,12 @@
 //! # Ok::<(), safetensors::WeightsError>(())
 //! ```
 
+use std::boxed::Box;
 use std::collections::HashMap;
 use std::fmt;
 use std::format;
 use std::path::{Path, PathBuf};
 use std::string::{String, ToString};
-use std::boxed::Box;
 use std::vec::Vec;
 
 use ::safetensors::tensor::{Dtype, SafeTensors, TensorView};

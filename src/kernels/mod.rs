@@ -88,44 +88,41 @@ fn try_simd<
         return false;
     };
     let (a, b, out): (&dyn Any, &dyn Any, &mut dyn Any) = (a, b, out);
-    if let (Some(a), Some(b), Some(out)) = (
-        a.downcast_ref::<[[f32; AW]; AH]>(),
-        b.downcast_ref::<[[f32; BW]; BH]>(),
-        out.downcast_mut::<[[f32; W]; H]>(),
-    ) {
-        simd::gemm(
-            isa,
-            layout,
-            m,
-            n,
-            k,
-            a.as_flattened(),
-            b.as_flattened(),
-            out.as_flattened_mut(),
-            accumulate,
-        );
-        return true;
-    }
-    let out: &mut dyn Any = out;
-    if let (Some(a), Some(b), Some(out)) = (
-        a.downcast_ref::<[[f64; AW]; AH]>(),
-        b.downcast_ref::<[[f64; BW]; BH]>(),
-        out.downcast_mut::<[[f64; W]; H]>(),
-    ) {
-        simd::gemm(
-            isa,
-            layout,
-            m,
-            n,
-            k,
-            a.as_flattened(),
-            b.as_flattened(),
-            out.as_flattened_mut(),
-            accumulate,
-        );
-        return true;
-    }
-    false
+    let dims = (m, n, k);
+    run_as::<f32, AH, AW, BH, BW, H, W>(isa, layout, dims, a, b, out, accumulate)
+        || run_as::<f64, AH, AW, BH, BW, H, W>(isa, layout, dims, a, b, out, accumulate)
+}
+
+/// Runs the SIMD product if the operands are arrays of `E`; returns whether they were.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn run_as<
+    E: simd::Element,
+    const AH: usize,
+    const AW: usize,
+    const BH: usize,
+    const BW: usize,
+    const H: usize,
+    const W: usize,
+>(
+    isa: simd::Isa,
+    layout: Layout,
+    (m, n, k): (usize, usize, usize),
+    a: &dyn Any,
+    b: &dyn Any,
+    out: &mut dyn Any,
+    accumulate: bool,
+) -> bool {
+    let (Some(a), Some(b), Some(out)) = (
+        a.downcast_ref::<[[E; AW]; AH]>(),
+        b.downcast_ref::<[[E; BW]; BH]>(),
+        out.downcast_mut::<[[E; W]; H]>(),
+    ) else {
+        return false;
+    };
+    let (a, b, out) = (a.as_flattened(), b.as_flattened(), out.as_flattened_mut());
+    simd::gemm(isa, layout, m, n, k, a, b, out, accumulate);
+    true
 }
 
 /// `out = a · b`: `(H x K) · (K x W) -> H x W`.

@@ -212,10 +212,18 @@ pub fn decode_pgm(bytes: &[u8]) -> Result<Gray, ImageError> {
     let mut pixels = Vec::with_capacity(count);
     if binary {
         // Exactly one whitespace byte separates the header from the samples.
-        if !bytes.get(tokens.at).is_some_and(u8::is_ascii_whitespace) {
-            return Err(ImageError::Truncated(
-                "the PGM file ends after its header".into(),
-            ));
+        match bytes.get(tokens.at) {
+            Some(b) if b.is_ascii_whitespace() => {}
+            Some(&b) => {
+                return Err(ImageError::Malformed(format!(
+                    "the PGM header must end with one whitespace byte, found byte {b:#04x}"
+                )));
+            }
+            None => {
+                return Err(ImageError::Truncated(
+                    "the PGM file ends after its header".into(),
+                ));
+            }
         }
         let raster = &bytes[tokens.at + 1..];
         let sample_size = if maxval < 256 { 1 } else { 2 };

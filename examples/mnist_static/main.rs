@@ -1,7 +1,7 @@
 //! Trains the statically typed 784-128-64-10 MLP on MNIST and reports its test accuracy.
 //!
 //! ```text
-//! cargo run --release --example mnist_static [-- --epochs 10 --lr 0.05 --optimizer momentum ...]
+//! cargo run --release --example mnist_static [-- --epochs 10 --lr 0.03 --optimizer momentum ...]
 //! ```
 //!
 //! Run with `--help` for every option. The data is read from `--data DIR`, else `$MNIST_DIR`,

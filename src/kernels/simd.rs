@@ -6,9 +6,9 @@
 //!
 //! # How the products are computed
 //!
-//! Two register-blocked micro-kernels cover the three layouts, none of which copies (packs) its
-//! operands: at this crate's sizes (a few hundred rows and columns) the operands sit in L1/L2
-//! cache, and a packing copy would cost as much as it saves.
+//! Register-blocked micro-kernels cover the three layouts. At this crate's sizes (a few hundred
+//! rows and columns) the operands sit in L1/L2 cache, so only one case copies (packs) an operand:
+//! `A·Bᵀ` with many rows, where reading `Bᵀ` would otherwise stride across `B`.
 //!
 //! - **Outer-product tiles** for `A·B` and `Aᵀ·B`: an `MR x NR` block of the output lives in
 //!   `MR · NV` vector registers (`NR = NV · LANES`); each step over `k` loads `NV` vectors of a row
@@ -19,7 +19,12 @@
 //! - **Dot-product tiles** for `A·Bᵀ`: both operands are read along their rows (the `k`
 //!   direction). An `MR x NR` block of outputs keeps one vector of partial sums per output,
 //!   loads `MR + NR` vectors per step, does `MR · NR` fused multiply-adds, and sums each vector
-//!   horizontally at the end. This is also the single-sample (matrix-vector) path.
+//!   horizontally at the end. With a single row of `A` (a matrix-vector product), the tiles are
+//!   1 x 8 and prefetch the rows of `B`, which stream from L2.
+//! - **Packed panels** for `A·Bᵀ` from 32 rows of `A` on: each `KC x NR` panel of `Bᵀ` is
+//!   transposed once into a stack buffer and then shared by every row tile, through the
+//!   outer-product kernel. This path is a separate, never-inlined function, so its 16-32 KiB
+//!   buffer is not in the stack frame of the other paths.
 //!
 //! Edges (sizes that are not multiples of the tile) use the same kernels with masked loads and
 //! stores, so every shape takes the fast path.
@@ -569,6 +574,24 @@ unsafe fn outer_tile<S: Simd, const MR: usize, const NV: usize, const FULL: bool
     }
 }
 
+/// Calls [`outer_tile`] for a tile of `$rows` rows (1 to 8; a const generic, so one match arm
+/// per height) of the `Simd` type `S` in scope at the call site.
+macro_rules! outer_tile_rows {
+    ($rows:expr, $full:expr, $($args:expr),*) => {
+        match $rows {
+            1 => outer_tile::<S, 1, 2, $full>($($args),*),
+            2 => outer_tile::<S, 2, 2, $full>($($args),*),
+            3 => outer_tile::<S, 3, 2, $full>($($args),*),
+            4 => outer_tile::<S, 4, 2, $full>($($args),*),
+            5 => outer_tile::<S, 5, 2, $full>($($args),*),
+            6 => outer_tile::<S, 6, 2, $full>($($args),*),
+            7 => outer_tile::<S, 7, 2, $full>($($args),*),
+            8 => outer_tile::<S, 8, 2, $full>($($args),*),
+            _ => unreachable!("tiles have at most 8 rows"),
+        }
+    };
+}
+
 /// Rows `rows` of `C (+)= A·B` or `Aᵀ·B` with outer-product tiles; `a(i, p)` is at
 /// `a + i·a_row + p·a_k`, and `c` points at row `rows.start` of `C`.
 ///
@@ -589,21 +612,6 @@ unsafe fn gemm_outer<S: Simd>(
     c: *mut S::E,
     accumulate: bool,
 ) {
-    macro_rules! tile {
-        ($rows:expr, $full:expr, $($args:expr),*) => {
-            match $rows {
-                1 => outer_tile::<S, 1, 2, $full>($($args),*),
-                2 => outer_tile::<S, 2, 2, $full>($($args),*),
-                3 => outer_tile::<S, 3, 2, $full>($($args),*),
-                4 => outer_tile::<S, 4, 2, $full>($($args),*),
-                5 => outer_tile::<S, 5, 2, $full>($($args),*),
-                6 => outer_tile::<S, 6, 2, $full>($($args),*),
-                7 => outer_tile::<S, 7, 2, $full>($($args),*),
-                8 => outer_tile::<S, 8, 2, $full>($($args),*),
-                _ => unreachable!("tiles have at most 8 rows"),
-            }
-        };
-    }
     debug_assert_eq!(S::OUTER_VECTORS, 2);
     let mr = S::OUTER_ROWS;
     let nr = S::OUTER_VECTORS * S::LANES;
@@ -623,12 +631,12 @@ unsafe fn gemm_outer<S: Simd>(
                     let b_tile = b.add(k0 * n + j0);
                     let c_tile = c.add((i0 - rows.start) * n + j0);
                     if cols == nr {
-                        tile!(
+                        outer_tile_rows!(
                             tile_rows, true, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols,
                             load_c
                         );
                     } else {
-                        tile!(
+                        outer_tile_rows!(
                             tile_rows, false, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols,
                             load_c
                         );
@@ -669,21 +677,6 @@ unsafe fn gemm_packed_rhs<S: Simd>(
     c: *mut S::E,
     accumulate: bool,
 ) {
-    macro_rules! tile {
-        ($rows:expr, $full:expr, $($args:expr),*) => {
-            match $rows {
-                1 => outer_tile::<S, 1, 2, $full>($($args),*),
-                2 => outer_tile::<S, 2, 2, $full>($($args),*),
-                3 => outer_tile::<S, 3, 2, $full>($($args),*),
-                4 => outer_tile::<S, 4, 2, $full>($($args),*),
-                5 => outer_tile::<S, 5, 2, $full>($($args),*),
-                6 => outer_tile::<S, 6, 2, $full>($($args),*),
-                7 => outer_tile::<S, 7, 2, $full>($($args),*),
-                8 => outer_tile::<S, 8, 2, $full>($($args),*),
-                _ => unreachable!("tiles have at most 8 rows"),
-            }
-        };
-    }
     let mr = S::OUTER_ROWS;
     let nr = S::OUTER_VECTORS * S::LANES;
     debug_assert!(KC * nr <= PANEL);
@@ -711,11 +704,11 @@ unsafe fn gemm_packed_rhs<S: Simd>(
                     let c_tile = c.add((i0 - rows.start) * n + j0);
                     let p = panel.as_ptr();
                     if cols == nr {
-                        tile!(
+                        outer_tile_rows!(
                             tile_rows, true, kc, a_tile, k, 1, p, nr, c_tile, n, cols, load_c
                         );
                     } else {
-                        tile!(
+                        outer_tile_rows!(
                             tile_rows, false, kc, a_tile, k, 1, p, nr, c_tile, n, cols, load_c
                         );
                     }
@@ -855,8 +848,14 @@ unsafe fn gemm_dot<S: Simd>(
         // A matrix-vector product: nothing to reuse across rows of A, so take 8 rows of B at a
         // time (8 accumulators, one load of A per 8 of B).
         let i0 = rows.start;
-        for j0 in (0..n).step_by(8) {
-            let cols = 8.min(n - j0);
+        let mut j0 = 0;
+        while j0 < n {
+            // Tiles of 8 rows of B, then one of 4 and one of the last 1-3.
+            let cols = match n - j0 {
+                8.. => 8,
+                4..=7 => 4,
+                left => left,
+            };
             // SAFETY: row i0 of A, rows j0..j0+cols of B and that part of C's row are in bounds.
             unsafe {
                 let (a_row, b_rows, c_out) = (a.add(i0 * k), b.add(j0 * k), c.add(j0));
@@ -865,6 +864,7 @@ unsafe fn gemm_dot<S: Simd>(
                     _ => cols!(1, cols, k, a_row, b_rows, c_out, n, accumulate),
                 }
             }
+            j0 += cols;
         }
         return;
     }
@@ -1026,7 +1026,7 @@ entry!(
 );
 
 /// The element types with SIMD kernels.
-pub(crate) trait Element: Copy + Send + Sync + 'static {
+pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     /// Runs rows `rows` of the product with `isa`'s kernels.
     ///
     /// # Safety
@@ -1126,6 +1126,17 @@ pub(crate) fn gemm<E: Element>(
         c.len()
     );
     assert_isa(isa);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        // An empty sum. Handled here so that no kernel forms pointers into empty operands
+        // (an offset past the end of an allocation is undefined even if never read).
+        if !accumulate {
+            c.fill(E::default());
+        }
+        return;
+    }
     #[cfg(feature = "threads")]
     if let Some(rows_per_thread) = parallel_split(m, n, k) {
         rayon::scope(|scope| {
@@ -1233,6 +1244,13 @@ mod tests {
         // Packed A·Bᵀ (32 rows or more) with edge columns and k across a block boundary.
         (37, 45, 300),
         (1, 130, 784),
+        // Matrix-vector products whose width leaves every remainder after tiles of 8 and 4.
+        (1, 5, 9),
+        (1, 6, 17),
+        (1, 7, 3),
+        (1, 13, 300),
+        // An empty inner dimension with outputs wider and taller than a tile.
+        (40, 100, 0),
     ];
 
     fn check<E: Copy + Into<f64>>(

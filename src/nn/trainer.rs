@@ -92,7 +92,7 @@ impl<T: fmt::Display> fmt::Display for Diverged<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the loss is {} (not finite): training diverged; the learning rate is likely too high",
+            "the loss is {} (not finite); the learning rate is likely too high",
             self.loss
         )
     }

@@ -357,143 +357,162 @@ fn sum4_avx512_pd([a, b, c, d]: [__m512d; 4]) -> [f64; 4] {
 avx512!(Avx512F32, f32, __m512, __mmask16, 16, ps);
 avx512!(Avx512F64, f64, __m512d, __mmask8, 8, pd);
 
-#[derive(Clone, Copy)]
-struct Avx2F32;
-
-impl Simd for Avx2F32 {
-    type E = f32;
-    type V = __m256;
-    type Mask = __m256i;
-    const LANES: usize = 8;
-    const OUTER_ROWS: usize = 6;
-    const OUTER_VECTORS: usize = 2;
-    // 8 accumulators, 2 vectors of A and one of B fit the 16 registers without spilling.
-    const DOT_ROWS: usize = 2;
-    const DOT_COLS: usize = 4;
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn zero() -> __m256 {
-        _mm256_setzero_ps()
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn splat(x: f32) -> __m256 {
-        _mm256_set1_ps(x)
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
-        _mm256_fmadd_ps(a, b, c)
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn sum(v: __m256) -> f32 {
-        let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-        let pairs = _mm_hadd_ps(halves, halves);
-        _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn mask(n: usize) -> __m256i {
-        // Lane i is selected (all ones) when i < n.
-        _mm256_cmpgt_epi32(
-            _mm256_set1_epi32(n as i32),
-            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-        )
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load(p: *const f32) -> __m256 {
-        // SAFETY: the caller guarantees 8 readable floats at p; no alignment is required.
-        unsafe { _mm256_loadu_ps(p) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load_masked(p: *const f32, m: __m256i) -> __m256 {
-        // SAFETY: the caller guarantees the selected lanes are readable; vmaskmov does not
-        // access (or fault on) masked-off lanes.
-        unsafe { _mm256_maskload_ps(p, m) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn store(p: *mut f32, v: __m256) {
-        // SAFETY: the caller guarantees 8 writable floats at p.
-        unsafe { _mm256_storeu_ps(p, v) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn store_masked(p: *mut f32, m: __m256i, v: __m256) {
-        // SAFETY: the caller guarantees the selected lanes are writable; others are untouched.
-        unsafe { _mm256_maskstore_ps(p, m, v) }
-    }
+/// The AVX2 intrinsic names for `f32` (`_ps`) and `f64` (`_pd`).
+macro_rules! avx2_ps {
+    (setzero) => {
+        _mm256_setzero_ps
+    };
+    (set1) => {
+        _mm256_set1_ps
+    };
+    (fmadd) => {
+        _mm256_fmadd_ps
+    };
+    (loadu) => {
+        _mm256_loadu_ps
+    };
+    (maskload) => {
+        _mm256_maskload_ps
+    };
+    (storeu) => {
+        _mm256_storeu_ps
+    };
+    (maskstore) => {
+        _mm256_maskstore_ps
+    };
+}
+macro_rules! avx2_pd {
+    (setzero) => {
+        _mm256_setzero_pd
+    };
+    (set1) => {
+        _mm256_set1_pd
+    };
+    (fmadd) => {
+        _mm256_fmadd_pd
+    };
+    (loadu) => {
+        _mm256_loadu_pd
+    };
+    (maskload) => {
+        _mm256_maskload_pd
+    };
+    (storeu) => {
+        _mm256_storeu_pd
+    };
+    (maskstore) => {
+        _mm256_maskstore_pd
+    };
 }
 
-#[derive(Clone, Copy)]
-struct Avx2F64;
-
-impl Simd for Avx2F64 {
-    type E = f64;
-    type V = __m256d;
-    type Mask = __m256i;
-    const LANES: usize = 4;
-    const OUTER_ROWS: usize = 6;
-    const OUTER_VECTORS: usize = 2;
-    const DOT_ROWS: usize = 2;
-    const DOT_COLS: usize = 4;
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn zero() -> __m256d {
-        _mm256_setzero_pd()
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn splat(x: f64) -> __m256d {
-        _mm256_set1_pd(x)
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn fma(a: __m256d, b: __m256d, c: __m256d) -> __m256d {
-        _mm256_fmadd_pd(a, b, c)
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn sum(v: __m256d) -> f64 {
-        let halves = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
-        _mm_cvtsd_f64(_mm_hadd_pd(halves, halves))
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn mask(n: usize) -> __m256i {
-        _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3))
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load(p: *const f64) -> __m256d {
-        // SAFETY: the caller guarantees 4 readable doubles at p; no alignment is required.
-        unsafe { _mm256_loadu_pd(p) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load_masked(p: *const f64, m: __m256i) -> __m256d {
-        // SAFETY: the caller guarantees the selected lanes are readable; masked-off lanes are
-        // not accessed.
-        unsafe { _mm256_maskload_pd(p, m) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn store(p: *mut f64, v: __m256d) {
-        // SAFETY: the caller guarantees 4 writable doubles at p.
-        unsafe { _mm256_storeu_pd(p, v) }
-    }
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn store_masked(p: *mut f64, m: __m256i, v: __m256d) {
-        // SAFETY: the caller guarantees the selected lanes are writable; others are untouched.
-        unsafe { _mm256_maskstore_pd(p, m, v) }
-    }
+/// The horizontal sum of 8 floats: add the two 128-bit halves, then two horizontal adds.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn sum_avx2_ps(v: __m256) -> f32 {
+    let halves = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let pairs = _mm_hadd_ps(halves, halves);
+    _mm_cvtss_f32(_mm_hadd_ps(pairs, pairs))
 }
+
+/// The horizontal sum of 4 doubles.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn sum_avx2_pd(v: __m256d) -> f64 {
+    let halves = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
+    _mm_cvtsd_f64(_mm_hadd_pd(halves, halves))
+}
+
+/// A mask selecting the first `n` of 8 32-bit lanes (all ones where lane < n).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn mask_avx2_ps(n: usize) -> __m256i {
+    _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(n as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    )
+}
+
+/// A mask selecting the first `n` of 4 64-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn mask_avx2_pd(n: usize) -> __m256i {
+    _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3))
+}
+
+macro_rules! avx2 {
+    ($name:ident, $e:ty, $v:ty, $lanes:expr, $ops:ident, $sum:ident, $mask:ident) => {
+        #[derive(Clone, Copy)]
+        struct $name;
+
+        impl Simd for $name {
+            type E = $e;
+            type V = $v;
+            type Mask = __m256i;
+            const LANES: usize = $lanes;
+            const OUTER_ROWS: usize = 6;
+            const OUTER_VECTORS: usize = 2;
+            // 8 accumulators, 2 vectors of A and one of B fit the 16 registers without spilling.
+            const DOT_ROWS: usize = 2;
+            const DOT_COLS: usize = 4;
+
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn zero() -> $v {
+                $ops!(setzero)()
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn splat(x: $e) -> $v {
+                $ops!(set1)(x)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn fma(a: $v, b: $v, c: $v) -> $v {
+                $ops!(fmadd)(a, b, c)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn sum(v: $v) -> $e {
+                $sum(v)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn mask(n: usize) -> __m256i {
+                $mask(n)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn load(p: *const $e) -> $v {
+                // SAFETY: the caller guarantees LANES readable elements at p; no alignment is
+                // required.
+                unsafe { $ops!(loadu)(p) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn load_masked(p: *const $e, m: __m256i) -> $v {
+                // SAFETY: the caller guarantees the selected lanes are readable; vmaskmov does
+                // not access (or fault on) masked-off lanes.
+                unsafe { $ops!(maskload)(p, m) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn store(p: *mut $e, v: $v) {
+                // SAFETY: the caller guarantees LANES writable elements at p.
+                unsafe { $ops!(storeu)(p, v) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn store_masked(p: *mut $e, m: __m256i, v: $v) {
+                // SAFETY: the caller guarantees the selected lanes are writable; others are
+                // untouched.
+                unsafe { $ops!(maskstore)(p, m, v) }
+            }
+        }
+    };
+}
+
+avx2!(Avx2F32, f32, __m256, 8, avx2_ps, sum_avx2_ps, mask_avx2_ps);
+avx2!(Avx2F64, f64, __m256d, 4, avx2_pd, sum_avx2_pd, mask_avx2_pd);
 
 /// One `MR x (NV · LANES)` outer-product tile: `C[.., ..] (+)= Σ_p a(r, p) · B[p, ..]` over
 /// `kc` steps. `a(r, p)` is at `a + r·a_row + p·a_k`; row `p` of `B` at `b + p·b_row`; row `r` of

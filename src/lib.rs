@@ -74,17 +74,17 @@ extern crate std;
 #[cfg(feature = "data")]
 pub mod data;
 pub mod embed;
+pub mod format;
 #[cfg(feature = "safetensors")]
 pub mod io;
 pub mod kernels;
+pub mod nn;
 mod scalar;
 
 #[cfg(feature = "alloc")]
 mod error;
 #[cfg(feature = "alloc")]
 mod matrix;
-#[cfg(feature = "alloc")]
-pub mod nn;
 
 #[cfg(feature = "alloc")]
 pub use error::LengthError;

@@ -1,45 +1,56 @@
 //! Nets baked into a program: weights decoded at compile time into a `static`, inference with
 //! no heap.
 //!
-//! A net whose weights are known when the program is built can be part of the program: its
-//! type is a chain of [`StaticDense`] layers (inline `[[f32; I]; O]` arrays), and
-//! [`include_net!`](crate::include_net) reads a safetensors file at compile time into a
-//! `static` of that type. The program then holds only the decoded numbers, in read-only memory:
-//! nothing is parsed, allocated or copied when it runs, and this module needs neither `std` nor
-//! `alloc` (it is there with `default-features = false`).
+//! A net whose weights are known when the program is built can be part of the program. Its
+//! type is the one it was trained as (a [`net!`](crate::net) of [`nn`](crate::nn) layers),
+//! with its parameters stored inline: [`Baked<Net>`](Baked). [`include_net!`](crate::include_net)
+//! reads a safetensors file at compile time into a `static` of that type. The program then
+//! holds only the decoded numbers, in read-only memory: nothing is parsed, allocated or copied
+//! when it runs, and none of this needs `std` or `alloc` (it is there with
+//! `default-features = false`).
 //!
 //! ```
-//! use constmat::embed::{Identity, Infer, Relu, StaticDense};
+//! use constmat::embed::Baked;
+//! use constmat::nn::{Dense, Layer, Predict, Relu};
 //!
 //! /// The net of `examples/mnist_static`: 28x28 pixels in [0, 1] -> 10 logits.
-//! type Mnist = constmat::static_net![
-//!     StaticDense<f32, 784, 128, Relu>,
-//!     StaticDense<f32, 128, 64, Relu>,
-//!     StaticDense<f32, 64, 10, Identity>,
+//! type Mnist = constmat::net![
+//!     Dense<f32, 784, 128, Relu>,
+//!     Dense<f32, 128, 64, Relu>,
+//!     Dense<f32, 64, 10>,
 //! ];
 //!
-//! static NET: Mnist = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
+//! static NET: Baked<Mnist> = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
 //!
 //! let blank = [0.0_f32; 784];
 //! let digit: usize = NET.predict(&blank);                // the most likely class
 //! let p: [f32; 10] = NET.predict_proba(&blank);          // softmax of the logits
 //! let mut logits = [0.0_f32; 10];
-//! NET.forward(&blank, &mut logits);                      // the raw outputs
+//! NET.forward_one(&blank, &mut logits);                  // the raw outputs
 //! assert!(digit < 10 && (p.iter().sum::<f32>() - 1.0).abs() < 1e-5);
 //! ```
 //!
 //! # Shapes are checked when the program is built
 //!
-//! Every tensor of the file is checked against the declared type: present, `F32` (or `F64` for
-//! `StaticDense<f64, ..>`), the right shape, finite values, no tensor the net lacks. A file that
-//! does not fit fails the build (`cargo check` too: a `static` is evaluated before code is
-//! generated), and the message names the tensor the way the runtime loader
-//! ([`io::safetensors`](crate::io::safetensors)) would. With the second layer declared
-//! `StaticDense<f32, 128, 32, Relu>`:
+//! The file is held to the same rule as a file loaded at run time
+//! ([`format::validate`](crate::format::validate), the one implementation both use): valid
+//! safetensors, every tensor of the net present with its dtype and shape, finite values, no
+//! tensor the net lacks. A file that does not fit fails the build at the `include_net!` that
+//! reads it, with the run-time loader's message. With the second layer declared
+//! `Dense<f32, 128, 32, Relu>`:
 //!
 //! ```text
 //! error[E0080]: evaluation panicked: tensor 2.weight: expected f32 [32, 128], found f32 [64, 128]
+//!  --> src/main.rs:9:28
+//!   |
+//! 9 | static NET: Baked<Wrong> = constmat::include_net!("../models/mnist-784-128-64-10.safetensors");
+//!   |                            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ evaluation of `NET::bake::<...>::{constant#0}` failed here
 //! ```
+//!
+//! In a `static`, the error appears in `cargo check` (and an editor) as well as in `cargo
+//! build`, since the compiler evaluates a `static` while checking the crate. Elsewhere (a
+//! `let`, a function's return value) the macro is still evaluated at compile time, by `cargo
+//! build`; `cargo check` does not evaluate constants inside function bodies.
 //!
 //! Names and shapes follow PyTorch's `nn.Sequential` (see [`Parameters`](crate::nn::Parameters)):
 //! the net above is `Sequential(Linear(784, 128), ReLU(), Linear(128, 64), ReLU(),
@@ -49,13 +60,12 @@
 //!
 //! # Running
 //!
-//! [`Infer`] gives [`forward`](Infer::forward) (one sample) and
-//! [`forward_batch`](Infer::forward_batch), [`predict`](Infer::predict) (the class) and
-//! [`predict_proba`](Infer::predict_proba) (softmax probabilities). They use the same
-//! [`kernels`](crate::kernels) as the heap [`Matrix`](crate::Matrix) types, on the `static`
-//! arrays in place, and keep intermediate results in fixed-size arrays on the stack. `nn`'s heap
-//! nets implement [`Infer`] too, so a net loaded at run time has the same single-sample path
-//! and gives the same numbers; `From` copies one into the static layout.
+//! A baked net is a [`Layer`](crate::nn::Layer) like any other: [`forward`](crate::nn::Layer::forward)
+//! (a batch), [`forward_one`](crate::nn::Layer::forward_one), and through
+//! [`Predict`](crate::nn::Predict) the class and the class probabilities. They run the same
+//! code as the heap net, on the `static` arrays in place, and keep intermediate results in
+//! fixed-size arrays on the stack. [`Layer::to_store`](crate::nn::Layer::to_store) converts
+//! between a baked net and its heap form.
 //!
 //! # Cost
 //!
@@ -63,68 +73,70 @@
 //! decoding them takes the compiler about a second per 100,000 parameters. `docs/embedding.md`
 //! has the measured figures: binary size, build time, time and stack per prediction.
 
-mod header;
-mod infer;
-mod layer;
+use crate::nn::{Bake, Inline, Layer, SafetensorsFile};
 
-pub use infer::{Infer, Vector, argmax, softmax_in_place};
-pub use layer::{
-    Activation, Bake, Identity, Layout, Relu, SafetensorsFile, Sigmoid, Skip, StaticChain,
-    StaticDense, Tanh, bake, check_file,
-};
-
-/// The type of a static net made of the given layers, first to last:
-/// `static_net![L1, L2, L3]` is `StaticChain<L1, StaticChain<L2, L3>>` (as
-/// [`net!`](crate::net) is for heap nets).
+/// The net `N` with its parameters stored inline: the type of a baked `static`.
+///
+/// `N` is written as for training ([`Heap`](crate::nn::Heap) storage, the default); `Baked<N>`
+/// is the same layers with [`Inline`] storage.
 ///
 /// ```
-/// use constmat::embed::{Relu, StaticChain, StaticDense};
+/// use constmat::embed::Baked;
+/// use constmat::nn::{Dense, Inline, Relu};
 ///
-/// type A = constmat::static_net![StaticDense<f32, 4, 3, Relu>, StaticDense<f32, 3, 2>];
-/// type B = StaticChain<StaticDense<f32, 4, 3, Relu>, StaticDense<f32, 3, 2>>;
-/// let same: fn(A) -> B = |net| net;
+/// type Net = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2>];
+/// type Spelled = constmat::net![Dense<f32, 4, 3, Relu, Inline>, Dense<f32, 3, 2, constmat::nn::Identity, Inline>];
+/// let same: fn(Baked<Net>) -> Spelled = |net| net;
 /// # let _ = same;
 /// ```
-#[macro_export]
-macro_rules! static_net {
-    ($layer:ty $(,)?) => { $layer };
-    ($layer:ty, $($rest:ty),+ $(,)?) => {
-        $crate::embed::StaticChain<$layer, $crate::static_net!($($rest),+)>
+pub type Baked<N> = <N as Layer>::WithStore<Inline>;
+
+/// The net `N` stored in the safetensors file `F`, with the file checked against `N`'s type;
+/// what [`include_net!`](crate::include_net) expands to, for a caller that names the file's
+/// type itself.
+///
+/// The check is a `const` block evaluated where this function is instantiated, so in a
+/// `static` a file that does not fit fails the build. [`include_net!`](crate::include_net)
+/// writes the same check into the caller's crate, so that the error points there.
+///
+/// See [`SafetensorsFile`] for an example.
+#[must_use]
+pub const fn bake<F: SafetensorsFile, N: Bake<F>>() -> N {
+    const {
+        if let Err(e) = crate::format::validate(F::BYTES, &N::SPEC) {
+            e.panic()
+        }
     };
+    N::BAKED
 }
 
-/// A static net read at compile time from the safetensors file at `path` (relative to the file
-/// that invokes it, as [`include_bytes!`]); its type is taken from the context.
+/// A baked net read at compile time from the safetensors file at `path` (relative to the file
+/// that invokes it, as [`include_bytes!`]); its type, [`Baked<Net>`](Baked), is taken from the
+/// context.
 ///
 /// Use it as the initializer of a `static` (not a `const`, whose value would be copied into
 /// every place that uses it). Only the decoded numbers end up in the program. A file that does
-/// not fit the type fails the build with a message naming the tensor (see
+/// not fit the type fails the build here, with a message naming the tensor (see
 /// [`embed`](crate::embed)).
 ///
 /// ```
-/// use constmat::embed::{Infer, Relu, StaticDense};
+/// use constmat::embed::Baked;
+/// use constmat::nn::{Dense, Predict, Relu};
 ///
-/// type Mnist = constmat::static_net![
-///     StaticDense<f32, 784, 128, Relu>,
-///     StaticDense<f32, 128, 64, Relu>,
-///     StaticDense<f32, 64, 10>,
-/// ];
-/// static NET: Mnist = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
+/// type Mnist = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 64, Relu>, Dense<f32, 64, 10>];
+/// static NET: Baked<Mnist> = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
 /// assert!(NET.predict(&[0.0; 784]) < 10);
 /// ```
 ///
 /// A file whose shapes do not fit the type does not build:
 ///
 /// ```compile_fail,E0080
-/// use constmat::embed::{Relu, StaticDense};
+/// use constmat::embed::Baked;
+/// use constmat::nn::{Dense, Relu};
 ///
 /// // The shipped model's first layer is 784 -> 128, not 784 -> 100.
-/// type Wrong = constmat::static_net![
-///     StaticDense<f32, 784, 100, Relu>,
-///     StaticDense<f32, 100, 64, Relu>,
-///     StaticDense<f32, 64, 10>,
-/// ];
-/// static NET: Wrong = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
+/// type Wrong = constmat::net![Dense<f32, 784, 100, Relu>, Dense<f32, 100, 64, Relu>, Dense<f32, 64, 10>];
+/// static NET: Baked<Wrong> = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
 /// // error[E0080]: evaluation panicked: tensor 0.weight: expected f32 [100, 784], found f32 [128, 784]
 /// ```
 #[macro_export]
@@ -134,34 +146,40 @@ macro_rules! include_net {
     };
 }
 
-/// A static net read at compile time from safetensors bytes given by a constant expression of
+/// A baked net read at compile time from safetensors bytes given by a constant expression of
 /// type `&'static [u8]`; [`include_net!`](crate::include_net) with the bytes instead of a path.
 ///
 /// ```
-/// use constmat::embed::{Relu, StaticDense};
+/// use constmat::embed::Baked;
+/// use constmat::nn::{Dense, Relu};
 ///
 /// const FILE: &[u8] = include_bytes!("../../models/mnist-784-128-64-10.safetensors");
-/// static LAYERS: constmat::static_net![
-///     StaticDense<f32, 784, 128, Relu>,
-///     StaticDense<f32, 128, 64, Relu>,
-///     StaticDense<f32, 64, 10>,
-/// ] = constmat::net_from_safetensors!(FILE);
+/// type Mnist = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 64, Relu>, Dense<f32, 64, 10>];
+/// static LAYERS: Baked<Mnist> = constmat::net_from_safetensors!(FILE);
 /// assert_eq!(LAYERS.rest.rest.bias.len(), 10);
 /// ```
 #[macro_export]
 macro_rules! net_from_safetensors {
     ($bytes:expr $(,)?) => {{
-        // The bytes reach the `const` constructors through a type (see `SafetensorsFile`).
+        // The bytes reach the layers' `const` values through a type (see `SafetensorsFile`).
         struct Weights;
-        impl $crate::embed::SafetensorsFile for Weights {
+        impl $crate::nn::SafetensorsFile for Weights {
             const BYTES: &'static [u8] = $bytes;
         }
-        // What `embed::bake` does, in a function of the calling crate: a build error then
-        // points at the `static` being initialized, not only into constmat.
-        const fn bake<N: $crate::embed::Bake<Weights>>() -> N {
-            $crate::embed::check_file::<Weights, N>();
-            N::BAKED
+        // `embed::bake`, written here so that a file that does not fit fails the build at
+        // this line (the check's `const` block is the evaluation that fails), not in constmat.
+        const fn bake<N: $crate::nn::Bake<Weights>>() -> N {
+            const {
+                if let ::core::result::Result::Err(e) = $crate::format::validate(
+                    <Weights as $crate::nn::SafetensorsFile>::BYTES,
+                    &<N as $crate::nn::Layer>::SPEC,
+                ) {
+                    e.panic()
+                }
+            };
+            <N as $crate::nn::Bake<Weights>>::BAKED
         }
-        bake()
+        // Evaluated at compile time wherever the macro is written.
+        const { bake() }
     }};
 }

@@ -14,65 +14,36 @@
 //! use constmat::nn::{Dense, Identity, Parameters, Relu};
 //!
 //! type Small = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2, Identity>];
-//! type Other = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 2, 3, Identity>];
+//! type Other = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 3, Identity>];
 //!
 //! let bytes = safetensors::to_bytes(&Small::zeros(), &[]);
 //! let back: Small = safetensors::from_bytes(&bytes)?;
 //! assert_eq!(back, Small::zeros());
 //!
 //! let err = safetensors::from_bytes::<f32, Other>(&bytes).unwrap_err();
-//! assert_eq!(err.to_string(), "tensor 2.weight: expected f32 [3, 2], found f32 [2, 3]");
+//! assert_eq!(err.to_string(), "tensor 2.weight: expected f32 [3, 3], found f32 [2, 3]");
 //! # Ok::<(), safetensors::WeightsError>(())
 //! ```
 
 use std::boxed::Box;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
-use std::format;
 use std::path::{Path, PathBuf};
 use std::string::{String, ToString};
 use std::vec::Vec;
 
-use ::safetensors::tensor::{Dtype, SafeTensors, TensorView};
-
-use crate::Scalar;
+use crate::format::{self, Dtype};
 use crate::nn::Parameters;
 
-/// An element type that safetensors can store: `f32` (`F32`) or `f64` (`F64`), little-endian.
-pub trait Element: Scalar {
-    /// The safetensors dtype.
-    const DTYPE: Dtype;
-    /// Appends the little-endian bytes of `self`.
-    fn extend_le(self, out: &mut Vec<u8>);
-    /// Reads a value from exactly `size_of::<Self>()` little-endian bytes.
-    fn from_le(bytes: &[u8]) -> Self;
-    /// Whether the value is finite (not NaN or infinite).
-    fn is_finite_value(self) -> bool;
-}
-
-macro_rules! element {
-    ($t:ty, $dtype:ident) => {
-        impl Element for $t {
-            const DTYPE: Dtype = Dtype::$dtype;
-            fn extend_le(self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
-            }
-            fn from_le(bytes: &[u8]) -> Self {
-                let mut array = [0; size_of::<$t>()];
-                array.copy_from_slice(bytes);
-                <$t>::from_le_bytes(array)
-            }
-            fn is_finite_value(self) -> bool {
-                self.is_finite()
-            }
-        }
-    };
-}
-element!(f32, F32);
-element!(f64, F64);
+pub use crate::format::Element;
 
 /// The parameters of `net` as a safetensors file, with the given extra metadata (the
 /// `__metadata__` string map; `format = pt`, as PyTorch writes it, is added unless given).
+///
+/// The file is the same for the same net and metadata, byte for byte: metadata keys are
+/// written in sorted order, tensors sorted as the reference implementation sorts them (by
+/// dtype alignment, then by name), and the header is padded with spaces to a multiple of 8
+/// bytes so that the data is aligned.
 ///
 /// ```
 /// use constmat::io::safetensors;
@@ -81,33 +52,85 @@ element!(f64, F64);
 /// let bytes = safetensors::to_bytes(&Dense::<f64, 2, 2, Relu>::zeros(), &[("note", "demo")]);
 /// let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
 /// let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
-/// assert!(header.contains("\"0.weight\":{\"dtype\":\"F64\",\"shape\":[2,2]"));
-/// assert!(header.contains("\"note\":\"demo\""));
+/// assert_eq!(
+///     header.trim_end(),
+///     r#"{"__metadata__":{"format":"pt","note":"demo"},"0.bias":{"dtype":"F64","shape":[2],"data_offsets":[0,16]},"0.weight":{"dtype":"F64","shape":[2,2],"data_offsets":[16,48]}}"#
+/// );
 /// ```
 #[must_use]
 pub fn to_bytes<T: Element, P: Parameters<T>>(net: &P, metadata: &[(&str, &str)]) -> Vec<u8> {
-    let buffers: Vec<(String, Vec<usize>, Vec<u8>)> = (0..net.tensor_count())
+    let mut tensors: Vec<(String, Dtype, &[usize], &[T])> = (0..net.tensor_count())
         .map(|k| {
             let info = net.tensor_info(k);
-            let mut bytes = Vec::with_capacity(info.len() * size_of::<T>());
-            for &x in net.tensor(k) {
-                x.extend_le(&mut bytes);
-            }
-            (info.name(), info.shape().to_vec(), bytes)
+            (info.name().to_string(), info.spec.dtype, info.shape(), net.tensor(k))
         })
         .collect();
-    let views = buffers.iter().map(|(name, shape, bytes)| {
-        let view = TensorView::new(T::DTYPE, shape.clone(), bytes)
-            .expect("the byte length matches the shape by construction");
-        (name.as_str(), view)
-    });
-    let mut info: HashMap<String, String> = metadata
-        .iter()
-        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-        .collect();
-    info.entry("format".into()).or_insert_with(|| "pt".into());
-    ::safetensors::serialize(views, Some(info))
-        .expect("serializing in-memory tensors with valid shapes cannot fail")
+    // The reference implementation's order: larger elements first (each tensor's data then
+    // stays aligned to its element size), then by name.
+    tensors.sort_by(|(a, da, _, _), (b, db, _, _)| db.bits().cmp(&da.bits()).then(a.cmp(b)));
+    let mut info: BTreeMap<&str, &str> = metadata.iter().copied().collect();
+    info.entry("format").or_insert("pt");
+
+    let mut header = String::from("{\"__metadata__\":{");
+    for (i, (key, value)) in info.iter().enumerate() {
+        if i > 0 {
+            header.push(',');
+        }
+        push_json_string(&mut header, key);
+        header.push(':');
+        push_json_string(&mut header, value);
+    }
+    header.push('}');
+    let mut offset = 0;
+    for (name, dtype, shape, values) in &tensors {
+        let len = size_of_val(*values);
+        header.push(',');
+        push_json_string(&mut header, name);
+        header.push_str(":{\"dtype\":");
+        push_json_string(&mut header, dtype.name());
+        header.push_str(",\"shape\":[");
+        for (i, dim) in shape.iter().enumerate() {
+            if i > 0 {
+                header.push(',');
+            }
+            header.push_str(&dim.to_string());
+        }
+        header.push_str(&std::format!("],\"data_offsets\":[{offset},{}]}}", offset + len));
+        offset += len;
+    }
+    header.push('}');
+    while !header.len().is_multiple_of(8) {
+        header.push(' ');
+    }
+
+    let mut bytes = Vec::with_capacity(8 + header.len() + offset);
+    bytes.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for (_, _, _, values) in &tensors {
+        for &x in *values {
+            x.extend_le(&mut bytes);
+        }
+    }
+    bytes
+}
+
+/// Appends `s` as a JSON string, escaped as `serde_json` escapes it.
+fn push_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if u32::from(c) < 0x20 => out.push_str(&std::format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// Writes the parameters of `net` to `path` (see [`to_bytes`]).
@@ -127,11 +150,14 @@ pub fn save<T: Element, P: Parameters<T>>(
 
 /// A net of type `P` with the parameters stored in `bytes`.
 ///
+/// The file is checked by [`format::validate`], the same rule that
+/// [`include_net!`](crate::include_net) applies at compile time.
+///
 /// # Errors
 ///
-/// A [`WeightsError`] for the first problem found: the file is truncated or corrupt, a tensor is
-/// missing, has another dtype or shape than `P` needs, holds a NaN or infinite value, or the file
-/// holds a tensor `P` does not have.
+/// A [`WeightsError`] of kind [`WeightsErrorKind::Format`] for the first problem found: the
+/// file is truncated or corrupt, a tensor is missing, has another dtype or shape than `P`
+/// needs, holds a NaN or infinite value, or the file holds a tensor `P` does not have.
 pub fn from_bytes<T: Element, P: Parameters<T>>(bytes: &[u8]) -> Result<P, WeightsError> {
     let mut net = P::zeros();
     load_into(&mut net, bytes)?;
@@ -161,62 +187,19 @@ pub fn load_into<T: Element, P: Parameters<T>>(
     net: &mut P,
     bytes: &[u8],
 ) -> Result<(), WeightsError> {
-    let file = SafeTensors::deserialize(bytes)
-        .map_err(|e| WeightsError::new(WeightsErrorKind::Corrupt(e.to_string())))?;
-    let mut views = Vec::with_capacity(net.tensor_count());
-    for k in 0..net.tensor_count() {
-        let info = net.tensor_info(k);
-        let name = info.name();
-        let view = file.tensor(&name).map_err(|_| {
-            WeightsError::new(WeightsErrorKind::Missing {
-                tensor: name.clone(),
-                expected: dtype_name(T::DTYPE),
-                expected_shape: info.shape().to_vec(),
-            })
-        })?;
-        if view.dtype() != T::DTYPE || view.shape() != info.shape() {
-            return Err(WeightsError::new(WeightsErrorKind::Mismatch {
-                tensor: name,
-                expected: dtype_name(T::DTYPE),
-                expected_shape: info.shape().to_vec(),
-                found: dtype_name(view.dtype()),
-                found_shape: view.shape().to_vec(),
-            }));
-        }
-        let chunks = view.data().chunks_exact(size_of::<T>());
-        if let Some(index) = chunks
-            .clone()
-            .position(|c| !T::from_le(c).is_finite_value())
-        {
-            return Err(WeightsError::new(WeightsErrorKind::NonFinite {
-                tensor: name,
-                index,
-            }));
-        }
-        views.push(chunks);
-    }
-    let mut unexpected: Vec<&str> = file
-        .names()
-        .into_iter()
-        .filter(|name| !(0..net.tensor_count()).any(|k| net.tensor_info(k).name() == *name))
-        .collect();
-    unexpected.sort_unstable();
-    if let Some(name) = unexpected.first() {
-        return Err(WeightsError::new(WeightsErrorKind::Unexpected {
-            tensor: (*name).to_string(),
-        }));
-    }
-    for (k, chunks) in views.into_iter().enumerate() {
-        for (dst, src) in net.tensor_mut(k).iter_mut().zip(chunks) {
+    let header = format::validate(bytes, &P::SPEC)?;
+    for k in 0..P::SPEC.tensor_count() {
+        let Some((module, spec)) = P::SPEC.tensor(k) else {
+            unreachable!("k is below the net's tensor count")
+        };
+        let Some(tensor) = header.find_module(module, spec.field.as_bytes()) else {
+            unreachable!("format::validate found every tensor of the net")
+        };
+        for (dst, src) in net.tensor_mut(k).iter_mut().zip(tensor.data.chunks_exact(size_of::<T>())) {
             *dst = T::from_le(src);
         }
     }
     Ok(())
-}
-
-/// `F32` -> `"f32"`, the way the messages spell dtypes.
-fn dtype_name(dtype: Dtype) -> String {
-    format!("{dtype:?}").to_lowercase()
 }
 
 /// Why weights could not be saved or loaded, with the file's path when known.
@@ -255,83 +238,52 @@ impl WeightsError {
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
+
+    /// The format error, unless reading or writing the file failed.
+    ///
+    /// ```
+    /// use constmat::format::ErrorKind;
+    /// use constmat::io::safetensors;
+    /// use constmat::nn::Dense;
+    ///
+    /// let err = safetensors::from_bytes::<f32, Dense<f32, 2, 2>>(b"garbage").unwrap_err();
+    /// assert_eq!(err.format_error().map(|e| e.kind()), Some(ErrorKind::Truncated));
+    /// ```
+    #[must_use]
+    pub fn format_error(&self) -> Option<&format::Error> {
+        match &*self.kind {
+            WeightsErrorKind::Format(e) => Some(e),
+            WeightsErrorKind::Io(_) => None,
+        }
+    }
 }
 
 /// The kinds of [`WeightsError`].
 #[derive(Debug)]
 #[non_exhaustive]
+// `WeightsError` boxes its kind, so the size of the larger variant costs one allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum WeightsErrorKind {
     /// Reading or writing the file failed.
     Io(std::io::Error),
-    /// The bytes are not a valid safetensors file (truncated, bad header, offsets out of range).
-    Corrupt(String),
-    /// A tensor the net needs is not in the file.
-    Missing {
-        /// Its name, e.g. `2.weight`.
-        tensor: String,
-        /// The dtype the net needs.
-        expected: String,
-        /// The shape the net needs.
-        expected_shape: Vec<usize>,
-    },
-    /// A tensor has another dtype or shape than the net needs.
-    Mismatch {
-        /// Its name.
-        tensor: String,
-        /// The dtype the net needs.
-        expected: String,
-        /// The shape the net needs.
-        expected_shape: Vec<usize>,
-        /// The dtype in the file.
-        found: String,
-        /// The shape in the file.
-        found_shape: Vec<usize>,
-    },
-    /// A tensor holds a NaN or infinite value.
-    NonFinite {
-        /// Its name.
-        tensor: String,
-        /// The row-major index of the first such value.
-        index: usize,
-    },
-    /// The file holds a tensor the net does not have (the first such name, alphabetically).
-    Unexpected {
-        /// Its name.
-        tensor: String,
-    },
+    /// The file is not a valid safetensors file, or not one of this net: the same
+    /// [`format::Error`] that baking the file with [`include_net!`](crate::include_net) fails
+    /// with.
+    Format(format::Error),
 }
 
 impl fmt::Display for WeightsErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Io(e) => write!(f, "{e}"),
-            Self::Corrupt(reason) => write!(f, "not a valid safetensors file: {reason}"),
-            Self::Missing {
-                tensor,
-                expected,
-                expected_shape,
-            } => write!(
-                f,
-                "tensor {tensor} is missing: expected {expected} {expected_shape:?}"
-            ),
-            Self::Mismatch {
-                tensor,
-                expected,
-                expected_shape,
-                found,
-                found_shape,
-            } => write!(
-                f,
-                "tensor {tensor}: expected {expected} {expected_shape:?}, found {found} {found_shape:?}"
-            ),
-            Self::NonFinite { tensor, index } => {
-                write!(f, "tensor {tensor}: element {index} is not a finite number")
-            }
-            Self::Unexpected { tensor } => write!(
-                f,
-                "the file holds tensor {tensor}, which the net does not have"
-            ),
+            Self::Format(e) => write!(f, "{e}"),
         }
+    }
+}
+
+impl From<format::Error> for WeightsError {
+    fn from(e: format::Error) -> Self {
+        Self::new(WeightsErrorKind::Format(e))
     }
 }
 
@@ -348,7 +300,7 @@ impl std::error::Error for WeightsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &*self.kind {
             WeightsErrorKind::Io(e) => Some(e),
-            _ => None,
+            WeightsErrorKind::Format(e) => Some(e),
         }
     }
 }

@@ -13,7 +13,7 @@ mod structure;
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::ops::{Index, IndexMut};
+use core::ops::{Deref, DerefMut, Index, IndexMut};
 
 use crate::{LengthError, Scalar};
 
@@ -321,6 +321,35 @@ impl<T: Copy, const H: usize, const W: usize> Matrix<T, H, W> {
         Ok(Self::from_fn(|r, c| data[r * W + c]))
     }
 
+    /// A matrix from an array of `H * W` elements in row-major order, its length checked when
+    /// the program is built.
+    ///
+    /// The length of an array is part of its type, so a wrong one is a build error rather than
+    /// the run-time [`LengthError`] of [`from_slice`](Self::from_slice). Like the other rules
+    /// that are equations between dimensions, it is reported by `cargo build`, not `cargo check`
+    /// (`docs/shape-errors.md`).
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let m = Matrix::<f32, 2, 3>::from_flat([1., 2., 3., 4., 5., 6.]);
+    /// assert_eq!(m[(1, 0)], 4.0);
+    /// ```
+    ///
+    /// ```compile_fail,E0080
+    /// # use constmat::Matrix;
+    /// let m = Matrix::<f32, 2, 3>::from_flat([1., 2., 3., 4., 5.]); // 5 elements for 2x3
+    /// ```
+    pub fn from_flat<const N: usize>(data: [T; N]) -> Self {
+        const {
+            assert!(
+                N == H * W,
+                "from_flat: the array's length must be the matrix's element count, H * W"
+            );
+        }
+        Self::from_fn(|r, c| data[r * W + c])
+    }
+
     /// A matrix from a `Vec` of `H * W` elements in row-major order.
     ///
     /// # Errors
@@ -487,6 +516,35 @@ impl<'a, T, const H: usize, const W: usize> IntoIterator for &'a Matrix<T, H, W>
 
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
+    }
+}
+
+/// A matrix is its `H x W` array of rows: `&Matrix<T, H, W>` coerces to `&[[T; W]; H]`, the
+/// form the [`kernels`](crate::kernels) and the [`nn`](crate::nn) layers take, and `m[r]` is row
+/// `r`. The matrix's own methods come first: `m.as_slice()` is the flat slice of elements.
+///
+/// ```
+/// use constmat::Matrix;
+///
+/// let m = Matrix::<i32, 2, 3>::from_rows([[1, 2, 3], [4, 5, 6]]);
+/// let rows: &[[i32; 3]; 2] = &m;
+/// assert_eq!(rows[1], [4, 5, 6]);
+/// assert_eq!(m[(0, 2)], 3);
+/// assert_eq!(m.as_flattened(), m.as_slice());
+/// ```
+impl<T, const H: usize, const W: usize> Deref for Matrix<T, H, W> {
+    type Target = [[T; W]; H];
+
+    #[inline]
+    fn deref(&self) -> &[[T; W]; H] {
+        self.as_array()
+    }
+}
+
+impl<T, const H: usize, const W: usize> DerefMut for Matrix<T, H, W> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [[T; W]; H] {
+        self.as_array_mut()
     }
 }
 

@@ -18,8 +18,13 @@ use num_traits::Float;
 
 use super::Init;
 
-/// An element-wise activation function `f` with its derivative.
-pub trait Activation: Copy + Default + Debug + Send + Sync + 'static {
+/// An element-wise activation function `f` with its derivative: the one definition used by
+/// training, by inference and by baked nets.
+pub trait Activation: Copy + Default + Debug + PartialEq + Send + Sync + 'static {
+    /// The marker value, for building a layer in a `const fn` (where `Default` cannot be
+    /// called).
+    const VALUE: Self;
+
     /// The initialization that keeps activations' variance steady through this function.
     const INIT: Init;
 
@@ -45,6 +50,7 @@ pub trait Activation: Copy + Default + Debug + Send + Sync + 'static {
 pub struct Identity;
 
 impl Activation for Identity {
+    const VALUE: Self = Identity;
     const TORCH_MODULE: Option<&'static str> = None;
     const INIT: Init = Init::Xavier;
 
@@ -72,6 +78,7 @@ impl Activation for Identity {
 pub struct Relu;
 
 impl Activation for Relu {
+    const VALUE: Self = Relu;
     const TORCH_MODULE: Option<&'static str> = Some("ReLU");
     const INIT: Init = Init::He;
 
@@ -103,6 +110,7 @@ impl Activation for Relu {
 pub struct Sigmoid;
 
 impl Activation for Sigmoid {
+    const VALUE: Self = Sigmoid;
     const TORCH_MODULE: Option<&'static str> = Some("Sigmoid");
     const INIT: Init = Init::Xavier;
 
@@ -134,6 +142,7 @@ impl Activation for Sigmoid {
 pub struct Tanh;
 
 impl Activation for Tanh {
+    const VALUE: Self = Tanh;
     const TORCH_MODULE: Option<&'static str> = Some("Tanh");
     const INIT: Init = Init::Xavier;
 

@@ -2,14 +2,14 @@
 //!
 //! Derivation: `docs/backprop.md`, section "The whole net" (the chain rule, one layer at a time).
 
-use super::{Buffer, Layer, Parameters, TensorInfo};
-use crate::Scalar;
+use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Skip, Store};
 
 /// `first` then `rest`: the output of `first` is the input of `rest`.
 ///
-/// The compiler checks that the widths chain: `Chain<A, N>` is a [`Layer`] only when `N`'s
-/// input type is `A`'s output type. Nest it for deeper nets, or write the type with
-/// [`net!`](crate::net).
+/// The type itself requires that the widths chain (`rest`'s input is `first`'s output), so a
+/// net whose layers do not fit is an error wherever its type is used, naming both widths
+/// (`expected an array with a size of 8, found one with a size of 6`). Nest it for deeper
+/// nets, or write the type with [`net!`](crate::net).
 ///
 /// ```
 /// use constmat::nn::{Chain, Dense, Identity, Layer, RandomInit, Relu};
@@ -20,94 +20,138 @@ use crate::Scalar;
 ///     Dense::<f32, 4, 8, Relu>::random(&mut rng),
 ///     Dense::<f32, 8, 2, Identity>::random(&mut rng),
 /// );
-/// let x = constmat::Matrix::<f32, 5, 4>::ones();
-/// let mut ws = Layer::<f32, 5>::workspace(&net);
-/// let y: &constmat::Matrix<f32, 5, 2> = net.forward(&x, &mut ws);
-/// assert!(y.iter().all(|v| v.is_finite()));
+/// let mut y = [[0.0; 2]; 5];
+/// net.forward(&[[1.0; 4]; 5], &mut y);
+/// assert!(y.as_flattened().iter().all(|v| v.is_finite()));
+/// ```
+///
+/// ```compile_fail,E0271
+/// use constmat::nn::{Chain, Dense, Inline};
+/// // 8 outputs into 6 inputs.
+/// static NET: Chain<Dense<f32, 2, 8, Inline>, Dense<f32, 6, 1, Inline>> =
+///     Chain::new(Dense::new([[0.0; 2]; 8], [0.0; 8]), Dense::new([[0.0; 6]], [0.0]));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct Chain<A, N> {
+pub struct Chain<A: Layer, N: Layer<In = A::Out>> {
     /// The first layer.
     pub first: A,
     /// Everything after it.
     pub rest: N,
 }
 
-impl<A, N> Chain<A, N> {
-    /// `first` followed by `rest`.
+impl<A: Layer, N: Layer<In = A::Out>> Chain<A, N> {
+    /// `first` followed by `rest`; a `const fn`, so it can initialize a `static`.
     #[must_use]
-    pub fn new(first: A, rest: N) -> Self {
+    pub const fn new(first: A, rest: N) -> Self {
         Self { first, rest }
     }
 }
 
-/// The buffers of a [`Chain`]: both parts' workspaces and the gradient that flows between them.
-#[derive(Debug, Clone)]
-pub struct ChainWorkspace<WA, WN, M> {
-    /// The first layer's buffers.
-    pub first: WA,
-    /// The rest's buffers.
-    pub rest: WN,
-    /// ∂L/∂(first's output) = ∂L/∂(rest's input), written by the backward pass.
-    pub d_middle: M,
+impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
+    type In = A::In;
+    type Out = N::Out;
+
+    /// The first part's modules, then the rest's, numbered after them.
+    const SPEC: NetSpec = NetSpec::Chain(&A::SPEC, &N::SPEC);
+
+    type WithStore<S: Store> = Chain<A::WithStore<S>, N::WithStore<S>>;
+
+    #[inline]
+    fn forward<const B: usize>(&self, x: &[A::In; B], y: &mut [N::Out; B]) {
+        let mut middle = [A::Out::ZERO; B];
+        self.first.forward(x, &mut middle);
+        self.rest.forward(&middle, y);
+    }
+
+    fn to_store<S: Store>(&self) -> Self::WithStore<S> {
+        Chain::new(self.first.to_store(), self.rest.to_store())
+    }
 }
 
-impl<T, const B: usize, A, N> Layer<T, B> for Chain<A, N>
-where
-    T: Scalar,
-    A: Layer<T, B>,
-    N: Layer<T, B, Input = A::Output>,
-{
-    type Input = A::Input;
-    type Output = N::Output;
-    type Workspace = ChainWorkspace<A::Workspace, N::Workspace, A::Output>;
+#[cfg(feature = "alloc")]
+pub use train::ChainWorkspace;
 
-    fn workspace(&self) -> Self::Workspace {
-        ChainWorkspace {
-            first: self.first.workspace(),
-            rest: self.rest.workspace(),
-            d_middle: A::Output::zeros(),
+#[cfg(feature = "alloc")]
+mod train {
+    use alloc::boxed::Box;
+
+    use super::Chain;
+    use crate::nn::{Layer, Train, zeroed_batch};
+
+    /// The buffers of a [`Chain`]: both parts' workspaces and the gradient that flows between
+    /// them.
+    #[derive(Debug, Clone)]
+    pub struct ChainWorkspace<WA, WN, M> {
+        /// The first layer's buffers.
+        pub first: WA,
+        /// The rest's buffers.
+        pub rest: WN,
+        /// ∂L/∂(first's output) = ∂L/∂(rest's input), written by the backward pass.
+        pub d_middle: M,
+    }
+
+    impl<T, const B: usize, A, N> Train<T, B> for Chain<A, N>
+    where
+        A: Train<T, B>,
+        N: Train<T, B> + Layer<In = A::Out>,
+    {
+        type Workspace = ChainWorkspace<A::Workspace, N::Workspace, Box<[A::Out; B]>>;
+
+        fn workspace(&self) -> Self::Workspace {
+            ChainWorkspace {
+                first: self.first.workspace(),
+                rest: self.rest.workspace(),
+                d_middle: zeroed_batch(),
+            }
         }
-    }
 
-    fn forward<'w>(&self, x: &A::Input, ws: &'w mut Self::Workspace) -> &'w N::Output {
-        let middle = self.first.forward(x, &mut ws.first);
-        self.rest.forward(middle, &mut ws.rest)
-    }
+        fn forward_train<'w>(
+            &self,
+            x: &[A::In; B],
+            ws: &'w mut Self::Workspace,
+        ) -> &'w [N::Out; B] {
+            let middle = self.first.forward_train(x, &mut ws.first);
+            self.rest.forward_train(middle, &mut ws.rest)
+        }
 
-    fn output(ws: &Self::Workspace) -> &N::Output {
-        N::output(&ws.rest)
-    }
+        fn output(ws: &Self::Workspace) -> &[N::Out; B] {
+            N::output(&ws.rest)
+        }
 
-    fn backward(
-        &self,
-        x: &A::Input,
-        ws: &mut Self::Workspace,
-        d_output: &N::Output,
-        d_input: Option<&mut A::Input>,
-        gradients: &mut Self,
-    ) {
-        // Backward runs last layer first: the rest turns ∂L/∂output into ∂L/∂middle, which the
-        // first layer then turns into its own gradients (and ∂L/∂x if asked for).
-        self.rest.backward(
-            A::output(&ws.first),
-            &mut ws.rest,
-            d_output,
-            Some(&mut ws.d_middle),
-            &mut gradients.rest,
-        );
-        self.first.backward(
-            x,
-            &mut ws.first,
-            &ws.d_middle,
-            d_input,
-            &mut gradients.first,
-        );
+        fn backward(
+            &self,
+            x: &[A::In; B],
+            ws: &mut Self::Workspace,
+            d_output: &[N::Out; B],
+            d_input: Option<&mut [A::In; B]>,
+            gradients: &mut Self,
+        ) {
+            // Backward runs last layer first: the rest turns ∂L/∂output into ∂L/∂middle, which
+            // the first layer then turns into its own gradients (and ∂L/∂x if asked for).
+            self.rest.backward(
+                A::output(&ws.first),
+                &mut ws.rest,
+                d_output,
+                Some(&mut ws.d_middle),
+                &mut gradients.rest,
+            );
+            self.first.backward(
+                x,
+                &mut ws.first,
+                &ws.d_middle,
+                d_input,
+                &mut gradients.first,
+            );
+        }
     }
 }
 
 #[cfg(feature = "rand")]
-impl<A: super::RandomInit, N: super::RandomInit> super::RandomInit for Chain<A, N> {
+impl<A, N> super::RandomInit for Chain<A, N>
+where
+    A: super::RandomInit + Layer,
+    N: super::RandomInit + Layer<In = A::Out>,
+{
     /// Each layer initialized in turn, first to last, from the same `rng`.
     fn random<R: rand::Rng + ?Sized>(rng: &mut R) -> Self {
         let first = A::random(rng);
@@ -115,13 +159,9 @@ impl<A: super::RandomInit, N: super::RandomInit> super::RandomInit for Chain<A, 
     }
 }
 
-impl<T, A: Parameters<T>, N: Parameters<T>> Parameters<T> for Chain<A, N> {
-    fn tensor_count(&self) -> usize {
-        self.first.tensor_count() + self.rest.tensor_count()
-    }
-
+impl<T, A: Parameters<T>, N: Parameters<T> + Layer<In = A::Out>> Parameters<T> for Chain<A, N> {
     fn tensor(&self, k: usize) -> &[T] {
-        let split = self.first.tensor_count();
+        let split = A::SPEC.tensor_count();
         if k < split {
             self.first.tensor(k)
         } else {
@@ -130,7 +170,7 @@ impl<T, A: Parameters<T>, N: Parameters<T>> Parameters<T> for Chain<A, N> {
     }
 
     fn tensor_mut(&mut self, k: usize) -> &mut [T] {
-        let split = self.first.tensor_count();
+        let split = A::SPEC.tensor_count();
         if k < split {
             self.first.tensor_mut(k)
         } else {
@@ -138,22 +178,20 @@ impl<T, A: Parameters<T>, N: Parameters<T>> Parameters<T> for Chain<A, N> {
         }
     }
 
-    fn tensor_info(&self, k: usize) -> TensorInfo {
-        let split = self.first.tensor_count();
-        if k < split {
-            self.first.tensor_info(k)
-        } else {
-            self.rest
-                .tensor_info(k - split)
-                .shifted(self.first.module_count())
-        }
-    }
-
-    fn module_count(&self) -> usize {
-        self.first.module_count() + self.rest.module_count()
-    }
-
     fn zeros() -> Self {
         Self::new(A::zeros(), N::zeros())
     }
+
+    fn zeros_like(&self) -> Self {
+        Self::new(self.first.zeros_like(), self.rest.zeros_like())
+    }
+}
+
+impl<F, A, N> Bake<F> for Chain<A, N>
+where
+    F: SafetensorsFile,
+    A: Bake<F>,
+    N: Bake<Skip<F, A>> + Layer<In = A::Out>,
+{
+    const BAKED: Self = Self::new(A::BAKED, N::BAKED);
 }

@@ -18,7 +18,6 @@
 use num_traits::Float;
 
 use super::Loss;
-use crate::{Matrix, Scalar};
 
 /// Softmax over each row of the logits, then cross-entropy against target distributions
 /// (one-hot rows for class labels), averaged over the batch.
@@ -32,7 +31,7 @@ use crate::{Matrix, Scalar};
 ///
 /// let logits = Matrix::<f64, 1, 2>::from_rows([[0.0, 0.0]]);
 /// let target = Matrix::<f64, 1, 2>::from_rows([[1.0, 0.0]]);
-/// let mut grad = Matrix::zeros();
+/// let mut grad = Matrix::<f64, 1, 2>::zeros();
 /// let loss = SoftmaxCrossEntropy.loss_and_gradient(&logits, &target, &mut grad);
 /// assert!((loss - 2f64.ln()).abs() < 1e-12);          // -log(1/2)
 /// assert_eq!(grad.as_slice(), &[-0.5, 0.5]);           // p - y = [0.5 - 1, 0.5 - 0]
@@ -40,10 +39,11 @@ use crate::{Matrix, Scalar};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SoftmaxCrossEntropy;
 
-impl<T: Scalar + Float, const B: usize, const C: usize> Loss<T, B, C> for SoftmaxCrossEntropy {
-    fn loss(&self, logits: &Matrix<T, B, C>, target: &Matrix<T, B, C>) -> T {
+impl<T: Float + core::ops::AddAssign, const B: usize, const C: usize> Loss<T, B, C>
+    for SoftmaxCrossEntropy {
+    fn loss(&self, logits: &[[T; C]; B], target: &[[T; C]; B]) -> T {
         let mut total = T::zero();
-        for (z, y) in logits.rows().zip(target.rows()) {
+        for (z, y) in logits.iter().zip(target) {
             let (max, log_sum) = max_and_log_sum_exp(z);
             total += row_loss(z, y, max, log_sum);
         }
@@ -52,13 +52,13 @@ impl<T: Scalar + Float, const B: usize, const C: usize> Loss<T, B, C> for Softma
 
     fn loss_and_gradient(
         &self,
-        logits: &Matrix<T, B, C>,
-        target: &Matrix<T, B, C>,
-        gradient: &mut Matrix<T, B, C>,
+        logits: &[[T; C]; B],
+        target: &[[T; C]; B],
+        gradient: &mut [[T; C]; B],
     ) -> T {
         let inv_batch = T::one() / batch::<T>(B);
         let mut total = T::zero();
-        for ((z, y), g) in logits.rows().zip(target.rows()).zip(gradient.rows_mut()) {
+        for ((z, y), g) in logits.iter().zip(target).zip(gradient) {
             // Forward: L_row = -Σ y_j log p_j
             let (max, log_sum) = max_and_log_sum_exp(z);
             total += row_loss(z, y, max, log_sum);
@@ -79,19 +79,37 @@ impl<T: Scalar + Float, const B: usize, const C: usize> Loss<T, B, C> for Softma
 /// use constmat::Matrix;
 ///
 /// let logits = Matrix::<f32, 1, 3>::from_rows([[1000.0, 1000.0, 0.0]]); // no overflow
-/// let mut p = Matrix::zeros();
+/// let mut p = Matrix::<f32, 1, 3>::zeros();
 /// constmat::nn::softmax_rows_into(&logits, &mut p);
 /// assert_eq!(p.as_slice(), &[0.5, 0.5, 0.0]);
 /// ```
-pub fn softmax_rows_into<T: Scalar + Float, const B: usize, const C: usize>(
-    logits: &Matrix<T, B, C>,
-    out: &mut Matrix<T, B, C>,
+pub fn softmax_rows_into<T: Float, const B: usize, const C: usize>(
+    logits: &[[T; C]; B],
+    out: &mut [[T; C]; B],
 ) {
-    for (z, p) in logits.rows().zip(out.rows_mut()) {
-        let (max, log_sum) = max_and_log_sum_exp(z);
-        for (p_j, &z_j) in p.iter_mut().zip(z.iter()) {
-            *p_j = (z_j - max - log_sum).exp();
-        }
+    for (z, p) in logits.iter().zip(out) {
+        *p = *z;
+        softmax_in_place(p);
+    }
+}
+
+/// Replaces logits by their softmax, `p_j = e^(z_j - m) / Σ_k e^(z_k - m)` with `m = max_k z_k`:
+/// the one softmax of the crate (of [`softmax_rows_into`] and
+/// [`Predict::predict_proba`](super::Predict::predict_proba)).
+///
+/// Subtracting the maximum changes nothing mathematically but keeps every `exp` in `(0, 1]`, so
+/// large logits cannot overflow.
+///
+/// ```
+/// use constmat::nn::softmax_in_place;
+/// let mut z = [1000.0_f32, 1000.0, 0.0];
+/// softmax_in_place(&mut z);
+/// assert_eq!(z, [0.5, 0.5, 0.0]);
+/// ```
+pub fn softmax_in_place<T: Float>(logits: &mut [T]) {
+    let (max, log_sum) = max_and_log_sum_exp(logits);
+    for z in logits.iter_mut() {
+        *z = (*z - max - log_sum).exp();
     }
 }
 

@@ -1,42 +1,64 @@
-//! A statically typed multi-layer perceptron with hand-derived backpropagation.
+//! Statically typed nets: one definition of each layer for training, for inference on the heap,
+//! and for nets baked into a `static`, with hand-derived backpropagation.
 //!
 //! Every intermediate of a training step has its shape in its type, and every backward pass is
 //! written out by hand next to its forward pass, with the derivation in `docs/backprop.md`.
 //!
+//! # One layer, two storages
+//!
+//! A layer's type names its shape, its activation and where its parameters live:
+//! `Dense<T, I, O, A, S>`. The storage `S` is [`Heap`] unless said otherwise (weights in
+//! [`Matrix`](crate::Matrix) values, for training and for nets loaded at run time) or
+//! [`Inline`] (weights in arrays, for a net baked into a `static`, `no_std` without `alloc`).
+//! The math is written once, for every storage:
+//!
+//! | trait | what it gives | storage | needs |
+//! | --- | --- | --- | --- |
+//! | [`Layer`] | [`forward`](Layer::forward) on caller-owned arrays, the net's [`SPEC`](Layer::SPEC) (tensor names, dtypes, shapes) | any | `core` |
+//! | [`Predict`] | [`predict`](Predict::predict), [`predict_proba`](Predict::predict_proba) for classifiers | any | `core` |
+//! | [`Parameters`] | the parameter tensors, for optimizers and files | any | `core` |
+//! | [`Train`] | [`forward_train`](Train::forward_train) keeping what [`backward`](Train::backward) needs | any | `alloc` |
+//! | [`Bake`] | the net read from a file at compile time | [`Inline`] | `core` |
+//!
 //! # Orientation: one sample per row
 //!
-//! A batch of `B` samples with `N` features is a `Matrix<T, B, N>`: sample `i` is row `i`. This
-//! is how data sets are stored (an MNIST image is 784 contiguous bytes, so building a batch is
-//! copying rows), and it keeps weights in PyTorch's `out x in` orientation, so trained weights
-//! move between the two without transposing. The whole module uses this orientation:
+//! A batch of `B` samples with `N` features is `[[T; N]; B]` (a `Matrix<T, B, N>` derefs to
+//! it): sample `i` is row `i`. This is how data sets are stored (an MNIST image is 784
+//! contiguous bytes, so building a batch is copying rows), and it keeps weights in PyTorch's
+//! `out x in` orientation, so trained weights move between the two without transposing:
 //!
 //! | quantity | type | formula |
 //! | --- | --- | --- |
-//! | input `X` | `Matrix<T, B, I>` | |
-//! | weight `W` | `Matrix<T, O, I>` | |
-//! | bias `b` | `Matrix<T, 1, O>` | |
-//! | output `A` | `Matrix<T, B, O>` | `A = f(X·Wᵀ + b)` |
-//! | `dZ` | `Matrix<T, B, O>` | `dZ = dA ⊙ f'(Z)`, with `f'(Z)` computed from `A` |
-//! | `dW` | `Matrix<T, O, I>` | `dW = dZᵀ·X` |
-//! | `db` | `Matrix<T, 1, O>` | `db = Σ_rows dZ` |
-//! | `dX` | `Matrix<T, B, I>` | `dX = dZ·W` |
+//! | input `X` | `[[T; I]; B]` | |
+//! | weight `W` | `O x I` | |
+//! | bias `b` | `O` | |
+//! | output `A` | `[[T; O]; B]` | `A = f(X·Wᵀ + b)` |
+//! | `dZ` | `B x O` | `dZ = dA ⊙ f'(Z)`, with `f'(Z)` computed from `A` |
+//! | `dW` | `O x I` | `dW = dZᵀ·X` |
+//! | `db` | `O` | `db = Σ_rows dZ` |
+//! | `dX` | `B x I` | `dX = dZ·W` |
 //!
 //! # A network's type spells its architecture
 //!
-//! Layers compose with [`Chain`]; the [`net!`](crate::net) macro writes the nesting for you:
+//! Layers compose with [`Chain`]; the [`net!`](crate::net) macro writes the nesting for you,
+//! and the same type, mapped to [`Inline`] storage by
+//! [`Baked`](crate::embed::Baked), is the baked net:
 //!
 //! ```
-//! use constmat::nn::{Dense, Identity, Relu};
+//! use constmat::nn::{Dense, Relu};
 //!
 //! type Mlp = constmat::net![
 //!     Dense<f32, 784, 128, Relu>,
 //!     Dense<f32, 128, 64, Relu>,
-//!     Dense<f32, 64, 10, Identity>,
+//!     Dense<f32, 64, 10>,
 //! ];
+//! static BAKED: constmat::embed::Baked<Mlp> =
+//!     constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
 //! ```
 //!
 //! A layer whose input width differs from the previous layer's output width does not compile;
-//! the message names the two widths (`expected Matrix<_, _, 128>, found Matrix<_, _, 100>`).
+//! the message names the two widths (`expected an array with a size of 128, found one with a
+//! size of 100`).
 //!
 //! # A training step
 //!
@@ -63,141 +85,209 @@
 //! ```
 
 mod activation;
+mod bake;
 mod chain;
 mod cross_entropy;
 mod dense;
 mod init;
 mod mse;
 mod optim;
+mod predict;
 mod schedule;
+mod store;
+#[cfg(feature = "alloc")]
+mod train;
+#[cfg(feature = "alloc")]
 mod trainer;
 
 pub use activation::{Activation, Identity, Relu, Sigmoid, Tanh};
+pub use bake::{Bake, SafetensorsFile, Skip};
 pub use chain::Chain;
+#[cfg(feature = "alloc")]
 pub use chain::ChainWorkspace;
-pub use cross_entropy::{SoftmaxCrossEntropy, softmax_rows_into};
-pub use dense::{Dense, DenseWorkspace};
+pub use cross_entropy::{SoftmaxCrossEntropy, softmax_in_place, softmax_rows_into};
+pub use dense::Dense;
+#[cfg(feature = "alloc")]
+pub use dense::DenseWorkspace;
 pub use init::Init;
 #[cfg(feature = "rand")]
 pub use init::RandomInit;
 pub use mse::MeanSquaredError;
 pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
+pub use predict::{Predict, argmax};
 pub use schedule::Schedule;
+pub use store::{Heap, Inline, Store};
+#[cfg(feature = "alloc")]
+pub use train::{Train, zeroed_batch};
+#[cfg(feature = "alloc")]
 pub use trainer::{Diverged, Trainer};
 
-use crate::{Matrix, Scalar};
+use core::fmt::Debug;
 
-/// A differentiable layer (or a whole network) working on batches of `B` samples.
+use crate::format::{NetSpec, TensorName, TensorSpec};
+
+/// One sample flowing into or out of a layer: a number, or an array of samples (`[T; N]` for a
+/// dense layer's input).
 ///
-/// Implemented by [`Dense`] and by [`Chain`] of two layers whose widths fit. The forward and
-/// backward passes write into a [`Workspace`](Layer::Workspace) allocated once by
-/// [`workspace`](Layer::workspace), so a training step allocates nothing.
-pub trait Layer<T: Scalar, const B: usize>: Parameters<T> {
-    /// The input batch, `Matrix<T, B, I>`.
-    type Input;
-    /// The output batch, `Matrix<T, B, O>`.
-    type Output: Buffer;
-    /// Buffers the passes write into: outputs, and the gradients between layers.
-    type Workspace;
+/// ```
+/// use constmat::nn::Sample;
+/// assert_eq!(<[[f32; 2]; 3]>::ZERO, [[0.0; 2]; 3]);
+/// ```
+pub trait Sample: Copy + Debug + PartialEq + Send + Sync + 'static {
+    /// The zero sample, the value buffers start with.
+    const ZERO: Self;
+}
 
-    /// Allocates the buffers for a batch of `B` samples. Done once, before training.
-    fn workspace(&self) -> Self::Workspace;
+impl Sample for f32 {
+    const ZERO: Self = 0.0;
+}
 
-    /// The forward pass: reads `x`, writes every intermediate into `workspace`, and returns the
-    /// output (which lives in `workspace`).
-    fn forward<'w>(&self, x: &Self::Input, workspace: &'w mut Self::Workspace) -> &'w Self::Output;
+impl Sample for f64 {
+    const ZERO: Self = 0.0;
+}
 
-    /// The output of the last [`forward`](Layer::forward) that wrote to `workspace`.
-    fn output(workspace: &Self::Workspace) -> &Self::Output;
+impl<S: Sample, const N: usize> Sample for [S; N] {
+    const ZERO: Self = [S::ZERO; N];
+}
 
-    /// The backward pass.
+/// A layer, or a whole net: what it computes, and what parameters it has.
+///
+/// Implemented once per layer kind for every [`Store`], so a net trained on the heap and the
+/// same net baked into a `static` run the same code. Samples go in and out as arrays, a batch
+/// of `B` as `[Self::In; B]`; a [`Matrix`](crate::Matrix) derefs to one.
+///
+/// ```
+/// use constmat::nn::{Chain, Dense, Identity, Inline, Layer, Relu};
+///
+/// // Hand-written parameters in a `static`; one sample in, one out.
+/// static NET: Chain<Dense<f32, 2, 2, Relu, Inline>, Dense<f32, 2, 1, Identity, Inline>> =
+///     Chain::new(
+///         Dense::new([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]),
+///         Dense::new([[1.0, -1.0]], [0.0]),
+///     );
+/// let mut out = [0.0];
+/// NET.forward_one(&[3.0, -5.0], &mut out);
+/// assert_eq!(out, [3.0]); // relu leaves 3 and 0; 3 - 0
+///
+/// // A batch of two samples.
+/// let mut outs = [[0.0]; 2];
+/// NET.forward(&[[3.0, -5.0], [1.0, 2.0]], &mut outs);
+/// assert_eq!(outs, [[3.0], [-1.0]]);
+/// ```
+pub trait Layer {
+    /// One sample in, e.g. `[T; I]`.
+    type In: Sample;
+    /// One sample out, e.g. `[T; O]`.
+    type Out: Sample;
+
+    /// The parameter tensors, named as PyTorch's `nn.Sequential` names them: what saving,
+    /// loading and baking read and write.
+    const SPEC: NetSpec;
+
+    /// The same layer with its parameters in the storage `S`: `Dense<T, I, O, A, Heap>` becomes
+    /// `Dense<T, I, O, A, S>`, and a chain maps each of its layers.
+    /// [`Baked<N>`](crate::embed::Baked) is `N::WithStore<Inline>`.
+    type WithStore<S: Store>: Layer<In = Self::In, Out = Self::Out>;
+
+    /// The outputs of a batch of `B` samples: `y[k]` for `x[k]`.
     ///
-    /// Given `x` and the `workspace` of the forward pass on it, and `d_output` = ∂L/∂output,
-    /// writes ∂L/∂(each parameter) into `gradients` (overwriting it) and, when `d_input` is
-    /// given, ∂L/∂x into it. The first layer of a net passes `None` and skips that product.
-    fn backward(
-        &self,
-        x: &Self::Input,
-        workspace: &mut Self::Workspace,
-        d_output: &Self::Output,
-        d_input: Option<&mut Self::Input>,
-        gradients: &mut Self,
-    );
+    /// A chain keeps the samples between its layers on the stack (`B` times each hidden
+    /// layer's width), so keep `B` moderate here; [`Train::forward_train`] keeps them on the
+    /// heap instead.
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]);
+
+    /// The output of one sample.
+    #[inline]
+    fn forward_one(&self, x: &Self::In, y: &mut Self::Out) {
+        self.forward(core::array::from_ref(x), core::array::from_mut(y));
+    }
+
+    /// A copy of this layer with its parameters in the storage `S`.
+    ///
+    /// ```
+    /// use constmat::embed::Baked;
+    /// use constmat::nn::{Dense, Heap, Inline, Layer, Parameters, Relu};
+    ///
+    /// type Net = constmat::net![Dense<f32, 3, 2, Relu>, Dense<f32, 2, 1>];
+    /// let mut trained = Net::zeros();
+    /// trained.first.bias[(0, 1)] = 0.5;
+    /// let baked: Baked<Net> = trained.to_store::<Inline>(); // arrays, on the stack
+    /// assert_eq!(baked.first.bias, [0.0, 0.5]);
+    /// let back: Net = baked.to_store::<Heap>();
+    /// assert_eq!(back, trained);
+    /// ```
+    fn to_store<S: Store>(&self) -> Self::WithStore<S>;
 }
 
 /// Something made of parameter tensors: a layer, a network, or a gradient or optimizer state of
 /// the same shape.
 ///
-/// Tensors are numbered `0..tensor_count()`, first layer first, weight before bias; optimizers
-/// walk them in that order. Each has a name and shape following PyTorch's `nn.Sequential`: the
-/// net `Dense<_, 784, 128, Relu>, Dense<_, 128, 10, Identity>` is
-/// `Sequential(Linear(784, 128), ReLU(), Linear(128, 10))`, whose tensors are `0.weight`
-/// `[128, 784]`, `0.bias` `[128]`, `2.weight` `[10, 128]`, `2.bias` `[10]` (the activation
-/// module takes index 1).
+/// Tensors are numbered `0..tensor_count()`, first layer first, weight before bias, in the
+/// order of the net's [`Layer::SPEC`]; optimizers walk them in that order. Each has a name and
+/// shape following PyTorch's `nn.Sequential`: the net `Dense<_, 784, 128, Relu>, Dense<_, 128,
+/// 10>` is `Sequential(Linear(784, 128), ReLU(), Linear(128, 10))`, whose tensors are
+/// `0.weight` `[128, 784]`, `0.bias` `[128]`, `2.weight` `[10, 128]`, `2.bias` `[10]` (the
+/// activation module takes index 1).
 ///
 /// ```
-/// use constmat::nn::{Dense, Identity, Parameters, Relu};
+/// use constmat::nn::{Dense, Parameters, Relu};
 ///
-/// type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10, Identity>];
+/// type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10>];
 /// let net = Net::zeros();
-/// let names: Vec<String> = (0..net.tensor_count()).map(|k| net.tensor_info(k).name()).collect();
+/// let names: Vec<String> = (0..net.tensor_count()).map(|k| net.tensor_info(k).name().to_string()).collect();
 /// assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
 /// assert_eq!(net.tensor_info(2).shape(), &[10, 128]);
 /// ```
-pub trait Parameters<T>: Sized {
-    /// The number of tensors.
-    fn tensor_count(&self) -> usize;
+pub trait Parameters<T>: Layer + Sized {
     /// Tensor `k`, flat and row-major. Panics when `k >= tensor_count()`.
     fn tensor(&self, k: usize) -> &[T];
     /// Tensor `k`, mutable. Panics when `k >= tensor_count()`.
     fn tensor_mut(&mut self, k: usize) -> &mut [T];
-    /// The name and shape of tensor `k`. Panics when `k >= tensor_count()`.
-    fn tensor_info(&self, k: usize) -> TensorInfo;
-    /// How many `nn.Sequential` modules this spans (a dense layer is one `Linear`, plus one for
-    /// its activation unless that is [`Identity`]).
-    fn module_count(&self) -> usize;
     /// The same structure with every parameter zero.
     fn zeros() -> Self;
+
     /// A zero value of the same structure: the shape of gradients and optimizer state.
     fn zeros_like(&self) -> Self {
         Self::zeros()
     }
+
+    /// The number of tensors.
+    fn tensor_count(&self) -> usize {
+        Self::SPEC.tensor_count()
+    }
+
+    /// The name, dtype and shape of tensor `k`. Panics when `k >= tensor_count()`.
+    fn tensor_info(&self, k: usize) -> TensorInfo {
+        match Self::SPEC.tensor(k) {
+            Some((module, spec)) => TensorInfo { module, spec },
+            None => panic!(
+                "the net has {} tensors; asked for tensor {k}",
+                Self::SPEC.tensor_count()
+            ),
+        }
+    }
 }
 
-/// The name and shape of one parameter tensor (see [`Parameters`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The name, dtype and shape of one parameter tensor (see [`Parameters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TensorInfo {
     /// The index of the module holding it in PyTorch's `nn.Sequential` numbering.
     pub module: usize,
-    /// `"weight"` or `"bias"`.
-    pub field: &'static str,
-    dims: [usize; 2],
-    rank: usize,
+    /// Its field, dtype and shape.
+    pub spec: &'static TensorSpec,
 }
 
 impl TensorInfo {
-    /// A tensor of `module` named `field` with the given shape (at most 2 dimensions).
-    ///
-    /// # Panics
-    ///
-    /// When `shape` has more than 2 dimensions.
+    /// The tensor's name, `"{module}.{field}"`, e.g. `2.weight`.
     #[must_use]
-    pub fn new(module: usize, field: &'static str, shape: &[usize]) -> Self {
-        assert!(shape.len() <= 2, "tensors here have at most 2 dimensions");
-        let mut dims = [0; 2];
-        dims[..shape.len()].copy_from_slice(shape);
-        Self {
-            module,
-            field,
-            dims,
-            rank: shape.len(),
-        }
+    pub fn name(&self) -> TensorName {
+        TensorName::of(self.module, self.spec.field)
     }
 
     /// The shape, PyTorch's way: a weight is `[out, in]`, a bias `[out]`.
     #[must_use]
-    pub fn shape(&self) -> &[usize] {
-        &self.dims[..self.rank]
+    pub fn shape(&self) -> &'static [usize] {
+        self.spec.shape
     }
 
     /// The number of elements.
@@ -211,37 +301,13 @@ impl TensorInfo {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// The tensor's name, `"{module}.{field}"`, e.g. `"2.weight"`.
-    #[must_use]
-    pub fn name(&self) -> alloc::string::String {
-        alloc::format!("{}.{}", self.module, self.field)
-    }
-
-    /// The same tensor in a module `offset` places later.
-    #[must_use]
-    pub fn shifted(self, offset: usize) -> Self {
-        Self {
-            module: self.module + offset,
-            ..self
-        }
-    }
-}
-
-/// A buffer that can be created zero-filled: the type of data flowing between layers.
-pub trait Buffer {
-    /// A zero-filled buffer.
-    fn zeros() -> Self;
-}
-
-impl<T: Scalar, const H: usize, const W: usize> Buffer for Matrix<T, H, W> {
-    fn zeros() -> Self {
-        Matrix::zeros()
-    }
 }
 
 /// The type of a network made of the given layers, first to last: `net![L1, L2, L3]` is
 /// `Chain<L1, Chain<L2, L3>>`.
+///
+/// The same type serves training (the layers' default storage is [`Heap`]) and, through
+/// [`Baked`](crate::embed::Baked), a net baked into a `static`.
 ///
 /// ```
 /// use constmat::nn::{Chain, Dense, Relu, Identity};
@@ -262,15 +328,15 @@ macro_rules! net {
 /// The loss is a **mean** (over the batch for [`SoftmaxCrossEntropy`], over all `B·C` elements
 /// for [`MeanSquaredError`], as in PyTorch), so its gradient carries the matching factor
 /// (`1/B` or `1/(B·C)`).
-pub trait Loss<T: Scalar, const B: usize, const C: usize> {
+pub trait Loss<T, const B: usize, const C: usize> {
     /// The mean loss of `output` against `target`.
-    fn loss(&self, output: &Matrix<T, B, C>, target: &Matrix<T, B, C>) -> T;
+    fn loss(&self, output: &[[T; C]; B], target: &[[T; C]; B]) -> T;
 
     /// The mean loss, and `gradient = ∂L/∂output` (overwritten; no allocation).
     fn loss_and_gradient(
         &self,
-        output: &Matrix<T, B, C>,
-        target: &Matrix<T, B, C>,
-        gradient: &mut Matrix<T, B, C>,
+        output: &[[T; C]; B],
+        target: &[[T; C]; B],
+        gradient: &mut [[T; C]; B],
     ) -> T;
 }

@@ -10,6 +10,14 @@ use super::Parameters;
 use crate::Scalar;
 
 /// Updates parameters from gradients.
+///
+/// A stateful optimizer is built for one net type (its state has the net's shapes), and
+/// updates only nets of that type: using it with another is a compile error naming both.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` was not built for the net `{P}`",
+    label = "this optimizer's state has the shapes of another net",
+    note = "build the optimizer from the net it trains: `Adam::new(&net)`, `Momentum::new(&net, 0.9)`"
+)]
 pub trait Optimizer<T, P: Parameters<T>> {
     /// One update of `parameters` from `gradients` with the given learning rate (which a
     /// [`Schedule`](super::Schedule) may vary from step to step).

@@ -4,27 +4,28 @@ use core::fmt;
 
 use num_traits::Float;
 
-use super::{Layer, Loss, Optimizer};
-use crate::{Matrix, Scalar};
+use alloc::boxed::Box;
+
+use super::{Layer, Loss, Optimizer, Train, zeroed_batch};
 
 /// The buffers of training a net `N` on batches of `B`: its workspace, its gradients and the
 /// loss gradient. Built once; [`step`](Trainer::step) then allocates nothing.
 ///
 /// See the [module documentation](super) for a full example.
-pub struct Trainer<T: Scalar, N: Layer<T, B>, const B: usize> {
+pub struct Trainer<T, N: Train<T, B>, const B: usize> {
     workspace: N::Workspace,
     gradients: N,
-    d_output: N::Output,
+    d_output: Box<[N::Out; B]>,
 }
 
-impl<T: Scalar + Float, N: Layer<T, B>, const B: usize> Trainer<T, N, B> {
+impl<T: Float, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
     /// Allocates the buffers for training `net` on batches of `B`.
     #[must_use]
     pub fn new(net: &N) -> Self {
         Self {
             workspace: net.workspace(),
             gradients: net.zeros_like(),
-            d_output: <N::Output as super::Buffer>::zeros(),
+            d_output: zeroed_batch(),
         }
     }
 
@@ -35,6 +36,9 @@ impl<T: Scalar + Float, N: Layer<T, B>, const B: usize> Trainer<T, N, B> {
     ///
     /// [`Diverged`] when the loss is NaN or infinite. The parameters are then left as they were
     /// (the update is skipped), so the caller can report it and stop.
+    ///
+    /// `x` and `target` are arrays of `B` samples; a [`Matrix`](crate::Matrix) of `B` rows
+    /// derefs to one, so `&x` works for either.
     #[allow(clippy::too_many_arguments)]
     pub fn step<const C: usize, L, O>(
         &mut self,
@@ -42,15 +46,15 @@ impl<T: Scalar + Float, N: Layer<T, B>, const B: usize> Trainer<T, N, B> {
         optimizer: &mut O,
         learning_rate: T,
         loss: &L,
-        x: &N::Input,
-        target: &Matrix<T, B, C>,
+        x: &[N::In; B],
+        target: &[[T; C]; B],
     ) -> Result<T, Diverged<T>>
     where
-        N: Layer<T, B, Output = Matrix<T, B, C>>,
+        N: Layer<Out = [T; C]>,
         L: Loss<T, B, C>,
         O: Optimizer<T, N>,
     {
-        let output = net.forward(x, &mut self.workspace);
+        let output = net.forward_train(x, &mut self.workspace);
         let value = loss.loss_and_gradient(output, target, &mut self.d_output);
         if !value.is_finite() {
             return Err(Diverged { loss: value });
@@ -74,7 +78,7 @@ impl<T: Scalar + Float, N: Layer<T, B>, const B: usize> Trainer<T, N, B> {
 
     /// The net's output in the last [`step`](Trainer::step) (before its update).
     #[must_use]
-    pub fn output(&self) -> &N::Output {
+    pub fn output(&self) -> &[N::Out; B] {
         N::output(&self.workspace)
     }
 }

@@ -1,0 +1,769 @@
+//! The safetensors rule as `const fn`s: a strict scanner for exactly the JSON a header may hold,
+//! then the checks of sizes and offsets, then (for a net) of names, dtypes, shapes and values.
+//!
+//! Nothing here panics, allocates or recurses on the input: every problem is an [`Error`], and
+//! the work is bounded by the file's size and [`MAX_TENSORS`].
+
+use super::error::{Error, Shape, TensorName};
+use super::spec::NetSpec;
+use super::{Dtype, bytes_eq};
+
+/// The largest header length accepted, in bytes (the reference implementation's limit).
+pub const MAX_HEADER_LEN: u64 = 100_000_000;
+
+/// The most tensors a file may hold here. The reader keeps its bookkeeping in a fixed-size
+/// array (no heap), and checks names and offsets pair by pair, so the limit bounds its work on
+/// a hostile file. A net of this crate has two tensors per layer.
+pub const MAX_TENSORS: usize = 512;
+
+/// `?` for `const fn`s, which cannot use the `Try` trait.
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Err(e),
+        }
+    };
+}
+
+/// A file that follows the format: its header has been checked, its tensors can be looked up.
+///
+/// ```
+/// use constmat::format::{self, Dtype};
+/// use constmat::io::safetensors;
+/// use constmat::nn::{Dense, Parameters};
+///
+/// let bytes = safetensors::to_bytes(&Dense::<f32, 3, 2>::zeros(), &[]);
+/// let header = format::parse(&bytes)?;
+/// assert_eq!(header.tensor_count(), 2);
+/// let weight = header.find(b"0.weight").unwrap();
+/// assert_eq!((weight.dtype, weight.shape.dims(), weight.data.len()), (Dtype::F32, &[2, 3][..], 24));
+/// # Ok::<(), format::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Header<'a> {
+    /// The header's JSON.
+    json: &'a [u8],
+    /// The data after the header.
+    data: &'a [u8],
+    /// The number of tensors.
+    tensors: usize,
+}
+
+/// One tensor of a checked file.
+#[derive(Debug, Clone, Copy)]
+pub struct Tensor<'a> {
+    /// Its name as written.
+    pub name: &'a [u8],
+    /// Its dtype.
+    pub dtype: Dtype,
+    /// Its shape.
+    pub shape: Shape,
+    /// Its data offsets, relative to the end of the header.
+    pub offsets: (usize, usize),
+    /// Its bytes: exactly what its dtype and shape take.
+    pub data: &'a [u8],
+}
+
+/// Checks `bytes` against the safetensors format (see [the module](super)) and returns its
+/// header.
+///
+/// # Errors
+///
+/// The first problem found, in the order of the file: the length, then the header from its
+/// first byte to its last, then the offsets (in the order of the data).
+///
+/// ```
+/// use constmat::format::{self, ErrorKind};
+/// let mut file = 2_u64.to_le_bytes().to_vec();
+/// file.extend_from_slice(b"{}");
+/// assert_eq!(format::parse(&file)?.tensor_count(), 0);
+///
+/// file.push(0); // a byte of data that no tensor describes
+/// assert_eq!(format::parse(&file).unwrap_err().kind(), ErrorKind::DataLength);
+/// # Ok::<(), format::Error>(())
+/// ```
+pub const fn parse(bytes: &[u8]) -> Result<Header<'_>, Error> {
+    let Some((length, rest)) = bytes.split_first_chunk::<8>() else {
+        return Err(Error::TooShort { len: bytes.len() });
+    };
+    let declared = u64::from_le_bytes(*length);
+    if declared > MAX_HEADER_LEN {
+        return Err(Error::HeaderTooLarge { declared });
+    }
+    if declared > rest.len() as u64 {
+        return Err(Error::HeaderPastEnd {
+            declared,
+            available: rest.len(),
+        });
+    }
+    let (json, data) = rest.split_at(declared as usize);
+    if let Err(e) = core::str::from_utf8(json) {
+        return Err(Error::Syntax {
+            at: 8 + e.valid_up_to(),
+            expected: "UTF-8 text",
+        });
+    }
+
+    // Each tensor's name and data offsets, for the checks that compare tensors with each other.
+    let mut slots = [Slot::EMPTY; MAX_TENSORS];
+    let mut count = 0;
+    let mut members = tri!(Members::start(json));
+    while let Some(member) = tri!(members.next(json)) {
+        let Some(info) = member.tensor else {
+            continue;
+        };
+        let mut i = 0;
+        while i < count {
+            if bytes_eq(slots[i].name(json), member.name) {
+                return Err(Error::DuplicateName {
+                    name: TensorName::new(member.name),
+                });
+            }
+            i += 1;
+        }
+        if count == MAX_TENSORS {
+            return Err(Error::TooManyTensors { limit: MAX_TENSORS });
+        }
+        slots[count] = Slot {
+            name: member.name_span,
+            begin: info.begin,
+            end: info.end,
+        };
+        count += 1;
+    }
+
+    // The reference implementation's rule: sorted by their offsets, the tensors' data follow
+    // each other from 0 without gaps or overlaps, and end where the file does. Sorted in place
+    // (insertion sort: no heap, and at most MAX_TENSORS of them).
+    let mut i = 1;
+    while i < count {
+        let mut j = i;
+        while j > 0 && slots[j].before(&slots[j - 1]) {
+            let swap = slots[j];
+            slots[j] = slots[j - 1];
+            slots[j - 1] = swap;
+            j -= 1;
+        }
+        i += 1;
+    }
+    let mut end = 0;
+    let mut i = 0;
+    while i < count {
+        let slot = slots[i];
+        if slot.begin != end {
+            return Err(Error::Offsets {
+                name: TensorName::new(slot.name(json)),
+                offsets: (slot.begin, slot.end),
+                expected_begin: end,
+            });
+        }
+        end = slot.end;
+        i += 1;
+    }
+    if end != data.len() {
+        return Err(Error::DataLength {
+            declared: end,
+            found: data.len(),
+        });
+    }
+    Ok(Header {
+        json,
+        data,
+        tensors: count,
+    })
+}
+
+/// Checks the tensors of a parsed file against a net: every tensor of `spec` is present with
+/// its dtype and shape and holds finite values, and the file holds no other tensor.
+///
+/// # Errors
+///
+/// For the net's tensors in order, [`Error::Missing`], [`Error::Mismatch`] or
+/// [`Error::NonFinite`]; then, for the first tensor of the file that the net lacks,
+/// [`Error::Unexpected`].
+pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
+    let mut k = 0;
+    while let Some((module, expected)) = spec.tensor(k) {
+        let name = TensorName::of(module, expected.field);
+        let Some(found) = header.find_module(module, expected.field.as_bytes()) else {
+            return Err(Error::Missing {
+                name,
+                dtype: expected.dtype,
+                shape: Shape::new(expected.shape),
+            });
+        };
+        if found.dtype as u8 != expected.dtype as u8 || !found.shape.is(expected.shape) {
+            return Err(Error::Mismatch {
+                name,
+                expected_dtype: expected.dtype,
+                expected_shape: Shape::new(expected.shape),
+                found_dtype: found.dtype,
+                found_shape: found.shape,
+            });
+        }
+        if let Some(index) = first_non_finite(found.dtype, found.data) {
+            return Err(Error::NonFinite { name, index });
+        }
+        k += 1;
+    }
+    let mut i = 0;
+    while let Some(tensor) = header.tensor(i) {
+        let known = match parse_name(tensor.name) {
+            Some((module, field)) => spec.find(module, field).is_some(),
+            None => false,
+        };
+        if !known {
+            return Err(Error::Unexpected {
+                name: TensorName::new(tensor.name),
+            });
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// [`parse`], then [`check_net`]: whether `bytes` is a file of the net `spec`.
+///
+/// What [`include_net!`](crate::include_net) evaluates at compile time, and
+/// [`io::safetensors`](crate::io::safetensors) at run time.
+///
+/// # Errors
+///
+/// The first problem [`parse`] or [`check_net`] finds.
+///
+/// ```
+/// use constmat::format::{self, ErrorKind};
+/// use constmat::io::safetensors;
+/// use constmat::nn::{Dense, Layer, Parameters};
+///
+/// let bytes = safetensors::to_bytes(&Dense::<f32, 3, 2>::zeros(), &[]);
+/// let err = format::validate(&bytes, &Dense::<f32, 3, 4>::SPEC).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Mismatch);
+/// assert_eq!(err.to_string(), "tensor 0.weight: expected f32 [4, 3], found f32 [2, 3]");
+/// ```
+pub const fn validate<'a>(bytes: &'a [u8], spec: &NetSpec) -> Result<Header<'a>, Error> {
+    let header = tri!(parse(bytes));
+    tri!(check_net(&header, spec));
+    Ok(header)
+}
+
+impl<'a> Header<'a> {
+    /// The number of tensors (`__metadata__` is not one).
+    #[must_use]
+    pub const fn tensor_count(&self) -> usize {
+        self.tensors
+    }
+
+    /// The length of the data section, which the tensors' data tile exactly.
+    #[must_use]
+    pub const fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Tensor `k` in the order of the header, or `None` when `k >= tensor_count()`.
+    #[must_use]
+    pub const fn tensor(&self, k: usize) -> Option<Tensor<'a>> {
+        let Ok(mut members) = Members::start(self.json) else {
+            return None;
+        };
+        let mut seen = 0;
+        while let Ok(Some(member)) = members.next(self.json) {
+            if let Some(info) = member.tensor {
+                if seen == k {
+                    return Some(self.entry(member.name, info));
+                }
+                seen += 1;
+            }
+        }
+        None
+    }
+
+    /// The tensor named `name`, if the file holds one.
+    #[must_use]
+    pub const fn find(&self, name: &[u8]) -> Option<Tensor<'a>> {
+        let Ok(mut members) = Members::start(self.json) else {
+            return None;
+        };
+        while let Ok(Some(member)) = members.next(self.json) {
+            if let Some(info) = member.tensor
+                && bytes_eq(member.name, name)
+            {
+                return Some(self.entry(member.name, info));
+            }
+        }
+        None
+    }
+
+    /// The tensor named `"{module}.{field}"`, if the file holds one.
+    #[must_use]
+    pub const fn find_module(&self, module: usize, field: &[u8]) -> Option<Tensor<'a>> {
+        let Ok(mut members) = Members::start(self.json) else {
+            return None;
+        };
+        while let Ok(Some(member)) = members.next(self.json) {
+            if let Some(info) = member.tensor
+                && let Some((m, f)) = parse_name(member.name)
+                && m == module
+                && bytes_eq(f, field)
+            {
+                return Some(self.entry(member.name, info));
+            }
+        }
+        None
+    }
+
+    const fn entry(&self, name: &'a [u8], info: Info) -> Tensor<'a> {
+        // The offsets were checked against the data's length by `parse`.
+        let (_, from_begin) = self.data.split_at(info.begin);
+        let (data, _) = from_begin.split_at(info.end - info.begin);
+        Tensor {
+            name,
+            dtype: info.dtype,
+            shape: info.shape,
+            offsets: (info.begin, info.end),
+            data,
+        }
+    }
+}
+
+/// `name` read as `"{module}.{field}"`: the module in decimal without leading zeros, a dot, a
+/// non-empty field. `None` for any other name (`fc1.weight`, `01.bias`).
+pub(crate) const fn parse_name(name: &[u8]) -> Option<(usize, &[u8])> {
+    let mut at = 0;
+    let mut module: usize = 0;
+    while at < name.len() && name[at].is_ascii_digit() {
+        module = match module.checked_mul(10) {
+            Some(m) => match m.checked_add((name[at] - b'0') as usize) {
+                Some(m) => m,
+                None => return None,
+            },
+            None => return None,
+        };
+        at += 1;
+    }
+    if at == 0 || (at > 1 && name[0] == b'0') || at + 1 >= name.len() || name[at] != b'.' {
+        return None;
+    }
+    Some((module, name.split_at(at + 1).1))
+}
+
+/// The index of the first NaN or infinity in `data` (little-endian elements of `dtype`), or
+/// `None`. Only the exponent bits are read: all ones means NaN or infinity.
+const fn first_non_finite(dtype: Dtype, data: &[u8]) -> Option<usize> {
+    // (element size, index of the byte holding the exponent's top bits and its mask, index of
+    // the byte holding its low bits and their mask)
+    let (size, high, high_mask, low, low_mask) = match dtype {
+        Dtype::F64 => (8, 7, 0x7f, 6, 0xf0),
+        Dtype::F32 => (4, 3, 0x7f, 2, 0x80),
+        Dtype::F16 => (2, 1, 0x7c, 1, 0x7c),
+        Dtype::BF16 => (2, 1, 0x7f, 0, 0x80),
+        _ => return None,
+    };
+    let mut i = 0;
+    let mut at = 0;
+    while at + size <= data.len() {
+        if data[at + high] & high_mask == high_mask && data[at + low] & low_mask == low_mask {
+            return Some(i);
+        }
+        i += 1;
+        at += size;
+    }
+    None
+}
+
+/// A tensor's name and offsets, kept while parsing (`name` is a range of the header).
+#[derive(Clone, Copy)]
+struct Slot {
+    name: (usize, usize),
+    begin: usize,
+    end: usize,
+}
+
+impl Slot {
+    const EMPTY: Self = Self {
+        name: (0, 0),
+        begin: 0,
+        end: 0,
+    };
+
+    const fn name<'a>(&self, json: &'a [u8]) -> &'a [u8] {
+        span(json, self.name)
+    }
+
+    /// The order of the reference implementation: by begin, then by end.
+    const fn before(&self, other: &Self) -> bool {
+        self.begin < other.begin || (self.begin == other.begin && self.end < other.end)
+    }
+}
+
+/// What the header says about one tensor.
+#[derive(Clone, Copy)]
+struct Info {
+    dtype: Dtype,
+    shape: Shape,
+    begin: usize,
+    end: usize,
+}
+
+/// One member of the header's object: a tensor, or `__metadata__` (`tensor` is `None`).
+struct Member<'a> {
+    name: &'a [u8],
+    name_span: (usize, usize),
+    tensor: Option<Info>,
+}
+
+/// A walk over the members of the header's top-level object, checking each as it goes.
+struct Members {
+    /// Where the next member starts, or `None` after the closing `}`.
+    at: Option<usize>,
+    metadata_seen: bool,
+}
+
+impl Members {
+    /// Checks the opening `{` (and, for an empty object, that nothing follows its `}`).
+    const fn start(json: &[u8]) -> Result<Self, Error> {
+        let at = tri!(expect(json, skip_ws(json, 0), b'{', "a JSON object (`{`)"));
+        let at = if is(json, at, b'}') {
+            tri!(end_of_header(json, at + 1));
+            None
+        } else {
+            Some(at)
+        };
+        Ok(Self {
+            at,
+            metadata_seen: false,
+        })
+    }
+
+    /// The next member, checked; `None` after the last.
+    const fn next<'a>(&mut self, json: &'a [u8]) -> Result<Option<Member<'a>>, Error> {
+        let Some(at) = self.at else {
+            return Ok(None);
+        };
+        let (key, after_key) = tri!(string(json, at));
+        let value = tri!(expect(json, after_key, b':', "`:` after a name"));
+        let name = span(json, key.span);
+        let (tensor, after_value) = if !key.escaped && bytes_eq(name, b"__metadata__") {
+            if self.metadata_seen {
+                return Err(Error::DuplicateName {
+                    name: TensorName::new(name),
+                });
+            }
+            self.metadata_seen = true;
+            (None, tri!(metadata(json, value)))
+        } else {
+            if key.escaped {
+                return Err(Error::EscapedName { at: 8 + at });
+            }
+            let (info, after) = tri!(tensor_info(json, value, name));
+            (Some(info), after)
+        };
+        if is(json, after_value, b',') {
+            self.at = Some(skip_ws(json, after_value + 1));
+        } else if is(json, after_value, b'}') {
+            self.at = None;
+            tri!(end_of_header(json, after_value + 1));
+        } else {
+            return Err(syntax(after_value, "`,` or `}` after a tensor"));
+        }
+        Ok(Some(Member {
+            name,
+            name_span: key.span,
+            tensor,
+        }))
+    }
+}
+
+/// Reads a tensor's description starting at `at`: the fields `dtype`, `shape` and
+/// `data_offsets`, each exactly once, and checks that the offsets span what they describe.
+const fn tensor_info(json: &[u8], at: usize, name: &[u8]) -> Result<(Info, usize), Error> {
+    let mut at = tri!(expect(json, at, b'{', "a tensor's description (a JSON object)"));
+    let mut dtype = None;
+    let mut shape = None;
+    let mut offsets = None;
+    if !is(json, at, b'}') {
+        loop {
+            let field_at = at;
+            let (key, after_key) = tri!(string(json, at));
+            at = tri!(expect(json, after_key, b':', "`:` after a field"));
+            let key = if key.escaped {
+                b"" as &[u8]
+            } else {
+                span(json, key.span)
+            };
+            if bytes_eq(key, b"dtype") && dtype.is_none() {
+                let (value, after) = tri!(string(json, at));
+                let text = span(json, value.span);
+                dtype = match Dtype::from_name(text) {
+                    Some(d) if !value.escaped => Some(d),
+                    _ => {
+                        return Err(Error::UnknownDtype {
+                            name: TensorName::new(name),
+                            dtype: TensorName::new(text),
+                        });
+                    }
+                };
+                at = after;
+            } else if bytes_eq(key, b"shape") && shape.is_none() {
+                at = tri!(expect(json, at, b'[', "a shape (a JSON array)"));
+                let mut dims = Shape::empty();
+                let mut count = Some(1_usize);
+                if !is(json, at, b']') {
+                    loop {
+                        let (dim, after) = tri!(integer(json, at));
+                        dims = dims.push(dim);
+                        count = match count {
+                            Some(c) => c.checked_mul(dim),
+                            None => None,
+                        };
+                        if is(json, after, b',') {
+                            at = skip_ws(json, after + 1);
+                        } else {
+                            at = tri!(expect(json, after, b']', "`,` or `]` in a shape"));
+                            break;
+                        }
+                    }
+                } else {
+                    at = skip_ws(json, at + 1);
+                }
+                shape = Some((dims, count));
+            } else if bytes_eq(key, b"data_offsets") && offsets.is_none() {
+                at = tri!(expect(json, at, b'[', "data offsets (a JSON array of two integers)"));
+                let (begin, after) = tri!(integer(json, at));
+                at = tri!(expect(json, after, b',', "`,` between two data offsets"));
+                let (end, after) = tri!(integer(json, at));
+                at = tri!(expect(json, after, b']', "`]` after two data offsets"));
+                offsets = Some((begin, end));
+            } else {
+                return Err(syntax(
+                    field_at,
+                    "one of the fields dtype, shape and data_offsets, each once",
+                ));
+            }
+            if is(json, at, b',') {
+                at = skip_ws(json, at + 1);
+            } else if is(json, at, b'}') {
+                break;
+            } else {
+                return Err(syntax(at, "`,` or `}` in a tensor's description"));
+            }
+        }
+    }
+    let (Some(dtype), Some((shape, elements)), Some((begin, end))) = (dtype, shape, offsets) else {
+        return Err(syntax(
+            at,
+            "all three fields dtype, shape and data_offsets before the end of a tensor's description",
+        ));
+    };
+    let after = skip_ws(json, at + 1);
+    // The bytes the tensor takes: elements times bits, a whole number of bytes, no overflow.
+    let needed = match elements {
+        Some(elements) => match elements.checked_mul(dtype.bits()) {
+            Some(bits) if bits % 8 == 0 => Some(bits / 8),
+            _ => None,
+        },
+        None => None,
+    };
+    let fits = match needed {
+        Some(needed) => end >= begin && end - begin == needed,
+        None => false,
+    };
+    if !fits {
+        return Err(Error::TensorSize {
+            name: TensorName::new(name),
+            dtype,
+            shape,
+            needed,
+            offsets: (begin, end),
+        });
+    }
+    Ok((
+        Info {
+            dtype,
+            shape,
+            begin,
+            end,
+        },
+        after,
+    ))
+}
+
+/// A string's contents (between the quotes), and whether it holds escapes.
+#[derive(Clone, Copy)]
+struct Str {
+    span: (usize, usize),
+    escaped: bool,
+}
+
+/// The bytes of `json` in `range`.
+const fn span(json: &[u8], (start, end): (usize, usize)) -> &[u8] {
+    let (_, from_start) = json.split_at(start);
+    from_start.split_at(end - start).0
+}
+
+/// Whether the byte at `at` is `b` (false past the end).
+const fn is(json: &[u8], at: usize, b: u8) -> bool {
+    at < json.len() && json[at] == b
+}
+
+/// A syntax error at `at` of the header (byte `8 + at` of the file).
+const fn syntax(at: usize, expected: &'static str) -> Error {
+    Error::Syntax {
+        at: 8 + at,
+        expected,
+    }
+}
+
+/// The position of the first byte at or after `at` that is not JSON whitespace.
+const fn skip_ws(json: &[u8], mut at: usize) -> usize {
+    while at < json.len() && matches!(json[at], b' ' | b'\t' | b'\n' | b'\r') {
+        at += 1;
+    }
+    at
+}
+
+/// Checks that the byte at `at` is `b`; the position after it and any whitespace.
+const fn expect(json: &[u8], at: usize, b: u8, what: &'static str) -> Result<usize, Error> {
+    if is(json, at, b) {
+        Ok(skip_ws(json, at + 1))
+    } else {
+        Err(syntax(at, what))
+    }
+}
+
+/// Checks that nothing but whitespace follows the header's closing `}` (which is before `at`).
+const fn end_of_header(json: &[u8], at: usize) -> Result<(), Error> {
+    let at = skip_ws(json, at);
+    if at == json.len() {
+        Ok(())
+    } else {
+        Err(syntax(at, "the end of the header after its JSON object"))
+    }
+}
+
+/// The JSON string starting at `at`: its contents, checked (no control characters, valid
+/// escapes), and the position after its closing quote and any whitespace.
+const fn string(json: &[u8], at: usize) -> Result<(Str, usize), Error> {
+    if !is(json, at, b'"') {
+        return Err(syntax(at, "a string"));
+    }
+    let start = at + 1;
+    let mut at = start;
+    let mut escaped = false;
+    loop {
+        if at >= json.len() {
+            return Err(syntax(at, "the closing `\"` of a string"));
+        }
+        match json[at] {
+            b'"' => break,
+            0..=0x1f => return Err(syntax(at, "a printable character in a string")),
+            b'\\' => {
+                escaped = true;
+                if at + 1 >= json.len() {
+                    return Err(syntax(at + 1, "an escape sequence"));
+                }
+                match json[at + 1] {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                    b'u' => {
+                        let mut code: u32 = 0;
+                        let mut i = 0;
+                        while i < 4 {
+                            let digit = if at + 2 + i < json.len() {
+                                match json[at + 2 + i] {
+                                    c @ b'0'..=b'9' => (c - b'0') as u32,
+                                    c @ b'a'..=b'f' => (c - b'a' + 10) as u32,
+                                    c @ b'A'..=b'F' => (c - b'A' + 10) as u32,
+                                    _ => 16,
+                                }
+                            } else {
+                                16
+                            };
+                            if digit == 16 {
+                                return Err(syntax(at + 2 + i, "four hexadecimal digits after `\\u`"));
+                            }
+                            code = code * 16 + digit;
+                            i += 1;
+                        }
+                        // Surrogates (halves of characters outside the BMP) are refused rather
+                        // than paired: no name or metadata of a net needs them.
+                        if code >= 0xd800 && code <= 0xdfff {
+                            return Err(syntax(at, "a `\\u` escape that is not a UTF-16 surrogate"));
+                        }
+                        at += 6;
+                    }
+                    _ => return Err(syntax(at + 1, "an escape sequence")),
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    Ok((
+        Str {
+            span: (start, at),
+            escaped,
+        },
+        skip_ws(json, at + 1),
+    ))
+}
+
+/// The non-negative integer starting at `at` (JSON digits, no leading zero, no fraction or
+/// exponent, fitting in `usize`), and the position after it and any whitespace.
+const fn integer(json: &[u8], at: usize) -> Result<(usize, usize), Error> {
+    if !(at < json.len() && json[at].is_ascii_digit()) {
+        return Err(syntax(at, "a non-negative integer"));
+    }
+    if json[at] == b'0' && at + 1 < json.len() && json[at + 1].is_ascii_digit() {
+        return Err(syntax(at, "an integer without leading zeros"));
+    }
+    let mut value: usize = 0;
+    let mut end = at;
+    while end < json.len() && json[end].is_ascii_digit() {
+        value = match value.checked_mul(10) {
+            Some(v) => match v.checked_add((json[end] - b'0') as usize) {
+                Some(v) => v,
+                None => return Err(syntax(at, "an integer that fits in 64 bits")),
+            },
+            None => return Err(syntax(at, "an integer that fits in 64 bits")),
+        };
+        end += 1;
+    }
+    if end < json.len() && matches!(json[end], b'.' | b'e' | b'E') {
+        return Err(syntax(end, "a whole number (no fraction or exponent)"));
+    }
+    Ok((value, skip_ws(json, end)))
+}
+
+/// Checks the value of `__metadata__` starting at `at` (`null`, or an object whose values are
+/// strings); the position after it and any whitespace.
+const fn metadata(json: &[u8], at: usize) -> Result<usize, Error> {
+    if is(json, at, b'n')
+        && at + 4 <= json.len()
+        && bytes_eq(span(json, (at, at + 4)), b"null")
+    {
+        return Ok(skip_ws(json, at + 4));
+    }
+    if !is(json, at, b'{') {
+        return Err(Error::Metadata { at: 8 + at });
+    }
+    let mut at = skip_ws(json, at + 1);
+    if is(json, at, b'}') {
+        return Ok(skip_ws(json, at + 1));
+    }
+    loop {
+        let (_, after_key) = tri!(string(json, at));
+        at = tri!(expect(json, after_key, b':', "`:` after a key of __metadata__"));
+        if !is(json, at, b'"') {
+            return Err(Error::Metadata { at: 8 + at });
+        }
+        let (_, after_value) = tri!(string(json, at));
+        at = after_value;
+        if is(json, at, b',') {
+            at = skip_ws(json, at + 1);
+        } else if is(json, at, b'}') {
+            return Ok(skip_ws(json, at + 1));
+        } else {
+            return Err(syntax(at, "`,` or `}` in __metadata__"));
+        }
+    }
+}

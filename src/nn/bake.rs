@@ -1,0 +1,57 @@
+//! Building a net from a safetensors file at compile time: the plumbing of
+//! [`include_net!`](crate::include_net).
+//!
+//! Stable Rust cannot call a trait's methods in `const` code, so the bytes of the file reach
+//! each layer through a type ([`SafetensorsFile`]), and each layer kind's value is an
+//! associated constant ([`Bake::BAKED`]) computed from it.
+
+use core::marker::PhantomData;
+
+use super::Layer;
+
+/// A safetensors file known at compile time, as a type.
+///
+/// ```
+/// use constmat::embed::Baked;
+/// use constmat::nn::{Dense, Predict, Relu, SafetensorsFile};
+///
+/// // What `include_net!("../../models/mnist-784-128-64-10.safetensors")` writes for you.
+/// struct Weights;
+/// impl SafetensorsFile for Weights {
+///     const BYTES: &'static [u8] = include_bytes!("../../models/mnist-784-128-64-10.safetensors");
+/// }
+/// type Mnist = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 64, Relu>, Dense<f32, 64, 10>];
+/// static NET: Baked<Mnist> = constmat::embed::bake::<Weights, Baked<Mnist>>();
+/// assert!(NET.predict(&[0.0; 784]) < 10);
+/// ```
+pub trait SafetensorsFile {
+    /// The whole file.
+    const BYTES: &'static [u8];
+    /// The `nn.Sequential` index of the module where the layer being read starts: 0 for a
+    /// whole net; [`Skip`] sets it for the later layers of a chain.
+    const FIRST_MODULE: usize = 0;
+}
+
+/// The same file as `F`, read from the first module after the layers `L`: how a
+/// [`Chain`](super::Chain) hands the file on to its `rest`.
+#[derive(Debug)]
+pub struct Skip<F, L>(PhantomData<fn() -> (F, L)>);
+
+impl<F: SafetensorsFile, L: Layer> SafetensorsFile for Skip<F, L> {
+    const BYTES: &'static [u8] = F::BYTES;
+    const FIRST_MODULE: usize = F::FIRST_MODULE + L::SPEC.modules();
+}
+
+/// A layer (or net) whose value can be read from the file `F` at compile time: implemented by
+/// each layer kind with [`Inline`](super::Inline) storage, for each element type a file can
+/// hold, and by [`Chain`](super::Chain).
+///
+/// `BAKED` trusts the file: where a tensor is missing or does not fit, it holds zeros. The
+/// file is checked, with a message, by [`embed::bake`](crate::embed::bake) and
+/// [`include_net!`](crate::include_net), which evaluate
+/// [`format::validate`](crate::format::validate) against the net's [`SPEC`](Layer::SPEC)
+/// before reading `BAKED`.
+pub trait Bake<F: SafetensorsFile>: Layer + Sized {
+    /// The layer read from `F`, starting at module `F::FIRST_MODULE`.
+    const BAKED: Self;
+}

@@ -1,0 +1,80 @@
+//! Training: a layer's forward pass that keeps what its backward pass needs, and the backward
+//! pass itself.
+
+use alloc::boxed::Box;
+use alloc::vec;
+
+use super::{Parameters, Sample};
+
+/// A layer (or a whole net) that can be trained on batches of `B` samples.
+///
+/// [`forward_train`](Train::forward_train) runs the layer's one forward pass
+/// ([`Layer::forward`](super::Layer::forward)) into a [`Workspace`](Train::Workspace) that keeps
+/// every intermediate the [`backward`](Train::backward) pass needs. The workspace is allocated
+/// once by [`workspace`](Train::workspace), on the heap, so a training step allocates nothing
+/// and large batches do not touch the stack.
+///
+/// ```
+/// use constmat::Matrix;
+/// use constmat::nn::{Dense, Identity, Parameters, Relu, Train};
+///
+/// type Net = constmat::net![Dense<f64, 2, 3, Relu>, Dense<f64, 3, 1, Identity>];
+/// let mut net = Net::zeros();
+/// net.rest.bias[(0, 0)] = 1.0;
+/// let x = Matrix::<f64, 4, 2>::ones();
+/// let mut ws = Train::<f64, 4>::workspace(&net);
+/// let y = net.forward_train(&x, &mut ws);
+/// assert_eq!(y, &[[1.0]; 4]);
+///
+/// // ∂L/∂y = 1 for every sample: the last bias's gradient is the batch size.
+/// let mut gradients = net.zeros_like();
+/// net.backward(&x, &mut ws, &[[1.0]; 4], None, &mut gradients);
+/// assert_eq!(gradients.rest.bias[(0, 0)], 4.0);
+/// ```
+pub trait Train<T, const B: usize>: Parameters<T> {
+    /// Buffers the passes write into: outputs, and the gradients between layers.
+    type Workspace;
+
+    /// Allocates the buffers for a batch of `B` samples. Done once, before training.
+    fn workspace(&self) -> Self::Workspace;
+
+    /// The forward pass: reads `x`, writes every intermediate into `workspace`, and returns the
+    /// output (which lives in `workspace`).
+    fn forward_train<'w>(
+        &self,
+        x: &[Self::In; B],
+        workspace: &'w mut Self::Workspace,
+    ) -> &'w [Self::Out; B];
+
+    /// The output of the last [`forward_train`](Train::forward_train) that wrote to
+    /// `workspace`.
+    fn output(workspace: &Self::Workspace) -> &[Self::Out; B];
+
+    /// The backward pass.
+    ///
+    /// Given `x` and the `workspace` of the forward pass on it, and `d_output` = ∂L/∂output,
+    /// writes ∂L/∂(each parameter) into `gradients` (overwriting it) and, when `d_input` is
+    /// given, ∂L/∂x into it. The first layer of a net passes `None` and skips that product.
+    fn backward(
+        &self,
+        x: &[Self::In; B],
+        workspace: &mut Self::Workspace,
+        d_output: &[Self::Out; B],
+        d_input: Option<&mut [Self::In; B]>,
+        gradients: &mut Self,
+    );
+}
+
+/// A zero-filled batch of `B` samples on the heap, built there directly (never on the stack).
+///
+/// ```
+/// let batch: Box<[[f32; 784]; 1000]> = constmat::nn::zeroed_batch();
+/// assert_eq!(batch[999][783], 0.0);
+/// ```
+#[must_use]
+pub fn zeroed_batch<S: Sample, const B: usize>() -> Box<[S; B]> {
+    match vec![S::ZERO; B].into_boxed_slice().try_into() {
+        Ok(batch) => batch,
+        Err(_) => unreachable!("a vector of B samples is a batch of B"),
+    }
+}

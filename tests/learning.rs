@@ -4,8 +4,8 @@
 
 use constmat::Matrix;
 use constmat::nn::{
-    Adam, Dense, Diverged, Identity, Layer, Loss, MeanSquaredError, Momentum, Parameters,
-    RandomInit, Relu, Schedule, Sgd, SoftmaxCrossEntropy, Tanh, Trainer,
+    Adam, Dense, Diverged, Identity, Loss, MeanSquaredError, Momentum, Parameters, RandomInit,
+    Relu, Schedule, Sgd, SoftmaxCrossEntropy, Tanh, Train, Trainer, argmax,
 };
 use rand::distr::{Distribution, Uniform};
 use rand::seq::SliceRandom;
@@ -52,15 +52,15 @@ type MoonNet = constmat::net![
 fn accuracy(net: &MoonNet, points: &[([f64; 2], usize)]) -> f64 {
     const B: usize = 32;
     assert_eq!(points.len() % B, 0);
-    let mut ws = Layer::<f64, B>::workspace(net);
+    let mut ws = Train::<f64, B>::workspace(net);
     let mut correct = 0;
     for chunk in (0..points.len()).collect::<Vec<_>>().chunks(B) {
         let (x, _) = batch::<B>(points, chunk);
-        let predicted = net.forward(&x, &mut ws).row_argmax();
+        let logits = net.forward_train(&x, &mut ws);
         correct += chunk
             .iter()
-            .zip(predicted.iter())
-            .filter(|&(&i, &p)| points[i].1 == p)
+            .zip(logits)
+            .filter(|&(&i, row)| points[i].1 == argmax(row))
             .count();
     }
     correct as f64 / points.len() as f64
@@ -121,9 +121,9 @@ fn xor_is_learned_with_momentum() {
             .step(&mut net, &mut momentum, 0.05, &SoftmaxCrossEntropy, &x, &y)
             .unwrap();
     }
-    let mut ws = Layer::<f64, 4>::workspace(&net);
-    let predicted = net.forward(&x, &mut ws).row_argmax();
-    assert_eq!(predicted.as_slice(), &[0, 1, 1, 0], "final loss {loss}");
+    let mut ws = Train::<f64, 4>::workspace(&net);
+    let predicted: Vec<usize> = net.forward_train(&x, &mut ws).iter().map(|r| argmax(r)).collect();
+    assert_eq!(predicted, [0, 1, 1, 0], "final loss {loss}");
     assert!(loss < 0.05, "final loss {loss}");
 }
 
@@ -140,8 +140,8 @@ fn sine_is_fitted() {
     let grid = Matrix::<f64, 64, 1>::from_fn(|r, _| -pi + 2.0 * pi * r as f64 / 63.0);
     let grid_target = grid.map(f64::sin);
     let grid_loss = |net: &Net| {
-        let mut ws = Layer::<f64, 64>::workspace(net);
-        MeanSquaredError.loss(net.forward(&grid, &mut ws), &grid_target)
+        let mut ws = Train::<f64, 64>::workspace(net);
+        MeanSquaredError.loss(net.forward_train(&grid, &mut ws), &grid_target)
     };
 
     let mut rng = StdRng::seed_from_u64(11);

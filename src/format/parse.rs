@@ -109,24 +109,28 @@ pub const fn parse(bytes: &[u8]) -> Result<Header<'_>, Error> {
     let mut slots = [Slot::EMPTY; MAX_TENSORS];
     let mut count = 0;
     let mut members = tri!(Members::start(json));
-    while let Some(member) = tri!(members.next(json)) {
-        let Some(info) = member.tensor else {
+    while let Some(key) = tri!(members.next_key(json)) {
+        // A second tensor of one name is reported before anything about its description: the
+        // reference implementation would drop one of the two without reading it.
+        if !key.is_metadata() {
+            let mut i = 0;
+            while i < count {
+                if bytes_eq(slots[i].name(json), key.name) {
+                    return Err(Error::DuplicateName {
+                        name: TensorName::new(key.name),
+                    });
+                }
+                i += 1;
+            }
+        }
+        let Some(info) = tri!(members.value(json, &key)) else {
             continue;
         };
-        let mut i = 0;
-        while i < count {
-            if bytes_eq(slots[i].name(json), member.name) {
-                return Err(Error::DuplicateName {
-                    name: TensorName::new(member.name),
-                });
-            }
-            i += 1;
-        }
         if count == MAX_TENSORS {
             return Err(Error::TooManyTensors { limit: MAX_TENSORS });
         }
         slots[count] = Slot {
-            name: member.name_span,
+            name: key.span,
             begin: info.begin,
             end: info.end,
         };
@@ -409,8 +413,24 @@ struct Info {
 /// One member of the header's object: a tensor, or `__metadata__` (`tensor` is `None`).
 struct Member<'a> {
     name: &'a [u8],
-    name_span: (usize, usize),
     tensor: Option<Info>,
+}
+
+/// The key of a member, read up to its `:`.
+struct Key<'a> {
+    name: &'a [u8],
+    span: (usize, usize),
+    escaped: bool,
+    /// Where the key starts.
+    at: usize,
+    /// Where its value starts.
+    value: usize,
+}
+
+impl Key<'_> {
+    const fn is_metadata(&self) -> bool {
+        !self.escaped && bytes_eq(self.name, b"__metadata__")
+    }
 }
 
 /// A walk over the members of the header's top-level object, checking each as it goes.
@@ -436,27 +456,38 @@ impl Members {
         })
     }
 
-    /// The next member, checked; `None` after the last.
-    const fn next<'a>(&mut self, json: &'a [u8]) -> Result<Option<Member<'a>>, Error> {
+    /// The next member's key, checked, up to its `:`; `None` after the last member. Its value
+    /// is read by [`value`](Self::value).
+    const fn next_key<'a>(&mut self, json: &'a [u8]) -> Result<Option<Key<'a>>, Error> {
         let Some(at) = self.at else {
             return Ok(None);
         };
         let (key, after_key) = tri!(string(json, at));
         let value = tri!(expect(json, after_key, b':', "`:` after a name"));
-        let name = span(json, key.span);
-        let (tensor, after_value) = if !key.escaped && bytes_eq(name, b"__metadata__") {
+        Ok(Some(Key {
+            name: span(json, key.span),
+            span: key.span,
+            escaped: key.escaped,
+            at,
+            value,
+        }))
+    }
+
+    /// The value of `key`, checked: `None` for `__metadata__`, else the tensor's description.
+    const fn value(&mut self, json: &[u8], key: &Key<'_>) -> Result<Option<Info>, Error> {
+        let (tensor, after_value) = if key.is_metadata() {
             if self.metadata_seen {
                 return Err(Error::DuplicateName {
-                    name: TensorName::new(name),
+                    name: TensorName::new(key.name),
                 });
             }
             self.metadata_seen = true;
-            (None, tri!(metadata(json, value)))
+            (None, tri!(metadata(json, key.value)))
         } else {
             if key.escaped {
-                return Err(Error::EscapedName { at: 8 + at });
+                return Err(Error::EscapedName { at: 8 + key.at });
             }
-            let (info, after) = tri!(tensor_info(json, value, name));
+            let (info, after) = tri!(tensor_info(json, key.value, key.name));
             (Some(info), after)
         };
         if is(json, after_value, b',') {
@@ -467,9 +498,17 @@ impl Members {
         } else {
             return Err(syntax(after_value, "`,` or `}` after a tensor"));
         }
+        Ok(tensor)
+    }
+
+    /// The next member, checked; `None` after the last.
+    const fn next<'a>(&mut self, json: &'a [u8]) -> Result<Option<Member<'a>>, Error> {
+        let Some(key) = tri!(self.next_key(json)) else {
+            return Ok(None);
+        };
+        let tensor = tri!(self.value(json, &key));
         Ok(Some(Member {
-            name,
-            name_span: key.span,
+            name: key.name,
             tensor,
         }))
     }

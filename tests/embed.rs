@@ -1,5 +1,5 @@
-//! Static nets (`constmat::embed`): built at compile time from safetensors files, run without
-//! a heap.
+//! Baked nets (`constmat::embed`): built at compile time from safetensors files, run without
+//! a heap, by the same layer code as heap nets.
 //!
 //! The fixtures in `tests/fixtures/` are tiny nets written by `io::safetensors::to_bytes`, baked
 //! in with `include_net!`. Their weights come from [`fill`], and
@@ -9,8 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
+use constmat::embed::Baked;
 use constmat::io::safetensors as st;
-use constmat::nn::{self, Dense, Parameters};
+use constmat::nn::{self, Dense, Heap, Inline, Layer, Parameters, Predict, Train};
 
 /// `tests/fixtures/tiny-f32.safetensors`: every activation, and an Identity layer in the middle
 /// (which takes no activation module): `Sequential(Linear(5,4), ReLU(), Linear(4,3),
@@ -58,8 +59,6 @@ fn heap_tiny64() -> HeapTiny64 {
 
 /// The fixture files, as the generator writes them.
 fn fixtures() -> [(&'static str, Vec<u8>); 2] {
-    // No metadata of our own: `to_bytes` writes the metadata map in hash order, so with more
-    // than its one `format` entry the bytes would change from run to run.
     [
         ("tiny-f32.safetensors", st::to_bytes(&heap_tiny32(), &[])),
         ("tiny-f64.safetensors", st::to_bytes(&heap_tiny64(), &[])),
@@ -93,36 +92,25 @@ fn fixtures_are_what_the_generator_writes() {
 // The same nets, baked in.
 // ---------------------------------------------------------------------------------------------
 
-mod baked {
-    use constmat::embed::{Identity, Relu, Sigmoid, StaticDense, Tanh};
-
-    pub type Tiny32 = constmat::static_net![
-        StaticDense<f32, 5, 4, Relu>,
-        StaticDense<f32, 4, 3, Identity>,
-        StaticDense<f32, 3, 3, Tanh>,
-        StaticDense<f32, 3, 3, Sigmoid>,
-        StaticDense<f32, 3, 2, Identity>,
-    ];
-    pub static TINY32: Tiny32 = constmat::include_net!("fixtures/tiny-f32.safetensors");
-
-    pub type Tiny64 =
-        constmat::static_net![StaticDense<f64, 3, 4, Sigmoid>, StaticDense<f64, 4, 2, Tanh>];
-    pub static TINY64: Tiny64 = constmat::include_net!("fixtures/tiny-f64.safetensors");
-
-    /// The shipped model.
-    pub type Mnist = constmat::static_net![
-        StaticDense<f32, 784, 128, Relu>,
-        StaticDense<f32, 128, 64, Relu>,
-        StaticDense<f32, 64, 10, Identity>,
-    ];
-    pub static MNIST: Mnist = constmat::include_net!("../models/mnist-784-128-64-10.safetensors");
-}
-
 type HeapMnist = constmat::net![
     Dense<f32, 784, 128, nn::Relu>,
     Dense<f32, 128, 64, nn::Relu>,
     Dense<f32, 64, 10, nn::Identity>,
 ];
+
+mod baked {
+    use super::{Baked, HeapMnist, HeapTiny32, HeapTiny64};
+
+    pub type Tiny32 = Baked<HeapTiny32>;
+    pub static TINY32: Tiny32 = constmat::include_net!("fixtures/tiny-f32.safetensors");
+
+    pub type Tiny64 = Baked<HeapTiny64>;
+    pub static TINY64: Tiny64 = constmat::include_net!("fixtures/tiny-f64.safetensors");
+
+    /// The shipped model.
+    pub type Mnist = Baked<HeapMnist>;
+    pub static MNIST: Mnist = constmat::include_net!("../models/mnist-784-128-64-10.safetensors");
+}
 
 fn heap_mnist() -> HeapMnist {
     st::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10.safetensors"))
@@ -156,13 +144,15 @@ fn baked_weights_are_the_files_numbers() {
     assert_eq!(&baked::TINY64.first.weight, heap.first.weight.as_array());
     assert_eq!(baked::TINY64.rest.bias, heap.rest.bias.as_array()[0]);
 
-    // The same through the conversion from heap nets, every layer at once.
-    assert_eq!(baked::Tiny64::from(&heap), baked::TINY64);
-    assert_eq!(baked::Tiny32::from(&heap_tiny32()), baked::TINY32);
+    // The same through the conversion from heap nets, every layer at once, and back.
+    assert_eq!(heap.to_store::<Inline>(), baked::TINY64);
+    assert_eq!(heap_tiny32().to_store::<Inline>(), baked::TINY32);
+    assert_eq!(baked::TINY32.to_store::<Heap>(), heap_tiny32());
+    assert_eq!(baked::MNIST.to_store::<Heap>(), heap_mnist());
     // The MNIST net converted is 437,568 bytes, built on the stack: on a thread with room.
     std::thread::Builder::new()
         .stack_size(16 << 20)
-        .spawn(|| assert!(baked::Mnist::from(&heap_mnist()) == baked::MNIST))
+        .spawn(|| assert!(heap_mnist().to_store::<Inline>() == baked::MNIST))
         .unwrap()
         .join()
         .unwrap();
@@ -187,65 +177,65 @@ fn baked_weights_start_on_cache_lines() {
 
 #[test]
 fn baked_nets_compute_what_heap_nets_compute() {
-    use constmat::embed::Infer;
-    use constmat::nn::Layer;
-
-    // Bit for bit against the heap net's single-sample path (the same kernel calls).
+    // Bit for bit against the heap net: one definition of each layer, the same kernel calls.
     let heap32 = heap_tiny32();
     let heap64 = heap_tiny64();
     let mnist = heap_mnist();
     for seed in 0..50 {
         let x = input::<f32, 5>(seed, false);
         let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
-        baked::TINY32.forward(&x, &mut a);
-        Infer::forward(&heap32, &x, &mut b);
+        baked::TINY32.forward_one(&x, &mut a);
+        heap32.forward_one(&x, &mut b);
         assert_eq!(a, b, "tiny f32 net, input {x:?}");
 
         let x = input::<f64, 3>(seed, false);
         let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
-        baked::TINY64.forward(&x, &mut a);
-        Infer::forward(&heap64, &x, &mut b);
+        baked::TINY64.forward_one(&x, &mut a);
+        heap64.forward_one(&x, &mut b);
         assert_eq!(a, b, "tiny f64 net, input {x:?}");
 
         let x = input::<f32, 784>(seed, true);
         let (mut a, mut b) = ([0.0; 10], [0.0; 10]);
-        baked::MNIST.forward(&x, &mut a);
-        Infer::forward(&mnist, &x, &mut b);
+        baked::MNIST.forward_one(&x, &mut a);
+        mnist.forward_one(&x, &mut b);
         assert_eq!(a, b, "MNIST net, seed {seed}");
     }
 
-    // And against the batch path of `nn::Layer`, which sums in its own order: close, not equal.
+    // A batch of 16 through the training path (`Train::forward_train`, the same forward pass
+    // into a heap workspace) and through the baked net: the same numbers, bit for bit.
     const B: usize = 16;
     let xs: [[f32; 784]; B] = std::array::from_fn(|k| input(100 + k as u64, true));
     let x = constmat::Matrix::<f32, B, 784>::from_rows(xs);
-    let mut workspace = Layer::<f32, B>::workspace(&mnist);
-    let batch = Layer::forward(&mnist, &x, &mut workspace);
+    let mut workspace = Train::<f32, B>::workspace(&mnist);
+    let batch = mnist.forward_train(&x, &mut workspace);
+    let mut baked_batch = [[0.0; 10]; B];
+    baked::MNIST.forward(&xs, &mut baked_batch);
+    assert_eq!(batch, &baked_batch);
+    // One sample at a time takes the matrix-vector path, which sums in its own order: close.
     let mut classes = [0; B];
     baked::MNIST.predict_batch(&xs, &mut classes);
-    for (k, (row, &class)) in batch.rows().zip(&classes).enumerate() {
+    for (k, (row, &class)) in batch.iter().zip(&classes).enumerate() {
         let mut single = [0.0; 10];
-        baked::MNIST.forward(&xs[k], &mut single);
+        baked::MNIST.forward_one(&xs[k], &mut single);
         for (s, r) in single.iter().zip(row) {
             assert!(
                 (s - r).abs() <= 1e-4 * r.abs().max(1.0),
                 "{single:?} vs {row:?}"
             );
         }
-        assert_eq!(class, constmat::embed::argmax(row));
+        assert_eq!(class, nn::argmax(row));
     }
 }
 
 #[test]
 fn a_batch_gives_each_sample_its_own_output() {
-    use constmat::embed::Infer;
-
     const B: usize = 7;
     let xs: [[f32; 5]; B] = std::array::from_fn(|k| input(k as u64, false));
     let mut batch = [[0.0; 2]; B];
-    baked::TINY32.forward_batch(&xs, &mut batch);
+    baked::TINY32.forward(&xs, &mut batch);
     for (x, row) in xs.iter().zip(&batch) {
         let mut single = [0.0; 2];
-        baked::TINY32.forward(x, &mut single);
+        baked::TINY32.forward_one(x, &mut single);
         for (s, r) in single.iter().zip(row) {
             assert!((s - r).abs() <= 1e-6, "{single:?} vs {row:?}");
         }
@@ -256,12 +246,10 @@ fn a_batch_gives_each_sample_its_own_output() {
 
 #[test]
 fn predict_proba_is_the_softmax_of_the_logits() {
-    use constmat::embed::Infer;
-
     for seed in 0..20 {
         let x = input::<f32, 784>(seed, true);
         let mut logits = [0.0; 10];
-        baked::MNIST.forward(&x, &mut logits);
+        baked::MNIST.forward_one(&x, &mut logits);
         let p = baked::MNIST.predict_proba(&x);
         let sum: f32 = p.iter().sum();
         assert!((sum - 1.0).abs() < 1e-5, "{p:?} sums to {sum}");
@@ -275,13 +263,13 @@ fn predict_proba_is_the_softmax_of_the_logits() {
                 "class {j}"
             );
         }
-        assert_eq!(baked::MNIST.predict(&x), constmat::embed::argmax(&p));
+        assert_eq!(baked::MNIST.predict(&x), nn::argmax(&p));
     }
 }
 
 #[test]
 fn softmax_and_argmax_edge_cases() {
-    use constmat::embed::{argmax, softmax_in_place};
+    use constmat::nn::{argmax, softmax_in_place};
 
     // Logits far beyond exp's range: no overflow, no NaN.
     let mut z = [1000.0_f32, -1000.0, 999.0];
@@ -306,8 +294,6 @@ fn softmax_and_argmax_edge_cases() {
 
 #[test]
 fn predictions_run_on_a_small_stack() {
-    use constmat::embed::Infer;
-
     // An optimized build needs little stack for a prediction: the intermediate results (128 +
     // 64 + 10 floats) and the kernels' frames, under 20 KiB (docs/embedding.md). An
     // unoptimized build keeps every local of the SIMD kernels in its own stack slot, which
@@ -320,7 +306,7 @@ fn predictions_run_on_a_small_stack() {
         .unwrap()
         .join()
         .unwrap();
-    assert_eq!(class, constmat::embed::argmax(&p));
+    assert_eq!(class, nn::argmax(&p));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,7 +389,6 @@ fn the_counter_counts() {
 
 #[test]
 fn predictions_allocate_nothing() {
-    use constmat::embed::Infer;
     use std::hint::black_box;
 
     let heap = heap_mnist();
@@ -415,17 +400,19 @@ fn predictions_allocate_nothing() {
             checksum += baked::MNIST.predict(black_box(&x)) as f32;
             checksum += baked::MNIST.predict_proba(black_box(&x))[0];
             let mut logits = [0.0; 10];
-            baked::MNIST.forward(black_box(&x), &mut logits);
+            baked::MNIST.forward_one(black_box(&x), &mut logits);
             checksum += logits[0];
             let mut batch = [[0.0; 10]; 8];
-            baked::MNIST.forward_batch(black_box(&xs), &mut batch);
+            baked::MNIST.forward(black_box(&xs), &mut batch);
             checksum += batch[7][0];
             let mut classes = [0; 8];
             baked::MNIST.predict_batch(black_box(&xs), &mut classes);
             checksum += classes[7] as f32;
-            // The heap net's single-sample path: its weights were allocated before.
-            checksum += Infer::predict(&heap, black_box(&x)) as f32;
-            checksum += Infer::predict_proba(&heap, black_box(&x))[0];
+            // The heap net, the same code: its weights were allocated before.
+            checksum += heap.predict(black_box(&x)) as f32;
+            checksum += heap.predict_proba(black_box(&x))[0];
+            heap.forward(black_box(&xs), &mut batch);
+            checksum += batch[0][0];
         }
         checksum
     });
@@ -434,365 +421,184 @@ fn predictions_allocate_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The compile-time reader's checks. `from_safetensors` is a `const fn`; called at run time it
-// panics with the message a build would fail with, which makes every check testable here.
+// Build errors: a crate whose baked files do not fit its types does not compile. The error is
+// the run-time loader's (one rule, `format::validate`), and it points at the `include_net!`.
 // ---------------------------------------------------------------------------------------------
 
-/// The panic message of `f`, or `None` if it returns.
-fn panic_message<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Option<String> {
-    let payload = std::panic::catch_unwind(f).err()?;
-    Some(match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(payload) => (*payload.downcast::<&str>().expect("a string panic")).to_owned(),
-    })
-}
+#[path = "common/malformed.rs"]
+mod malformed;
 
-/// The runtime loader's message for loading `bytes` as the heap net `P`.
-fn loader_message<T: st::Element, P: Parameters<T>>(bytes: &[u8]) -> String {
-    match st::from_bytes::<T, P>(bytes) {
-        Ok(_) => panic!("the runtime loader accepted the file"),
-        Err(e) => e.to_string(),
-    }
-}
+/// The net of the table of malformed files.
+type Small = constmat::net![Dense<f32, 4, 3, nn::Relu>, Dense<f32, 3, 2>];
 
-#[test]
-fn a_layer_read_at_run_time_equals_the_baked_one() {
-    use constmat::embed::{Identity, Relu, StaticDense};
-
-    let bytes = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
-    let first = StaticDense::<f32, 5, 4, Relu>::from_safetensors(&bytes, 0);
-    assert_eq!(first, baked::TINY32.first);
-    let last = StaticDense::<f32, 3, 2, Identity>::from_safetensors(&bytes, 7);
-    assert_eq!(last, baked::TINY32.rest.rest.rest.rest);
-}
-
-#[test]
-fn each_problem_has_the_runtime_loaders_message() {
-    use constmat::embed::{Identity, Relu, StaticDense};
-
-    type One = Dense<f32, 5, 4, nn::Relu>;
-    let mut net = One::zeros();
-    fill(&mut net);
-    let bytes = st::to_bytes(&net, &[]);
-
-    // Shape: the file's layer is 5 -> 4.
-    let message = panic_message(|| StaticDense::<f32, 6, 4, Relu>::from_safetensors(&bytes, 0));
-    assert_eq!(
-        message.as_deref(),
-        Some("tensor 0.weight: expected f32 [4, 6], found f32 [4, 5]")
-    );
-    assert_eq!(
-        message.unwrap(),
-        loader_message::<f32, Dense<f32, 6, 4, nn::Relu>>(&bytes)
-    );
-    let message = panic_message(|| StaticDense::<f32, 5, 3, Relu>::from_safetensors(&bytes, 0));
-    assert_eq!(
-        message.as_deref(),
-        Some("tensor 0.weight: expected f32 [3, 5], found f32 [4, 5]")
-    );
-
-    // Dtype: an f64 file read as f32, and the other way round.
-    let bytes64 = std::fs::read(fixture_path("tiny-f64.safetensors")).unwrap();
-    let message = panic_message(|| StaticDense::<f32, 3, 4, Relu>::from_safetensors(&bytes64, 0));
-    assert_eq!(
-        message.as_deref(),
-        Some("tensor 0.weight: expected f32 [4, 3], found f64 [4, 3]")
-    );
-    let message = panic_message(|| StaticDense::<f64, 5, 4, Relu>::from_safetensors(&bytes, 0));
-    assert_eq!(
-        message.as_deref(),
-        Some("tensor 0.weight: expected f64 [4, 5], found f32 [4, 5]")
-    );
-
-    // Missing: there is no module 2.
-    let message = panic_message(|| StaticDense::<f32, 4, 2, Identity>::from_safetensors(&bytes, 2));
-    assert_eq!(
-        message.as_deref(),
-        Some("tensor 2.weight is missing: expected f32 [2, 4]")
-    );
-    assert_eq!(
-        message.unwrap(),
-        loader_message::<f32, constmat::net![One, Dense<f32, 4, 2, nn::Identity>]>(&bytes)
-    );
-
-    // A NaN or an infinity, reported with its row-major index.
-    for (index, bad) in [(7, f32::NAN), (19, f32::INFINITY), (0, f32::NEG_INFINITY)] {
-        let mut bad_net = net.clone();
-        bad_net.weight.as_mut_slice()[index] = bad;
-        let bad_bytes = st::to_bytes(&bad_net, &[]);
-        let message =
-            panic_message(|| StaticDense::<f32, 5, 4, Relu>::from_safetensors(&bad_bytes, 0));
-        assert_eq!(
-            message,
-            Some(format!(
-                "tensor 0.weight: element {index} is not a finite number"
-            ))
-        );
-        assert_eq!(message.unwrap(), loader_message::<f32, One>(&bad_bytes));
-    }
-    let mut bad_net = net.clone();
-    bad_net.bias.as_mut_slice()[3] = f32::NAN;
-    let bad_bytes = st::to_bytes(&bad_net, &[]);
-    let message = panic_message(|| StaticDense::<f32, 5, 4, Relu>::from_safetensors(&bad_bytes, 0));
-    assert_eq!(
-        message.as_deref(),
-        Some("tensor 0.bias: element 3 is not a finite number")
-    );
-
-    // A tensor where the layer's ReLU module is: read with an Identity activation, the file's
-    // `Linear(5,4), Linear(4,4)` has its second layer at module 1.
-    type Two = constmat::net![Dense<f32, 5, 4, nn::Identity>, Dense<f32, 4, 4, nn::Identity>];
-    let mut two = Two::zeros();
-    fill(&mut two);
-    let two_bytes = st::to_bytes(&two, &[]);
-    let message = panic_message(|| StaticDense::<f32, 5, 4, Relu>::from_safetensors(&two_bytes, 0));
-    assert_eq!(
-        message.as_deref(),
-        Some("the file holds tensor 1.bias, which the net does not have")
-    );
-    assert_eq!(message.unwrap(), loader_message::<f32, One>(&two_bytes));
-    assert!(
-        panic_message(|| StaticDense::<f32, 5, 4, Identity>::from_safetensors(&two_bytes, 0))
-            .is_none(),
-        "with an Identity activation, module 1 is the next layer's"
-    );
-}
-
-#[test]
-fn every_truncation_is_reported_as_such() {
-    use constmat::embed::{Identity, StaticDense};
-
-    // The last layer's tensors (module 7) are the last bytes of the file, so every cut reaches
-    // them. (A whole net is also checked to end where the file does: `embed::check_file`.)
-    let bytes = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
-    let header_end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    for len in 0..bytes.len() {
-        let cut = &bytes[..len];
-        let message =
-            panic_message(|| StaticDense::<f32, 3, 2, Identity>::from_safetensors(cut, 7))
-                .unwrap_or_else(|| panic!("a file cut to {len} bytes was accepted"));
-        assert!(
-            message.starts_with("not a valid safetensors file: "),
-            "cut to {len} bytes: {message}"
-        );
-        if len >= header_end {
-            assert!(
-                message.ends_with("(truncated?)"),
-                "cut to {len} bytes: {message}"
-            );
-        }
-    }
-}
-
-#[test]
-fn a_mangled_header_never_escapes_the_checks() {
-    use constmat::embed::{Identity, Relu, Sigmoid, StaticDense, Tanh};
-
-    // Every byte of the header replaced by each of a few troublemakers: a layer either reads
-    // (the change did not matter, e.g. inside the metadata) or fails with one of the reader's
-    // own messages, never with an index out of bounds, an overflow or a hang.
-    let bytes = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
-    let header_end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let known = [
-        "not a valid safetensors file: ",
-        "tensor ",
-        "the file holds tensor ",
-    ];
-    let mut failures = 0;
-    for at in 8..header_end {
-        for replacement in [
-            b'"', b'\\', b'{', b'}', b'[', b']', b',', b':', b'9', b' ', 0xff,
-        ] {
-            let mut mangled = bytes.clone();
-            mangled[at] = replacement;
-            let read = |f: fn(&[u8])| {
-                let mangled = mangled.clone();
-                panic_message(move || f(&mangled))
-            };
-            for message in [
-                read(|b| {
-                    let _ = StaticDense::<f32, 5, 4, Relu>::from_safetensors(b, 0);
-                }),
-                read(|b| {
-                    let _ = StaticDense::<f32, 4, 3, Identity>::from_safetensors(b, 2);
-                }),
-                read(|b| {
-                    let _ = StaticDense::<f32, 3, 3, Tanh>::from_safetensors(b, 3);
-                }),
-                read(|b| {
-                    let _ = StaticDense::<f32, 3, 3, Sigmoid>::from_safetensors(b, 5);
-                }),
-                read(|b| {
-                    let _ = StaticDense::<f32, 3, 2, Identity>::from_safetensors(b, 7);
-                }),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                failures += 1;
-                assert!(
-                    known.iter().any(|k| message.starts_with(k)),
-                    "byte {at} set to {replacement:#x}: {message}"
-                );
-            }
-        }
-    }
-    assert!(
-        failures > 1000,
-        "the mangling is caught: {failures} failures"
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Build errors: a crate whose baked files do not fit its types does not compile, and the
-// compiler names each bad tensor.
-// ---------------------------------------------------------------------------------------------
-
-/// The cases of the scratch crate: a `static` (with the type it is declared with and the file
-/// it bakes) and the message its build error must carry.
-const BUILD_ERROR_CASES: &[(&str, &str, &str, &str)] = &[
+/// Types that do not fit good files: a `static`'s name, its net type, the file it bakes, and
+/// the message its build error must carry.
+const TYPE_CASES: &[(&str, &str, &str, &str)] = &[
     (
-        "WRONG_SHAPE",
-        "constmat::static_net![
-            StaticDense<f32, 5, 4, Relu>,
-            StaticDense<f32, 4, 3, Identity>,
-            StaticDense<f32, 3, 4, Tanh>,
-            StaticDense<f32, 4, 3, Sigmoid>,
-            StaticDense<f32, 3, 2, Identity>,
+        "A_LAYER_OF_ANOTHER_SHAPE",
+        "constmat::net![
+            Dense<f32, 5, 4, Relu>,
+            Dense<f32, 4, 3>,
+            Dense<f32, 3, 4, Tanh>,
+            Dense<f32, 4, 3, Sigmoid>,
+            Dense<f32, 3, 2>,
         ]",
         "tiny-f32.safetensors",
         "tensor 3.weight: expected f32 [4, 3], found f32 [3, 3]",
     ),
     (
-        "WRONG_DTYPE",
-        "constmat::static_net![StaticDense<f32, 3, 4, Sigmoid>, StaticDense<f32, 4, 2, Tanh>]",
+        "WRONG_ELEMENT_TYPE",
+        "constmat::net![Dense<f32, 3, 4, Sigmoid>, Dense<f32, 4, 2, Tanh>]",
         "tiny-f64.safetensors",
         "tensor 0.weight: expected f32 [4, 3], found f64 [4, 3]",
     ),
     (
-        "MISSING",
-        "constmat::static_net![
-            StaticDense<f64, 3, 4, Sigmoid>,
-            StaticDense<f64, 4, 2, Tanh>,
-            StaticDense<f64, 2, 2, Identity>,
-        ]",
+        "ONE_LAYER_TOO_MANY",
+        "constmat::net![Dense<f64, 3, 4, Sigmoid>, Dense<f64, 4, 2, Tanh>, Dense<f64, 2, 2>]",
         "tiny-f64.safetensors",
         "tensor 4.weight is missing: expected f64 [2, 2]",
     ),
     (
-        "EXTRA",
-        "StaticDense<f64, 3, 4, Sigmoid>",
+        "ONE_LAYER_TOO_FEW",
+        "Dense<f64, 3, 4, Sigmoid>",
         "tiny-f64.safetensors",
         "the file holds tensor 2.bias, which the net does not have",
     ),
     (
-        "NOT_FINITE",
-        "StaticDense<f64, 3, 4, Sigmoid>",
-        "nan.safetensors",
-        "tensor 0.weight: element 5 is not a finite number",
-    ),
-    (
-        "TRUNCATED",
-        "constmat::static_net![
-            StaticDense<f32, 5, 4, Relu>,
-            StaticDense<f32, 4, 3, Identity>,
-            StaticDense<f32, 3, 3, Tanh>,
-            StaticDense<f32, 3, 3, Sigmoid>,
-            StaticDense<f32, 3, 2, Identity>,
-        ]",
-        "truncated.safetensors",
-        "not a valid safetensors file: the data of tensor 7.weight is bytes 260..284, but the \
-         file holds 280 data bytes (truncated?)",
-    ),
-    (
         "NOT_SAFETENSORS",
-        "StaticDense<f32, 1, 1>",
+        "Dense<f32, 1, 1>",
         "hello.txt",
-        "not a valid safetensors file: the file is shorter than its 8-byte header length",
+        "not a valid safetensors file: it is 5 bytes long, shorter than the 8-byte header \
+         length every safetensors file starts with",
     ),
 ];
 
+/// What the build reports for the `static` on `line` of `src/lib.rs`: the error's message, if
+/// the error's primary location is that line.
+fn error_at(stderr: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    lines.windows(2).find_map(|pair| {
+        let message = pair[0].strip_prefix("error[E0080]: evaluation panicked: ")?;
+        let location = pair[1].trim_start().strip_prefix("--> src/lib.rs:")?;
+        (location.split(':').next()? == line.to_string()).then(|| message.to_string())
+    })
+}
+
 #[test]
-fn files_that_do_not_fit_fail_the_build_naming_the_tensor() {
+fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
     use std::fmt::Write as _;
     use std::process::Command;
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let krate = Path::new(env!("CARGO_TARGET_TMPDIR")).join("embed-build-errors");
     std::fs::create_dir_all(krate.join("src")).unwrap();
-
-    // The bad files: a NaN in a good net, a good file cut short, and not safetensors at all.
-    let mut nan = HeapTiny64::zeros();
-    fill(&mut nan);
-    nan.first.weight.as_mut_slice()[5] = f64::NAN;
-    std::fs::write(krate.join("nan.safetensors"), st::to_bytes(&nan, &[])).unwrap();
-    let good = std::fs::read(fixture_path("tiny-f32.safetensors")).unwrap();
-    std::fs::write(krate.join("truncated.safetensors"), &good[..good.len() - 4]).unwrap();
     std::fs::write(krate.join("hello.txt"), "hello").unwrap();
     for fixture in ["tiny-f32.safetensors", "tiny-f64.safetensors"] {
         std::fs::copy(fixture_path(fixture), krate.join(fixture)).unwrap();
     }
-
     std::fs::write(
         krate.join("Cargo.toml"),
         format!(
             "[package]\nname = \"embed-build-errors\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
              publish = false\n\n[dependencies]\nconstmat = {{ path = {:?}, default-features = false }}\n\n\
-             [workspace]\n",
+             [lints.rust]\nunexpected_cfgs = \"allow\"\n\n[workspace]\n",
             root.display().to_string()
         ),
     )
     .unwrap();
     // The same dependency versions as this build, so that `--offline` finds them.
     std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock")).unwrap();
+
+    // One `static` per case: the table of malformed files baked as `Small`, and the types
+    // that do not fit good files. Each case's expected message is the run-time loader's.
     let mut main = String::from(
         "#![no_std]\n\
-         use constmat::embed::{Identity, Relu, Sigmoid, StaticDense, Tanh};\n\n",
+         use constmat::embed::Baked;\n\
+         use constmat::nn::{Dense, Relu, Sigmoid, Tanh};\n\n\
+         type Small = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2>];\n\n",
     );
-    for (name, ty, file, _) in BUILD_ERROR_CASES {
+    let mut expected: Vec<(String, Option<String>)> = Vec::new();
+    for case in malformed::cases() {
+        let file = format!("{}.safetensors", case.name);
+        std::fs::write(krate.join(&file), &case.bytes).unwrap();
         writeln!(
             main,
-            "pub static {name}: {ty} = constmat::include_net!(\"../{file}\");\n"
+            "#[cfg(not(let_only))]\npub static {}: Baked<Small> = constmat::include_net!(\"../{file}\");\n",
+            case.name
         )
         .unwrap();
+        let loaded = st::from_bytes::<f32, Small>(&case.bytes);
+        assert_eq!(loaded.is_err(), case.verdict.is_some(), "{}", case.name);
+        expected.push((case.name.to_string(), loaded.err().map(|e| e.to_string())));
     }
+    for (name, ty, file, message) in TYPE_CASES {
+        writeln!(
+            main,
+            "#[cfg(not(let_only))]\npub static {name}: Baked<{ty}> = constmat::include_net!(\"../{file}\");\n"
+        )
+        .unwrap();
+        expected.push(((*name).to_string(), Some((*message).to_string())));
+    }
+    // Outside a `static`: still evaluated at compile time (by `cargo build`), not at run time.
+    main.push_str(
+        "#[cfg(let_only)]\npub fn in_a_let() -> usize {\n    \
+         let net: Baked<Small> = constmat::include_net!(\"../MISSING_TENSOR.safetensors\");\n    \
+         net.first.bias.len()\n}\n",
+    );
     std::fs::write(krate.join("src/lib.rs"), &main).unwrap();
-    // The line of each case's `include_net!`, where its error must point.
-    let lines: Vec<usize> = (main.lines().enumerate())
-        .filter(|(_, line)| line.contains("include_net!"))
-        .map(|(i, _)| i + 1)
-        .collect();
+    // The line of the first `include_net!` at or after the line holding `needle`.
+    let line_of = |needle: &str| {
+        let lines: Vec<&str> = main.lines().collect();
+        let start = lines.iter().position(|line| line.contains(needle)).unwrap();
+        start + 1 + (lines[start..].iter())
+            .position(|line| line.contains("include_net!"))
+            .unwrap()
+    };
 
-    // `cargo check` suffices: statics are evaluated during analysis, before code generation.
-    let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let cargo = || {
+        let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        command
+            .current_dir(&krate)
+            .env("CARGO_TARGET_DIR", krate.join("target"));
+        command
+    };
+    // `cargo check` suffices for statics: they are evaluated during analysis.
+    let output = cargo()
         .args(["check", "--offline", "--quiet", "--color", "never"])
-        .current_dir(&krate)
-        .env("CARGO_TARGET_DIR", krate.join("target"))
         .output()
         .expect("running cargo");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "the scratch crate built:\n{stderr}"
-    );
-    for ((name, _, _, message), line) in BUILD_ERROR_CASES.iter().zip(&lines) {
-        let error = format!("error[E0080]: evaluation panicked: {message}\n");
-        assert!(
-            stderr.contains(&error),
-            "{name}: no `{error}` in the build's output:\n{stderr}"
+    assert!(!output.status.success(), "the scratch crate built:\n{stderr}");
+    let mut errors = 0;
+    for (name, message) in &expected {
+        let line = line_of(&format!("pub static {name}:"));
+        assert_eq!(
+            error_at(&stderr, line),
+            message.clone(),
+            "{name}: the error whose first location is src/lib.rs:{line}:\n{stderr}"
         );
-        // The error (or one of its notes) points at the static.
-        assert!(
-            stderr.contains(&format!("src/lib.rs:{line}:")),
-            "{name}: nothing points at src/lib.rs:{line}:\n{stderr}"
-        );
+        errors += usize::from(message.is_some());
     }
     assert!(
-        stderr.contains(&format!(
-            "due to {} previous errors",
-            BUILD_ERROR_CASES.len()
-        )),
-        "one error per case:\n{stderr}"
+        stderr.contains(&format!("due to {errors} previous errors")),
+        "one error per bad file:\n{stderr}"
+    );
+
+    // In a `let`, the same error at the same kind of place, from `cargo build`.
+    let output = cargo()
+        .args(["rustc", "--offline", "--quiet", "--color", "never", "--lib"])
+        .args(["--", "--cfg", "let_only"])
+        .output()
+        .expect("running cargo");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let missing = expected
+        .iter()
+        .find(|(name, _)| name == "MISSING_TENSOR")
+        .and_then(|(_, message)| message.clone());
+    assert_eq!(
+        error_at(&stderr, line_of("let net:")),
+        missing,
+        "the `let` case:\n{stderr}"
     );
 }
 
@@ -818,8 +624,6 @@ fn mnist_test_split() -> Option<constmat::data::mnist::Split> {
 #[cfg(feature = "data")]
 #[test]
 fn the_baked_model_scores_98_10_percent_like_the_heap_net() {
-    use constmat::embed::Infer;
-
     let Some(test) = mnist_test_split() else {
         return;
     };
@@ -828,7 +632,7 @@ fn the_baked_model_scores_98_10_percent_like_the_heap_net() {
     for (index, (image, &label)) in test.images().iter().zip(test.labels()).enumerate() {
         let x: [f32; 784] = std::array::from_fn(|i| f32::from(image[i]) / 255.0);
         let class = baked::MNIST.predict(&x);
-        assert_eq!(class, Infer::predict(&heap, &x), "test image {index}");
+        assert_eq!(class, heap.predict(&x), "test image {index}");
         correct += usize::from(class == usize::from(label));
     }
     // What `mnist_static --save` printed when it wrote the file: 98.10% (9810). Another CPU's
@@ -1148,8 +952,6 @@ fn bad_images_are_errors_not_panics() {
 #[cfg(feature = "data")]
 #[test]
 fn mnist_digits_survive_the_image_pipeline() {
-    use constmat::embed::Infer;
-
     let Some(test) = mnist_test_split() else {
         return;
     };

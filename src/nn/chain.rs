@@ -26,9 +26,9 @@ use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Skip, Sto
 /// ```
 ///
 /// ```compile_fail,E0271
-/// use constmat::nn::{Chain, Dense, Inline};
+/// use constmat::nn::{Chain, Dense, Identity, Inline};
 /// // 8 outputs into 6 inputs.
-/// static NET: Chain<Dense<f32, 2, 8, Inline>, Dense<f32, 6, 1, Inline>> =
+/// static NET: Chain<Dense<f32, 2, 8, Identity, Inline>, Dense<f32, 6, 1, Identity, Inline>> =
 ///     Chain::new(Dense::new([[0.0; 2]; 8], [0.0; 8]), Dense::new([[0.0; 6]], [0.0]));
 /// ```
 #[derive(Debug, Clone, PartialEq)]

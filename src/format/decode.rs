@@ -80,8 +80,15 @@ macro_rules! decoders {
         /// least that many: the caller found the tensor with its shape).
         const fn $fill(bytes: &[u8], out: &mut [$t]) {
             let (chunks, _) = bytes.as_chunks::<{ size_of::<$t>() }>();
+            // The bound is computed once: the compiler interprets this loop step by step, and a
+            // call per element (`len()`) would cost as much as the decoding.
+            let n = if out.len() < chunks.len() {
+                out.len()
+            } else {
+                chunks.len()
+            };
             let mut i = 0;
-            while i < out.len() && i < chunks.len() {
+            while i < n {
                 // Assembled by hand: `from_le_bytes` would be a call, and calls are what costs
                 // most when the compiler interprets this loop (it halves the build time).
                 let $b = chunks[i];

@@ -12,7 +12,7 @@ use crate::Scalar;
 /// 1.5_f64.extend_le(&mut bytes);
 /// assert_eq!(f64::from_le(&bytes), 1.5);
 /// ```
-pub trait Element: Scalar + crate::nn::Sample {
+pub trait Element: Scalar {
     /// The dtype a file names it by.
     const DTYPE: Dtype;
 

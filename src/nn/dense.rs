@@ -121,7 +121,7 @@ fn to_t<T: Float>(x: f64) -> T {
 
 impl<T, const I: usize, const O: usize, A, S> Layer for Dense<T, I, O, A, S>
 where
-    T: Element + Float,
+    T: Element + Sample + Float,
     A: Activation,
     S: Store,
 {
@@ -180,7 +180,7 @@ mod train {
 
     use super::Dense;
     use crate::format::Element;
-    use crate::nn::{Activation, Layer, Store, Train};
+    use crate::nn::{Activation, Layer, Sample, Store, Train};
     use crate::{Matrix, kernels};
 
     /// The buffers of one [`Dense`] layer for a batch of `B`: its output and its pre-activation
@@ -196,7 +196,7 @@ mod train {
 
     impl<T, const B: usize, const I: usize, const O: usize, A, S> Train<T, B> for Dense<T, I, O, A, S>
     where
-        T: Element + Float,
+        T: Element + Sample + Float,
         A: Activation,
         S: Store,
     {
@@ -264,7 +264,7 @@ mod train {
 #[cfg(feature = "rand")]
 impl<T, const I: usize, const O: usize, A, S> super::RandomInit for Dense<T, I, O, A, S>
 where
-    T: Element + Float,
+    T: Element + Sample + Float,
     A: Activation,
     S: Store,
 {
@@ -276,7 +276,7 @@ where
 
 impl<T, const I: usize, const O: usize, A, S> Parameters<T> for Dense<T, I, O, A, S>
 where
-    T: Element + Float,
+    T: Element + Sample + Float,
     A: Activation,
     S: Store,
 {

@@ -20,18 +20,18 @@ use proptest::prelude::*;
 type Small = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2>];
 
 /// What the compile-time path computes from `bytes`, run at run time: the check that
-/// `include_net!` evaluates, then each layer's `Bake::BAKED` (which reads the file with the
-/// `format::decode` functions).
+/// `include_net!` evaluates (`format::validate_layout`), then each layer's `Bake` constants,
+/// whose decoding (`format::decode`) checks the values, first layer first.
 fn baked(bytes: &[u8]) -> Result<Baked<Small>, format::Error> {
-    format::validate(bytes, &<Baked<Small> as Layer>::SPEC)?;
+    format::validate_layout(bytes, &<Baked<Small> as Layer>::SPEC)?;
     Ok(constmat::nn::Chain::new(
         Dense::new(
-            decode::f32_matrix::<3, 4>(bytes, 0, "weight"),
-            decode::f32_vector::<3>(bytes, 0, "bias"),
+            decode::f32_matrix::<3, 4>(bytes, 0, "weight")?,
+            decode::f32_vector::<3>(bytes, 0, "bias")?,
         ),
         Dense::new(
-            decode::f32_matrix::<2, 3>(bytes, 2, "weight"),
-            decode::f32_vector::<2>(bytes, 2, "bias"),
+            decode::f32_matrix::<2, 3>(bytes, 2, "weight")?,
+            decode::f32_vector::<2>(bytes, 2, "bias")?,
         ),
     ))
 }

@@ -103,10 +103,13 @@ pub type Baked<N> = <N as Layer>::WithStore<Inline>;
 #[must_use]
 pub const fn bake<F: SafetensorsFile, N: Bake<F>>() -> N {
     const {
-        if let Err(e) = crate::format::validate(F::BYTES, &N::SPEC) {
+        if let Err(e) = crate::format::validate_layout(F::BYTES, &N::SPEC) {
             e.panic()
         }
     };
+    if let Some(e) = N::ERROR {
+        e.panic()
+    }
     N::BAKED
 }
 
@@ -167,16 +170,20 @@ macro_rules! net_from_safetensors {
             const BYTES: &'static [u8] = $bytes;
         }
         // `embed::bake`, written here so that a file that does not fit fails the build at
-        // this line (the check's `const` block is the evaluation that fails), not in constmat.
+        // this line (the panics are in this crate's code), not in constmat. The layout (names,
+        // dtypes, shapes) is checked first; the layers' decoding checks the values.
         const fn bake<N: $crate::nn::Bake<Weights>>() -> N {
             const {
-                if let ::core::result::Result::Err(e) = $crate::format::validate(
+                if let ::core::result::Result::Err(e) = $crate::format::validate_layout(
                     <Weights as $crate::nn::SafetensorsFile>::BYTES,
                     &<N as $crate::nn::Layer>::SPEC,
                 ) {
                     e.panic()
                 }
             };
+            if let ::core::option::Option::Some(e) = <N as $crate::nn::Bake<Weights>>::ERROR {
+                e.panic()
+            }
             <N as $crate::nn::Bake<Weights>>::BAKED
         }
         // Evaluated at compile time wherever the macro is written.

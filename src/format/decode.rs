@@ -2,83 +2,128 @@
 //! turns the bytes of a file into the arrays of a `static`.
 //!
 //! `const` code cannot call trait methods, so there is one set of functions per element type.
-//! Each returns zeros when the file does not hold the tensor with that dtype and shape: the
-//! file is checked, with a message, by [`validate`](super::validate) where
-//! [`include_net!`](crate::include_net) is written, so that a build error points at the
-//! user's code rather than into a layer.
+//! Each checks the values as it decodes them, with [`check_net`](super::check_net)'s rule and
+//! error ([`Error::NonFinite`]: the first NaN or infinity, by row-major index), so that a baked
+//! net reads its values once. The rest of the file (names, dtypes, shapes) is checked before,
+//! by [`validate_layout`](super::validate_layout), where [`include_net!`](crate::include_net)
+//! is written; a tensor these functions do not find with the dtype and shape they decode is
+//! reported as [`Error::Missing`] or [`Error::Mismatch`] all the same.
 //!
 //! ```
-//! use constmat::format::decode;
+//! use constmat::format::{decode, Error};
 //! use constmat::io::safetensors;
 //! use constmat::nn::{Dense, Parameters};
 //!
 //! let mut layer = Dense::<f32, 2, 1>::zeros();
 //! layer.weight.as_mut_slice().copy_from_slice(&[0.5, -2.0]);
 //! let bytes = safetensors::to_bytes(&layer, &[]);
-//! assert_eq!(decode::f32_matrix::<1, 2>(&bytes, 0, "weight"), [[0.5, -2.0]]);
-//! assert_eq!(decode::f32_matrix::<2, 1>(&bytes, 0, "weight"), [[0.0], [0.0]]); // not that shape
+//! assert_eq!(decode::f32_matrix::<1, 2>(&bytes, 0, "weight"), Ok([[0.5, -2.0]]));
+//! assert!(matches!(decode::f32_matrix::<2, 1>(&bytes, 0, "weight"), Err(Error::Mismatch { .. })));
+//!
+//! layer.weight.as_mut_slice()[1] = f32::NAN;
+//! let bytes = safetensors::to_bytes(&layer, &[]);
+//! let err = decode::f32_matrix::<1, 2>(&bytes, 0, "weight").unwrap_err();
+//! assert_eq!(err.to_string(), "tensor 0.weight: element 1 is not a finite number");
 //! ```
 
-use super::{Dtype, Tensor, parse};
+use super::{Dtype, Error, Shape, Tensor, TensorName, parse};
 
-/// The tensor `{module}.{field}` of `bytes` if the file is valid and holds it with `dtype` and
-/// `shape`.
+/// The tensor `{module}.{field}` of `bytes`, checked to have `dtype` and `shape`.
 const fn find<'a>(
     bytes: &'a [u8],
     module: usize,
     field: &str,
     dtype: Dtype,
     shape: &[usize],
-) -> Option<Tensor<'a>> {
-    let Ok(header) = parse(bytes) else {
-        return None;
+) -> Result<Tensor<'a>, Error> {
+    let header = match parse(bytes) {
+        Ok(header) => header,
+        Err(e) => return Err(e),
     };
+    let name = TensorName::of(module, field);
     match header.find_module(module, field.as_bytes()) {
-        Some(tensor) if tensor.dtype as u8 == dtype as u8 && tensor.shape.is(shape) => Some(tensor),
-        _ => None,
+        Some(tensor) if tensor.dtype as u8 == dtype as u8 && tensor.shape.is(shape) => Ok(tensor),
+        Some(tensor) => Err(Error::Mismatch {
+            name,
+            expected_dtype: dtype,
+            expected_shape: Shape::new(shape),
+            found_dtype: tensor.dtype,
+            found_shape: tensor.shape,
+        }),
+        None => Err(Error::Missing {
+            name,
+            dtype,
+            shape: Shape::new(shape),
+        }),
     }
 }
 
 macro_rules! decoders {
-    ($t:ty, $dtype:ident, $matrix:ident, $vector:ident, $fill:ident, |$b:ident| $assemble:expr) => {
+    (
+        $t:ty, $dtype:ident, $bits:ty, $exponent:expr, $matrix:ident, $vector:ident, $fill:ident,
+        |$b:ident| $assemble:expr
+    ) => {
         #[doc = concat!(
             "The `", stringify!($dtype), "` tensor `{module}.{field}` of shape `[H, W]` in the ",
-            "safetensors file `bytes`, or zeros when the file does not hold it.",
+            "safetensors file `bytes`.\n\n",
+            "# Errors\n\n",
+            "The file's [`Error`] if it is not valid; [`Error::Missing`] or [`Error::Mismatch`] ",
+            "if it does not hold the tensor with that dtype and shape; [`Error::NonFinite`] for ",
+            "its first NaN or infinity.",
         )]
-        #[must_use]
         pub const fn $matrix<const H: usize, const W: usize>(
             bytes: &[u8],
             module: usize,
             field: &str,
-        ) -> [[$t; W]; H] {
+        ) -> Result<[[$t; W]; H], Error> {
+            let tensor = match find(bytes, module, field, Dtype::$dtype, &[H, W]) {
+                Ok(tensor) => tensor,
+                Err(e) => return Err(e),
+            };
             let mut out = [[0.0; W]; H];
-            if let Some(tensor) = find(bytes, module, field, Dtype::$dtype, &[H, W]) {
-                let mut row = 0;
-                while row < H {
-                    let (_, rest) = tensor.data.split_at(row * W * size_of::<$t>());
-                    $fill(rest, &mut out[row]);
-                    row += 1;
+            let mut row = 0;
+            while row < H {
+                let (_, rest) = tensor.data.split_at(row * W * size_of::<$t>());
+                if let Some(i) = $fill(rest, &mut out[row]) {
+                    return Err(Error::NonFinite {
+                        name: TensorName::of(module, field),
+                        index: row * W + i,
+                    });
                 }
+                row += 1;
             }
-            out
+            Ok(out)
         }
 
         #[doc = concat!(
             "The `", stringify!($dtype), "` tensor `{module}.{field}` of shape `[N]` in the ",
-            "safetensors file `bytes`, or zeros when the file does not hold it.",
+            "safetensors file `bytes`.\n\n",
+            "# Errors\n\n",
+            "As [`", stringify!($matrix), "`].",
         )]
-        #[must_use]
-        pub const fn $vector<const N: usize>(bytes: &[u8], module: usize, field: &str) -> [$t; N] {
+        pub const fn $vector<const N: usize>(
+            bytes: &[u8],
+            module: usize,
+            field: &str,
+        ) -> Result<[$t; N], Error> {
+            let tensor = match find(bytes, module, field, Dtype::$dtype, &[N]) {
+                Ok(tensor) => tensor,
+                Err(e) => return Err(e),
+            };
             let mut out = [0.0; N];
-            if let Some(tensor) = find(bytes, module, field, Dtype::$dtype, &[N]) {
-                $fill(tensor.data, &mut out);
+            match $fill(tensor.data, &mut out) {
+                Some(index) => Err(Error::NonFinite {
+                    name: TensorName::of(module, field),
+                    index,
+                }),
+                None => Ok(out),
             }
-            out
         }
 
         /// Decodes `out.len()` little-endian values from the start of `bytes` (which holds at
-        /// least that many: the caller found the tensor with its shape).
-        const fn $fill(bytes: &[u8], out: &mut [$t]) {
+        /// least that many: the caller found the tensor with its shape). Returns the index of
+        /// the first NaN or infinity (its exponent bits all ones), if any.
+        const fn $fill(bytes: &[u8], out: &mut [$t]) -> Option<usize> {
             let (chunks, _) = bytes.as_chunks::<{ size_of::<$t>() }>();
             // The bound is computed once: the compiler interprets this loop step by step, and a
             // call per element (`len()`) would cost as much as the decoding.
@@ -92,23 +137,37 @@ macro_rules! decoders {
                 // Assembled by hand: `from_le_bytes` would be a call, and calls are what costs
                 // most when the compiler interprets this loop (it halves the build time).
                 let $b = chunks[i];
-                out[i] = <$t>::from_bits($assemble);
+                let bits: $bits = $assemble;
+                if bits & $exponent == $exponent {
+                    return Some(i);
+                }
+                out[i] = <$t>::from_bits(bits);
                 i += 1;
             }
+            None
         }
     };
 }
 
-decoders!(f32, F32, f32_matrix, f32_vector, fill_f32, |b| {
+decoders!(f32, F32, u32, 0x7f80_0000, f32_matrix, f32_vector, fill_f32, |b| {
     (b[0] as u32) | (b[1] as u32) << 8 | (b[2] as u32) << 16 | (b[3] as u32) << 24
 });
-decoders!(f64, F64, f64_matrix, f64_vector, fill_f64, |b| {
-    (b[0] as u64)
-        | (b[1] as u64) << 8
-        | (b[2] as u64) << 16
-        | (b[3] as u64) << 24
-        | (b[4] as u64) << 32
-        | (b[5] as u64) << 40
-        | (b[6] as u64) << 48
-        | (b[7] as u64) << 56
-});
+decoders!(
+    f64,
+    F64,
+    u64,
+    0x7ff0_0000_0000_0000,
+    f64_matrix,
+    f64_vector,
+    fill_f64,
+    |b| {
+        (b[0] as u64)
+            | (b[1] as u64) << 8
+            | (b[2] as u64) << 16
+            | (b[3] as u64) << 24
+            | (b[4] as u64) << 32
+            | (b[5] as u64) << 40
+            | (b[6] as u64) << 48
+            | (b[7] as u64) << 56
+    }
+);

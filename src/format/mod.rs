@@ -17,7 +17,9 @@
 //! [`parse`] checks a file against the format and [`check_net`] checks it against a net's
 //! [`NetSpec`]; [`validate`] does both. Because they are `const fn`s, the compile-time baking
 //! and the run-time loader call the very same code, so they accept exactly the same files and
-//! report the same [`Error`] for the rest. The rule is the one of the `safetensors` crate (the
+//! report the same [`Error`] for the rest. (Baking runs [`validate_layout`], everything but the
+//! values, and checks each value as the [`decode`] functions read it, so that the values are
+//! read once: the compiler's interpreter is slow, and each layer's evaluation has a step limit.) The rule is the one of the `safetensors` crate (the
 //! reference implementation, which PyTorch's files are written by), with a few rejections of
 //! our own where that crate would silently pick one reading of an ambiguous file:
 //!
@@ -70,7 +72,10 @@ mod parse;
 mod spec;
 
 pub use error::{Error, ErrorKind, Message, Shape, TensorName};
-pub use parse::{Header, MAX_HEADER_LEN, MAX_TENSORS, Tensor, check_net, parse, validate};
+pub use parse::{
+    Header, MAX_HEADER_LEN, MAX_TENSORS, Tensor, check_layout, check_net, parse, validate,
+    validate_layout,
+};
 pub use spec::{Element, NetSpec, TensorSpec};
 
 /// The element types of the safetensors format, with their names as the header spells them.

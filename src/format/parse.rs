@@ -181,12 +181,40 @@ pub const fn parse(bytes: &[u8]) -> Result<Header<'_>, Error> {
 /// Checks the tensors of a parsed file against a net: every tensor of `spec` is present with
 /// its dtype and shape and holds finite values, and the file holds no other tensor.
 ///
+/// [`check_layout`], then the values of the net's tensors, in the order of `spec`.
+///
 /// # Errors
 ///
-/// For the net's tensors in order, [`Error::Missing`], [`Error::Mismatch`] or
-/// [`Error::NonFinite`]; then, for the first tensor of the file that the net lacks,
-/// [`Error::Unexpected`].
+/// As [`check_layout`]; then [`Error::NonFinite`] for the first NaN or infinity.
 pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
+    tri!(check_layout(header, spec));
+    let mut k = 0;
+    while let Some((module, expected)) = spec.tensor(k) {
+        if let Some(found) = header.find_module(module, expected.field.as_bytes())
+            && let Some(index) = first_non_finite(found.dtype, found.data)
+        {
+            return Err(Error::NonFinite {
+                name: TensorName::of(module, expected.field),
+                index,
+            });
+        }
+        k += 1;
+    }
+    Ok(())
+}
+
+/// Checks the names, dtypes and shapes of a parsed file against a net, but not the values:
+/// every tensor of `spec` is present with its dtype and shape, and the file holds no other
+/// tensor.
+///
+/// What a baked net checks before its layers decode the values (which the decoding checks as
+/// it goes, in the same order, with the same [`Error::NonFinite`]: see [`decode`](super::decode)).
+///
+/// # Errors
+///
+/// For the net's tensors in order, [`Error::Missing`] or [`Error::Mismatch`]; then, for the
+/// first tensor of the file that the net lacks, [`Error::Unexpected`].
+pub const fn check_layout(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
     let mut k = 0;
     while let Some((module, expected)) = spec.tensor(k) {
         let name = TensorName::of(module, expected.field);
@@ -206,9 +234,6 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
                 found_shape: found.shape,
             });
         }
-        if let Some(index) = first_non_finite(found.dtype, found.data) {
-            return Err(Error::NonFinite { name, index });
-        }
         k += 1;
     }
     let mut i = 0;
@@ -227,10 +252,12 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
     Ok(())
 }
 
-/// [`parse`], then [`check_net`]: whether `bytes` is a file of the net `spec`.
+/// [`parse`], then [`check_net`]: whether `bytes` is a file of the net `spec`, values included.
 ///
-/// What [`include_net!`](crate::include_net) evaluates at compile time, and
-/// [`io::safetensors`](crate::io::safetensors) at run time.
+/// What [`io::safetensors`](crate::io::safetensors) evaluates at run time.
+/// [`include_net!`](crate::include_net) evaluates [`validate_layout`] at compile time and checks
+/// the values as its layers decode them: the same rule, the same errors, one pass over the
+/// values.
 ///
 /// # Errors
 ///
@@ -249,6 +276,17 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
 pub const fn validate<'a>(bytes: &'a [u8], spec: &NetSpec) -> Result<Header<'a>, Error> {
     let header = tri!(parse(bytes));
     tri!(check_net(&header, spec));
+    Ok(header)
+}
+
+/// [`parse`], then [`check_layout`]: [`validate`] without the values.
+///
+/// # Errors
+///
+/// The first problem [`parse`] or [`check_layout`] finds.
+pub const fn validate_layout<'a>(bytes: &'a [u8], spec: &NetSpec) -> Result<Header<'a>, Error> {
+    let header = tri!(parse(bytes));
+    tri!(check_layout(&header, spec));
     Ok(header)
 }
 

@@ -46,12 +46,19 @@ impl<F: SafetensorsFile, L: Layer> SafetensorsFile for Skip<F, L> {
 /// each layer kind with [`Inline`](super::Inline) storage, for each element type a file can
 /// hold, and by [`Chain`](super::Chain).
 ///
-/// `BAKED` trusts the file: where a tensor is missing or does not fit, it holds zeros. The
-/// file is checked, with a message, by [`embed::bake`](crate::embed::bake) and
-/// [`include_net!`](crate::include_net), which evaluate
-/// [`format::validate`](crate::format::validate) against the net's [`SPEC`](Layer::SPEC)
-/// before reading `BAKED`.
+/// The error is a separate constant rather than a panic (or a `Result` around the value), so
+/// that it can be raised where [`include_net!`](crate::include_net) is written, and so that
+/// `const` code can take the value without running a generic destructor:
+/// [`embed::bake`](crate::embed::bake) and the macro first evaluate
+/// [`format::validate_layout`](crate::format::validate_layout) against the net's
+/// [`SPEC`](Layer::SPEC) (names, dtypes, shapes), then panic with `ERROR` if there is one (a
+/// value the decoding found not finite, [`format::decode`](crate::format::decode)), then take
+/// `BAKED`. A layer computes both in one pass over its values.
 pub trait Bake<F: SafetensorsFile>: Layer + Sized {
-    /// The layer read from `F`, starting at module `F::FIRST_MODULE`.
+    /// The layer read from `F`, starting at module `F::FIRST_MODULE` (zeros where the file
+    /// does not fit: then `ERROR` says why).
     const BAKED: Self;
+    /// The first problem found while reading the layer's values, in the order of
+    /// [`check_net`](crate::format::check_net).
+    const ERROR: Option<crate::format::Error>;
 }

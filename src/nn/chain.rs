@@ -194,4 +194,10 @@ where
     N: Bake<Skip<F, A>> + Layer<In = A::Out>,
 {
     const BAKED: Self = Self::new(A::BAKED, N::BAKED);
+    /// The first error in layer order, as [`format::check_net`](crate::format::check_net)
+    /// reports it.
+    const ERROR: Option<crate::format::Error> = match A::ERROR {
+        Some(e) => Some(e),
+        None => N::ERROR,
+    };
 }

@@ -301,17 +301,33 @@ where
     }
 }
 
-/// A baked dense layer: its weight and bias decoded at compile time, one implementation per
-/// element type (`const` code cannot call the element type's methods).
+/// A baked dense layer's weight, bias and first problem, decoded from the file `F` in one
+/// pass; `Bake::BAKED` and `Bake::ERROR` read this one (memoized) constant.
+struct Decoded<F, T, const I: usize, const O: usize>(core::marker::PhantomData<fn() -> (F, T)>);
+
+/// The dense layer baked, one implementation per element type (`const` code cannot call the
+/// element type's methods).
 macro_rules! bake {
     ($t:ty, $matrix:ident, $vector:ident) => {
+        impl<F: SafetensorsFile, const I: usize, const O: usize> Decoded<F, $t, I, O> {
+            const PARTS: ([[$t; I]; O], [$t; O], Option<crate::format::Error>) =
+                match decode::$matrix(F::BYTES, F::FIRST_MODULE, "weight") {
+                    Err(e) => ([[0.0; I]; O], [0.0; O], Some(e)),
+                    Ok(weight) => match decode::$vector(F::BYTES, F::FIRST_MODULE, "bias") {
+                        Err(e) => (weight, [0.0; O], Some(e)),
+                        Ok(bias) => (weight, bias, None),
+                    },
+                };
+        }
+
         impl<F: SafetensorsFile, const I: usize, const O: usize, A: Activation> Bake<F>
             for Dense<$t, I, O, A, Inline>
         {
             const BAKED: Self = Self::new(
-                decode::$matrix(F::BYTES, F::FIRST_MODULE, "weight"),
-                decode::$vector(F::BYTES, F::FIRST_MODULE, "bias"),
+                Decoded::<F, $t, I, O>::PARTS.0,
+                Decoded::<F, $t, I, O>::PARTS.1,
             );
+            const ERROR: Option<crate::format::Error> = Decoded::<F, $t, I, O>::PARTS.2;
         }
     };
 }

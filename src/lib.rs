@@ -28,24 +28,27 @@
 //! | module | what it holds | needs |
 //! | --- | --- | --- |
 //! | [`kernels`] | the arithmetic (matrix products, transposes) on borrowed row-major arrays; SIMD for `f32`/`f64` | `core` only |
-//! | [`embed`] | nets baked into a `static` at compile time, heap-free inference | `core` only |
+//! | [`format`] | the safetensors format as `const fn`s: the one rule every weights file is held to | `core` only |
+//! | [`nn`] | statically typed nets: one definition per layer for training, inference and baked nets; losses, optimizers, hand-written backprop | `core`; training needs `alloc` |
+//! | [`embed`] | nets baked into a `static` at compile time (`include_net!`, `Baked<Net>`) | `core` only |
 //! | [`Matrix`] | the owning, heap-backed matrix, its operators and shape rules | `alloc` |
-//! | [`nn`] | the statically typed MLP: layers, losses, optimizers, hand-written backprop | `alloc` |
 //! | `data` | the IDX / MNIST reader | feature `data` |
-//! | `io` | saving and loading weights (safetensors) | feature `safetensors` |
+//! | `io` | saving and loading weights files at run time (safetensors) | feature `safetensors` |
 //!
 //! ## Borrowed views
 //!
 //! A borrowed view of an `H x W` matrix is simply `&[[T; W]; H]` (or `&mut`): row-major, shape in
-//! the type, no heap. [`Matrix::as_array`] gives one, and a `static` array is one already, so
-//! the [`kernels`] run on heap matrices and on weights baked into read-only memory alike.
+//! the type, no heap. A [`Matrix`] derefs to one, and a `static` array is one already, so the
+//! [`kernels`] and the [`nn`] layers run on heap matrices and on weights baked into read-only
+//! memory alike.
 //!
 //! ## Shape rules checked at build time
 //!
 //! Most rules (`*`, `+`, assignment, broadcasting, the transposed products) are type errors and
 //! show up in `cargo check` and in an editor. The structural operations whose rule is an equation
 //! between dimensions ([`Matrix::reshape`], [`Matrix::concat_columns`], [`Matrix::concat_rows`],
-//! [`Matrix::split_columns`], [`Matrix::split_rows`], [`Matrix::submatrix`]) check it with
+//! [`Matrix::split_columns`], [`Matrix::split_rows`], [`Matrix::submatrix`],
+//! [`Matrix::from_flat`]) check it with
 //! `const { assert!(..) }`. Rust evaluates such assertions after type checking, when the code is
 //! generated, so **these errors are reported by `cargo build` (and `cargo test`, `cargo run`), not
 //! by `cargo check` or an editor's live check**.
@@ -53,8 +56,9 @@
 //! ## Features
 //!
 //! - `std` (default): implies `alloc`; use the standard library's float functions.
-//! - `alloc`: the owning [`Matrix`] type and [`nn`]. Without it, [`kernels`], [`embed`] and
-//!   [`Scalar`] remain, usable on `&[[T; W]; H]` arrays and `static` nets with no heap at all.
+//! - `alloc`: the owning [`Matrix`] type, heap storage for layers and training. Without it,
+//!   [`kernels`], [`format`], [`nn`]'s layers (with inline storage), [`embed`] and [`Scalar`]
+//!   remain, usable on `&[[T; W]; H]` arrays and `static` nets with no heap at all.
 //! - `threads` (opt-in): large matrix products split across rayon's pool
 //!   (`kernels::use_threads`).
 //! - `rand` (default): [`Matrix::random`] from any `rand` distribution, weight initialization.
@@ -91,3 +95,9 @@ pub use error::LengthError;
 #[cfg(feature = "alloc")]
 pub use matrix::Matrix;
 pub use scalar::Scalar;
+
+// The code blocks of `docs/embedding.md` run as doc tests, as a user would copy them (paths in
+// them are relative to this file, as they would be to a user's `src/main.rs`).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/embedding.md")]
+struct EmbeddingGuide;

@@ -550,9 +550,11 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
     let line_of = |needle: &str| {
         let lines: Vec<&str> = main.lines().collect();
         let start = lines.iter().position(|line| line.contains(needle)).unwrap();
-        start + 1 + (lines[start..].iter())
-            .position(|line| line.contains("include_net!"))
-            .unwrap()
+        start
+            + 1
+            + (lines[start..].iter())
+                .position(|line| line.contains("include_net!"))
+                .unwrap()
     };
 
     let cargo = || {
@@ -568,7 +570,10 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         .output()
         .expect("running cargo");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "the scratch crate built:\n{stderr}");
+    assert!(
+        !output.status.success(),
+        "the scratch crate built:\n{stderr}"
+    );
     let mut errors = 0;
     for (name, message) in &expected {
         let line = line_of(&format!("pub static {name}:"));

@@ -122,7 +122,11 @@ fn xor_is_learned_with_momentum() {
             .unwrap();
     }
     let mut ws = Train::<f64, 4>::workspace(&net);
-    let predicted: Vec<usize> = net.forward_train(&x, &mut ws).iter().map(|r| argmax(r)).collect();
+    let predicted: Vec<usize> = net
+        .forward_train(&x, &mut ws)
+        .iter()
+        .map(|r| argmax(r))
+        .collect();
     assert_eq!(predicted, [0, 1, 1, 0], "final loss {loss}");
     assert!(loss < 0.05, "final loss {loss}");
 }

@@ -310,7 +310,12 @@ fn tensors_of<T: Element, P: Parameters<T>>(net: &P) -> Vec<(String, Dtype, Vec<
             for &x in net.tensor(k) {
                 x.extend_le(&mut bytes);
             }
-            (info.name().to_string(), dtype_of::<T>(), info.shape().to_vec(), bytes)
+            (
+                info.name().to_string(),
+                dtype_of::<T>(),
+                info.shape().to_vec(),
+                bytes,
+            )
         })
         .collect()
 }
@@ -491,7 +496,9 @@ fn truncated_files_are_reported_with_their_sizes() {
         ),
         (
             header_end,
-            format!("the header says the data section is {data} bytes, the file has 0 after the header"),
+            format!(
+                "the header says the data section is {data} bytes, the file has 0 after the header"
+            ),
         ),
         (
             bytes.len() - 4,
@@ -631,7 +638,11 @@ fn a_missing_tensor_is_reported_with_its_expected_dtype_and_shape() {
             format!("tensor {name} is missing: expected {want}")
         );
         match format_error(&err) {
-            format::Error::Missing { name: n, dtype, shape } => {
+            format::Error::Missing {
+                name: n,
+                dtype,
+                shape,
+            } => {
                 assert_eq!(n.as_str(), name);
                 assert_eq!(*dtype, format::Dtype::F32);
                 assert_eq!(shape.dims(), all[k].2);

@@ -6,6 +6,9 @@
 //!
 //! The same table of malformed files is baked by `cargo check` in `tests/embed.rs`.
 #![cfg(feature = "safetensors")]
+// `format::Error` is a large `Copy` value (it borrows nothing, for `const` code); these helpers
+// return it as is.
+#![allow(clippy::result_large_err)]
 
 #[path = "common/malformed.rs"]
 mod malformed;
@@ -61,9 +64,11 @@ fn one_verdict(bytes: &[u8]) -> Result<Small, format::Error> {
     run_time
 }
 
-/// The reference implementation's reading: every tensor as (name, dtype name, shape, bytes),
-/// sorted by name.
-fn reference(bytes: &[u8]) -> Result<Vec<(String, String, Vec<usize>, Vec<u8>)>, String> {
+/// A tensor as both readers are compared on: name, dtype name, shape, bytes.
+type Read = (String, String, Vec<usize>, Vec<u8>);
+
+/// The reference implementation's reading: every tensor, sorted by name.
+fn reference(bytes: &[u8]) -> Result<Vec<Read>, String> {
     let file = safetensors::SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
     let mut tensors: Vec<_> = file
         .tensors()
@@ -82,7 +87,7 @@ fn reference(bytes: &[u8]) -> Result<Vec<(String, String, Vec<usize>, Vec<u8>)>,
 }
 
 /// Our reading, in the reference's terms.
-fn ours(bytes: &[u8]) -> Result<Vec<(String, String, Vec<usize>, Vec<u8>)>, format::Error> {
+fn ours(bytes: &[u8]) -> Result<Vec<Read>, format::Error> {
     let header = format::parse(bytes)?;
     let mut tensors: Vec<_> = (0..header.tensor_count())
         .map(|k| {
@@ -216,10 +221,17 @@ fn saving_twice_gives_the_same_bytes() {
     let first = st::to_bytes(&net, &metadata);
     for _ in 0..20 {
         assert_eq!(st::to_bytes(&net, &metadata), first);
-        assert_eq!(st::to_bytes(&net, &reversed), first, "metadata in any order");
+        assert_eq!(
+            st::to_bytes(&net, &reversed),
+            first,
+            "metadata in any order"
+        );
     }
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let (a, b) = (dir.join("twice-a.safetensors"), dir.join("twice-b.safetensors"));
+    let (a, b) = (
+        dir.join("twice-a.safetensors"),
+        dir.join("twice-b.safetensors"),
+    );
     st::save(&net, &a, &metadata).unwrap();
     st::save(&net, &b, &metadata).unwrap();
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
@@ -244,12 +256,8 @@ fn saving_twice_gives_the_same_bytes() {
         views.iter().map(|(name, shape, bytes)| {
             (
                 name.as_str(),
-                safetensors::tensor::TensorView::new(
-                    safetensors::Dtype::F32,
-                    shape.clone(),
-                    bytes,
-                )
-                .unwrap(),
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes)
+                    .unwrap(),
             )
         }),
         Some(std::collections::HashMap::from([(

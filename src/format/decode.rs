@@ -149,9 +149,16 @@ macro_rules! decoders {
     };
 }
 
-decoders!(f32, F32, u32, 0x7f80_0000, f32_matrix, f32_vector, fill_f32, |b| {
-    (b[0] as u32) | (b[1] as u32) << 8 | (b[2] as u32) << 16 | (b[3] as u32) << 24
-});
+decoders!(
+    f32,
+    F32,
+    u32,
+    0x7f80_0000,
+    f32_matrix,
+    f32_vector,
+    fill_f32,
+    |b| { (b[0] as u32) | (b[1] as u32) << 8 | (b[2] as u32) << 16 | (b[3] as u32) << 24 }
+);
 decoders!(
     f64,
     F64,

@@ -556,7 +556,12 @@ impl Members {
 /// Reads a tensor's description starting at `at`: the fields `dtype`, `shape` and
 /// `data_offsets`, each exactly once, and checks that the offsets span what they describe.
 const fn tensor_info(json: &[u8], at: usize, name: &[u8]) -> Result<(Info, usize), Error> {
-    let mut at = tri!(expect(json, at, b'{', "a tensor's description (a JSON object)"));
+    let mut at = tri!(expect(
+        json,
+        at,
+        b'{',
+        "a tensor's description (a JSON object)"
+    ));
     let mut dtype = None;
     let mut shape = None;
     let mut offsets = None;
@@ -607,7 +612,12 @@ const fn tensor_info(json: &[u8], at: usize, name: &[u8]) -> Result<(Info, usize
                 }
                 shape = Some((dims, count));
             } else if bytes_eq(key, b"data_offsets") && offsets.is_none() {
-                at = tri!(expect(json, at, b'[', "data offsets (a JSON array of two integers)"));
+                at = tri!(expect(
+                    json,
+                    at,
+                    b'[',
+                    "data offsets (a JSON array of two integers)"
+                ));
                 let (begin, after) = tri!(integer(json, at));
                 at = tri!(expect(json, after, b',', "`,` between two data offsets"));
                 let (end, after) = tri!(integer(json, at));
@@ -758,7 +768,10 @@ const fn string(json: &[u8], at: usize) -> Result<(Str, usize), Error> {
                                 16
                             };
                             if digit == 16 {
-                                return Err(syntax(at + 2 + i, "four hexadecimal digits after `\\u`"));
+                                return Err(syntax(
+                                    at + 2 + i,
+                                    "four hexadecimal digits after `\\u`",
+                                ));
                             }
                             code = code * 16 + digit;
                             i += 1;
@@ -766,7 +779,10 @@ const fn string(json: &[u8], at: usize) -> Result<(Str, usize), Error> {
                         // Surrogates (halves of characters outside the BMP) are refused rather
                         // than paired: no name or metadata of a net needs them.
                         if code >= 0xd800 && code <= 0xdfff {
-                            return Err(syntax(at, "a `\\u` escape that is not a UTF-16 surrogate"));
+                            return Err(syntax(
+                                at,
+                                "a `\\u` escape that is not a UTF-16 surrogate",
+                            ));
                         }
                         at += 6;
                     }
@@ -815,10 +831,7 @@ const fn integer(json: &[u8], at: usize) -> Result<(usize, usize), Error> {
 /// Checks the value of `__metadata__` starting at `at` (`null`, or an object whose values are
 /// strings); the position after it and any whitespace.
 const fn metadata(json: &[u8], at: usize) -> Result<usize, Error> {
-    if is(json, at, b'n')
-        && at + 4 <= json.len()
-        && bytes_eq(span(json, (at, at + 4)), b"null")
-    {
+    if is(json, at, b'n') && at + 4 <= json.len() && bytes_eq(span(json, (at, at + 4)), b"null") {
         return Ok(skip_ws(json, at + 4));
     }
     if !is(json, at, b'{') {
@@ -830,7 +843,12 @@ const fn metadata(json: &[u8], at: usize) -> Result<usize, Error> {
     }
     loop {
         let (_, after_key) = tri!(string(json, at));
-        at = tri!(expect(json, after_key, b':', "`:` after a key of __metadata__"));
+        at = tri!(expect(
+            json,
+            after_key,
+            b':',
+            "`:` after a key of __metadata__"
+        ));
         if !is(json, at, b'"') {
             return Err(Error::Metadata { at: 8 + at });
         }

@@ -161,8 +161,7 @@ impl NetSpec {
                 let tensors: &'static [TensorSpec] = tensors;
                 let mut i = 0;
                 while i < tensors.len() {
-                    if tensors[i].module == module && bytes_eq(tensors[i].field.as_bytes(), field)
-                    {
+                    if tensors[i].module == module && bytes_eq(tensors[i].field.as_bytes(), field) {
                         return Some(&tensors[i]);
                     }
                     i += 1;

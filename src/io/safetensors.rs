@@ -62,7 +62,12 @@ pub fn to_bytes<T: Element, P: Parameters<T>>(net: &P, metadata: &[(&str, &str)]
     let mut tensors: Vec<(String, Dtype, &[usize], &[T])> = (0..net.tensor_count())
         .map(|k| {
             let info = net.tensor_info(k);
-            (info.name().to_string(), info.spec.dtype, info.shape(), net.tensor(k))
+            (
+                info.name().to_string(),
+                info.spec.dtype,
+                info.shape(),
+                net.tensor(k),
+            )
         })
         .collect();
     // The reference implementation's order: larger elements first (each tensor's data then
@@ -95,7 +100,10 @@ pub fn to_bytes<T: Element, P: Parameters<T>>(net: &P, metadata: &[(&str, &str)]
             }
             header.push_str(&dim.to_string());
         }
-        header.push_str(&std::format!("],\"data_offsets\":[{offset},{}]}}", offset + len));
+        header.push_str(&std::format!(
+            "],\"data_offsets\":[{offset},{}]}}",
+            offset + len
+        ));
         offset += len;
     }
     header.push('}');
@@ -195,7 +203,11 @@ pub fn load_into<T: Element, P: Parameters<T>>(
         let Some(tensor) = header.find_module(module, spec.field.as_bytes()) else {
             unreachable!("format::validate found every tensor of the net")
         };
-        for (dst, src) in net.tensor_mut(k).iter_mut().zip(tensor.data.chunks_exact(size_of::<T>())) {
+        for (dst, src) in net
+            .tensor_mut(k)
+            .iter_mut()
+            .zip(tensor.data.chunks_exact(size_of::<T>()))
+        {
             *dst = T::from_le(src);
         }
     }

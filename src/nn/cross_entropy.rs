@@ -40,7 +40,8 @@ use super::Loss;
 pub struct SoftmaxCrossEntropy;
 
 impl<T: Float + core::ops::AddAssign, const B: usize, const C: usize> Loss<T, B, C>
-    for SoftmaxCrossEntropy {
+    for SoftmaxCrossEntropy
+{
     fn loss(&self, logits: &[[T; C]; B], target: &[[T; C]; B]) -> T {
         let mut total = T::zero();
         for (z, y) in logits.iter().zip(target) {

@@ -28,7 +28,8 @@ use super::Loss;
 pub struct MeanSquaredError;
 
 impl<T: Float + core::ops::AddAssign, const B: usize, const C: usize> Loss<T, B, C>
-    for MeanSquaredError {
+    for MeanSquaredError
+{
     fn loss(&self, output: &[[T; C]; B], target: &[[T; C]; B]) -> T {
         let sum = (output.as_flattened().iter())
             .zip(target.as_flattened())
@@ -46,7 +47,12 @@ impl<T: Float + core::ops::AddAssign, const B: usize, const C: usize> Loss<T, B,
         let two_over_n = (T::one() + T::one()) / n;
         let mut sum = T::zero();
         let (output, target) = (output.as_flattened(), target.as_flattened());
-        for ((g, &o), &t) in gradient.as_flattened_mut().iter_mut().zip(output).zip(target) {
+        for ((g, &o), &t) in gradient
+            .as_flattened_mut()
+            .iter_mut()
+            .zip(output)
+            .zip(target)
+        {
             let diff = o - t;
             sum += diff * diff;
             *g = two_over_n * diff;

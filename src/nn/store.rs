@@ -30,7 +30,8 @@ pub trait Store: Copy + Debug + Default + Send + Sync + 'static {
     type Vector<E: Sample, const N: usize>: Clone + Debug + PartialEq + Send + Sync;
 
     /// The matrix as a row-major array.
-    fn matrix<E: Sample, const H: usize, const W: usize>(m: &Self::Matrix<E, H, W>) -> &[[E; W]; H];
+    fn matrix<E: Sample, const H: usize, const W: usize>(m: &Self::Matrix<E, H, W>)
+    -> &[[E; W]; H];
     /// The matrix as a mutable row-major array.
     fn matrix_mut<E: Sample, const H: usize, const W: usize>(
         m: &mut Self::Matrix<E, H, W>,
@@ -198,7 +199,9 @@ mod no_heap {
         type Matrix<E: Sample, const H: usize, const W: usize> = NoMatrix<E, H, W>;
         type Vector<E: Sample, const N: usize> = NoVector<E, N>;
 
-        fn matrix<E: Sample, const H: usize, const W: usize>(m: &NoMatrix<E, H, W>) -> &[[E; W]; H] {
+        fn matrix<E: Sample, const H: usize, const W: usize>(
+            m: &NoMatrix<E, H, W>,
+        ) -> &[[E; W]; H] {
             match m.0 {}
         }
 

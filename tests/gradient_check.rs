@@ -31,8 +31,8 @@
 
 use constmat::Matrix;
 use constmat::nn::{
-    Activation, Dense, Identity, Layer, Loss, MeanSquaredError, Parameters, RandomInit, Relu,
-    Sigmoid, SoftmaxCrossEntropy, Tanh,
+    Activation, Dense, Heap, Identity, Inline, Layer, Loss, MeanSquaredError, Parameters,
+    RandomInit, Relu, Sigmoid, SoftmaxCrossEntropy, Store, Tanh, Train,
 };
 use rand::distr::{Distribution, Uniform};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -119,18 +119,18 @@ struct Gradients {
 fn gradients<N, const B: usize, const I: usize, const C: usize>(
     net: &N,
     x: &Matrix<f64, B, I>,
-    loss: impl Fn(&Matrix<f64, B, C>) -> f64,
-    loss_gradient: impl Fn(&Matrix<f64, B, C>) -> Matrix<f64, B, C>,
+    loss: impl Fn(&[[f64; C]; B]) -> f64,
+    loss_gradient: impl Fn(&[[f64; C]; B]) -> Matrix<f64, B, C>,
     rng: &mut StdRng,
 ) -> Gradients
 where
-    N: Layer<f64, B, Input = Matrix<f64, B, I>, Output = Matrix<f64, B, C>> + Clone,
+    N: Train<f64, B> + Layer<In = [f64; I], Out = [f64; C]> + Clone,
 {
     // Analytic, from dirty buffers: the workspace has seen another input, and the gradient
     // outputs hold garbage. `backward` must overwrite all of them.
     let mut ws = net.workspace();
-    net.forward(&random::<B, I>(rng), &mut ws);
-    let output = net.forward(x, &mut ws).clone();
+    net.forward_train(&random::<B, I>(rng), &mut ws);
+    let output = *net.forward_train(x, &mut ws);
     let d_output = loss_gradient(&output);
     let mut grads = net.zeros_like();
     for k in 0..grads.tensor_count() {
@@ -142,9 +142,13 @@ where
     let mut dx = Matrix::<f64, B, I>::filled(-777.0);
     net.backward(x, &mut ws, &d_output, Some(&mut dx), &mut grads);
 
-    // Numeric, from forward passes only.
-    let mut ws = net.workspace();
-    let mut forward_loss = |net: &N, x: &Matrix<f64, B, I>| loss(net.forward(x, &mut ws));
+    // Numeric, from forward passes only: `Layer::forward`, the pass inference and baked nets
+    // run, so the check covers it too.
+    let forward_loss = |net: &N, x: &Matrix<f64, B, I>| {
+        let mut out = [[0.0; C]; B];
+        net.forward(x, &mut out);
+        loss(&out)
+    };
     let mut tensors = Vec::new();
     let mut probe = net.clone();
     for k in 0..net.tensor_count() {
@@ -194,21 +198,17 @@ impl Gradients {
 /// `L = Σ (output ⊙ R)`: a scalar loss whose gradient with respect to the output is `R`.
 fn weighted_sum<const B: usize, const C: usize>(
     r: &Matrix<f64, B, C>,
-) -> impl Fn(&Matrix<f64, B, C>) -> f64 + '_ {
-    move |out| out.iter().zip(r.iter()).map(|(o, r)| o * r).sum()
+) -> impl Fn(&[[f64; C]; B]) -> f64 + '_ {
+    move |out| out.as_flattened().iter().zip(r.iter()).map(|(o, r)| o * r).sum()
 }
 
 /// `X·Wᵀ + b`, computed here without the layer's code.
-fn pre_activation<const B: usize, const I: usize, const O: usize, A: Activation>(
-    layer: &Dense<f64, I, O, A>,
-    x: &Matrix<f64, B, I>,
+fn pre_activation<const B: usize, const I: usize, const O: usize, A: Activation, S: Store>(
+    layer: &Dense<f64, I, O, A, S>,
+    x: &[[f64; I]; B],
 ) -> Matrix<f64, B, O> {
-    Matrix::from_fn(|r, o| {
-        layer.bias[(0, o)]
-            + (0..I)
-                .map(|i| x[(r, i)] * layer.weight[(o, i)])
-                .sum::<f64>()
-    })
+    let (w, b) = (S::matrix(&layer.weight), S::vector(&layer.bias));
+    Matrix::from_fn(|r, o| b[o] + (0..I).map(|i| x[r][i] * w[o][i]).sum::<f64>())
 }
 
 /// True when no pre-activation is within `KINK_MARGIN` of 0, and both signs occur (so that
@@ -227,6 +227,9 @@ fn away_from_kink<const B: usize, const O: usize>(z: &Matrix<f64, B, O>) -> bool
 /// meaningless: parameters and inputs are resampled until every pre-activation is at least
 /// `KINK_MARGIN` = 1e-3 away from 0. A perturbation of `h = 1e-6` moves a pre-activation by at
 /// most `h · max(|x|, |w|, 1) · 1 ≤ 1e-6`, so no difference quotient straddles the kink.
+///
+/// The layer is checked with both storages: heap (`Matrix` parameters) and inline (arrays, as a
+/// baked net has them), which run the same code and must give the same gradients.
 fn check_dense<A: Activation, const B: usize, const I: usize, const O: usize>(seed: u64) -> f64 {
     let mut rng = StdRng::seed_from_u64(seed);
     let (layer, x) = loop {
@@ -238,7 +241,13 @@ fn check_dense<A: Activation, const B: usize, const I: usize, const O: usize>(se
     };
     let r = random::<B, O>(&mut rng);
     let grads = gradients(&layer, &x, weighted_sum(&r), |_| r.clone(), &mut rng);
-    grads.assert_close(&format!("Dense<{I}, {O}, {:?}>", A::default()))
+    let worst = grads.assert_close(&format!("Dense<{I}, {O}, {:?}>", A::default()));
+    let inline = layer.to_store::<Inline>();
+    let inline_grads = gradients(&inline, &x, weighted_sum(&r), |_| r.clone(), &mut rng);
+    inline_grads.assert_close(&format!("Dense<{I}, {O}, {:?}, Inline>", A::default()));
+    assert_eq!(inline_grads.tensors, grads.tensors, "the same gradients, bit for bit");
+    assert_eq!(inline_grads.input, grads.input);
+    worst
 }
 
 #[test]
@@ -454,9 +463,9 @@ fn mlp_and_input(rng: &mut StdRng) -> (Mlp, Matrix<f64, 4, 5>) {
                 .for_each(|b| *b = 0.5 * uniform().sample(rng));
         }
         let x = random::<4, 5>(rng).scale(2.0);
-        let mut ws = Layer::<f64, 4>::workspace(&net.first);
-        let a0 = net.first.forward(&x, &mut ws);
-        if away_from_kink(&pre_activation(&net.rest.first, a0)) {
+        let mut a0 = [[0.0; 7]; 4];
+        net.first.forward(&x, &mut a0);
+        if away_from_kink(&pre_activation(&net.rest.first, &a0)) {
             return (net, x);
         }
     }
@@ -484,6 +493,28 @@ fn whole_net_softmax_cross_entropy() {
     assert_eq!(grads.tensors.len(), 8);
     let err = grads.assert_close("4-layer net, softmax CE");
     eprintln!("4-layer net, softmax CE: worst relative error {err:e}");
+}
+
+/// The same net with its parameters inline, as a baked net holds them: the same gradients.
+#[test]
+fn whole_net_with_inline_storage() {
+    let mut rng = StdRng::seed_from_u64(22);
+    let (net, x) = mlp_and_input(&mut rng);
+    let target = one_hot::<4, 3>(&mut rng);
+    let loss = |out: &[[f64; 3]; 4]| SoftmaxCrossEntropy.loss(out, &target);
+    let loss_gradient = |out: &[[f64; 3]; 4]| {
+        let mut g = Matrix::zeros();
+        SoftmaxCrossEntropy.loss_and_gradient(out, &target, &mut g);
+        g
+    };
+    let inline = net.to_store::<Inline>();
+    let grads = gradients(&inline, &x, loss, loss_gradient, &mut rng);
+    let err = grads.assert_close("4-layer net, inline storage");
+    let heap = gradients(&net, &x, loss, loss_gradient, &mut rng);
+    assert_eq!(grads.tensors, heap.tensors);
+    assert_eq!(grads.input, heap.input);
+    assert_eq!(inline.to_store::<Heap>(), net);
+    eprintln!("4-layer net, inline storage: worst relative error {err:e}");
 }
 
 /// The same net with mean squared error and soft targets.
@@ -529,8 +560,8 @@ fn broken_backward_passes_are_caught() {
 
     // A dropped activation derivative: the identity layer's backward with the same parameters.
     let linear = Dense::<f64, 4, 4, Identity>::new(layer.weight.clone(), layer.bias.clone());
-    let mut ws = Layer::<f64, 4>::workspace(&linear);
-    linear.forward(&x, &mut ws);
+    let mut ws = Train::<f64, 4>::workspace(&linear);
+    linear.forward_train(&x, &mut ws);
     let mut grads = linear.zeros_like();
     let mut dx = Matrix::zeros();
     linear.backward(&x, &mut ws, &r, Some(&mut dx), &mut grads);
@@ -542,8 +573,8 @@ fn broken_backward_passes_are_caught() {
     assert!(worst_error(&doubled, numeric_dw) > 1e3 * TOLERANCE);
 
     // A gradient accumulated over two backward passes instead of overwritten.
-    let mut ws = Layer::<f64, 4>::workspace(&layer);
-    layer.forward(&x, &mut ws);
+    let mut ws = Train::<f64, 4>::workspace(&layer);
+    layer.forward_train(&x, &mut ws);
     let mut grads = layer.zeros_like();
     layer.backward(&x, &mut ws, &r, None, &mut grads);
     let once = grads.weight.clone();

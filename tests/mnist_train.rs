@@ -8,7 +8,8 @@
 use constmat::Matrix;
 use constmat::data::mnist::{self, CLASSES, Mnist, PIXELS};
 use constmat::nn::{
-    Dense, Identity, Layer, Momentum, RandomInit, Relu, Schedule, SoftmaxCrossEntropy, Trainer,
+    Dense, Identity, Momentum, RandomInit, Relu, Schedule, SoftmaxCrossEntropy, Train, Trainer,
+    argmax,
 };
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
@@ -68,21 +69,19 @@ fn a_short_run_on_real_mnist_reaches_the_accuracy_floor() {
         "the loss falls: {first_loss} -> {last_loss}"
     );
 
-    let mut workspace = Layer::<f32, EVAL_BATCH>::workspace(&net);
+    let mut workspace = Train::<f32, EVAL_BATCH>::workspace(&net);
     let mut x = Matrix::<f32, EVAL_BATCH, PIXELS>::zeros();
     let mut labels = [0u8; EVAL_BATCH];
-    let mut predicted = Matrix::<usize, EVAL_BATCH, 1>::zeros();
     let mut correct = 0;
     for b in 0..EVAL_BATCHES {
         let indices: [usize; EVAL_BATCH] = std::array::from_fn(|k| b * EVAL_BATCH + k);
         data.test
             .fill_batch(&indices, x.as_array_mut(), &mut labels);
-        net.forward(&x, &mut workspace)
-            .row_argmax_into(&mut predicted);
-        correct += predicted
+        let logits = net.forward_train(&x, &mut workspace);
+        correct += logits
             .iter()
             .zip(&labels)
-            .filter(|&(&p, &l)| p == usize::from(l))
+            .filter(|&(row, &l)| argmax(row) == usize::from(l))
             .count();
     }
     let accuracy = correct as f64 / (EVAL_BATCH * EVAL_BATCHES) as f64;

@@ -1,4 +1,4 @@
-//! A training step and a forward pass allocate nothing once their buffers exist.
+//! A training step, a forward pass and a prediction allocate nothing once their buffers exist.
 //!
 //! A counting global allocator wraps the system allocator. Counting is switched on per thread
 //! (a thread-local flag) and the counts are per thread too, so the test harness's own threads,
@@ -10,8 +10,8 @@ use std::cell::Cell;
 
 use constmat::Matrix;
 use constmat::nn::{
-    Adam, Dense, Identity, Layer, Momentum, Optimizer, RandomInit, Relu, Sgd, SoftmaxCrossEntropy,
-    Trainer,
+    Adam, Dense, Identity, Layer, Momentum, Optimizer, Predict, RandomInit, Relu, Sgd,
+    SoftmaxCrossEntropy, Train, Trainer,
 };
 use rand::{SeedableRng, rngs::StdRng};
 
@@ -168,11 +168,11 @@ fn forward_allocates_nothing() {
     let mut rng = StdRng::seed_from_u64(13);
     let net = Mnist::random(&mut rng);
     let (x, _) = data(&mut rng);
-    let mut ws = Layer::<f32, B>::workspace(&net);
+    let mut ws = Train::<f32, B>::workspace(&net);
     let (allocations, deallocations, sum) = count_allocations(|| {
         let mut sum = 0.0;
         for _ in 0..2 {
-            sum += net.forward(&x, &mut ws).iter().sum::<f32>();
+            sum += net.forward_train(&x, &mut ws).as_flattened().iter().sum::<f32>();
         }
         sum
     });
@@ -182,4 +182,38 @@ fn forward_allocates_nothing() {
         "during 2 forward passes"
     );
     assert!(sum.is_finite());
+}
+
+/// The heap net's inference path, as a program that loaded the net would use it: one sample,
+/// a small batch on the stack, and the classifier's answers.
+#[test]
+fn predictions_of_a_heap_net_allocate_nothing() {
+    let mut rng = StdRng::seed_from_u64(14);
+    let net = Mnist::random(&mut rng);
+    let (x, _) = data(&mut rng);
+    let one: &[f32; 784] = x.row(0).unwrap();
+    let eight: &[[f32; 784]; 8] = x.as_array()[..8].try_into().unwrap();
+    let (allocations, deallocations, checksum) = count_allocations(|| {
+        let mut checksum = 0.0;
+        for _ in 0..2 {
+            let mut logits = [0.0; 10];
+            net.forward_one(one, &mut logits);
+            checksum += logits[3];
+            let mut batch = [[0.0; 10]; 8];
+            net.forward(eight, &mut batch);
+            checksum += batch[7][3];
+            checksum += net.predict(one) as f32;
+            checksum += net.predict_proba(one)[3];
+            let mut classes = [0; 8];
+            net.predict_batch(eight, &mut classes);
+            checksum += classes[7] as f32;
+        }
+        checksum
+    });
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "during 2 rounds of predictions"
+    );
+    assert!(checksum.is_finite());
 }

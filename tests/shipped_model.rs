@@ -15,7 +15,7 @@ use ::safetensors::tensor::{Dtype, SafeTensors};
 use constmat::Matrix;
 use constmat::data::mnist::{self, Mnist};
 use constmat::io::safetensors as st;
-use constmat::nn::{Dense, Identity, Layer, Parameters, Relu};
+use constmat::nn::{Dense, Identity, Parameters, Relu, Train, argmax};
 
 type Net = constmat::net![
     Dense<f32, 784, 128, Relu>,
@@ -79,7 +79,7 @@ fn the_shipped_model_loads_as_the_784_128_64_10_relu_net() {
     // A trained net: no zero layer, every value finite (checked by load), and writing it back
     // keeps the tensors bit for bit.
     for k in 0..net.tensor_count() {
-        if net.tensor_info(k).field == "weight" {
+        if net.tensor_info(k).spec.field == "weight" {
             assert!(
                 net.tensor(k).iter().any(|&w| w != 0.0),
                 "tensor {k} is all zero"
@@ -95,9 +95,9 @@ fn the_shipped_model_loads_as_the_784_128_64_10_relu_net() {
     // It computes: ten finite logits for a blank image and for an all-ink one.
     let mut x = Matrix::<f32, 2, { mnist::PIXELS }>::zeros();
     x.as_array_mut()[1] = [1.0; mnist::PIXELS];
-    let mut ws = Layer::<f32, 2>::workspace(&net);
-    let y = net.forward(&x, &mut ws);
-    assert!(y.iter().all(|v| v.is_finite()), "{y:?}");
+    let mut ws = Train::<f32, 2>::workspace(&net);
+    let y = net.forward_train(&x, &mut ws);
+    assert!(y.as_flattened().iter().all(|v| v.is_finite()), "{y:?}");
 }
 
 #[test]
@@ -121,20 +121,18 @@ fn the_shipped_model_scores_98_10_percent_on_the_mnist_test_set() {
     // Pixels scaled to p / 255 by fill_batch, with no standardization: the file has it folded in.
     let mut x = Matrix::<f32, BATCH, { mnist::PIXELS }>::zeros();
     let mut labels = [0_u8; BATCH];
-    let mut predictions = Matrix::<usize, BATCH, 1>::zeros();
-    let mut ws = Layer::<f32, BATCH>::workspace(&net);
+    let mut ws = Train::<f32, BATCH>::workspace(&net);
     let indices: Vec<usize> = (0..test.len()).collect();
     let (batches, rest) = indices.as_chunks::<BATCH>();
     assert!(rest.is_empty());
     let mut correct = 0;
     for batch in batches {
         test.fill_batch(batch, x.as_array_mut(), &mut labels);
-        net.forward(&x, &mut ws).row_argmax_into(&mut predictions);
-        correct += predictions
-            .as_slice()
+        let logits = net.forward_train(&x, &mut ws);
+        correct += logits
             .iter()
             .zip(&labels)
-            .filter(|&(&p, &l)| p == usize::from(l))
+            .filter(|&(row, &l)| argmax(row) == usize::from(l))
             .count();
     }
     println!(

@@ -9,10 +9,11 @@
 //!   epoch of MNIST is 937 such steps (60,000 images, the last partial batch left out), so
 //!   seconds per epoch ≈ 937 × the step time (plus assembling the batches, which
 //!   `benches/peers` includes).
-//! - `mlp/forward_batch1`: the forward pass (`Layer::<f32, 1>`) of one sample: the latency of
+//! - `mlp/forward_batch1`: the forward pass of one sample (`Layer::forward_one` on the heap net,
+//!   the path of a net loaded at run time, and the same code a baked net runs): the latency of
 //!   classifying one image.
-//! - `mlp/forward_batch1000`: the forward pass of 1,000 samples (`Layer::<f32, 1000>`), the
-//!   evaluation batch of `mnist_static`; throughput in samples/s.
+//! - `mlp/forward_batch1000`: the forward pass of 1,000 samples (`Train::<f32, 1000>::forward_train`,
+//!   into a heap workspace), the evaluation batch of `mnist_static`; throughput in samples/s.
 //!
 //! The numbers do not depend on the data's values (the products are dense), only on the
 //! shapes, so random inputs stand in for MNIST. Side-by-side figures against nalgebra,
@@ -22,7 +23,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use constmat::Matrix;
-use constmat::nn::{Dense, Identity, Layer, RandomInit, Relu, Sgd, SoftmaxCrossEntropy, Trainer};
+use constmat::nn::{
+    Dense, Identity, Layer, RandomInit, Relu, Sgd, SoftmaxCrossEntropy, Train, Trainer,
+};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::distr::Uniform;
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -84,17 +87,20 @@ fn forward(c: &mut Criterion) {
     let mut group = c.benchmark_group("mlp");
 
     let x1 = inputs::<1>(&mut rng);
-    let mut ws1 = Layer::<f32, 1>::workspace(&net);
+    let mut logits = [0.0_f32; 10];
     group.throughput(Throughput::Elements(1));
     group.bench_function("forward_batch1", |bench| {
-        bench.iter(|| black_box(net.forward(black_box(&x1), &mut ws1).as_slice()[0]));
+        bench.iter(|| {
+            net.forward_one(black_box(&x1[0]), &mut logits);
+            black_box(logits[0])
+        });
     });
 
     let x1000 = inputs::<EVAL_BATCH>(&mut rng);
-    let mut ws1000 = Layer::<f32, EVAL_BATCH>::workspace(&net);
+    let mut ws1000 = Train::<f32, EVAL_BATCH>::workspace(&net);
     group.throughput(Throughput::Elements(EVAL_BATCH as u64));
     group.bench_function("forward_batch1000", |bench| {
-        bench.iter(|| black_box(net.forward(black_box(&x1000), &mut ws1000).as_slice()[0]));
+        bench.iter(|| black_box(net.forward_train(black_box(&x1000), &mut ws1000)[0][0]));
     });
     group.finish();
 }

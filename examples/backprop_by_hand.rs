@@ -21,7 +21,7 @@
 //! `SoftmaxCrossEntropy`) and one entry against a finite difference.
 
 use constmat::Matrix;
-use constmat::nn::{Chain, Dense, Identity, Layer, Loss, Parameters, SoftmaxCrossEntropy, Tanh};
+use constmat::nn::{Chain, Dense, Identity, Loss, Parameters, SoftmaxCrossEntropy, Tanh, Train};
 
 /// The learning rate of plain SGD.
 const LEARNING_RATE: f64 = 0.5;
@@ -152,13 +152,11 @@ fn sgd_step(params: &mut Params, pass: &Pass, learning_rate: f64) {
     params.b2.add_scaled(-learning_rate, &pass.db2);
 }
 
-/// The largest absolute difference between two matrices of the same shape.
-fn max_abs_diff<const H: usize, const W: usize>(
-    a: &Matrix<f64, H, W>,
-    b: &Matrix<f64, H, W>,
-) -> f64 {
-    a.iter()
-        .zip(b.iter())
+/// The largest absolute difference between two matrices of the same shape (a `Matrix` derefs
+/// to its `H x W` array; the library's buffers are arrays).
+fn max_abs_diff<const H: usize, const W: usize>(a: &[[f64; W]; H], b: &[[f64; W]; H]) -> f64 {
+    (a.as_flattened().iter())
+        .zip(b.as_flattened())
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max)
 }
@@ -173,10 +171,10 @@ fn check_against_nn(params: &Params, x: &Matrix<f64, 4, 2>, y: &Matrix<f64, 4, 2
         Dense::<f64, 2, 3, Tanh>::new(params.w1.clone(), params.b1.clone()),
         Dense::<f64, 3, 2, Identity>::new(params.w2.clone(), params.b2.clone()),
     );
-    let mut workspace = Layer::<f64, 4>::workspace(&net);
+    let mut workspace = Train::<f64, 4>::workspace(&net);
     let mut d_logits = Matrix::<f64, 4, 2>::zeros();
     // Forward, then the loss and its gradient dZ2 = (P - Y)/B into `d_logits`.
-    let logits: &Matrix<f64, 4, 2> = net.forward(x, &mut workspace);
+    let logits: &[[f64; 2]; 4] = net.forward_train(x, &mut workspace);
     let logits_diff = max_abs_diff(logits, &hand.z2);
     let loss = SoftmaxCrossEntropy.loss_and_gradient(logits, y, &mut d_logits);
 

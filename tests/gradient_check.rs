@@ -199,7 +199,13 @@ impl Gradients {
 fn weighted_sum<const B: usize, const C: usize>(
     r: &Matrix<f64, B, C>,
 ) -> impl Fn(&[[f64; C]; B]) -> f64 + '_ {
-    move |out| out.as_flattened().iter().zip(r.iter()).map(|(o, r)| o * r).sum()
+    move |out| {
+        out.as_flattened()
+            .iter()
+            .zip(r.iter())
+            .map(|(o, r)| o * r)
+            .sum()
+    }
 }
 
 /// `X·Wᵀ + b`, computed here without the layer's code.
@@ -245,7 +251,10 @@ fn check_dense<A: Activation, const B: usize, const I: usize, const O: usize>(se
     let inline = layer.to_store::<Inline>();
     let inline_grads = gradients(&inline, &x, weighted_sum(&r), |_| r.clone(), &mut rng);
     inline_grads.assert_close(&format!("Dense<{I}, {O}, {:?}, Inline>", A::default()));
-    assert_eq!(inline_grads.tensors, grads.tensors, "the same gradients, bit for bit");
+    assert_eq!(
+        inline_grads.tensors, grads.tensors,
+        "the same gradients, bit for bit"
+    );
     assert_eq!(inline_grads.input, grads.input);
     worst
 }

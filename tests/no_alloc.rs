@@ -172,7 +172,11 @@ fn forward_allocates_nothing() {
     let (allocations, deallocations, sum) = count_allocations(|| {
         let mut sum = 0.0;
         for _ in 0..2 {
-            sum += net.forward_train(&x, &mut ws).as_flattened().iter().sum::<f32>();
+            sum += net
+                .forward_train(&x, &mut ws)
+                .as_flattened()
+                .iter()
+                .sum::<f32>();
         }
         sum
     });

@@ -22,16 +22,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use constmat::embed::{Identity, Infer, Relu, StaticDense};
+use constmat::embed::Baked;
+use constmat::nn::{Dense, Predict, Relu};
 
-/// The shipped model: 28x28 pixels in [0, 1] -> logits of the digits 0-9.
-type Mnist = constmat::static_net![
-    StaticDense<f32, 784, 128, Relu>,
-    StaticDense<f32, 128, 64, Relu>,
-    StaticDense<f32, 64, 10, Identity>,
+/// The shipped model, as it was trained: 28x28 pixels in [0, 1] -> logits of the digits 0-9.
+type Mnist = constmat::net![
+    Dense<f32, 784, 128, Relu>,
+    Dense<f32, 128, 64, Relu>,
+    Dense<f32, 64, 10>,
 ];
 
-static NET: Mnist = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
+/// The same layers with their weights in arrays, decoded from the file at compile time.
+static NET: Baked<Mnist> = constmat::include_net!("../../models/mnist-784-128-64-10.safetensors");
 
 /// Single predictions timed for the median.
 const TIMED_CALLS: usize = 10_001;

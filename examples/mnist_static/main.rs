@@ -18,8 +18,8 @@ use std::time::Instant;
 use constmat::Matrix;
 use constmat::data::mnist::{self, CLASSES, Mnist, PIXELS, Split};
 use constmat::nn::{
-    Adam, Dense, Identity, Layer, Momentum, Optimizer, RandomInit, Relu, Schedule, Sgd,
-    SoftmaxCrossEntropy, Trainer,
+    Adam, Dense, Identity, Momentum, Optimizer, RandomInit, Relu, Schedule, Sgd,
+    SoftmaxCrossEntropy, Train, Trainer, argmax,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -389,19 +389,17 @@ fn progress_bar(len: usize, epoch: usize, epochs: usize) -> ProgressBar {
 
 /// Forward passes over a whole split in batches of [`EVAL_BATCH`], reusing one workspace.
 struct Evaluator {
-    workspace: <Net as Layer<f32, EVAL_BATCH>>::Workspace,
+    workspace: <Net as Train<f32, EVAL_BATCH>>::Workspace,
     x: Matrix<f32, EVAL_BATCH, PIXELS>,
     labels: [u8; EVAL_BATCH],
-    predicted: Matrix<usize, EVAL_BATCH, 1>,
 }
 
 impl Evaluator {
     fn new(net: &Net) -> Self {
         Self {
-            workspace: Layer::<f32, EVAL_BATCH>::workspace(net),
+            workspace: Train::<f32, EVAL_BATCH>::workspace(net),
             x: Matrix::zeros(),
             labels: [0; EVAL_BATCH],
-            predicted: Matrix::zeros(),
         }
     }
 
@@ -416,9 +414,8 @@ impl Evaluator {
                 *index = start + k.min(real - 1);
             }
             fill_standardized(split, &indices, &mut self.x, &mut self.labels);
-            let logits = net.forward(&self.x, &mut self.workspace);
-            logits.row_argmax_into(&mut self.predicted);
-            predictions.extend(self.predicted.iter().take(real).map(|&c| c as u8));
+            let logits = net.forward_train(&self.x, &mut self.workspace);
+            predictions.extend(logits.iter().take(real).map(|row| argmax(row) as u8));
         }
         predictions
     }

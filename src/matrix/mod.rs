@@ -504,6 +504,54 @@ impl<T, const H: usize, const W: usize> IndexMut<(usize, usize)> for Matrix<T, H
     }
 }
 
+/// Row `r`, as an array: `m[r]` is the `r`-th sample of a batch, `m[r][c]` an element (as
+/// `m[(r, c)]`).
+///
+/// ```
+/// use constmat::Matrix;
+///
+/// let x = Matrix::<f32, 2, 3>::from_rows([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]);
+/// let sample: &[f32; 3] = &x[1];
+/// assert_eq!(sample, &[4.0, 5.0, 6.0]);
+/// assert_eq!(x[1][2], x[(1, 2)]);
+/// ```
+///
+/// # Panics
+///
+/// When `r >= H`, like slice indexing. Use [`Matrix::row`] to get an `Option` instead.
+impl<T, const H: usize, const W: usize> Index<usize> for Matrix<T, H, W> {
+    type Output = [T; W];
+
+    #[inline]
+    #[track_caller]
+    fn index(&self, r: usize) -> &[T; W] {
+        match self.data.get(r) {
+            Some(row) => row,
+            None => row_out_of_bounds(r, H, W),
+        }
+    }
+}
+
+impl<T, const H: usize, const W: usize> IndexMut<usize> for Matrix<T, H, W> {
+    /// # Panics
+    ///
+    /// When `r >= H`.
+    #[inline]
+    #[track_caller]
+    fn index_mut(&mut self, r: usize) -> &mut [T; W] {
+        match self.data.get_mut(r) {
+            Some(row) => row,
+            None => row_out_of_bounds(r, H, W),
+        }
+    }
+}
+
+#[cold]
+#[track_caller]
+fn row_out_of_bounds(r: usize, h: usize, w: usize) -> ! {
+    panic!("row {r} out of bounds for a {h}x{w} matrix")
+}
+
 #[cold]
 #[track_caller]
 fn out_of_bounds(r: usize, c: usize, h: usize, w: usize) -> ! {

@@ -1,9 +1,11 @@
 //! constmat itself: `kernels::matmul_into` for GEMM, and the crate's own typed MLP
-//! (`nn::Trainer`, `Sgd`, `SoftmaxCrossEntropy`), exactly as `examples/mnist_static` uses it.
+//! (`nn::Trainer`, `Sgd`, `SoftmaxCrossEntropy`), exactly as `examples/mnist_static` uses it;
+//! one sample through `Layer::forward_one` (the path of a loaded or baked net), 1,000 through
+//! `Train::forward_train` (a heap workspace, as `mnist_static` evaluates).
 
 use constmat::data::mnist;
 use constmat::nn::{
-    Dense, Identity, Layer, Loss, Parameters, Relu, Sgd, SoftmaxCrossEntropy, Trainer,
+    Dense, Identity, Layer, Loss, Parameters, Relu, Sgd, SoftmaxCrossEntropy, Train, Trainer,
 };
 use constmat::{Matrix, kernels};
 
@@ -70,10 +72,9 @@ pub struct ConstmatMlp {
     x: Matrix<f32, BATCH, PIXELS>,
     y: Matrix<f32, BATCH, CLASSES>,
     labels: [u8; BATCH],
-    x1: Matrix<f32, 1, PIXELS>,
-    ws1: <Net as Layer<f32, 1>>::Workspace,
+    x1: [f32; PIXELS],
     x_eval: Matrix<f32, EVAL, PIXELS>,
-    ws_eval: <Net as Layer<f32, EVAL>>::Workspace,
+    ws_eval: <Net as Train<f32, EVAL>>::Workspace,
 }
 
 impl ConstmatMlp {
@@ -86,10 +87,9 @@ impl ConstmatMlp {
             x: Matrix::zeros(),
             y: Matrix::zeros(),
             labels: [0; BATCH],
-            x1: Matrix::zeros(),
-            ws1: Layer::<f32, 1>::workspace(&net),
+            x1: [0.0; PIXELS],
             x_eval: Matrix::zeros(),
-            ws_eval: Layer::<f32, EVAL>::workspace(&net),
+            ws_eval: Train::<f32, EVAL>::workspace(&net),
             net,
         }
     }
@@ -128,17 +128,19 @@ impl Mlp for ConstmatMlp {
     }
 
     fn loss(&mut self) -> f32 {
-        let mut ws = Layer::<f32, BATCH>::workspace(&self.net);
-        let logits = self.net.forward(&self.x, &mut ws);
+        let mut ws = Train::<f32, BATCH>::workspace(&self.net);
+        let logits = self.net.forward_train(&self.x, &mut ws);
         SoftmaxCrossEntropy.loss(logits, &self.y)
     }
 
     fn load_single(&mut self, x: &[f32]) {
-        self.x1.as_mut_slice().copy_from_slice(x);
+        self.x1.copy_from_slice(x);
     }
 
     fn forward_single(&mut self) -> [f32; CLASSES] {
-        self.net.forward(&self.x1, &mut self.ws1).as_array()[0]
+        let mut logits = [0.0; CLASSES];
+        self.net.forward_one(&self.x1, &mut logits);
+        logits
     }
 
     fn load_eval(&mut self, x: &[f32]) {
@@ -146,12 +148,12 @@ impl Mlp for ConstmatMlp {
     }
 
     fn forward_eval(&mut self) -> f32 {
-        self.net.forward(&self.x_eval, &mut self.ws_eval).as_slice()[0]
+        self.net.forward_train(&self.x_eval, &mut self.ws_eval)[0][0]
     }
 
     fn eval_logits(&self) -> Vec<f32> {
-        <Net as Layer<f32, EVAL>>::output(&self.ws_eval)
-            .as_slice()
+        <Net as Train<f32, EVAL>>::output(&self.ws_eval)
+            .as_flattened()
             .to_vec()
     }
 }

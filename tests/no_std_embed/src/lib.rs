@@ -8,17 +8,21 @@
 //! checks it against the heap net on the MNIST test set.
 #![no_std]
 
-use constmat::embed::{Identity, Infer, Relu, StaticDense};
+use constmat::embed::Baked;
+use constmat::nn::{Dense, Predict, Relu};
 
-/// The shipped model's type: 28x28 pixels in [0, 1] -> logits of the digits 0-9.
-pub type Mnist = constmat::static_net![
-    StaticDense<f32, 784, 128, Relu>,
-    StaticDense<f32, 128, 64, Relu>,
-    StaticDense<f32, 64, 10, Identity>,
+/// The shipped model's type, as it was trained: 28x28 pixels in [0, 1] -> logits of the digits
+/// 0-9. Its layers' default storage is the heap, which this crate does not have: the type can
+/// be named all the same, and `Baked<Mnist>` is its form without a heap.
+pub type Mnist = constmat::net![
+    Dense<f32, 784, 128, Relu>,
+    Dense<f32, 128, 64, Relu>,
+    Dense<f32, 64, 10>,
 ];
 
 /// The shipped model, decoded at compile time.
-pub static NET: Mnist = constmat::include_net!("../../../models/mnist-784-128-64-10.safetensors");
+pub static NET: Baked<Mnist> =
+    constmat::include_net!("../../../models/mnist-784-128-64-10.safetensors");
 
 /// The model's input for a 28x28 grayscale image, row-major: pixels scaled to [0, 1].
 #[must_use]
@@ -47,18 +51,14 @@ mod tests {
     use std::path::Path;
     use std::println;
 
+    use constmat::Matrix;
     use constmat::data::{idx, mnist};
     use constmat::io::safetensors;
-    use constmat::nn::{Dense, Identity, Layer, Relu};
-    use constmat::{Matrix, embed};
+    use constmat::nn::{Train, argmax};
 
-    type HeapMnist = constmat::net![
-        Dense<f32, 784, 128, Relu>,
-        Dense<f32, 128, 64, Relu>,
-        Dense<f32, 64, 10, Identity>,
-    ];
+    use super::Mnist;
 
-    fn heap_net() -> HeapMnist {
+    fn heap_net() -> Mnist {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../models/mnist-784-128-64-10.safetensors");
         safetensors::load(&path).unwrap()
@@ -69,11 +69,11 @@ mod tests {
         let pixels: [u8; 784] = core::array::from_fn(|i| ((i * 37) % 256) as u8);
         let p = super::probabilities(&pixels);
         assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{p:?}");
-        assert_eq!(usize::from(super::classify(&pixels)), embed::argmax(&p));
+        assert_eq!(usize::from(super::classify(&pixels)), argmax(&p));
     }
 
-    /// Every MNIST test image: the baked net's class is the heap net's (`nn::Layer`, batches of
-    /// 500, loaded at run time from the same file), and 98.10% of them are right.
+    /// Every MNIST test image: the baked net's class is the heap net's (`Train::forward_train`,
+    /// batches of 500, loaded at run time from the same file), and 98.10% of them are right.
     #[test]
     fn classifies_the_mnist_test_set_as_the_heap_net_does() {
         const BATCH: usize = 500;
@@ -90,20 +90,18 @@ mod tests {
         assert_eq!(test.len() % BATCH, 0);
 
         let heap = heap_net();
-        let mut workspace = Layer::<f32, BATCH>::workspace(&heap);
+        let mut workspace = Train::<f32, BATCH>::workspace(&heap);
         let mut x = Matrix::<f32, BATCH, 784>::zeros();
-        let mut heap_classes = Matrix::<usize, BATCH, 1>::zeros();
         let mut correct = 0;
         for start in (0..test.len()).step_by(BATCH) {
             for (row, image) in x.rows_mut().zip(&test.images()[start..start + BATCH]) {
                 *row = super::input(image);
             }
-            heap.forward(&x, &mut workspace)
-                .row_argmax_into(&mut heap_classes);
-            for (k, heap_class) in heap_classes.iter().enumerate() {
+            let logits = heap.forward_train(&x, &mut workspace);
+            for (k, row) in logits.iter().enumerate() {
                 let index = start + k;
                 let class = super::classify(test.image(index));
-                assert_eq!(usize::from(class), *heap_class, "test image {index}");
+                assert_eq!(usize::from(class), argmax(row), "test image {index}");
                 correct += usize::from(class == test.label(index));
             }
         }

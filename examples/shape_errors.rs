@@ -120,6 +120,26 @@ const RULES: &[Rule] = &[
         rule: "`net![..]`: each layer's input width is the previous layer's output width",
         valid: layers,
     },
+    Rule {
+        cfg: "static_layers",
+        rule: "a hand-written baked net: its layers chain too, checked where the `static` is",
+        valid: static_layers,
+    },
+    Rule {
+        cfg: "baked_type",
+        rule: "`to_store::<Inline>()`: the baked form of `Net` is `Baked<Net>`",
+        valid: baked_type,
+    },
+    Rule {
+        cfg: "optimizer",
+        rule: "an optimizer updates only the net it was built for",
+        valid: optimizer,
+    },
+    Rule {
+        cfg: "from_flat",
+        rule: "`from_flat`: the array holds H * W elements (checked by `cargo build`)",
+        valid: from_flat,
+    },
 ];
 
 fn main() {
@@ -368,21 +388,85 @@ fn hadamard() -> String {
 }
 
 fn layers() -> String {
-    use constmat::nn::{Chain, Dense, Identity, Relu, Trainer};
+    use constmat::nn::{Dense, Parameters, Relu, Trainer};
     #[cfg(shape_error = "layers")]
     {
-        type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 100, 10, Identity>];
-        let net: Net = Chain::new(
-            Dense::new(Matrix::zeros(), Matrix::zeros()),
-            Dense::new(Matrix::zeros(), Matrix::zeros()),
-        );
+        type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 100, 10>];
+        let net = Net::zeros();
         let _trainer = Trainer::<f32, Net, 64>::new(&net);
     }
-    type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10, Identity>];
-    let net: Net = Chain::new(
-        Dense::new(Matrix::zeros(), Matrix::zeros()),
-        Dense::new(Matrix::zeros(), Matrix::zeros()),
-    );
+    type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10>];
+    let net = Net::zeros();
     let _trainer = Trainer::<f32, Net, 64>::new(&net);
     "a 784-128-10 net and a trainer for batches of 64".to_string()
+}
+
+fn static_layers() -> String {
+    use constmat::nn::{Chain, Dense, Identity, Inline, Layer};
+    #[cfg(shape_error = "static_layers")]
+    {
+        static NET: Chain<Dense<f32, 2, 8, Identity, Inline>, Dense<f32, 6, 1, Identity, Inline>> =
+            Chain::new(
+                Dense::new([[0.0; 2]; 8], [0.0; 8]),
+                Dense::new([[0.0; 6]], [0.0]),
+            );
+        let _ = &NET;
+    }
+    static NET: Chain<Dense<f32, 2, 8, Identity, Inline>, Dense<f32, 8, 1, Identity, Inline>> =
+        Chain::new(
+            Dense::new([[1.0; 2]; 8], [0.0; 8]),
+            Dense::new([[1.0; 8]], [0.0]),
+        );
+    let mut out = [0.0];
+    NET.forward_one(&[1.0, 2.0], &mut out);
+    format!("a static 2-8-1 net: [1, 2] -> {out:?}")
+}
+
+fn baked_type() -> String {
+    use constmat::embed::Baked;
+    use constmat::nn::{Dense, Inline, Layer, Parameters, Relu};
+    type Net = constmat::net![Dense<f32, 4, 8, Relu>, Dense<f32, 8, 2>];
+    #[cfg(shape_error = "baked_type")]
+    {
+        type Wrong = constmat::net![
+            Dense<f32, 4, 6, Relu, Inline>,
+            Dense<f32, 6, 2, constmat::nn::Identity, Inline>,
+        ];
+        let _baked: Wrong = Net::zeros().to_store::<Inline>();
+    }
+    let baked: Baked<Net> = Net::zeros().to_store::<Inline>();
+    format!(
+        "a trained 4-8-2 net as Baked<Net>: {} bytes of parameters inline",
+        size_of_val(&baked)
+    )
+}
+
+fn optimizer() -> String {
+    use constmat::nn::{Adam, Dense, Parameters, Relu, SoftmaxCrossEntropy, Trainer};
+    type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10>];
+    let (x, y) = ([[0.0; 784]], [[0.1; 10]]);
+    #[cfg(shape_error = "optimizer")]
+    {
+        type Small = constmat::net![Dense<f32, 784, 100, Relu>, Dense<f32, 100, 10>];
+        let mut adam = Adam::new(&Small::zeros());
+        let mut net = Net::zeros();
+        let mut trainer = Trainer::<f32, Net, 1>::new(&net);
+        let _ = trainer.step(&mut net, &mut adam, 0.01, &SoftmaxCrossEntropy, &x, &y);
+    }
+    let mut net = Net::zeros();
+    let mut adam = Adam::new(&net);
+    let mut trainer = Trainer::<f32, Net, 1>::new(&net);
+    let loss = trainer
+        .step(&mut net, &mut adam, 0.01, &SoftmaxCrossEntropy, &x, &y)
+        .expect("a zero net's loss is finite");
+    format!("one Adam step of a 784-128-10 net, loss {loss:.3}")
+}
+
+fn from_flat() -> String {
+    #[cfg(shape_error = "from_flat")]
+    {
+        let _m = Matrix::<f32, 2, 3>::from_flat([1.0, 2.0, 3.0, 4.0, 5.0]);
+    }
+    let m = Matrix::<f32, 2, 3>::from_flat([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    format!("[1, 2, 3, 4, 5, 6] as 2x3: rows {:?} and {:?}", m[0], m[1])
 }

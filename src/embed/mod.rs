@@ -60,11 +60,11 @@
 //!
 //! # Running
 //!
-//! A baked net is a [`Layer`](crate::nn::Layer) like any other: [`forward`](crate::nn::Layer::forward)
+//! A baked net is a [`Layer`] like any other: [`forward`](crate::nn::Layer::forward)
 //! (a batch), [`forward_one`](crate::nn::Layer::forward_one), and through
 //! [`Predict`](crate::nn::Predict) the class and the class probabilities. They run the same
 //! code as the heap net, on the `static` arrays in place, and keep intermediate results in
-//! fixed-size arrays on the stack. [`Layer::to_store`](crate::nn::Layer::to_store) converts
+//! fixed-size arrays on the stack. [`Layer::to_store`] converts
 //! between a baked net and its heap form.
 //!
 //! # Cost

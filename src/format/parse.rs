@@ -236,18 +236,23 @@ pub const fn check_layout(header: &Header<'_>, spec: &NetSpec) -> Result<(), Err
         }
         k += 1;
     }
-    let mut i = 0;
-    while let Some(tensor) = header.tensor(i) {
-        let known = match parse_name(tensor.name) {
+    // One walk over the header (it was checked by `parse`, so the walk cannot fail).
+    let Ok(mut members) = Members::start(header.json) else {
+        return Ok(());
+    };
+    while let Ok(Some(member)) = members.next(header.json) {
+        if member.tensor.is_none() {
+            continue;
+        }
+        let known = match parse_name(member.name) {
             Some((module, field)) => spec.find(module, field).is_some(),
             None => false,
         };
         if !known {
             return Err(Error::Unexpected {
-                name: TensorName::new(tensor.name),
+                name: TensorName::new(member.name),
             });
         }
-        i += 1;
     }
     Ok(())
 }
@@ -303,7 +308,8 @@ impl<'a> Header<'a> {
         self.data.len()
     }
 
-    /// Tensor `k` in the order of the header, or `None` when `k >= tensor_count()`.
+    /// Tensor `k` in the order of the header, or `None` when `k >= tensor_count()`. (Each call
+    /// reads the header from its start: a lookup, not a way to walk many tensors.)
     #[must_use]
     pub const fn tensor(&self, k: usize) -> Option<Tensor<'a>> {
         let Ok(mut members) = Members::start(self.json) else {

@@ -60,8 +60,8 @@ const fn find<'a>(
 
 macro_rules! decoders {
     (
-        $t:ty, $dtype:ident, $bits:ty, $exponent:expr, $matrix:ident, $vector:ident, $fill:ident,
-        |$b:ident| $assemble:expr
+        $t:ty, $dtype:ident, $bits:ty, $exponent:expr, $matrix:ident, $vector:ident,
+        $tensor4:ident, $fill:ident, |$b:ident| $assemble:expr
     ) => {
         #[doc = concat!(
             "The `", stringify!($dtype), "` tensor `{module}.{field}` of shape `[H, W]` in the ",
@@ -88,6 +88,37 @@ macro_rules! decoders {
                     return Err(Error::NonFinite {
                         name: TensorName::of(module, field),
                         index: row * W + i,
+                    });
+                }
+                row += 1;
+            }
+            Ok(out)
+        }
+
+        #[doc = concat!(
+            "The `", stringify!($dtype), "` tensor `{module}.{field}` of shape `[A, B, C, D]` in ",
+            "the safetensors file `bytes` (a convolution's weight, `[out, in, kh, kw]`).\n\n",
+            "# Errors\n\n",
+            "As [`", stringify!($matrix), "`].",
+        )]
+        pub const fn $tensor4<const A: usize, const B: usize, const C: usize, const D: usize>(
+            bytes: &[u8],
+            module: usize,
+            field: &str,
+        ) -> Result<[[[[$t; D]; C]; B]; A], Error> {
+            let tensor = match find(bytes, module, field, Dtype::$dtype, &[A, B, C, D]) {
+                Ok(tensor) => tensor,
+                Err(e) => return Err(e),
+            };
+            let mut out = [[[[0.0; D]; C]; B]; A];
+            let mut row = 0;
+            while row < A * B * C {
+                let (_, rest) = tensor.data.split_at(row * D * size_of::<$t>());
+                let (a, b, c) = (row / (B * C), row / C % B, row % C);
+                if let Some(i) = $fill(rest, &mut out[a][b][c]) {
+                    return Err(Error::NonFinite {
+                        name: TensorName::of(module, field),
+                        index: row * D + i,
                     });
                 }
                 row += 1;
@@ -156,6 +187,7 @@ decoders!(
     0x7f80_0000,
     f32_matrix,
     f32_vector,
+    f32_tensor4,
     fill_f32,
     |b| { (b[0] as u32) | (b[1] as u32) << 8 | (b[2] as u32) << 16 | (b[3] as u32) << 24 }
 );
@@ -166,6 +198,7 @@ decoders!(
     0x7ff0_0000_0000_0000,
     f64_matrix,
     f64_vector,
+    f64_tensor4,
     fill_f64,
     |b| {
         (b[0] as u64)

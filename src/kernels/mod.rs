@@ -319,6 +319,68 @@ pub fn dot<T: Scalar, const N: usize>(a: &[T; N], b: &[T; N]) -> T {
     reference::dot(a, b)
 }
 
+/// How the operands of [`gemm_slices`] are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Product {
+    /// `C = A·B`: `A` is `m x k`, `B` is `k x n`.
+    Plain,
+    /// `C = Aᵀ·B`: `A` is stored `k x m`, `B` is `k x n`.
+    TransposeLhs,
+    /// `C = A·Bᵀ`: `A` is `m x k`, `B` is stored `n x k`.
+    TransposeRhs,
+}
+
+/// `c (+)= op(a)·op(b)` on row-major slices whose sizes are known only at run time: the products
+/// of a convolution, whose operands (`C·K·K x OH·OW` patches, for instance) have shapes that
+/// stable Rust cannot name from the layer's const parameters. The typed functions above are the
+/// public API; this is their engine with the shapes checked here instead of by the compiler.
+///
+/// # Panics
+///
+/// When a slice's length is not the one its shape needs (a bug in the caller).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_slices<T: Scalar>(
+    product: Product,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    accumulate: bool,
+) {
+    assert!(
+        a.len() == m * k && b.len() == k * n && c.len() == m * n,
+        "operand lengths {}, {}, {} do not fit an {m}x{k} by {k}x{n} product",
+        a.len(),
+        b.len(),
+        c.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa() {
+        let layout = match product {
+            Product::Plain => Layout::Plain,
+            Product::TransposeLhs => Layout::TransposeLhs,
+            Product::TransposeRhs => Layout::TransposeRhs,
+        };
+        if let (Some(a), Some(b), Some(c)) = (
+            simd::same_type_slice::<T, f32>(a),
+            simd::same_type_slice::<T, f32>(b),
+            simd::same_type_slice_mut::<T, f32>(c),
+        ) {
+            simd::gemm(isa, layout, m, n, k, a, b, c, accumulate);
+            return;
+        }
+        if let (Some(a), Some(b), Some(c)) = (
+            simd::same_type_slice::<T, f64>(a),
+            simd::same_type_slice::<T, f64>(b),
+            simd::same_type_slice_mut::<T, f64>(c),
+        ) {
+            simd::gemm(isa, layout, m, n, k, a, b, c, accumulate);
+            return;
+        }
+    }
+    reference::gemm_slices(product, (m, n, k), a, b, c, accumulate);
+}
+
 /// Sets every element of `out` to `value`.
 fn fill<T: Copy, const H: usize, const W: usize>(out: &mut [[T; W]; H], value: T) {
     for row in out.iter_mut() {
@@ -422,5 +484,47 @@ mod tests {
         let mut out = [[5; 3]; 2];
         matmul_into(&a, &b, &mut out);
         assert_eq!(out, [[0; 3]; 2]);
+    }
+
+    /// The run-time-sized products against the textbook loop, every layout, every element type
+    /// with its own path (SIMD for f32 and f64 when the CPU has it, the reference loops for
+    /// integers), odd sizes on both sides of the SIMD tiles, overwriting and accumulating.
+    #[test]
+    fn slice_products_agree_with_the_triple_loop() {
+        fn check<T: Scalar + core::fmt::Debug>(to: fn(i64) -> T, close: fn(T, T) -> bool) {
+            for (m, n, k) in [(1, 1, 1), (3, 5, 7), (6, 17, 25), (16, 33, 9), (1, 100, 150), (37, 1, 8)] {
+                let a: std::vec::Vec<i64> = (0..m * k).map(|i| (i as i64 * 7 + 3) % 13 - 6).collect();
+                let b: std::vec::Vec<i64> = (0..k * n).map(|i| (i as i64 * 5 + 1) % 11 - 5).collect();
+                let mut want = std::vec![0_i64; m * n];
+                for i in 0..m {
+                    for j in 0..n {
+                        for p in 0..k {
+                            want[i * n + j] += a[i * k + p] * b[p * n + j];
+                        }
+                    }
+                }
+                // The same product with each operand stored transposed.
+                let a_t: std::vec::Vec<i64> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+                let b_t: std::vec::Vec<i64> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+                let conv = |v: &[i64]| v.iter().map(|&x| to(x)).collect::<std::vec::Vec<T>>();
+                for (product, a, b) in [
+                    (Product::Plain, &a, &b),
+                    (Product::TransposeLhs, &a_t, &b),
+                    (Product::TransposeRhs, &a, &b_t),
+                ] {
+                    for accumulate in [false, true] {
+                        let mut c = conv(&std::vec![1_i64; m * n]);
+                        gemm_slices(product, (m, n, k), &conv(a), &conv(b), &mut c, accumulate);
+                        for (i, (&got, &w)) in c.iter().zip(&want).enumerate() {
+                            let w = to(w + i64::from(accumulate));
+                            assert!(close(got, w), "{product:?} {m}x{n}x{k} [{i}]: {got:?} vs {w:?}");
+                        }
+                    }
+                }
+            }
+        }
+        check::<f32>(|x| x as f32, |a, b| (a - b).abs() <= 1e-4 * b.abs().max(1.0));
+        check::<f64>(|x| x as f64, |a, b| (a - b).abs() <= 1e-12 * b.abs().max(1.0));
+        check::<i64>(|x| x, |a, b| a == b);
     }
 }

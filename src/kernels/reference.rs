@@ -3,6 +3,7 @@
 //! They define what the fast kernels must compute, serve every type without a SIMD path (integers,
 //! and machines without AVX2), and are what the property tests compare the fast kernels against.
 
+use super::Product;
 use crate::Scalar;
 
 /// `out += a · b` in `i-k-j` order: the innermost loop walks a row of `b` and of `out`.
@@ -76,5 +77,50 @@ pub fn dot<T: Scalar>(a: &[T], b: &[T]) -> T {
 fn axpy_row<T: Scalar, const N: usize>(alpha: T, x: &[T; N], out: &mut [T; N]) {
     for (o, &v) in out.iter_mut().zip(x.iter()) {
         *o += alpha * v;
+    }
+}
+
+/// `c (+)= op(a)·op(b)` on row-major slices (see [`super::gemm_slices`], which checked the
+/// lengths): the same loop orders as the typed kernels above.
+pub fn gemm_slices<T: Scalar>(
+    product: Product,
+    (m, n, k): (usize, usize, usize),
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    accumulate: bool,
+) {
+    if !accumulate {
+        c.fill(T::zero());
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    match product {
+        Product::Plain => {
+            for (a_row, c_row) in a.chunks_exact(k).zip(c.chunks_exact_mut(n)) {
+                for (&a_ik, b_row) in a_row.iter().zip(b.chunks_exact(n)) {
+                    for (o, &v) in c_row.iter_mut().zip(b_row) {
+                        *o += a_ik * v;
+                    }
+                }
+            }
+        }
+        Product::TransposeLhs => {
+            for (a_row, b_row) in a.chunks_exact(m).zip(b.chunks_exact(n)) {
+                for (&a_ki, c_row) in a_row.iter().zip(c.chunks_exact_mut(n)) {
+                    for (o, &v) in c_row.iter_mut().zip(b_row) {
+                        *o += a_ki * v;
+                    }
+                }
+            }
+        }
+        Product::TransposeRhs => {
+            for (a_row, c_row) in a.chunks_exact(k).zip(c.chunks_exact_mut(n)) {
+                for (b_row, o) in b.chunks_exact(k).zip(c_row.iter_mut()) {
+                    *o += dot(a_row, b_row);
+                }
+            }
+        }
     }
 }

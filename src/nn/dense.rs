@@ -94,29 +94,10 @@ impl<T: Sample, const I: usize, const O: usize, A: Activation, S: Store> Dense<T
     where
         T: Float,
     {
-        use rand::distr::{Distribution, Uniform};
-        let (fan_in, fan_out) = (I as f64, O as f64);
         let mut weight = S::matrix_filled(T::ZERO);
-        let flat = S::matrix_mut(&mut weight).as_flattened_mut();
-        match init {
-            Init::He => {
-                let normal = rand_distr::Normal::new(0.0, (2.0 / fan_in).sqrt())
-                    .expect("a finite, positive standard deviation");
-                flat.iter_mut().for_each(|w| *w = to_t(normal.sample(rng)));
-            }
-            Init::Xavier => {
-                let limit = (6.0 / (fan_in + fan_out)).sqrt();
-                let uniform = Uniform::new_inclusive(-limit, limit).expect("a finite range");
-                flat.iter_mut().for_each(|w| *w = to_t(uniform.sample(rng)));
-            }
-        }
+        init.fill(S::matrix_mut(&mut weight).as_flattened_mut(), I, O, rng);
         Self::new(weight, S::vector_filled(T::ZERO))
     }
-}
-
-#[cfg(feature = "rand")]
-fn to_t<T: Float>(x: f64) -> T {
-    T::from(x).expect("every float type holds an f64 initial weight, perhaps rounded")
 }
 
 impl<T, const I: usize, const O: usize, A, S> Layer for Dense<T, I, O, A, S>

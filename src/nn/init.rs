@@ -17,6 +17,46 @@ pub enum Init {
     Xavier,
 }
 
+#[cfg(feature = "rand")]
+impl Init {
+    /// Fills `weights` with values drawn for a layer with `fan_in` inputs and `fan_out` outputs
+    /// per weight (for a dense layer, its input and output widths; for a convolution, times the
+    /// kernel's area), in order, from `rng`.
+    ///
+    /// ```
+    /// use constmat::nn::Init;
+    /// use rand::{SeedableRng, rngs::StdRng};
+    ///
+    /// let mut w = [0.0_f64; 1000];
+    /// Init::Xavier.fill(&mut w, 30, 20, &mut StdRng::seed_from_u64(1));
+    /// let limit = (6.0_f64 / 50.0).sqrt();
+    /// assert!(w.iter().all(|x| x.abs() <= limit) && w.iter().any(|x| x.abs() > limit / 2.0));
+    /// ```
+    pub fn fill<T: num_traits::Float, R: rand::Rng + ?Sized>(
+        self,
+        weights: &mut [T],
+        fan_in: usize,
+        fan_out: usize,
+        rng: &mut R,
+    ) {
+        use rand::distr::{Distribution, Uniform};
+        let to_t = |x: f64| T::from(x).expect("every float type holds an f64 weight, perhaps rounded");
+        let (fan_in, fan_out) = (fan_in as f64, fan_out as f64);
+        match self {
+            Init::He => {
+                let normal = rand_distr::Normal::new(0.0, (2.0 / fan_in).sqrt())
+                    .expect("a finite, positive standard deviation");
+                weights.iter_mut().for_each(|w| *w = to_t(normal.sample(rng)));
+            }
+            Init::Xavier => {
+                let limit = (6.0 / (fan_in + fan_out)).sqrt();
+                let uniform = Uniform::new_inclusive(-limit, limit).expect("a finite range");
+                weights.iter_mut().for_each(|w| *w = to_t(uniform.sample(rng)));
+            }
+        }
+    }
+}
+
 /// Values that can be built with freshly initialized parameters: layers and whole nets.
 ///
 /// ```

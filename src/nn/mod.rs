@@ -87,11 +87,14 @@
 mod activation;
 mod bake;
 mod chain;
+mod conv;
 mod cross_entropy;
 mod dense;
+mod flatten;
 mod init;
 mod mse;
 mod optim;
+mod pool;
 mod predict;
 mod schedule;
 mod store;
@@ -105,15 +108,20 @@ pub use bake::{Bake, SafetensorsFile, Skip};
 pub use chain::Chain;
 #[cfg(feature = "alloc")]
 pub use chain::ChainWorkspace;
+pub use conv::{Conv2d, conv_output_size};
+#[cfg(feature = "alloc")]
+pub use conv::Conv2dWorkspace;
 pub use cross_entropy::{SoftmaxCrossEntropy, softmax_in_place, softmax_rows_into};
 pub use dense::Dense;
 #[cfg(feature = "alloc")]
 pub use dense::DenseWorkspace;
+pub use flatten::Flatten;
 pub use init::Init;
 #[cfg(feature = "rand")]
 pub use init::RandomInit;
 pub use mse::MeanSquaredError;
 pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
+pub use pool::{MaxPool2d, pool_output_size};
 pub use predict::{Predict, argmax};
 pub use schedule::Schedule;
 pub use store::{Heap, Inline, Store};
@@ -124,7 +132,7 @@ pub use trainer::{Diverged, Trainer};
 
 use core::fmt::Debug;
 
-use crate::format::{NetSpec, TensorName, TensorSpec};
+use crate::format::{Message, NetSpec, TensorName, TensorSpec};
 
 /// One sample flowing into or out of a layer: a number, or an array of samples (`[T; N]` for a
 /// dense layer's input).
@@ -317,10 +325,150 @@ impl TensorInfo {
 /// let same: fn(A) -> B = |net| net;
 /// # let _ = same;
 /// ```
+///
+/// # Nets on images
+///
+/// Started with `Input<T, C, H, W>` (the element type, and the channels, height and width of
+/// one image), the layers are written as PyTorch constructs them, and the macro computes every
+/// image size (with [`conv_output_size`] and [`pool_output_size`]), so that none is written by
+/// hand:
+///
+/// | in `net!` | PyTorch | the layer |
+/// | --- | --- | --- |
+/// | `Conv2d<C, OC, K>`, `Conv2d<C, OC, K, A>` | `nn.Conv2d(C, OC, K)` (+ the activation) | [`Conv2d`], stride 1, no padding |
+/// | `Conv2d<C, OC, K, S, P>`, `Conv2d<C, OC, K, S, P, A>` | `nn.Conv2d(C, OC, K, stride=S, padding=P)` | [`Conv2d`] |
+/// | `MaxPool2d<K>`, `MaxPool2d<K, S>` | `nn.MaxPool2d(K)`, `nn.MaxPool2d(K, stride=S)` | [`MaxPool2d`] |
+/// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
+/// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
+///
+/// Each argument is one token: a literal, a name, or a `{ .. }` block. The channels and widths
+/// a layer is written with are checked against what reaches it, so a mistake is a compile error
+/// naming both sizes; PyTorch finds the same mistakes at run time.
+///
+/// ```
+/// use constmat::nn::{Layer, Relu};
+///
+/// /// LeNet-5 on MNIST: nn.Sequential(Conv2d(1, 6, 5, padding=2), ReLU(), MaxPool2d(2),
+/// /// Conv2d(6, 16, 5), ReLU(), MaxPool2d(2), Flatten(), Linear(400, 120), ReLU(),
+/// /// Linear(120, 84), ReLU(), Linear(84, 10)).
+/// type LeNet = constmat::net![
+///     Input<f32, 1, 28, 28>,
+///     Conv2d<1, 6, 5, 1, 2, Relu>, // 6 x 28 x 28
+///     MaxPool2d<2>,                // 6 x 14 x 14
+///     Conv2d<6, 16, 5, Relu>,      // 16 x 10 x 10
+///     MaxPool2d<2>,                // 16 x 5 x 5
+///     Flatten,                     // 400
+///     Dense<400, 120, Relu>,
+///     Dense<120, 84, Relu>,
+///     Dense<84, 10>,
+/// ];
+/// assert_eq!(LeNet::SPEC.modules(), 12); // PyTorch's numbering: 0.weight, 3.weight, 7.weight, ...
+/// ```
+///
+/// A `Dense` whose input width is not what `Flatten` gives does not compile:
+///
+/// ```compile_fail,E0271
+/// # use constmat::nn::{Parameters, Relu};
+/// type Wrong = constmat::net![
+///     Input<f32, 1, 28, 28>,
+///     Conv2d<1, 6, 5, Relu>,   // 6 x 24 x 24
+///     MaxPool2d<2>,            // 6 x 12 x 12
+///     Flatten,                 // 864
+///     Dense<784, 10>,          // expected an array with a size of 864, found one with a size of 784
+/// ];
+/// let _ = Wrong::zeros();
+/// ```
 #[macro_export]
 macro_rules! net {
+    (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@image ($t) ($c) ($h) ($w) $($($rest)*)?)
+    };
     ($layer:ty $(,)?) => { $layer };
     ($layer:ty, $($rest:ty),+ $(,)?) => { $crate::nn::Chain<$layer, $crate::net!($($rest),+)> };
+}
+
+/// The image form of [`net!`](crate::net): reads one layer, computes the size it gives, and
+/// goes on with the rest. Not for direct use.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __net_image {
+    // Convolutions: (in, out, kernel[, stride, padding][, activation]).
+    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, 1, 0, $a) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, $s, $p, $a) $($rest)*)
+    };
+    (@conv ($t:ty) $c:tt ($h:tt) ($w:tt) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::Conv2d<$t, $ci, $co, $k, $s, $p, $h, $w,
+                { $crate::nn::conv_output_size($h, $k, $s, $p) },
+                { $crate::nn::conv_output_size($w, $k, $s, $p) }, $a>)
+            (@image ($t) ($co)
+                ({ $crate::nn::conv_output_size($h, $k, $s, $p) })
+                ({ $crate::nn::conv_output_size($w, $k, $s, $p) }))
+            $($rest)*)
+    };
+    // Max pooling: (window[, stride]); the stride is the window unless given.
+    (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool $t $c $h $w ($k, $k) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool $t $c $h $w ($k, $s) $($rest)*)
+    };
+    (@pool ($t:ty) ($c:tt) ($h:tt) ($w:tt) ($k:tt, $s:tt) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::MaxPool2d<$t, $c, $k, $s, $h, $w,
+                { $crate::nn::pool_output_size($h, $k, $s) },
+                { $crate::nn::pool_output_size($w, $k, $s) }>)
+            (@image ($t) ($c)
+                ({ $crate::nn::pool_output_size($h, $k, $s) })
+                ({ $crate::nn::pool_output_size($w, $k, $s) }))
+            $($rest)*)
+    };
+    // Flatten: the image becomes a vector of C·H·W.
+    (@image ($t:ty) ($c:tt) ($h:tt) ($w:tt) Flatten $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::Flatten<$t, $c, $h, $w, { $c * $h * $w }>)
+            (@vector ($t))
+            $($rest)*)
+    };
+    // Dense layers, on vectors: (in, out[, activation]).
+    (@vector ($t:ty) Dense<$i:tt, $o:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::nn::Dense<$t, $i, $o>) (@vector ($t)) $($rest)*)
+    };
+    (@vector ($t:ty) Dense<$i:tt, $o:tt, $a:ty> $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::nn::Dense<$t, $i, $o, $a>) (@vector ($t)) $($rest)*)
+    };
+    // Mistakes of order.
+    (@image $t:tt $c:tt $h:tt $w:tt Dense $($rest:tt)*) => {
+        ::core::compile_error!("`Dense` takes a vector: put `Flatten` between the image layers and it")
+    };
+    (@vector $t:tt $layer:ident $($rest:tt)*) => {
+        ::core::compile_error!(::core::concat!(
+            "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers take a vector"
+        ))
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt) => {
+        ::core::compile_error!("a net needs a layer after its `Input`")
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $($rest:tt)+) => {
+        ::core::compile_error!(::core::concat!(
+            "expected `Conv2d<..>`, `MaxPool2d<..>`, `Flatten` or `Dense<..>`, found `",
+            ::core::stringify!($($rest)+), "`"
+        ))
+    };
+    // The layer just read: the last one, or the first of a chain.
+    (@emit ($layer:ty) ($($state:tt)*) $(,)?) => { $layer };
+    (@emit ($layer:ty) ($($state:tt)*) , $($rest:tt)+) => {
+        $crate::nn::Chain<$layer, $crate::__net_image!($($state)* $($rest)+)>
+    };
 }
 
 /// A loss over a batch of `B` outputs of width `C`, with its gradient.

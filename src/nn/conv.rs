@@ -1,0 +1,714 @@
+//! The 2-D convolution `A = f(conv(X, W) + b)`: its one definition, forward and backward side by
+//! side, for every storage.
+//!
+//! Derivation: `docs/backprop.md`, section "Convolution". For one sample with `C` input channels
+//! of `H x W`, `OC` filters of `C x K x K`, stride `S` and zero padding `P`, the output has `OC`
+//! channels of `OH x OW`, `OH = (H + 2P - K) / S + 1`. The convolution is a matrix product on
+//! unrolled patches ("im2col"):
+//!
+//! ```text
+//! forward                                             backward
+//! X̂ = im2col(X)        (C·K·K) x (OH·OW)              dZ = dA ⊙ f'(Z)             OC x (OH·OW)
+//! Z = W·X̂ + b          (OC x C·K·K)(C·K·K x OH·OW)    dW = Σ_batch dZ·X̂ᵀ          OC x (C·K·K)
+//! A = f(Z)             OC x (OH·OW) = OC x OH x OW    db = Σ_batch Σ_positions dZ  OC
+//!                                                     dX = col2im(Wᵀ·dZ)          C x H x W
+//! ```
+//!
+//! Row `(c, kh, kw)`, column `(oh, ow)` of `X̂` is `X[c][oh·S + kh - P][ow·S + kw - P]`, zero where
+//! that falls in the padding. The weight, stored `[OC][C][K][K]` as PyTorch stores it, is `W` with
+//! its rows flattened: no copy. `col2im` adds each entry of `Wᵀ·dZ` back to the input position it
+//! was copied from.
+
+use num_traits::Float;
+
+#[cfg(feature = "rand")]
+use super::Init;
+use super::{
+    Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
+};
+use crate::format::{Element, Message, NetSpec, TensorSpec, decode};
+use crate::kernels::{self, Product};
+
+/// The output size of a convolution along one dimension: `(input + 2·padding - kernel) / stride
+/// + 1`, PyTorch's formula, with its two mistakes made errors.
+///
+/// [`net!`](crate::net) computes a convolution's output height and width with it, so they are
+/// never written by hand; called in a type (a `const` context), a mistake is a build error that
+/// names the sizes.
+///
+/// # Panics
+///
+/// (At compile time, as an error, when used in a type.) When the kernel is larger than the
+/// padded input, or when `input + 2·padding - kernel` is not a multiple of `stride` (PyTorch would
+/// silently drop the last rows or columns), or when `stride` is 0.
+///
+/// ```
+/// use constmat::nn::conv_output_size;
+/// assert_eq!(conv_output_size(28, 5, 1, 2), 28); // LeNet's first layer: "same" padding
+/// assert_eq!(conv_output_size(14, 5, 1, 0), 10);
+/// assert_eq!(conv_output_size(7, 3, 2, 1), 4);
+/// let err = std::panic::catch_unwind(|| conv_output_size(3, 5, 1, 0)).unwrap_err();
+/// assert_eq!(
+///     err.downcast_ref::<String>().unwrap(),
+///     "Conv2d: the kernel (5) is larger than the padded input (3 + 2 x 0 = 3)"
+/// );
+/// ```
+#[must_use]
+#[track_caller]
+pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, padding: usize) -> usize {
+    window_output_size("Conv2d", input, kernel, stride, padding)
+}
+
+/// `(input + 2·padding - window) / stride + 1`, checked (see [`conv_output_size`]); `layer`
+/// names the layer in the messages.
+#[track_caller]
+pub(crate) const fn window_output_size(
+    layer: &str,
+    input: usize,
+    window: usize,
+    stride: usize,
+    padding: usize,
+) -> usize {
+    let padded = input + 2 * padding;
+    if stride == 0 {
+        Message::new()
+            .str(layer)
+            .str(": the stride is 0")
+            .panic()
+    }
+    if window > padded || window == 0 {
+        Message::new()
+            .str(layer)
+            .str(": the kernel (")
+            .number(window)
+            .str(") is larger than the padded input (")
+            .number(input)
+            .str(" + 2 x ")
+            .number(padding)
+            .str(" = ")
+            .number(padded)
+            .str(")")
+            .panic()
+    }
+    if !(padded - window).is_multiple_of(stride) {
+        Message::new()
+            .str(layer)
+            .str(": the stride (")
+            .number(stride)
+            .str(") does not divide input + 2 x padding - kernel (")
+            .number(input)
+            .str(" + 2 x ")
+            .number(padding)
+            .str(" - ")
+            .number(window)
+            .str(" = ")
+            .number(padded - window)
+            .str("): the last ")
+            .number((padded - window) % stride)
+            .str(" rows and columns would never be read")
+            .panic()
+    }
+    (padded - window) / stride + 1
+}
+
+/// Checks that `out` is the output size of `input` (see [`window_output_size`]), naming the
+/// dimension and both sizes otherwise.
+#[track_caller]
+pub(crate) const fn check_output_size(
+    layer: &str,
+    dimension: &str,
+    (input, window, stride, padding): (usize, usize, usize, usize),
+    out: usize,
+) {
+    let expected = window_output_size(layer, input, window, stride, padding);
+    if out != expected {
+        Message::new()
+            .str(layer)
+            .str(": the output ")
+            .str(dimension)
+            .str(" is ")
+            .number(out)
+            .str(", but (")
+            .number(input)
+            .str(" + 2 x ")
+            .number(padding)
+            .str(" - ")
+            .number(window)
+            .str(") / ")
+            .number(stride)
+            .str(" + 1 = ")
+            .number(expected)
+            .panic()
+    }
+}
+
+/// The elements of the stack buffer a convolution's [`Layer::forward`] unrolls patches into.
+/// Larger convolutions are done in blocks of output positions that fit.
+const SCRATCH: usize = 2048;
+
+/// A 2-D convolution with `C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`
+/// and zero padding `PAD`, on `H x W` images giving `OH x OW` ones, then the activation `A`; its
+/// parameters kept in the storage `S` ([`Heap`] unless said otherwise). PyTorch's
+/// `nn.Conv2d(C, OC, K, stride=STRIDE, padding=PAD)`, with the activation fused.
+///
+/// An image is `[[[T; W]; H]; C]`: channels, then rows (PyTorch's CHW). The weight is stored
+/// `[OC][C][K][K]`, PyTorch's layout, so weights move between the two as they are.
+///
+/// The output size is in the type (`OH`, `OW`): stable Rust cannot compute it from `H`, `K`,
+/// `STRIDE` and `PAD` in a type. [`net!`](crate::net) computes it for you (with
+/// [`conv_output_size`]); written by hand, a wrong size is reported by `cargo build` (the check
+/// runs when the layer's code is generated) with both sizes.
+///
+/// ```
+/// use constmat::nn::{Conv2d, Identity, Inline, Layer};
+///
+/// // One 3x3 filter that sums its window, on a 4x4 image, stride 1, padding 1: 4x4 out.
+/// static SUM: Conv2d<f32, 1, 1, 3, 1, 1, 4, 4, 4, 4, Identity, Inline> =
+///     Conv2d::new([[[[1.0; 3]; 3]; 1]; 1], [0.0]);
+/// let image = [[[1.0; 4]; 4]; 1];
+/// let mut out = [[[0.0; 4]; 4]; 1];
+/// SUM.forward_one(&image, &mut out);
+/// assert_eq!(out[0][0], [4.0, 6.0, 6.0, 4.0]); // corners see 4 pixels, edges 6, inside 9
+/// assert_eq!(out[0][1], [6.0, 9.0, 9.0, 6.0]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[repr(C, align(64))]
+pub struct Conv2d<
+    T: Sample,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A = Identity,
+    S: Store = Heap,
+> {
+    /// `[OC][C][K][K]`: filter `o` holds a `K x K` kernel per input channel.
+    pub weight: S::Matrix<[[T; K]; K], OC, C>,
+    /// One bias per output channel.
+    pub bias: S::Vector<T, OC>,
+    /// The activation (a zero-sized marker).
+    pub activation: A,
+}
+
+impl<
+    T: Sample,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A: Activation,
+    S: Store,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+{
+    /// The shape rule, evaluated when the layer's code is generated: `OH` and `OW` are the
+    /// output sizes of `H` and `W`.
+    const SHAPE: () = {
+        check_output_size("Conv2d", "height", (H, K, STRIDE, PAD), OH);
+        check_output_size("Conv2d", "width", (W, K, STRIDE, PAD), OW);
+    };
+
+    /// A layer with the given parameters; a `const fn`, so an [`Inline`] layer can initialize
+    /// a `static`.
+    #[must_use]
+    pub const fn new(weight: S::Matrix<[[T; K]; K], OC, C>, bias: S::Vector<T, OC>) -> Self {
+        Self {
+            weight,
+            bias,
+            activation: A::VALUE,
+        }
+    }
+
+    /// A layer with weights drawn by `init` (fan-in `C·K·K`, fan-out `OC·K·K`, as PyTorch
+    /// counts them) and zero biases.
+    #[cfg(feature = "rand")]
+    #[must_use]
+    pub fn with_init<R: rand::Rng + ?Sized>(init: Init, rng: &mut R) -> Self
+    where
+        T: Float,
+    {
+        let mut weight = S::matrix_filled([[T::ZERO; K]; K]);
+        let flat = S::matrix_mut(&mut weight)
+            .as_flattened_mut()
+            .as_flattened_mut()
+            .as_flattened_mut();
+        init.fill(flat, C * K * K, OC * K * K, rng);
+        Self::new(weight, S::vector_filled(T::ZERO))
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// The weight as the `OC x C·K·K` matrix of the product (row-major, no copy).
+    fn weight_matrix(&self) -> &[T] {
+        S::matrix(&self.weight)
+            .as_flattened()
+            .as_flattened()
+            .as_flattened()
+    }
+
+    /// The forward pass of one sample, with `scratch` for the unrolled patches: the whole
+    /// `C·K·K x OH·OW` matrix when it fits (training passes a buffer that does, and keeps it
+    /// for the backward pass), else blocks of output positions.
+    fn forward_sample(
+        &self,
+        x: &[[[T; W]; H]; C],
+        out: &mut [[[T; OW]; OH]; OC],
+        scratch: &mut [T],
+    ) {
+        let () = Self::SHAPE;
+        let (ckk, positions) = (C * K * K, OH * OW);
+        let weight = self.weight_matrix();
+        let z = out.as_flattened_mut().as_flattened_mut();
+        if scratch.len() >= ckk * positions {
+            // Z = W·X̂, straight into the output (its rows are the output channels).
+            let patches = &mut scratch[..ckk * positions];
+            Self::im2col(x, 0, positions, patches);
+            kernels::gemm_slices(Product::Plain, (OC, positions, ckk), weight, patches, z, false);
+        } else if scratch.len() >= ckk + OC {
+            // The same product, a block of output positions (columns of Z) at a time.
+            let block = scratch.len() / (ckk + OC);
+            let mut start = 0;
+            while start < positions {
+                let n = block.min(positions - start);
+                let (patches, rest) = scratch.split_at_mut(ckk * n);
+                let product = &mut rest[..OC * n];
+                Self::im2col(x, start, start + n, patches);
+                kernels::gemm_slices(Product::Plain, (OC, n, ckk), weight, patches, product, false);
+                for (channel, row) in z.chunks_exact_mut(positions).zip(product.chunks_exact(n)) {
+                    channel[start..start + n].copy_from_slice(row);
+                }
+                start += n;
+            }
+        } else {
+            // Filters too large for the stack buffer: the sums written out.
+            for (o, channel) in z.chunks_exact_mut(positions).enumerate() {
+                for (j, z_oj) in channel.iter_mut().enumerate() {
+                    let mut sum = T::zero();
+                    for (i, &w) in weight[o * ckk..(o + 1) * ckk].iter().enumerate() {
+                        sum = sum + w * Self::patch_value(x, i, j);
+                    }
+                    *z_oj = sum;
+                }
+            }
+        }
+        // A = f(Z + b), in place.
+        let bias = S::vector(&self.bias);
+        for (channel, &b) in z.chunks_exact_mut(positions).zip(bias) {
+            for a in channel {
+                *a = A::apply(*a + b);
+            }
+        }
+    }
+
+    /// Entry `(row, column)` of `X̂`: row `(c, kh, kw)`, column `(oh, ow)`.
+    #[inline]
+    fn patch_value(x: &[[[T; W]; H]; C], row: usize, column: usize) -> T {
+        let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+        let (oh, ow) = (column / OW, column % OW);
+        match (
+            (oh * STRIDE + kh).checked_sub(PAD),
+            (ow * STRIDE + kw).checked_sub(PAD),
+        ) {
+            (Some(ih), Some(iw)) if ih < H && iw < W => x[c][ih][iw],
+            _ => T::zero(),
+        }
+    }
+
+    /// Columns `start..end` of `X̂` (output positions), into `patches` (`C·K·K` rows of
+    /// `end - start`).
+    fn im2col(x: &[[[T; W]; H]; C], start: usize, end: usize, patches: &mut [T]) {
+        let n = end - start;
+        for (row, patch_row) in patches.chunks_exact_mut(n).enumerate() {
+            let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+            for (column, p) in (start..end).zip(patch_row) {
+                let (oh, ow) = (column / OW, column % OW);
+                *p = match (
+                    (oh * STRIDE + kh).checked_sub(PAD),
+                    (ow * STRIDE + kw).checked_sub(PAD),
+                ) {
+                    (Some(ih), Some(iw)) if ih < H && iw < W => x[c][ih][iw],
+                    _ => T::zero(),
+                };
+            }
+        }
+    }
+
+    /// `dX += col2im(dX̂)`: each entry of `dX̂` (`C·K·K x OH·OW`) added to the input position
+    /// it was copied from; padding positions dropped.
+    fn col2im(d_patches: &[T], dx: &mut [[[T; W]; H]; C]) {
+        let positions = OH * OW;
+        for (row, patch_row) in d_patches.chunks_exact(positions).enumerate() {
+            let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+            for (column, &d) in patch_row.iter().enumerate() {
+                let (oh, ow) = (column / OW, column % OW);
+                if let (Some(ih), Some(iw)) = (
+                    (oh * STRIDE + kh).checked_sub(PAD),
+                    (ow * STRIDE + kw).checked_sub(PAD),
+                ) && ih < H
+                    && iw < W
+                {
+                    dx[c][ih][iw] = dx[c][ih][iw] + d;
+                }
+            }
+        }
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> Layer for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    type In = [[[T; W]; H]; C];
+    type Out = [[[T; OW]; OH]; OC];
+
+    /// `Conv2d(C, OC, K)`, then the activation's module unless it is [`Identity`]: tensors
+    /// `0.weight` `[OC, C, K, K]` and `0.bias` `[OC]`.
+    const SPEC: NetSpec = NetSpec::Layer {
+        modules: 1 + A::TORCH_MODULE.is_some() as usize,
+        tensors: &[
+            TensorSpec {
+                module: 0,
+                field: "weight",
+                dtype: T::DTYPE,
+                shape: &[OC, C, K, K],
+            },
+            TensorSpec {
+                module: 0,
+                field: "bias",
+                dtype: T::DTYPE,
+                shape: &[OC],
+            },
+        ],
+    };
+
+    type WithStore<S2: Store> = Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        let mut scratch = [T::ZERO; SCRATCH];
+        for (x, y) in x.iter().zip(y) {
+            self.forward_sample(x, y, &mut scratch);
+        }
+    }
+
+    fn to_store<S2: Store>(&self) -> Self::WithStore<S2> {
+        Conv2d::new(
+            S2::matrix_copied(S::matrix(&self.weight)),
+            S2::vector_copied(S::vector(&self.bias)),
+        )
+    }
+}
+
+#[cfg(feature = "alloc")]
+pub use train::Conv2dWorkspace;
+
+#[cfg(feature = "alloc")]
+mod train {
+    use alloc::boxed::Box;
+    use alloc::vec;
+
+    use num_traits::Float;
+
+    use super::Conv2d;
+    use crate::format::Element;
+    use crate::kernels::{self, Product};
+    use crate::nn::{Activation, Sample, Store, Train, zeroed_batch};
+
+    /// The buffers of one [`Conv2d`] layer for a batch of `B`.
+    #[derive(Debug, Clone)]
+    pub struct Conv2dWorkspace<T, Out, const B: usize> {
+        /// `A = f(Z)` of each sample, written by the forward pass.
+        pub output: Box<[Out; B]>,
+        /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass.
+        pub d_pre_activation: Box<[Out; B]>,
+        /// The unrolled patches `X̂` of each sample (`C·K·K x OH·OW`), kept from the forward
+        /// pass for the weight gradient.
+        pub patches: Box<[T]>,
+        /// `Wᵀ·dZ` of one sample, before `col2im` adds it into `dX`.
+        pub d_patches: Box<[T]>,
+    }
+
+    impl<
+        T,
+        const B: usize,
+        const C: usize,
+        const OC: usize,
+        const K: usize,
+        const STRIDE: usize,
+        const PAD: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+        A,
+        S,
+    > Train<T, B> for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    where
+        T: Element + Sample + Float,
+        A: Activation,
+        S: Store,
+    {
+        type Workspace = Conv2dWorkspace<T, [[[T; OW]; OH]; OC], B>;
+
+        fn workspace(&self) -> Self::Workspace {
+            let patch_len = C * K * K * OH * OW;
+            Conv2dWorkspace {
+                output: zeroed_batch(),
+                d_pre_activation: zeroed_batch(),
+                patches: vec![T::ZERO; B * patch_len].into_boxed_slice(),
+                d_patches: vec![T::ZERO; patch_len].into_boxed_slice(),
+            }
+        }
+
+        fn forward_train<'w>(
+            &self,
+            x: &[[[[T; W]; H]; C]; B],
+            ws: &'w mut Self::Workspace,
+        ) -> &'w [[[[T; OW]; OH]; OC]; B] {
+            // The layer's one forward pass, each sample with room for all its patches, which
+            // stay in the workspace for the backward pass.
+            let patch_len = C * K * K * OH * OW;
+            for ((x, y), patches) in x
+                .iter()
+                .zip(ws.output.iter_mut())
+                .zip(ws.patches.chunks_exact_mut(patch_len))
+            {
+                self.forward_sample(x, y, patches);
+            }
+            &ws.output
+        }
+
+        fn output(ws: &Self::Workspace) -> &[[[[T; OW]; OH]; OC]; B] {
+            &ws.output
+        }
+
+        fn backward(
+            &self,
+            x: &[[[[T; W]; H]; C]; B],
+            ws: &mut Self::Workspace,
+            d_output: &[[[[T; OW]; OH]; OC]; B],
+            d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
+            gradients: &mut Self,
+        ) {
+            let _ = x; // the patches of the forward pass stand for it
+            let (ckk, positions) = (C * K * K, OH * OW);
+            // dZ = dA ⊙ f'(Z), with f'(Z) computed from A            OC x OH·OW per sample
+            let dz_all = ws.d_pre_activation.as_flattened_mut();
+            let a_all = ws.output.as_flattened();
+            let da_all = d_output.as_flattened();
+            for ((dz, a), da) in dz_all.iter_mut().zip(a_all).zip(da_all) {
+                for ((dz, a), da) in dz.iter_mut().zip(a).zip(da) {
+                    for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
+                        *dz = da * A::derivative_from_output(a);
+                    }
+                }
+            }
+            let d_weight = S::matrix_mut(&mut gradients.weight)
+                .as_flattened_mut()
+                .as_flattened_mut()
+                .as_flattened_mut();
+            let d_bias = S::vector_mut(&mut gradients.bias);
+            d_bias.fill(T::zero());
+            let weight = self.weight_matrix();
+            let mut d_input = d_input;
+            for (b, (dz, patches)) in ws
+                .d_pre_activation
+                .iter()
+                .zip(ws.patches.chunks_exact(ckk * positions))
+                .enumerate()
+            {
+                let dz = dz.as_flattened().as_flattened();
+                // dW += dZ·X̂ᵀ                  (OC x OH·OW)(OH·OW x C·K·K) -> OC x C·K·K
+                kernels::gemm_slices(
+                    Product::TransposeRhs,
+                    (OC, ckk, positions),
+                    dz,
+                    patches,
+                    d_weight,
+                    b > 0,
+                );
+                // db += Σ over positions of dZ                            OC
+                for (db, channel) in d_bias.iter_mut().zip(dz.chunks_exact(positions)) {
+                    *db = channel.iter().fold(*db, |s, &d| s + d);
+                }
+                // dX = col2im(Wᵀ·dZ)          (C·K·K x OC)(OC x OH·OW) -> C·K·K x OH·OW
+                if let Some(dx) = d_input.as_deref_mut() {
+                    kernels::gemm_slices(
+                        Product::TransposeLhs,
+                        (ckk, positions, OC),
+                        weight,
+                        dz,
+                        &mut ws.d_patches,
+                        false,
+                    );
+                    let dx = &mut dx[b];
+                    *dx = [[[T::zero(); W]; H]; C];
+                    Self::col2im(&ws.d_patches, dx);
+                }
+            }
+            if B == 0 {
+                d_weight.fill(T::zero());
+            }
+        }
+    }
+}
+
+#[cfg(feature = "rand")]
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> super::RandomInit for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// Weights drawn by the activation's [`Init`] (He for ReLU, Xavier otherwise), zero biases.
+    fn random<R: rand::Rng + ?Sized>(rng: &mut R) -> Self {
+        Self::with_init(A::INIT, rng)
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> Parameters<T> for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    fn tensor(&self, k: usize) -> &[T] {
+        match k {
+            0 => self.weight_matrix(),
+            1 => S::vector(&self.bias),
+            _ => panic!("a convolution has 2 tensors (weight, bias); asked for tensor {k}"),
+        }
+    }
+
+    fn tensor_mut(&mut self, k: usize) -> &mut [T] {
+        match k {
+            0 => S::matrix_mut(&mut self.weight)
+                .as_flattened_mut()
+                .as_flattened_mut()
+                .as_flattened_mut(),
+            1 => S::vector_mut(&mut self.bias),
+            _ => panic!("a convolution has 2 tensors (weight, bias); asked for tensor {k}"),
+        }
+    }
+
+    fn zeros() -> Self {
+        Self::new(
+            S::matrix_filled([[T::ZERO; K]; K]),
+            S::vector_filled(T::ZERO),
+        )
+    }
+}
+
+/// A baked convolution's weight, bias and first problem, decoded from the file `F` in one pass
+/// (see `dense.rs`).
+struct Decoded<F, T, const C: usize, const OC: usize, const K: usize>(
+    core::marker::PhantomData<fn() -> (F, T)>,
+);
+
+macro_rules! bake {
+    ($t:ty, $tensor4:ident, $vector:ident) => {
+        impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize>
+            Decoded<F, $t, C, OC, K>
+        {
+            #[allow(clippy::type_complexity)]
+            const PARTS: ([[[[$t; K]; K]; C]; OC], [$t; OC], Option<crate::format::Error>) =
+                match decode::$tensor4(F::BYTES, F::FIRST_MODULE, "weight") {
+                    Err(e) => ([[[[0.0; K]; K]; C]; OC], [0.0; OC], Some(e)),
+                    Ok(weight) => match decode::$vector(F::BYTES, F::FIRST_MODULE, "bias") {
+                        Err(e) => (weight, [0.0; OC], Some(e)),
+                        Ok(bias) => (weight, bias, None),
+                    },
+                };
+        }
+
+        impl<
+            F: SafetensorsFile,
+            const C: usize,
+            const OC: usize,
+            const K: usize,
+            const STRIDE: usize,
+            const PAD: usize,
+            const H: usize,
+            const W: usize,
+            const OH: usize,
+            const OW: usize,
+            A: Activation,
+        > Bake<F> for Conv2d<$t, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Inline>
+        {
+            const BAKED: Self = Self::new(
+                Decoded::<F, $t, C, OC, K>::PARTS.0,
+                Decoded::<F, $t, C, OC, K>::PARTS.1,
+            );
+            const ERROR: Option<crate::format::Error> = Decoded::<F, $t, C, OC, K>::PARTS.2;
+        }
+    };
+}
+bake!(f32, f32_tensor4, f32_vector);
+bake!(f64, f64_tensor4, f64_vector);

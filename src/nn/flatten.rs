@@ -1,0 +1,157 @@
+//! Flattening an image into a vector: forward and backward side by side.
+//!
+//! Derivation: `docs/backprop.md`, section "Flatten". The same numbers in another shape, in
+//! PyTorch's order (channel, then row, then column), so `dX` is `dY` in the input's shape.
+
+use super::{Bake, Layer, Message, NetSpec, Parameters, SafetensorsFile, Sample, Store};
+
+/// An image of `C` channels of `H x W` as a vector of `N = C·H·W`: PyTorch's `nn.Flatten()`.
+///
+/// `N` is in the type, so the next layer's width is checked against it: a `Dense` whose input
+/// width is not `N` does not compile, and the message names both widths (PyTorch finds that
+/// mistake at run time: `mat1 and mat2 shapes cannot be multiplied (64x256 and 784x120)`).
+/// [`net!`](crate::net) computes `N`; written by hand, a wrong `N` is reported by `cargo build`.
+///
+/// ```
+/// use constmat::nn::{Flatten, Layer};
+///
+/// let flatten = Flatten::<f32, 2, 1, 2, 4>::new();
+/// let mut out = [0.0; 4];
+/// flatten.forward_one(&[[[1.0, 2.0]], [[3.0, 4.0]]], &mut out);
+/// assert_eq!(out, [1.0, 2.0, 3.0, 4.0]);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flatten<T, const C: usize, const H: usize, const W: usize, const N: usize>(
+    core::marker::PhantomData<fn() -> T>,
+);
+
+impl<T, const C: usize, const H: usize, const W: usize, const N: usize> Flatten<T, C, H, W, N> {
+    /// The shape rule, evaluated when the layer's code is generated: `N = C·H·W`.
+    const SHAPE: () = if N != C * H * W {
+        Message::new()
+            .str("Flatten: the output width is ")
+            .number(N)
+            .str(", but an image of ")
+            .number(C)
+            .str(" x ")
+            .number(H)
+            .str(" x ")
+            .number(W)
+            .str(" has ")
+            .number(C * H * W)
+            .str(" values")
+            .panic()
+    };
+
+    /// The layer (it has no parameters); a `const fn`, for `static`s.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(core::marker::PhantomData)
+    }
+}
+
+impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize> Layer
+    for Flatten<T, C, H, W, N>
+{
+    type In = [[[T; W]; H]; C];
+    type Out = [T; N];
+
+    /// `Flatten()`: one module, no tensors.
+    const SPEC: NetSpec = NetSpec::Layer {
+        modules: 1,
+        tensors: &[],
+    };
+
+    type WithStore<S: Store> = Self;
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        let () = Self::SHAPE;
+        for (x, y) in x.iter().zip(y) {
+            y.copy_from_slice(x.as_flattened().as_flattened());
+        }
+    }
+
+    fn to_store<S: Store>(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize, E> Parameters<E>
+    for Flatten<T, C, H, W, N>
+{
+    fn tensor(&self, k: usize) -> &[E] {
+        panic!("flatten has no tensors; asked for tensor {k}")
+    }
+
+    fn tensor_mut(&mut self, k: usize) -> &mut [E] {
+        panic!("flatten has no tensors; asked for tensor {k}")
+    }
+
+    fn zeros() -> Self {
+        Self::new()
+    }
+}
+
+impl<F: SafetensorsFile, T: Sample, const C: usize, const H: usize, const W: usize, const N: usize>
+    Bake<F> for Flatten<T, C, H, W, N>
+{
+    const BAKED: Self = Self::new();
+    const ERROR: Option<crate::format::Error> = None;
+}
+
+#[cfg(feature = "rand")]
+impl<T, const C: usize, const H: usize, const W: usize, const N: usize> super::RandomInit
+    for Flatten<T, C, H, W, N>
+{
+    fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "alloc")]
+mod train {
+    use alloc::boxed::Box;
+
+    use super::Flatten;
+    use crate::nn::{Layer, Sample, Train, zeroed_batch};
+
+    impl<T: Sample, const B: usize, const C: usize, const H: usize, const W: usize, const N: usize>
+        Train<T, B> for Flatten<T, C, H, W, N>
+    {
+        /// The flattened batch.
+        type Workspace = Box<[[T; N]; B]>;
+
+        fn workspace(&self) -> Self::Workspace {
+            zeroed_batch()
+        }
+
+        fn forward_train<'w>(
+            &self,
+            x: &[[[[T; W]; H]; C]; B],
+            ws: &'w mut Self::Workspace,
+        ) -> &'w [[T; N]; B] {
+            self.forward(x, ws);
+            ws
+        }
+
+        fn output(ws: &Self::Workspace) -> &[[T; N]; B] {
+            ws
+        }
+
+        fn backward(
+            &self,
+            _x: &[[[[T; W]; H]; C]; B],
+            _ws: &mut Self::Workspace,
+            d_output: &[[T; N]; B],
+            d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
+            _gradients: &mut Self,
+        ) {
+            // dX is dY in the input's shape.
+            if let Some(d_input) = d_input {
+                for (dy, dx) in d_output.iter().zip(d_input) {
+                    dx.as_flattened_mut().as_flattened_mut().copy_from_slice(dy);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! 2-D max pooling: forward and backward side by side.
+//!
+//! Derivation: `docs/backprop.md`, section "Max pooling". Each output is the largest input of
+//! its window; the gradient goes back to that input alone:
+//!
+//! ```text
+//! forward                                      backward
+//! Y[c][oh][ow] = max over the window of X      dX[c][i][j] = Σ dY[c][oh][ow] over the outputs
+//!   window: rows oh·S..oh·S+K,                               whose window's first maximum
+//!           columns ow·S..ow·S+K                             is X[c][i][j]
+//! ```
+//!
+//! The maximum is found again from `X` in the backward pass (no index is kept), the first one
+//! in the window's row-major order when several inputs tie, as PyTorch does. A NaN in a window
+//! is its maximum (the first NaN), so that it is not silently dropped.
+
+use super::conv::check_output_size;
+use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store};
+
+/// Max pooling over `K x K` windows with stride `STRIDE`, on `C` channels of `H x W`, giving
+/// `OH x OW`: PyTorch's `nn.MaxPool2d(K, stride=STRIDE)` (no padding, no dilation).
+///
+/// It has no parameters, so there is nothing to store: the same type serves training and baked
+/// nets. [`net!`](crate::net) computes `OH` and `OW` (see [`pool_output_size`]); written by hand,
+/// a wrong size is reported by `cargo build` with both sizes.
+///
+/// ```
+/// use constmat::nn::{Layer, MaxPool2d};
+///
+/// let pool = MaxPool2d::<f32, 1, 2, 2, 4, 4, 2, 2>::new();
+/// let image = [[[1.0, 2.0, 0.0, 0.0], [3.0, 4.0, 0.0, 9.0], [5.0, 0.0, 7.0, 7.0], [0.0, 6.0, 7.0, 7.0]]];
+/// let mut out = [[[0.0; 2]; 2]; 1];
+/// pool.forward_one(&image, &mut out);
+/// assert_eq!(out, [[[4.0, 9.0], [6.0, 7.0]]]);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaxPool2d<
+    T,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+>(core::marker::PhantomData<fn() -> T>);
+
+/// The output size of a max pooling along one dimension: `(input - window) / stride + 1`,
+/// checked like [`conv_output_size`](super::conv_output_size) (the window fits, the stride
+/// divides what is left).
+///
+/// # Panics
+///
+/// (At compile time, as an error, when used in a type.) As [`conv_output_size`](super::conv_output_size).
+///
+/// ```
+/// use constmat::nn::pool_output_size;
+/// assert_eq!(pool_output_size(28, 2, 2), 14);
+/// let err = std::panic::catch_unwind(|| pool_output_size(13, 2, 2)).unwrap_err();
+/// assert_eq!(
+///     err.downcast_ref::<String>().unwrap(),
+///     "MaxPool2d: the stride (2) does not divide input + 2 x padding - kernel \
+///      (13 + 2 x 0 - 2 = 11): the last 1 rows and columns would never be read"
+/// );
+/// ```
+#[must_use]
+#[track_caller]
+pub const fn pool_output_size(input: usize, window: usize, stride: usize) -> usize {
+    super::conv::window_output_size("MaxPool2d", input, window, stride, 0)
+}
+
+impl<
+    T,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+{
+    /// The shape rule, evaluated when the layer's code is generated.
+    const SHAPE: () = {
+        check_output_size("MaxPool2d", "height", (H, K, STRIDE, 0), OH);
+        check_output_size("MaxPool2d", "width", (W, K, STRIDE, 0), OW);
+    };
+
+    /// The layer (it has no parameters); a `const fn`, for `static`s.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(core::marker::PhantomData)
+    }
+}
+
+impl<
+    T: Sample + PartialOrd,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+{
+    /// The row and column (in the input) of the first maximum of window `(oh, ow)` of channel
+    /// `c`: the first NaN if there is one.
+    #[inline]
+    fn argmax(x: &[[[T; W]; H]; C], c: usize, oh: usize, ow: usize) -> (usize, usize) {
+        let (top, left) = (oh * STRIDE, ow * STRIDE);
+        let mut best = (top, left);
+        for i in top..top + K {
+            for j in left..left + K {
+                let v = x[c][i][j];
+                #[allow(clippy::eq_op)] // v != v is the NaN test for a generic PartialOrd type
+                if v != v {
+                    return (i, j);
+                }
+                if v > x[c][best.0][best.1] {
+                    best = (i, j);
+                }
+            }
+        }
+        best
+    }
+}
+
+impl<
+    T: Sample + PartialOrd,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> Layer for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+{
+    type In = [[[T; W]; H]; C];
+    type Out = [[[T; OW]; OH]; C];
+
+    /// `MaxPool2d(K, STRIDE)`: one module, no tensors.
+    const SPEC: NetSpec = NetSpec::Layer {
+        modules: 1,
+        tensors: &[],
+    };
+
+    type WithStore<S: Store> = Self;
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        let () = Self::SHAPE;
+        for (x, y) in x.iter().zip(y) {
+            for (c, channel) in y.iter_mut().enumerate() {
+                for (oh, row) in channel.iter_mut().enumerate() {
+                    for (ow, out) in row.iter_mut().enumerate() {
+                        let (i, j) = Self::argmax(x, c, oh, ow);
+                        *out = x[c][i][j];
+                    }
+                }
+            }
+        }
+    }
+
+    fn to_store<S: Store>(&self) -> Self {
+        *self
+    }
+}
+
+impl<
+    T: Sample + PartialOrd,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    E,
+> Parameters<E> for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+{
+    fn tensor(&self, k: usize) -> &[E] {
+        panic!("max pooling has no tensors; asked for tensor {k}")
+    }
+
+    fn tensor_mut(&mut self, k: usize) -> &mut [E] {
+        panic!("max pooling has no tensors; asked for tensor {k}")
+    }
+
+    fn zeros() -> Self {
+        Self::new()
+    }
+}
+
+impl<
+    F: SafetensorsFile,
+    T: Sample + PartialOrd,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> Bake<F> for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+{
+    const BAKED: Self = Self::new();
+    const ERROR: Option<crate::format::Error> = None;
+}
+
+#[cfg(feature = "rand")]
+impl<T, const C: usize, const K: usize, const S: usize, const H: usize, const W: usize, const OH: usize, const OW: usize>
+    super::RandomInit for MaxPool2d<T, C, K, S, H, W, OH, OW>
+{
+    fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "alloc")]
+mod train {
+    use alloc::boxed::Box;
+
+    use super::MaxPool2d;
+    use crate::nn::{Layer, Sample, Train, zeroed_batch};
+
+    impl<
+        T: Sample + PartialOrd + core::ops::Add<Output = T>,
+        const B: usize,
+        const C: usize,
+        const K: usize,
+        const STRIDE: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+    > Train<T, B> for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+    {
+        /// The pooled outputs.
+        type Workspace = Box<[[[[T; OW]; OH]; C]; B]>;
+
+        fn workspace(&self) -> Self::Workspace {
+            zeroed_batch()
+        }
+
+        fn forward_train<'w>(
+            &self,
+            x: &[[[[T; W]; H]; C]; B],
+            ws: &'w mut Self::Workspace,
+        ) -> &'w [[[[T; OW]; OH]; C]; B] {
+            self.forward(x, ws);
+            ws
+        }
+
+        fn output(ws: &Self::Workspace) -> &[[[[T; OW]; OH]; C]; B] {
+            ws
+        }
+
+        fn backward(
+            &self,
+            x: &[[[[T; W]; H]; C]; B],
+            _ws: &mut Self::Workspace,
+            d_output: &[[[[T; OW]; OH]; C]; B],
+            d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
+            _gradients: &mut Self,
+        ) {
+            let Some(d_input) = d_input else {
+                return;
+            };
+            // dX: each output's gradient, to the first maximum of its window (found again).
+            for ((x, dy), dx) in x.iter().zip(d_output).zip(d_input) {
+                *dx = [[[T::ZERO; W]; H]; C];
+                for (c, channel) in dy.iter().enumerate() {
+                    for (oh, row) in channel.iter().enumerate() {
+                        for (ow, &d) in row.iter().enumerate() {
+                            let (i, j) = Self::argmax(x, c, oh, ow);
+                            dx[c][i][j] = dx[c][i][j] + d;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Convolutional layers (`Conv2d`, `MaxPool2d`, `Flatten`): finite-difference gradient checks
+//! in f64 (the tolerance and its reasoning are those of `tests/gradient_check.rs`), forward
+//! values against loops written here from the definition, the blocked and unblocked forward
+//! paths against each other, heap and inline storage, and `net!`'s image form.
+#![cfg(all(feature = "alloc", feature = "rand"))]
+
+use constmat::nn::{
+    Chain, Conv2d, Dense, Flatten, Heap, Identity, Inline, Layer, MaxPool2d, Parameters,
+    RandomInit, Relu, Sample, Sigmoid, Store, Tanh, Train,
+};
+use rand::distr::{Distribution, Uniform};
+use rand::{SeedableRng, rngs::StdRng};
+
+/// The step of the central differences.
+const H: f64 = 1e-6;
+/// The largest relative error allowed per element (see `tests/gradient_check.rs`).
+const TOLERANCE: f64 = 1e-6;
+/// The denominator's floor.
+const FLOOR: f64 = 1e-3;
+
+/// Element-wise access to a sample of `f64`s of any nesting (`[[[f64; W]; H]; C]`, `[f64; N]`).
+trait Flat: Sample {
+    const LEN: usize;
+    fn get(&self, i: usize) -> f64;
+    fn get_mut(&mut self, i: usize) -> &mut f64;
+}
+
+impl Flat for f64 {
+    const LEN: usize = 1;
+    fn get(&self, _: usize) -> f64 {
+        *self
+    }
+    fn get_mut(&mut self, _: usize) -> &mut f64 {
+        self
+    }
+}
+
+impl<S: Flat, const N: usize> Flat for [S; N] {
+    const LEN: usize = N * S::LEN;
+    fn get(&self, i: usize) -> f64 {
+        self[i / S::LEN].get(i % S::LEN)
+    }
+    fn get_mut(&mut self, i: usize) -> &mut f64 {
+        self[i / S::LEN].get_mut(i % S::LEN)
+    }
+}
+
+fn uniform() -> Uniform<f64> {
+    Uniform::new(-1.0, 1.0).unwrap()
+}
+
+/// A sample with every element uniform on [-1, 1).
+fn random_sample<S: Flat>(rng: &mut StdRng) -> S {
+    let mut s = S::ZERO;
+    for i in 0..S::LEN {
+        *s.get_mut(i) = uniform().sample(rng);
+    }
+    s
+}
+
+/// The worst per-element error `|a - n| / max(FLOOR, |a| + |n|)`, asserted below `TOLERANCE`,
+/// and a non-vacuous check (some derivative above 1e-3).
+fn assert_close(what: &str, analytic: &[f64], numeric: &[f64]) -> f64 {
+    assert_eq!(analytic.len(), numeric.len());
+    let err = analytic
+        .iter()
+        .zip(numeric)
+        .map(|(&a, &n)| (a - n).abs() / (a.abs() + n.abs()).max(FLOOR))
+        .fold(0.0, f64::max);
+    assert!(
+        err < TOLERANCE,
+        "{what}: worst relative error {err:e}\n analytic: {analytic:?}\n numeric:  {numeric:?}"
+    );
+    assert!(
+        analytic.iter().any(|a| a.abs() > 1e-3),
+        "{what}: the gradient is (almost) all zero, the check is vacuous"
+    );
+    err
+}
+
+/// `L = Σ output ⊙ R` for a fixed random `R`: checks every parameter tensor of `net` and `dX`
+/// against central differences of the forward pass (`Layer::forward`, the pass baked nets run).
+/// The backward pass starts from dirty buffers, as in `tests/gradient_check.rs`.
+fn check<N, const B: usize>(what: &str, net: &N, x: &[N::In; B], rng: &mut StdRng) -> f64
+where
+    N: Train<f64, B> + Clone,
+    N::In: Flat,
+    N::Out: Flat,
+{
+    let r: [N::Out; B] = std::array::from_fn(|_| random_sample(rng));
+    let loss = |net: &N, x: &[N::In; B]| {
+        let mut out = [N::Out::ZERO; B];
+        net.forward(x, &mut out);
+        (0..B)
+            .flat_map(|b| (0..N::Out::LEN).map(move |i| (b, i)))
+            .map(|(b, i)| out[b].get(i) * r[b].get(i))
+            .sum::<f64>()
+    };
+    // Analytic, from dirty buffers.
+    let mut ws = net.workspace();
+    let other: [N::In; B] = std::array::from_fn(|_| random_sample(rng));
+    net.forward_train(&other, &mut ws);
+    net.forward_train(x, &mut ws);
+    let mut grads = net.zeros_like();
+    for k in 0..grads.tensor_count() {
+        grads.tensor_mut(k).iter_mut().for_each(|g| *g = 1e3);
+    }
+    let mut dx: [N::In; B] = std::array::from_fn(|_| random_sample(rng));
+    net.backward(x, &mut ws, &r, Some(&mut dx), &mut grads);
+
+    let mut worst = 0.0_f64;
+    let mut probe = net.clone();
+    for k in 0..net.tensor_count() {
+        let numeric: Vec<f64> = (0..net.tensor(k).len())
+            .map(|i| {
+                let original = probe.tensor(k)[i];
+                probe.tensor_mut(k)[i] = original + H;
+                let plus = loss(&probe, x);
+                probe.tensor_mut(k)[i] = original - H;
+                let minus = loss(&probe, x);
+                probe.tensor_mut(k)[i] = original;
+                (plus - minus) / (2.0 * H)
+            })
+            .collect();
+        let name = net.tensor_info(k).name();
+        worst = worst.max(assert_close(&format!("{what}: {name}"), grads.tensor(k), &numeric));
+    }
+    let mut x_probe = *x;
+    let numeric: Vec<f64> = (0..B * N::In::LEN)
+        .map(|i| {
+            let (b, i) = (i / N::In::LEN, i % N::In::LEN);
+            let original = x_probe[b].get(i);
+            *x_probe[b].get_mut(i) = original + H;
+            let plus = loss(net, &x_probe);
+            *x_probe[b].get_mut(i) = original - H;
+            let minus = loss(net, &x_probe);
+            *x_probe[b].get_mut(i) = original;
+            (plus - minus) / (2.0 * H)
+        })
+        .collect();
+    let analytic: Vec<f64> = (0..B * N::In::LEN)
+        .map(|i| dx[i / N::In::LEN].get(i % N::In::LEN))
+        .collect();
+    worst.max(assert_close(&format!("{what}: dX"), &analytic, &numeric))
+}
+
+/// A random layer (biases too), so that the checks see non-zero biases.
+fn random_layer<N: RandomInit + Parameters<f64>>(rng: &mut StdRng) -> N {
+    let mut net = N::random(rng);
+    for k in 0..net.tensor_count() {
+        net.tensor_mut(k)
+            .iter_mut()
+            .for_each(|v| *v = uniform().sample(rng));
+    }
+    net
+}
+
+/// The convolution written from its definition: `out[o][i][j] = b[o] + Σ_c Σ_kh Σ_kw
+/// w[o][c][kh][kw] · x[c][i·S + kh - P][j·S + kw - P]`, zero outside the image.
+#[allow(clippy::too_many_arguments)]
+fn reference_conv<
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const S: usize,
+    const P: usize,
+    const IH: usize,
+    const IW: usize,
+    const OH: usize,
+    const OW: usize,
+    St: Store,
+>(
+    layer: &Conv2d<f64, C, OC, K, S, P, IH, IW, OH, OW, Identity, St>,
+    x: &[[[f64; IW]; IH]; C],
+) -> [[[f64; OW]; OH]; OC] {
+    let w = St::matrix(&layer.weight);
+    let b = St::vector(&layer.bias);
+    let mut out = [[[0.0; OW]; OH]; OC];
+    for o in 0..OC {
+        for i in 0..OH {
+            for j in 0..OW {
+                let mut sum = b[o];
+                for c in 0..C {
+                    for kh in 0..K {
+                        for kw in 0..K {
+                            let (ih, iw) = ((i * S + kh) as isize - P as isize, (j * S + kw) as isize - P as isize);
+                            if ih >= 0 && iw >= 0 && (ih as usize) < IH && (iw as usize) < IW {
+                                sum += w[o][c][kh][kw] * x[c][ih as usize][iw as usize];
+                            }
+                        }
+                    }
+                }
+                out[o][i][j] = sum;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn convolutions_compute_the_definition() {
+    let mut rng = StdRng::seed_from_u64(1);
+    // Stride 1 and 2, padding 0 and 1, one and several channels.
+    macro_rules! case {
+        ($c:literal, $oc:literal, $k:literal, $s:literal, $p:literal, $h:literal, $w:literal) => {{
+            type L = Conv2d<
+                f64, $c, $oc, $k, $s, $p, $h, $w,
+                { constmat::nn::conv_output_size($h, $k, $s, $p) },
+                { constmat::nn::conv_output_size($w, $k, $s, $p) },
+            >;
+            let layer: L = random_layer(&mut rng);
+            let x = random_sample(&mut rng);
+            let mut out = Default::default();
+            layer.forward_one(&x, &mut out);
+            let want = reference_conv(&layer, &x);
+            let got: &[f64] = out.as_flattened().as_flattened();
+            for (g, w) in got.iter().zip(want.as_flattened().as_flattened()) {
+                assert!((g - w).abs() < 1e-12, "Conv2d<{}, {}, {}, {}, {}> on {}x{}: {g} vs {w}", $c, $oc, $k, $s, $p, $h, $w);
+            }
+        }};
+    }
+    case!(1, 1, 3, 1, 0, 5, 5);
+    case!(1, 2, 3, 1, 1, 5, 6);
+    case!(3, 4, 3, 2, 1, 7, 9);
+    case!(2, 3, 2, 2, 0, 6, 4);
+    case!(3, 2, 1, 1, 0, 3, 3);
+    // Larger than the stack buffer of `Layer::forward` (3·3·3 x 32·32 patches): done in blocks.
+    case!(3, 5, 3, 1, 1, 32, 32);
+}
+
+/// `Layer::forward` (patches in blocks, on the stack) and `Train::forward_train` (all patches
+/// at once, in the workspace) compute the same outputs, bit for bit.
+#[test]
+fn the_blocked_and_whole_forward_paths_agree() {
+    let mut rng = StdRng::seed_from_u64(2);
+    type Big = Conv2d<f32, 3, 8, 5, 1, 2, 32, 32, 32, 32, Relu>;
+    let layer: Big = Big::random(&mut rng);
+    let x: [[[[f32; 32]; 32]; 3]; 2] = std::array::from_fn(|_| {
+        std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| uniform().sample(&mut rng) as f32)))
+    });
+    let mut ws = Train::<f32, 2>::workspace(&layer);
+    let whole = *layer.forward_train(&x, &mut ws);
+    let mut blocked = Box::new([[[[0.0_f32; 32]; 32]; 8]; 2]);
+    layer.forward(&x, &mut blocked);
+    assert_eq!(whole, *blocked);
+    // Filters too large for the stack buffer (64·6·6 > 2,048): the sums written out.
+    type Wide = Conv2d<f64, 64, 2, 6, 1, 0, 7, 7, 2, 2>;
+    let wide: Wide = random_layer(&mut rng);
+    let x = random_sample(&mut rng);
+    let mut out = [[[0.0; 2]; 2]; 2];
+    wide.forward_one(&x, &mut out);
+    let want = reference_conv(&wide, &x);
+    for (g, w) in out.as_flattened().as_flattened().iter().zip(want.as_flattened().as_flattened()) {
+        assert!((g - w).abs() < 1e-10, "{g} vs {w}");
+    }
+}
+
+#[test]
+fn convolution_gradients() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut worst = 0.0_f64;
+    macro_rules! case {
+        ($a:ty, $c:literal, $oc:literal, $k:literal, $s:literal, $p:literal, $h:literal, $w:literal) => {{
+            type L = Conv2d<
+                f64, $c, $oc, $k, $s, $p, $h, $w,
+                { constmat::nn::conv_output_size($h, $k, $s, $p) },
+                { constmat::nn::conv_output_size($w, $k, $s, $p) },
+                $a,
+            >;
+            let layer: L = random_layer(&mut rng);
+            let x: [<L as Layer>::In; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
+            let what = format!("Conv2d<{}, {}, {}, stride {}, padding {}> on {}x{}", $c, $oc, $k, $s, $p, $h, $w);
+            worst = worst.max(check(&what, &layer, &x, &mut rng));
+            // The same layer with inline storage: the same code, the same gradients.
+            let inline = layer.to_store::<Inline>();
+            worst = worst.max(check(&format!("{what}, inline"), &inline, &x, &mut rng));
+        }};
+    }
+    case!(Identity, 1, 1, 3, 1, 0, 5, 5);
+    case!(Tanh, 1, 2, 3, 1, 1, 5, 5);
+    case!(Sigmoid, 2, 3, 3, 2, 1, 7, 7);
+    case!(Tanh, 3, 2, 2, 2, 0, 6, 4);
+    case!(Identity, 2, 4, 3, 2, 0, 7, 5);
+    eprintln!("Conv2d: worst relative error {worst:e}");
+}
+
+#[test]
+fn max_pooling_gradients() {
+    let mut rng = StdRng::seed_from_u64(4);
+    // Non-overlapping windows, and overlapping ones (window 3, stride 2), where one input can be
+    // the maximum of two windows and receives both gradients. Random inputs: no ties.
+    let pool = MaxPool2d::<f64, 2, 2, 2, 6, 4, 3, 2>::new();
+    let x = [random_sample(&mut rng), random_sample(&mut rng)];
+    let a = check("MaxPool2d<2>", &pool, &x, &mut rng);
+    let pool = MaxPool2d::<f64, 3, 3, 2, 7, 5, 3, 2>::new();
+    let x = [random_sample(&mut rng)];
+    let b = check("MaxPool2d<3, stride 2>", &pool, &x, &mut rng);
+    eprintln!("MaxPool2d: worst relative error {:e}", a.max(b));
+}
+
+/// Ties go to the first maximum in the window's row-major order, as in PyTorch; a NaN is its
+/// window's maximum.
+#[test]
+fn max_pooling_ties_and_nan() {
+    let pool = MaxPool2d::<f64, 1, 2, 2, 2, 4, 1, 2>::new();
+    let x = [[[[5.0, 5.0, 1.0, f64::NAN], [5.0, 2.0, 9.0, 9.0]]]];
+    let mut ws = Train::<f64, 1>::workspace(&pool);
+    let y = *pool.forward_train(&x, &mut ws);
+    assert_eq!(y[0][0][0][0], 5.0);
+    assert!(y[0][0][0][1].is_nan());
+    let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
+    pool.backward(&x, &mut ws, &[[[[1.0, 2.0]]]], Some(&mut dx), &mut pool.clone());
+    assert_eq!(dx[0][0], [[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0]]);
+}
+
+#[test]
+fn flatten_is_pytorchs_order_and_its_gradient_the_reshape() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let flatten = Flatten::<f64, 2, 3, 2, 12>::new();
+    let x: [[[f64; 2]; 3]; 2] = random_sample(&mut rng);
+    let mut y = [0.0; 12];
+    flatten.forward_one(&x, &mut y);
+    for (i, &v) in y.iter().enumerate() {
+        assert_eq!(v, x[i / 6][i / 2 % 3][i % 2], "element {i}: channel, then row, then column");
+    }
+    // Flatten has no parameters, so only dX is checked: the loss needs one weighted layer.
+    type Net = Chain<Flatten<f64, 2, 3, 2, 12>, Dense<f64, 12, 3, Tanh>>;
+    let net: Net = random_layer(&mut rng);
+    let err = check("Flatten then Dense", &net, &[x], &mut rng);
+    eprintln!("Flatten: worst relative error {err:e}");
+}
+
+/// A small CNN, the shape of LeNet, through `net!`'s image form: every tensor and dX.
+#[test]
+fn whole_cnn_gradients() {
+    type Cnn = constmat::net![
+        Input<f64, 2, 8, 8>,
+        Conv2d<2, 3, 3, 1, 1, Tanh>, // 3 x 8 x 8
+        MaxPool2d<2>,                // 3 x 4 x 4
+        Conv2d<3, 4, 3, Relu>,       // 4 x 2 x 2
+        Flatten,                     // 16
+        Dense<16, 5, Sigmoid>,
+        Dense<5, 3>,
+    ];
+    let mut rng = StdRng::seed_from_u64(6);
+    let net: Cnn = random_layer(&mut rng);
+    let x: [<Cnn as Layer>::In; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
+    let err = check("CNN", &net, &x, &mut rng);
+    let inline = net.to_store::<Inline>();
+    check("CNN, inline", &inline, &x, &mut rng);
+    assert_eq!(inline.to_store::<Heap>(), net);
+    eprintln!("CNN: worst relative error {err:e}");
+}
+
+#[test]
+fn the_image_form_of_net_spells_pytorchs_sequential() {
+    type LeNet = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, 1, 2, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dense<400, 120, Relu>,
+        Dense<120, 84, Relu>,
+        Dense<84, 10>,
+    ];
+    type Spelled = Chain<
+        Conv2d<f32, 1, 6, 5, 1, 2, 28, 28, 28, 28, Relu>,
+        Chain<
+            MaxPool2d<f32, 6, 2, 2, 28, 28, 14, 14>,
+            Chain<
+                Conv2d<f32, 6, 16, 5, 1, 0, 14, 14, 10, 10, Relu>,
+                Chain<
+                    MaxPool2d<f32, 16, 2, 2, 10, 10, 5, 5>,
+                    Chain<
+                        Flatten<f32, 16, 5, 5, 400>,
+                        constmat::net![
+                            Dense<f32, 400, 120, Relu>,
+                            Dense<f32, 120, 84, Relu>,
+                            Dense<f32, 84, 10>,
+                        ],
+                    >,
+                >,
+            >,
+        >,
+    >;
+    let same: fn(LeNet) -> Spelled = |net| net;
+    let _ = same;
+    let names: Vec<String> = (0..LeNet::SPEC.tensor_count())
+        .map(|k| {
+            let (module, spec) = LeNet::SPEC.tensor(k).unwrap();
+            format!("{module}.{} {:?}", spec.field, spec.shape)
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "0.weight [6, 1, 5, 5]",
+            "0.bias [6]",
+            "3.weight [16, 6, 5, 5]",
+            "3.bias [16]",
+            "7.weight [120, 400]",
+            "7.bias [120]",
+            "9.weight [84, 120]",
+            "9.bias [84]",
+            "11.weight [10, 84]",
+            "11.bias [10]",
+        ]
+    );
+    let _: Relu = Relu;
+}

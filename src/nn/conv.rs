@@ -343,20 +343,50 @@ where
 
     /// Columns `start..end` of `X̂` (output positions), into `patches` (`C·K·K` rows of
     /// `end - start`).
+    ///
+    /// Row `(c, kh, kw)` of `X̂`, restricted to one output row `oh`, is input row
+    /// `oh·S + kh - P` of channel `c`, read from column `kw - P` with step `S`: for stride 1 a
+    /// slice copy, with zeros where it runs into the padding.
     fn im2col(x: &[[[T; W]; H]; C], start: usize, end: usize, patches: &mut [T]) {
         let n = end - start;
         for (row, patch_row) in patches.chunks_exact_mut(n).enumerate() {
             let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
-            for (column, p) in (start..end).zip(patch_row) {
+            let mut column = start;
+            while column < end {
                 let (oh, ow) = (column / OW, column % OW);
-                *p = match (
-                    (oh * STRIDE + kh).checked_sub(PAD),
-                    (ow * STRIDE + kw).checked_sub(PAD),
-                ) {
-                    (Some(ih), Some(iw)) if ih < H && iw < W => x[c][ih][iw],
-                    _ => T::zero(),
-                };
+                let count = (OW - ow).min(end - column);
+                let segment = &mut patch_row[column - start..column - start + count];
+                match (oh * STRIDE + kh).checked_sub(PAD) {
+                    Some(ih) if ih < H => Self::read_row(&x[c][ih], kw, ow, segment),
+                    _ => segment.fill(T::zero()),
+                }
+                column += count;
             }
+        }
+    }
+
+    /// `out[i] = row[(ow + i)·S + kw - P]` (zero outside the row): the outputs `ow..` of one
+    /// output row, for the kernel column `kw`.
+    #[inline]
+    fn read_row(row: &[T; W], kw: usize, ow: usize, out: &mut [T]) {
+        // The outputs whose input column is inside the row: (ow + i)·S + kw >= P and
+        // (ow + i)·S + kw - P < W.
+        let count = out.len();
+        let first = (PAD.saturating_sub(kw)).div_ceil(STRIDE).saturating_sub(ow).min(count);
+        let last = (W + PAD).saturating_sub(kw).div_ceil(STRIDE).saturating_sub(ow).min(count);
+        out[..first].fill(T::zero());
+        if first < last {
+            let begin = (ow + first) * STRIDE + kw - PAD;
+            if STRIDE == 1 {
+                out[first..last].copy_from_slice(&row[begin..begin + (last - first)]);
+            } else {
+                for (o, &v) in out[first..last].iter_mut().zip(row[begin..].iter().step_by(STRIDE)) {
+                    *o = v;
+                }
+            }
+            out[last..].fill(T::zero());
+        } else {
+            out[first..].fill(T::zero());
         }
     }
 
@@ -366,15 +396,15 @@ where
         let positions = OH * OW;
         for (row, patch_row) in d_patches.chunks_exact(positions).enumerate() {
             let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
-            for (column, &d) in patch_row.iter().enumerate() {
-                let (oh, ow) = (column / OW, column % OW);
-                if let (Some(ih), Some(iw)) = (
-                    (oh * STRIDE + kh).checked_sub(PAD),
-                    (ow * STRIDE + kw).checked_sub(PAD),
-                ) && ih < H
-                    && iw < W
-                {
-                    dx[c][ih][iw] = dx[c][ih][iw] + d;
+            for (oh, segment) in patch_row.chunks_exact(OW).enumerate() {
+                let Some(ih) = (oh * STRIDE + kh).checked_sub(PAD).filter(|&ih| ih < H) else {
+                    continue;
+                };
+                let dx_row = &mut dx[c][ih];
+                for (ow, &d) in segment.iter().enumerate() {
+                    if let Some(iw) = (ow * STRIDE + kw).checked_sub(PAD).filter(|&iw| iw < W) {
+                        dx_row[iw] = dx_row[iw] + d;
+                    }
                 }
             }
         }

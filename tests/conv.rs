@@ -123,7 +123,11 @@ where
             })
             .collect();
         let name = net.tensor_info(k).name();
-        worst = worst.max(assert_close(&format!("{what}: {name}"), grads.tensor(k), &numeric));
+        worst = worst.max(assert_close(
+            &format!("{what}: {name}"),
+            grads.tensor(k),
+            &numeric,
+        ));
     }
     let mut x_probe = *x;
     let numeric: Vec<f64> = (0..B * N::In::LEN)
@@ -156,8 +160,9 @@ fn random_layer<N: RandomInit + Parameters<f64>>(rng: &mut StdRng) -> N {
 }
 
 /// The convolution written from its definition: `out[o][i][j] = b[o] + Σ_c Σ_kh Σ_kw
-/// w[o][c][kh][kw] · x[c][i·S + kh - P][j·S + kw - P]`, zero outside the image.
-#[allow(clippy::too_many_arguments)]
+/// w[o][c][kh][kw] · x[c][i·S + kh - P][j·S + kw - P]`, zero outside the image. (Indices, as in
+/// the formula, rather than iterators.)
+#[allow(clippy::needless_range_loop)]
 fn reference_conv<
     const C: usize,
     const OC: usize,
@@ -183,7 +188,10 @@ fn reference_conv<
                 for c in 0..C {
                     for kh in 0..K {
                         for kw in 0..K {
-                            let (ih, iw) = ((i * S + kh) as isize - P as isize, (j * S + kw) as isize - P as isize);
+                            let (ih, iw) = (
+                                (i * S + kh) as isize - P as isize,
+                                (j * S + kw) as isize - P as isize,
+                            );
                             if ih >= 0 && iw >= 0 && (ih as usize) < IH && (iw as usize) < IW {
                                 sum += w[o][c][kh][kw] * x[c][ih as usize][iw as usize];
                             }
@@ -204,7 +212,14 @@ fn convolutions_compute_the_definition() {
     macro_rules! case {
         ($c:literal, $oc:literal, $k:literal, $s:literal, $p:literal, $h:literal, $w:literal) => {{
             type L = Conv2d<
-                f64, $c, $oc, $k, $s, $p, $h, $w,
+                f64,
+                $c,
+                $oc,
+                $k,
+                $s,
+                $p,
+                $h,
+                $w,
                 { constmat::nn::conv_output_size($h, $k, $s, $p) },
                 { constmat::nn::conv_output_size($w, $k, $s, $p) },
             >;
@@ -215,7 +230,17 @@ fn convolutions_compute_the_definition() {
             let want = reference_conv(&layer, &x);
             let got: &[f64] = out.as_flattened().as_flattened();
             for (g, w) in got.iter().zip(want.as_flattened().as_flattened()) {
-                assert!((g - w).abs() < 1e-12, "Conv2d<{}, {}, {}, {}, {}> on {}x{}: {g} vs {w}", $c, $oc, $k, $s, $p, $h, $w);
+                assert!(
+                    (g - w).abs() < 1e-12,
+                    "Conv2d<{}, {}, {}, {}, {}> on {}x{}: {g} vs {w}",
+                    $c,
+                    $oc,
+                    $k,
+                    $s,
+                    $p,
+                    $h,
+                    $w
+                );
             }
         }};
     }
@@ -236,7 +261,9 @@ fn the_blocked_and_whole_forward_paths_agree() {
     type Big = Conv2d<f32, 3, 8, 5, 1, 2, 32, 32, 32, 32, Relu>;
     let layer: Big = Big::random(&mut rng);
     let x: [[[[f32; 32]; 32]; 3]; 2] = std::array::from_fn(|_| {
-        std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| uniform().sample(&mut rng) as f32)))
+        std::array::from_fn(|_| {
+            std::array::from_fn(|_| std::array::from_fn(|_| uniform().sample(&mut rng) as f32))
+        })
     });
     let mut ws = Train::<f32, 2>::workspace(&layer);
     let whole = *layer.forward_train(&x, &mut ws);
@@ -250,7 +277,12 @@ fn the_blocked_and_whole_forward_paths_agree() {
     let mut out = [[[0.0; 2]; 2]; 2];
     wide.forward_one(&x, &mut out);
     let want = reference_conv(&wide, &x);
-    for (g, w) in out.as_flattened().as_flattened().iter().zip(want.as_flattened().as_flattened()) {
+    for (g, w) in out
+        .as_flattened()
+        .as_flattened()
+        .iter()
+        .zip(want.as_flattened().as_flattened())
+    {
         assert!((g - w).abs() < 1e-10, "{g} vs {w}");
     }
 }
@@ -262,14 +294,24 @@ fn convolution_gradients() {
     macro_rules! case {
         ($a:ty, $c:literal, $oc:literal, $k:literal, $s:literal, $p:literal, $h:literal, $w:literal) => {{
             type L = Conv2d<
-                f64, $c, $oc, $k, $s, $p, $h, $w,
+                f64,
+                $c,
+                $oc,
+                $k,
+                $s,
+                $p,
+                $h,
+                $w,
                 { constmat::nn::conv_output_size($h, $k, $s, $p) },
                 { constmat::nn::conv_output_size($w, $k, $s, $p) },
                 $a,
             >;
             let layer: L = random_layer(&mut rng);
             let x: [<L as Layer>::In; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
-            let what = format!("Conv2d<{}, {}, {}, stride {}, padding {}> on {}x{}", $c, $oc, $k, $s, $p, $h, $w);
+            let what = format!(
+                "Conv2d<{}, {}, {}, stride {}, padding {}> on {}x{}",
+                $c, $oc, $k, $s, $p, $h, $w
+            );
             worst = worst.max(check(&what, &layer, &x, &mut rng));
             // The same layer with inline storage: the same code, the same gradients.
             let inline = layer.to_store::<Inline>();
@@ -309,7 +351,13 @@ fn max_pooling_ties_and_nan() {
     assert_eq!(y[0][0][0][0], 5.0);
     assert!(y[0][0][0][1].is_nan());
     let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
-    pool.backward(&x, &mut ws, &[[[[1.0, 2.0]]]], Some(&mut dx), &mut pool.clone());
+    pool.backward(
+        &x,
+        &mut ws,
+        &[[[[1.0, 2.0]]]],
+        Some(&mut dx),
+        &mut pool.clone(),
+    );
     assert_eq!(dx[0][0], [[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0]]);
 }
 
@@ -321,7 +369,11 @@ fn flatten_is_pytorchs_order_and_its_gradient_the_reshape() {
     let mut y = [0.0; 12];
     flatten.forward_one(&x, &mut y);
     for (i, &v) in y.iter().enumerate() {
-        assert_eq!(v, x[i / 6][i / 2 % 3][i % 2], "element {i}: channel, then row, then column");
+        assert_eq!(
+            v,
+            x[i / 6][i / 2 % 3][i % 2],
+            "element {i}: channel, then row, then column"
+        );
     }
     // Flatten has no parameters, so only dX is checked: the loss needs one weighted layer.
     type Net = Chain<Flatten<f64, 2, 3, 2, 12>, Dense<f64, 12, 3, Tanh>>;

@@ -1,11 +1,11 @@
-//! The example's MNIST finder and downloader (`examples/mnist_static/fetch.rs`), against HTTP
+//! The example's MNIST finder and downloader (`examples/mnist_common/fetch.rs`), against HTTP
 //! servers on 127.0.0.1 serving small synthetic MNIST files built here: download and checksum,
 //! fallback between mirrors, the message when every mirror fails, and files found on disk without
 //! any request. Nothing here touches the real network.
 #![cfg(feature = "data")]
 
 #[allow(dead_code)]
-#[path = "../examples/mnist_static/fetch.rs"]
+#[path = "../examples/mnist_common/fetch.rs"]
 mod fetch;
 
 use std::collections::{HashMap, HashSet};

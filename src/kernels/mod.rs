@@ -492,9 +492,18 @@ mod tests {
     #[test]
     fn slice_products_agree_with_the_triple_loop() {
         fn check<T: Scalar + core::fmt::Debug>(to: fn(i64) -> T, close: fn(T, T) -> bool) {
-            for (m, n, k) in [(1, 1, 1), (3, 5, 7), (6, 17, 25), (16, 33, 9), (1, 100, 150), (37, 1, 8)] {
-                let a: std::vec::Vec<i64> = (0..m * k).map(|i| (i as i64 * 7 + 3) % 13 - 6).collect();
-                let b: std::vec::Vec<i64> = (0..k * n).map(|i| (i as i64 * 5 + 1) % 11 - 5).collect();
+            for (m, n, k) in [
+                (1, 1, 1),
+                (3, 5, 7),
+                (6, 17, 25),
+                (16, 33, 9),
+                (1, 100, 150),
+                (37, 1, 8),
+            ] {
+                let a: std::vec::Vec<i64> =
+                    (0..m * k).map(|i| (i as i64 * 7 + 3) % 13 - 6).collect();
+                let b: std::vec::Vec<i64> =
+                    (0..k * n).map(|i| (i as i64 * 5 + 1) % 11 - 5).collect();
                 let mut want = std::vec![0_i64; m * n];
                 for i in 0..m {
                     for j in 0..n {
@@ -517,14 +526,23 @@ mod tests {
                         gemm_slices(product, (m, n, k), &conv(a), &conv(b), &mut c, accumulate);
                         for (i, (&got, &w)) in c.iter().zip(&want).enumerate() {
                             let w = to(w + i64::from(accumulate));
-                            assert!(close(got, w), "{product:?} {m}x{n}x{k} [{i}]: {got:?} vs {w:?}");
+                            assert!(
+                                close(got, w),
+                                "{product:?} {m}x{n}x{k} [{i}]: {got:?} vs {w:?}"
+                            );
                         }
                     }
                 }
             }
         }
-        check::<f32>(|x| x as f32, |a, b| (a - b).abs() <= 1e-4 * b.abs().max(1.0));
-        check::<f64>(|x| x as f64, |a, b| (a - b).abs() <= 1e-12 * b.abs().max(1.0));
+        check::<f32>(
+            |x| x as f32,
+            |a, b| (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+        );
+        check::<f64>(
+            |x| x as f64,
+            |a, b| (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+        );
         check::<i64>(|x| x, |a, b| a == b);
     }
 }

@@ -71,10 +71,7 @@ pub(crate) const fn window_output_size(
 ) -> usize {
     let padded = input + 2 * padding;
     if stride == 0 {
-        Message::new()
-            .str(layer)
-            .str(": the stride is 0")
-            .panic()
+        Message::new().str(layer).str(": the stride is 0").panic()
     }
     if window > padded || window == 0 {
         Message::new()
@@ -290,7 +287,14 @@ where
             // Z = W·X̂, straight into the output (its rows are the output channels).
             let patches = &mut scratch[..ckk * positions];
             Self::im2col(x, 0, positions, patches);
-            kernels::gemm_slices(Product::Plain, (OC, positions, ckk), weight, patches, z, false);
+            kernels::gemm_slices(
+                Product::Plain,
+                (OC, positions, ckk),
+                weight,
+                patches,
+                z,
+                false,
+            );
         } else if scratch.len() >= ckk + OC {
             // The same product, a block of output positions (columns of Z) at a time.
             let block = scratch.len() / (ckk + OC);
@@ -300,7 +304,14 @@ where
                 let (patches, rest) = scratch.split_at_mut(ckk * n);
                 let product = &mut rest[..OC * n];
                 Self::im2col(x, start, start + n, patches);
-                kernels::gemm_slices(Product::Plain, (OC, n, ckk), weight, patches, product, false);
+                kernels::gemm_slices(
+                    Product::Plain,
+                    (OC, n, ckk),
+                    weight,
+                    patches,
+                    product,
+                    false,
+                );
                 for (channel, row) in z.chunks_exact_mut(positions).zip(product.chunks_exact(n)) {
                     channel[start..start + n].copy_from_slice(row);
                 }
@@ -312,7 +323,7 @@ where
                 for (j, z_oj) in channel.iter_mut().enumerate() {
                     let mut sum = T::zero();
                     for (i, &w) in weight[o * ckk..(o + 1) * ckk].iter().enumerate() {
-                        sum = sum + w * Self::patch_value(x, i, j);
+                        sum += w * Self::patch_value(x, i, j);
                     }
                     *z_oj = sum;
                 }
@@ -372,15 +383,25 @@ where
         // The outputs whose input column is inside the row: (ow + i)·S + kw >= P and
         // (ow + i)·S + kw - P < W.
         let count = out.len();
-        let first = (PAD.saturating_sub(kw)).div_ceil(STRIDE).saturating_sub(ow).min(count);
-        let last = (W + PAD).saturating_sub(kw).div_ceil(STRIDE).saturating_sub(ow).min(count);
+        let first = (PAD.saturating_sub(kw))
+            .div_ceil(STRIDE)
+            .saturating_sub(ow)
+            .min(count);
+        let last = (W + PAD)
+            .saturating_sub(kw)
+            .div_ceil(STRIDE)
+            .saturating_sub(ow)
+            .min(count);
         out[..first].fill(T::zero());
         if first < last {
             let begin = (ow + first) * STRIDE + kw - PAD;
             if STRIDE == 1 {
                 out[first..last].copy_from_slice(&row[begin..begin + (last - first)]);
             } else {
-                for (o, &v) in out[first..last].iter_mut().zip(row[begin..].iter().step_by(STRIDE)) {
+                for (o, &v) in out[first..last]
+                    .iter_mut()
+                    .zip(row[begin..].iter().step_by(STRIDE))
+                {
                     *o = v;
                 }
             }
@@ -403,7 +424,7 @@ where
                 let dx_row = &mut dx[c][ih];
                 for (ow, &d) in segment.iter().enumerate() {
                     if let Some(iw) = (ow * STRIDE + kw).checked_sub(PAD).filter(|&iw| iw < W) {
-                        dx_row[iw] = dx_row[iw] + d;
+                        dx_row[iw] += d;
                     }
                 }
             }
@@ -708,14 +729,17 @@ macro_rules! bake {
             Decoded<F, $t, C, OC, K>
         {
             #[allow(clippy::type_complexity)]
-            const PARTS: ([[[[$t; K]; K]; C]; OC], [$t; OC], Option<crate::format::Error>) =
-                match decode::$tensor4(F::BYTES, F::FIRST_MODULE, "weight") {
-                    Err(e) => ([[[[0.0; K]; K]; C]; OC], [0.0; OC], Some(e)),
-                    Ok(weight) => match decode::$vector(F::BYTES, F::FIRST_MODULE, "bias") {
-                        Err(e) => (weight, [0.0; OC], Some(e)),
-                        Ok(bias) => (weight, bias, None),
-                    },
-                };
+            const PARTS: (
+                [[[[$t; K]; K]; C]; OC],
+                [$t; OC],
+                Option<crate::format::Error>,
+            ) = match decode::$tensor4(F::BYTES, F::FIRST_MODULE, "weight") {
+                Err(e) => ([[[[0.0; K]; K]; C]; OC], [0.0; OC], Some(e)),
+                Ok(weight) => match decode::$vector(F::BYTES, F::FIRST_MODULE, "bias") {
+                    Err(e) => (weight, [0.0; OC], Some(e)),
+                    Ok(bias) => (weight, bias, None),
+                },
+            };
         }
 
         impl<

@@ -108,9 +108,9 @@ pub use bake::{Bake, SafetensorsFile, Skip};
 pub use chain::Chain;
 #[cfg(feature = "alloc")]
 pub use chain::ChainWorkspace;
-pub use conv::{Conv2d, conv_output_size};
 #[cfg(feature = "alloc")]
 pub use conv::Conv2dWorkspace;
+pub use conv::{Conv2d, conv_output_size};
 pub use cross_entropy::{SoftmaxCrossEntropy, softmax_in_place, softmax_rows_into};
 pub use dense::Dense;
 #[cfg(feature = "alloc")]

@@ -209,8 +209,16 @@ impl<
 }
 
 #[cfg(feature = "rand")]
-impl<T, const C: usize, const K: usize, const S: usize, const H: usize, const W: usize, const OH: usize, const OW: usize>
-    super::RandomInit for MaxPool2d<T, C, K, S, H, W, OH, OW>
+impl<
+    T,
+    const C: usize,
+    const K: usize,
+    const S: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> super::RandomInit for MaxPool2d<T, C, K, S, H, W, OH, OW>
 {
     fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
         Self::new()

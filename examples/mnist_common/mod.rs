@@ -1,0 +1,7 @@
+//! What the MNIST examples share: finding (or downloading) the data, the training session, and
+//! the report. Not an example itself (it has no `main.rs`); each example includes it with
+//! `#[path = "../mnist_common/mod.rs"] mod common;`.
+
+pub mod fetch;
+pub mod report;
+pub mod training;

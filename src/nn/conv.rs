@@ -23,14 +23,15 @@ use num_traits::Float;
 
 #[cfg(feature = "rand")]
 use super::Init;
+use super::shape::check_output_size;
 use super::{
     Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
 };
-use crate::format::{Element, Message, NetSpec, TensorSpec, decode};
+use crate::format::{Element, NetSpec, TensorSpec, decode};
 use crate::kernels::{self, Product};
 
 /// The output size of a convolution along one dimension: `(input + 2·padding - kernel) / stride
-/// + 1`, PyTorch's formula, with its two mistakes made errors.
+/// + 1`, PyTorch's formula, with its mistakes made errors.
 ///
 /// [`net!`](crate::net) computes a convolution's output height and width with it, so they are
 /// never written by hand; called in a type (a `const` context), a mistake is a build error that
@@ -39,14 +40,15 @@ use crate::kernels::{self, Product};
 /// # Panics
 ///
 /// (At compile time, as an error, when used in a type.) When the kernel is larger than the
-/// padded input, or when `input + 2·padding - kernel` is not a multiple of `stride` (PyTorch would
-/// silently drop the last rows or columns), or when `stride` is 0.
+/// padded input, when `stride` is 0, or when the last rows (columns) of the input are never
+/// read: `input + 2·padding - kernel` is not a multiple of `stride`, and what is left over is more
+/// than the padding (PyTorch would silently ignore those rows).
 ///
 /// ```
 /// use constmat::nn::conv_output_size;
 /// assert_eq!(conv_output_size(28, 5, 1, 2), 28); // LeNet's first layer: "same" padding
 /// assert_eq!(conv_output_size(14, 5, 1, 0), 10);
-/// assert_eq!(conv_output_size(7, 3, 2, 1), 4);
+/// assert_eq!(conv_output_size(8, 3, 2, 1), 4); // the bottom padding row is never read: fine
 /// let err = std::panic::catch_unwind(|| conv_output_size(3, 5, 1, 0)).unwrap_err();
 /// assert_eq!(
 ///     err.downcast_ref::<String>().unwrap(),
@@ -56,87 +58,7 @@ use crate::kernels::{self, Product};
 #[must_use]
 #[track_caller]
 pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, padding: usize) -> usize {
-    window_output_size("Conv2d", input, kernel, stride, padding)
-}
-
-/// `(input + 2·padding - window) / stride + 1`, checked (see [`conv_output_size`]); `layer`
-/// names the layer in the messages.
-#[track_caller]
-pub(crate) const fn window_output_size(
-    layer: &str,
-    input: usize,
-    window: usize,
-    stride: usize,
-    padding: usize,
-) -> usize {
-    let padded = input + 2 * padding;
-    if stride == 0 {
-        Message::new().str(layer).str(": the stride is 0").panic()
-    }
-    if window > padded || window == 0 {
-        Message::new()
-            .str(layer)
-            .str(": the kernel (")
-            .number(window)
-            .str(") is larger than the padded input (")
-            .number(input)
-            .str(" + 2 x ")
-            .number(padding)
-            .str(" = ")
-            .number(padded)
-            .str(")")
-            .panic()
-    }
-    if !(padded - window).is_multiple_of(stride) {
-        Message::new()
-            .str(layer)
-            .str(": the stride (")
-            .number(stride)
-            .str(") does not divide input + 2 x padding - kernel (")
-            .number(input)
-            .str(" + 2 x ")
-            .number(padding)
-            .str(" - ")
-            .number(window)
-            .str(" = ")
-            .number(padded - window)
-            .str("): the last ")
-            .number((padded - window) % stride)
-            .str(" rows and columns would never be read")
-            .panic()
-    }
-    (padded - window) / stride + 1
-}
-
-/// Checks that `out` is the output size of `input` (see [`window_output_size`]), naming the
-/// dimension and both sizes otherwise.
-#[track_caller]
-pub(crate) const fn check_output_size(
-    layer: &str,
-    dimension: &str,
-    (input, window, stride, padding): (usize, usize, usize, usize),
-    out: usize,
-) {
-    let expected = window_output_size(layer, input, window, stride, padding);
-    if out != expected {
-        Message::new()
-            .str(layer)
-            .str(": the output ")
-            .str(dimension)
-            .str(" is ")
-            .number(out)
-            .str(", but (")
-            .number(input)
-            .str(" + 2 x ")
-            .number(padding)
-            .str(" - ")
-            .number(window)
-            .str(") / ")
-            .number(stride)
-            .str(" + 1 = ")
-            .number(expected)
-            .panic()
-    }
+    super::shape::output_size("Conv2d", "input", (input, kernel, stride, padding))
 }
 
 /// The elements of the stack buffer a convolution's [`Layer::forward`] unrolls patches into.

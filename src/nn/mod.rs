@@ -97,6 +97,7 @@ mod optim;
 mod pool;
 mod predict;
 mod schedule;
+mod shape;
 mod store;
 #[cfg(feature = "alloc")]
 mod train;
@@ -124,6 +125,8 @@ pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
 pub use pool::{MaxPool2d, pool_output_size};
 pub use predict::{Predict, argmax};
 pub use schedule::Schedule;
+#[doc(hidden)]
+pub use shape::{__output_size, __output_size_unchecked};
 pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
 pub use train::{Train, zeroed_batch};
@@ -408,11 +411,11 @@ macro_rules! __net_image {
     (@conv ($t:ty) $c:tt ($h:tt) ($w:tt) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::Conv2d<$t, $ci, $co, $k, $s, $p, $h, $w,
-                { $crate::nn::conv_output_size($h, $k, $s, $p) },
-                { $crate::nn::conv_output_size($w, $k, $s, $p) }, $a>)
+                { $crate::nn::__output_size("Conv2d", "height", $h, $k, $s, $p) },
+                { $crate::nn::__output_size("Conv2d", "width", $w, $k, $s, $p) }, $a>)
             (@image ($t) ($co)
-                ({ $crate::nn::conv_output_size($h, $k, $s, $p) })
-                ({ $crate::nn::conv_output_size($w, $k, $s, $p) }))
+                ({ $crate::nn::__output_size_unchecked($h, $k, $s, $p) })
+                ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) }))
             $($rest)*)
     };
     // Max pooling: (window[, stride]); the stride is the window unless given.
@@ -425,11 +428,11 @@ macro_rules! __net_image {
     (@pool ($t:ty) ($c:tt) ($h:tt) ($w:tt) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::MaxPool2d<$t, $c, $k, $s, $h, $w,
-                { $crate::nn::pool_output_size($h, $k, $s) },
-                { $crate::nn::pool_output_size($w, $k, $s) }>)
+                { $crate::nn::__output_size("MaxPool2d", "height", $h, $k, $s, 0) },
+                { $crate::nn::__output_size("MaxPool2d", "width", $w, $k, $s, 0) }>)
             (@image ($t) ($c)
-                ({ $crate::nn::pool_output_size($h, $k, $s) })
-                ({ $crate::nn::pool_output_size($w, $k, $s) }))
+                ({ $crate::nn::__output_size_unchecked($h, $k, $s, 0) })
+                ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) }))
             $($rest)*)
     };
     // Flatten: the image becomes a vector of C·H·W.

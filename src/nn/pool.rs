@@ -14,7 +14,7 @@
 //! in the window's row-major order when several inputs tie, as PyTorch does. A NaN in a window
 //! is its maximum (the first NaN), so that it is not silently dropped.
 
-use super::conv::check_output_size;
+use super::shape::check_output_size;
 use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store};
 
 /// Max pooling over `K x K` windows with stride `STRIDE`, on `C` channels of `H x W`, giving
@@ -59,14 +59,14 @@ pub struct MaxPool2d<
 /// let err = std::panic::catch_unwind(|| pool_output_size(13, 2, 2)).unwrap_err();
 /// assert_eq!(
 ///     err.downcast_ref::<String>().unwrap(),
-///     "MaxPool2d: the stride (2) does not divide input + 2 x padding - kernel \
-///      (13 + 2 x 0 - 2 = 11): the last 1 rows and columns would never be read"
+///     "MaxPool2d: windows of 2 with stride 2 never read the last 1 of the input's 13: \
+///      13 + 2 x 0 - 2 = 11 is not a multiple of 2"
 /// );
 /// ```
 #[must_use]
 #[track_caller]
 pub const fn pool_output_size(input: usize, window: usize, stride: usize) -> usize {
-    super::conv::window_output_size("MaxPool2d", input, window, stride, 0)
+    super::shape::output_size("MaxPool2d", "input", (input, window, stride, 0))
 }
 
 impl<

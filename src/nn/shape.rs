@@ -1,0 +1,136 @@
+//! The output sizes of sliding-window layers (convolution, pooling), computed and checked in
+//! `const` code: by the layers' shape rules, and by [`net!`](crate::net) in the types it writes.
+
+use crate::format::Message;
+
+/// `(input + 2·padding - window) / stride + 1`, or a panic naming the layer, the dimension
+/// (`"height"`, `"width"`, or `"input"`) and the sizes when the window does not fit, the stride
+/// is 0, or the last rows of the input would never be read.
+#[track_caller]
+pub(crate) const fn output_size(
+    layer: &str,
+    dimension: &str,
+    (input, window, stride, padding): (usize, usize, usize, usize),
+) -> usize {
+    let padded = input + 2 * padding;
+    if stride == 0 {
+        Message::new().str(layer).str(": the stride is 0").panic()
+    }
+    if window > padded || window == 0 {
+        let m = Message::new()
+            .str(layer)
+            .str(": the kernel (")
+            .number(window);
+        let m = if bytes_eq(dimension.as_bytes(), b"input") {
+            m.str(") is larger than the padded input (")
+        } else {
+            m.str(") is larger than the padded ")
+                .str(dimension)
+                .str(" (")
+        };
+        m.number(input)
+            .str(" + 2 x ")
+            .number(padding)
+            .str(" = ")
+            .number(padded)
+            .str(")")
+            .panic()
+    }
+    // The last (padded - window) % stride rows are never read; that is fine while they are
+    // padding, not input.
+    let left_over = (padded - window) % stride;
+    if left_over > padding {
+        Message::new()
+            .str(layer)
+            .str(": windows of ")
+            .number(window)
+            .str(" with stride ")
+            .number(stride)
+            .str(" never read the last ")
+            .number(left_over - padding)
+            .str(" of the ")
+            .str(dimension)
+            .str("'s ")
+            .number(input)
+            .str(": ")
+            .number(input)
+            .str(" + 2 x ")
+            .number(padding)
+            .str(" - ")
+            .number(window)
+            .str(" = ")
+            .number(padded - window)
+            .str(" is not a multiple of ")
+            .number(stride)
+            .panic()
+    }
+    (padded - window) / stride + 1
+}
+
+/// [`output_size`] without the checks (0 where it would panic): how [`net!`](crate::net) passes
+/// a size on to the next layer, so that a mistake is reported once, at the layer that makes it.
+#[doc(hidden)]
+#[must_use]
+pub const fn __output_size_unchecked(
+    input: usize,
+    window: usize,
+    stride: usize,
+    padding: usize,
+) -> usize {
+    let padded = input + 2 * padding;
+    if stride == 0 || window > padded {
+        0
+    } else {
+        (padded - window) / stride + 1
+    }
+}
+
+/// [`output_size`] for [`net!`](crate::net): the layer's own output height or width.
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __output_size(
+    layer: &str,
+    dimension: &str,
+    input: usize,
+    window: usize,
+    stride: usize,
+    padding: usize,
+) -> usize {
+    output_size(layer, dimension, (input, window, stride, padding))
+}
+
+/// Checks that `out` is the output size of `input` (see [`output_size`]), naming the dimension
+/// and both sizes otherwise.
+#[track_caller]
+pub(crate) const fn check_output_size(
+    layer: &str,
+    dimension: &str,
+    (input, window, stride, padding): (usize, usize, usize, usize),
+    out: usize,
+) {
+    let expected = output_size(layer, dimension, (input, window, stride, padding));
+    if out != expected {
+        Message::new()
+            .str(layer)
+            .str(": the output ")
+            .str(dimension)
+            .str(" is ")
+            .number(out)
+            .str(", but (")
+            .number(input)
+            .str(" + 2 x ")
+            .number(padding)
+            .str(" - ")
+            .number(window)
+            .str(") / ")
+            .number(stride)
+            .str(" + 1 = ")
+            .number(expected)
+            .panic()
+    }
+}
+
+const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    crate::format::bytes_eq(a, b)
+}

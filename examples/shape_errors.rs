@@ -140,6 +140,37 @@ const RULES: &[Rule] = &[
         rule: "`from_flat`: the array holds H * W elements (checked by `cargo build`)",
         valid: from_flat,
     },
+    Rule {
+        cfg: "conv_kernel",
+        rule: "`Conv2d`: the kernel fits in the padded input (sizes computed by `net!`)",
+        valid: conv_kernel,
+    },
+    Rule {
+        cfg: "pool_rows",
+        rule: "`MaxPool2d`, `Conv2d`: the windows read every input row and column",
+        valid: pool_rows,
+    },
+    Rule {
+        cfg: "conv_channels",
+        rule: "`Conv2d`: its input channels are the previous layer's output channels",
+        valid: conv_channels,
+    },
+    Rule {
+        cfg: "flatten",
+        rule: "`Flatten`: the next `Dense` takes channels x height x width. PyTorch says, at run \
+               time:\n    RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x256 and 784x120)",
+        valid: flatten,
+    },
+    Rule {
+        cfg: "conv_by_hand",
+        rule: "a `Conv2d` written by hand: OH = (H + 2P - K) / S + 1 (checked by `cargo build`)",
+        valid: conv_by_hand,
+    },
+    Rule {
+        cfg: "flatten_by_hand",
+        rule: "a `Flatten` written by hand: N = C * H * W (checked by `cargo build`)",
+        valid: flatten_by_hand,
+    },
 ];
 
 fn main() {
@@ -469,4 +500,128 @@ fn from_flat() -> String {
     }
     let m = Matrix::<f32, 2, 3>::from_flat([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     format!("[1, 2, 3, 4, 5, 6] as 2x3: rows {:?} and {:?}", m[0], m[1])
+}
+
+fn conv_kernel() -> String {
+    use constmat::nn::{Layer, Parameters, Relu};
+    #[cfg(shape_error = "conv_kernel")]
+    {
+        type Net =
+            constmat::net![Input<f32, 1, 3, 3>, Conv2d<1, 4, 5, Relu>, Flatten, Dense<4, 10>];
+        let _net = Net::zeros();
+    }
+    type Net = constmat::net![Input<f32, 1, 5, 5>, Conv2d<1, 4, 5, Relu>, Flatten, Dense<4, 10>];
+    format!(
+        "a 5x5 kernel on a 5x5 image: {} modules",
+        Net::SPEC.modules()
+    )
+}
+
+fn pool_rows() -> String {
+    use constmat::nn::{Parameters, Relu};
+    #[cfg(shape_error = "pool_rows")]
+    {
+        type Net = constmat::net![
+            Input<f32, 1, 28, 28>,
+            Conv2d<1, 4, 3, 2, 1, Relu>,
+            Conv2d<4, 8, 2, Relu>,
+            MaxPool2d<2>,
+            Flatten,
+            Dense<288, 10>,
+        ];
+        let _net = Net::zeros();
+    }
+    type Net = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 4, 3, 2, 1, Relu>, // 4 x 14 x 14: only a padding row is left unread
+        MaxPool2d<2>,                // 4 x 7 x 7
+        Flatten,
+        Dense<196, 10>,
+    ];
+    let _net = Net::zeros();
+    "28x28 -> conv stride 2 -> 14x14 -> pool -> 7x7".to_string()
+}
+
+fn conv_channels() -> String {
+    use constmat::nn::{Parameters, Relu};
+    #[cfg(shape_error = "conv_channels")]
+    {
+        type Net = constmat::net![
+            Input<f32, 1, 28, 28>,
+            Conv2d<1, 6, 5, Relu>,
+            MaxPool2d<2>,
+            Conv2d<8, 16, 5, Relu>,
+            MaxPool2d<2>,
+            Flatten,
+            Dense<256, 10>,
+        ];
+        let _net = Net::zeros();
+    }
+    type Net = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dense<256, 10>,
+    ];
+    let _net = Net::zeros();
+    "6 channels out of the first convolution, 6 into the second".to_string()
+}
+
+fn flatten() -> String {
+    use constmat::nn::{Parameters, Relu};
+    #[cfg(shape_error = "flatten")]
+    {
+        type Net = constmat::net![
+            Input<f32, 1, 28, 28>,
+            Conv2d<1, 6, 5, Relu>,
+            MaxPool2d<2>,
+            Conv2d<6, 16, 5, Relu>,
+            MaxPool2d<2>,
+            Flatten,
+            Dense<784, 120, Relu>,
+            Dense<120, 10>,
+        ];
+        let _net = Net::zeros();
+    }
+    type Net = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, Relu>,  // 6 x 24 x 24
+        MaxPool2d<2>,           // 6 x 12 x 12
+        Conv2d<6, 16, 5, Relu>, // 16 x 8 x 8
+        MaxPool2d<2>,           // 16 x 4 x 4
+        Flatten,                // 256
+        Dense<256, 120, Relu>,
+        Dense<120, 10>,
+    ];
+    let _net = Net::zeros();
+    "Flatten gives 16 x 4 x 4 = 256 to a Dense<256, 120>".to_string()
+}
+
+fn conv_by_hand() -> String {
+    use constmat::nn::{Conv2d, Layer, Parameters, Relu};
+    #[cfg(shape_error = "conv_by_hand")]
+    {
+        let conv = Conv2d::<f32, 1, 4, 3, 1, 1, 28, 28, 26, 26, Relu>::zeros();
+        let mut out = [[[0.0; 26]; 26]; 4];
+        conv.forward_one(&[[[0.0; 28]; 28]; 1], &mut out);
+    }
+    let conv = Conv2d::<f32, 1, 4, 3, 1, 1, 28, 28, 28, 28, Relu>::zeros();
+    let mut out = [[[0.0; 28]; 28]; 4];
+    conv.forward_one(&[[[0.0; 28]; 28]; 1], &mut out);
+    "a 3x3 convolution with padding 1 keeps 28x28".to_string()
+}
+
+fn flatten_by_hand() -> String {
+    use constmat::nn::{Flatten, Layer};
+    #[cfg(shape_error = "flatten_by_hand")]
+    {
+        let _flatten = Flatten::<f32, 16, 5, 5, 256>::new();
+    }
+    let flatten = Flatten::<f32, 16, 5, 5, 400>::new();
+    let mut out = [0.0; 400];
+    flatten.forward_one(&[[[1.0; 5]; 5]; 16], &mut out);
+    format!("16 x 5 x 5 -> {} values", out.len())
 }

@@ -462,3 +462,32 @@ fn the_image_form_of_net_spells_pytorchs_sequential() {
     );
     let _: Relu = Relu;
 }
+
+/// A convolution block for any image size: stable Rust cannot compute the output size from the
+/// generic `H` and `W`, so the caller names it, and the layer checks it (a wrong size fails the
+/// build: `tests/ui/fail/conv_output_size_by_hand.rs`).
+type Block<const H: usize, const W: usize, const OH: usize, const OW: usize> =
+    Chain<Conv2d<f64, 1, 2, 3, 1, 1, H, W, H, W, Relu>, MaxPool2d<f64, 2, 2, 2, H, W, OH, OW>>;
+
+fn conv_block<const H: usize, const W: usize, const OH: usize, const OW: usize>(
+    rng: &mut StdRng,
+) -> Block<H, W, OH, OW> {
+    Chain::new(Conv2d::random(rng), MaxPool2d::new())
+}
+
+#[test]
+fn generic_code_over_the_sizes_builds_blocks_of_any_size() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let square: Block<8, 8, 4, 4> = conv_block(&mut rng);
+    let wide: Block<6, 10, 3, 5> = conv_block(&mut rng);
+    let mut out = [[[0.0; 4]; 4]; 2];
+    square.forward_one(&random_sample(&mut rng), &mut out);
+    let mut out = [[[0.0; 5]; 3]; 2];
+    wide.forward_one(&random_sample(&mut rng), &mut out);
+    assert!(
+        out.as_flattened()
+            .as_flattened()
+            .iter()
+            .all(|v| v.is_finite())
+    );
+}

@@ -140,6 +140,9 @@ impl<
     /// a `static`.
     #[must_use]
     pub const fn new(weight: S::Matrix<[[T; K]; K], OC, C>, bias: S::Vector<T, OC>) -> Self {
+        // The shape rule, checked where the layer is made (so the error's last note points at
+        // the caller), and again in the forward pass for layers built field by field.
+        let () = Self::SHAPE;
         Self {
             weight,
             bias,
@@ -155,6 +158,7 @@ impl<
     where
         T: Float,
     {
+        let () = Self::SHAPE; // checked here too, so that the error points at the caller
         let mut weight = S::matrix_filled([[T::ZERO; K]; K]);
         let flat = S::matrix_mut(&mut weight)
             .as_flattened_mut()
@@ -632,6 +636,7 @@ where
     }
 
     fn zeros() -> Self {
+        let () = Self::SHAPE; // checked here too, so that the error points at the caller
         Self::new(
             S::matrix_filled([[T::ZERO; K]; K]),
             S::vector_filled(T::ZERO),

@@ -46,6 +46,9 @@ impl<T, const C: usize, const H: usize, const W: usize, const N: usize> Flatten<
     /// The layer (it has no parameters); a `const fn`, for `static`s.
     #[must_use]
     pub const fn new() -> Self {
+        // The shape rule, checked where the layer is made (the error's last note points at the
+        // caller).
+        let () = Self::SHAPE;
         Self(core::marker::PhantomData)
     }
 }

@@ -503,9 +503,10 @@ fn from_flat() -> String {
 }
 
 fn conv_kernel() -> String {
-    use constmat::nn::{Layer, Parameters, Relu};
+    use constmat::nn::{Layer, Relu};
     #[cfg(shape_error = "conv_kernel")]
     {
+        use constmat::nn::Parameters;
         type Net =
             constmat::net![Input<f32, 1, 3, 3>, Conv2d<1, 4, 5, Relu>, Flatten, Dense<4, 10>];
         let _net = Net::zeros();

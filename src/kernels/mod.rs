@@ -321,6 +321,8 @@ pub fn dot<T: Scalar, const N: usize>(a: &[T; N], b: &[T; N]) -> T {
 
 /// How the operands of [`gemm_slices`] are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Without a heap there is no training, whose backward passes use the transposed forms.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) enum Product {
     /// `C = A·B`: `A` is `m x k`, `B` is `k x n`.
     Plain,

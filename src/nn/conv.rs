@@ -339,6 +339,7 @@ where
 
     /// `dX += col2im(dX̂)`: each entry of `dX̂` (`C·K·K x OH·OW`) added to the input position
     /// it was copied from; padding positions dropped.
+    #[cfg(feature = "alloc")]
     fn col2im(d_patches: &[T], dx: &mut [[[T; W]; H]; C]) {
         let positions = OH * OW;
         for (row, patch_row) in d_patches.chunks_exact(positions).enumerate() {

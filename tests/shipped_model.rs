@@ -180,8 +180,16 @@ fn the_shipped_cnn_loads_with_pytorchs_names_and_layout() {
     assert_eq!(
         names,
         [
-            "0.bias", "0.weight", "11.bias", "11.weight", "3.bias", "3.weight", "7.bias",
-            "7.weight", "9.bias", "9.weight"
+            "0.bias",
+            "0.weight",
+            "11.bias",
+            "11.weight",
+            "3.bias",
+            "3.weight",
+            "7.bias",
+            "7.weight",
+            "9.bias",
+            "9.weight"
         ]
     );
     assert_eq!(file.tensor("0.weight").unwrap().shape(), [6, 1, 5, 5]);

@@ -249,16 +249,20 @@ fn convolutions_compute_the_definition() {
     case!(3, 4, 3, 2, 1, 7, 9);
     case!(2, 3, 2, 2, 0, 6, 4);
     case!(3, 2, 1, 1, 0, 3, 3);
-    // Larger than the stack buffer of `Layer::forward` (3·3·3 x 32·32 patches): done in blocks.
-    case!(3, 5, 3, 1, 1, 32, 32);
+    // Stride 2, larger than the stack buffer of `Layer::forward` (3·3·3 x 16·16 patches): done
+    // in blocks.
+    case!(3, 5, 3, 2, 1, 32, 32);
+    // Stride 1, the direct kernel: rows of two vectors (AVX-512) or four (AVX2), filters in blocks of 8 and more.
+    case!(3, 11, 3, 1, 1, 9, 32);
 }
 
-/// `Layer::forward` (patches in blocks, on the stack) and `Train::forward_train` (all patches
-/// at once, in the workspace) compute the same outputs, bit for bit.
+/// With a stride other than 1, `Layer::forward` (patches in blocks, on the stack) and
+/// `Train::forward_train` (all patches at once, in the workspace) compute the same outputs,
+/// bit for bit; with stride 1 both run the direct kernel.
 #[test]
 fn the_blocked_and_whole_forward_paths_agree() {
     let mut rng = StdRng::seed_from_u64(2);
-    type Big = Conv2d<f32, 3, 8, 5, 1, 2, 32, 32, 32, 32, Relu>;
+    type Big = Conv2d<f32, 3, 8, 5, 2, 2, 32, 32, 16, 16, Relu>;
     let layer: Big = Big::random(&mut rng);
     let x: [[[[f32; 32]; 32]; 3]; 2] = std::array::from_fn(|_| {
         std::array::from_fn(|_| {
@@ -267,11 +271,18 @@ fn the_blocked_and_whole_forward_paths_agree() {
     });
     let mut ws = Train::<f32, 2>::workspace(&layer);
     let whole = *layer.forward_train(&x, &mut ws);
-    let mut blocked = Box::new([[[[0.0_f32; 32]; 32]; 8]; 2]);
+    let mut blocked = Box::new([[[[0.0_f32; 16]; 16]; 8]; 2]);
     layer.forward(&x, &mut blocked);
     assert_eq!(whole, *blocked);
+    type Direct = Conv2d<f32, 3, 8, 5, 1, 2, 32, 32, 32, 32, Relu>;
+    let layer: Direct = Direct::random(&mut rng);
+    let mut ws = Train::<f32, 2>::workspace(&layer);
+    let trained = *layer.forward_train(&x, &mut ws);
+    let mut direct = Box::new([[[[0.0_f32; 32]; 32]; 8]; 2]);
+    layer.forward(&x, &mut direct);
+    assert_eq!(trained, *direct);
     // Filters too large for the stack buffer (64·6·6 > 2,048): the sums written out.
-    type Wide = Conv2d<f64, 64, 2, 6, 1, 0, 7, 7, 2, 2>;
+    type Wide = Conv2d<f64, 64, 2, 6, 2, 0, 8, 8, 2, 2>;
     let wide: Wide = random_layer(&mut rng);
     let x = random_sample(&mut rng);
     let mut out = [[[0.0; 2]; 2]; 2];

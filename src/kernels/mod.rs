@@ -383,6 +383,93 @@ pub(crate) fn gemm_slices<T: Scalar>(
     reference::gemm_slices(product, (m, n, k), a, b, c, accumulate);
 }
 
+/// The sizes of a stride-1 2-D convolution of one image, for [`conv2d_stride1`]: `channels`
+/// input planes of `height x width`, `filters` filters of `channels x kernel x kernel`, zero
+/// padding `padding` on every side. The output has `filters` planes of
+/// `(height + 2·padding - kernel + 1) x (width + ...)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Conv {
+    pub channels: usize,
+    pub filters: usize,
+    pub kernel: usize,
+    pub padding: usize,
+    pub height: usize,
+    pub width: usize,
+}
+
+impl Conv {
+    /// The output height, `height + 2·padding - kernel + 1`.
+    pub(crate) const fn out_height(&self) -> usize {
+        self.height + 2 * self.padding + 1 - self.kernel
+    }
+
+    /// The output width, `width + 2·padding - kernel + 1`.
+    pub(crate) const fn out_width(&self) -> usize {
+        self.width + 2 * self.padding + 1 - self.kernel
+    }
+
+    /// Panics unless the kernel fits the padded image and the slices have the lengths the sizes
+    /// give (the image, the filters `[filters][channels][kernel][kernel]`, the biases, the
+    /// output planes).
+    fn check_lengths(&self, x: usize, w: usize, bias: usize, out: usize) {
+        assert!(
+            self.kernel > 0
+                && self.kernel <= self.height + 2 * self.padding
+                && self.kernel <= self.width + 2 * self.padding,
+            "a {k}x{k} kernel does not fit a {h}x{w} image padded by {p}",
+            k = self.kernel,
+            h = self.height,
+            w = self.width,
+            p = self.padding
+        );
+        let expected = (
+            self.channels * self.height * self.width,
+            self.filters * self.channels * self.kernel * self.kernel,
+            self.filters,
+            self.filters * self.out_height() * self.out_width(),
+        );
+        assert!(
+            (x, w, bias, out) == expected,
+            "convolution operands of {x}, {w}, {bias}, {out} elements do not fit {self:?}, which needs {expected:?}"
+        );
+    }
+}
+
+/// `out = conv(x, w) + bias` for one image, stride 1 (see [`Conv`]): `x` is `[channels][height]
+/// [width]`, `w` is `[filters][channels][kernel][kernel]` (PyTorch's layout), `out` is
+/// `[filters][out_height][out_width]`, all row-major. Computed directly, without unrolling
+/// patches: each output row is a few vectors, each filter step a broadcast weight times a
+/// shifted input row, the padding masked off.
+///
+/// # Panics
+///
+/// When the lengths do not fit the sizes (a bug in the caller).
+pub(crate) fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out: &mut [T]) {
+    shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa() {
+        if let (Some(x), Some(w), Some(bias), Some(out)) = (
+            simd::same_type_slice::<T, f32>(x),
+            simd::same_type_slice::<T, f32>(w),
+            simd::same_type_slice::<T, f32>(bias),
+            simd::same_type_slice_mut::<T, f32>(out),
+        ) {
+            simd::conv2d_stride1(isa, shape, x, w, bias, out);
+            return;
+        }
+        if let (Some(x), Some(w), Some(bias), Some(out)) = (
+            simd::same_type_slice::<T, f64>(x),
+            simd::same_type_slice::<T, f64>(w),
+            simd::same_type_slice::<T, f64>(bias),
+            simd::same_type_slice_mut::<T, f64>(out),
+        ) {
+            simd::conv2d_stride1(isa, shape, x, w, bias, out);
+            return;
+        }
+    }
+    reference::conv2d_stride1(shape, x, w, bias, out);
+}
+
 /// Sets every element of `out` to `value`.
 fn fill<T: Copy, const H: usize, const W: usize>(out: &mut [[T; W]; H], value: T) {
     for row in out.iter_mut() {

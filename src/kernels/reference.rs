@@ -3,7 +3,7 @@
 //! They define what the fast kernels must compute, serve every type without a SIMD path (integers,
 //! and machines without AVX2), and are what the property tests compare the fast kernels against.
 
-use super::Product;
+use super::{Conv, Product};
 use crate::Scalar;
 
 /// `out += a · b` in `i-k-j` order: the innermost loop walks a row of `b` and of `out`.
@@ -120,6 +120,46 @@ pub fn gemm_slices<T: Scalar>(
                 for (b_row, o) in b.chunks_exact(k).zip(c_row.iter_mut()) {
                     *o += dot(a_row, b_row);
                 }
+            }
+        }
+    }
+}
+
+/// A stride-1 convolution written out: for every output, its bias plus the sum over the
+/// filter's steps `(c, ky, kx)` of weight times input, padding positions skipped.
+pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out: &mut [T]) {
+    let Conv {
+        channels,
+        kernel,
+        padding,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let steps = channels * kernel * kernel;
+    for (o, (&b, plane)) in bias
+        .iter()
+        .zip(out.chunks_exact_mut(out_height * out_width))
+        .enumerate()
+    {
+        let filter = &w[o * steps..(o + 1) * steps];
+        for (oh, out_row) in plane.chunks_exact_mut(out_width).enumerate() {
+            for (ow, out_value) in out_row.iter_mut().enumerate() {
+                let mut sum = b;
+                for (step, &weight) in filter.iter().enumerate() {
+                    let (c, ky, kx) = (
+                        step / (kernel * kernel),
+                        step / kernel % kernel,
+                        step % kernel,
+                    );
+                    let row = (oh + ky).checked_sub(padding).filter(|&r| r < height);
+                    let column = (ow + kx).checked_sub(padding).filter(|&col| col < width);
+                    if let (Some(row), Some(column)) = (row, column) {
+                        sum = sum + weight * x[(c * height + row) * width + column];
+                    }
+                }
+                *out_value = sum;
             }
         }
     }

@@ -34,6 +34,8 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
+use super::Conv;
+
 /// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Layout {
@@ -173,6 +175,8 @@ trait Simd {
     }
     /// A mask selecting the first `n` lanes (`n <= LANES`).
     unsafe fn mask(n: usize) -> Self::Mask;
+    /// A mask selecting the lanes `lo..hi` (`lo <= hi <= LANES`).
+    unsafe fn mask_range(lo: usize, hi: usize) -> Self::Mask;
     /// `p` must be valid for reading `LANES` elements.
     unsafe fn load(p: *const Self::E) -> Self::V;
     /// The lanes selected by `m` must be valid for reading; the others are zero and never read.
@@ -229,6 +233,11 @@ macro_rules! avx512 {
             unsafe fn mask(n: usize) -> $mask {
                 // n <= LANES <= 16, so the shift cannot overflow a u32.
                 ((1_u32 << n) - 1) as $mask
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn mask_range(lo: usize, hi: usize) -> $mask {
+                (((1_u32 << hi) - 1) & !((1_u32 << lo) - 1)) as $mask
             }
             #[inline]
             #[target_feature(enable = "avx512f")]
@@ -502,6 +511,11 @@ macro_rules! avx2 {
             #[target_feature(enable = "avx2,fma")]
             unsafe fn mask(n: usize) -> __m256i {
                 $mask(n)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn mask_range(lo: usize, hi: usize) -> __m256i {
+                _mm256_andnot_si256($mask(lo), $mask(hi))
             }
             #[inline]
             #[target_feature(enable = "avx2,fma")]
@@ -1087,11 +1101,33 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         c: &mut [Self],
         accumulate: bool,
     );
+
+    /// Runs a stride-1 convolution with `isa`'s kernels.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `isa`; the slices and sizes were checked by [`conv2d_stride1`].
+    unsafe fn conv_rows(
+        isa: Isa,
+        shape: &Conv,
+        x: &[Self],
+        w: &[Self],
+        bias: &[Self],
+        out: &mut [Self],
+    );
 }
 
 macro_rules! element {
-    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident) => {
+    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident) => {
         impl Element for $e {
+            unsafe fn conv_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
+                // SAFETY (both): forwarded from this function's contract.
+                match isa {
+                    Isa::Avx512 => unsafe { $conv512(shape, x, w, bias, out) },
+                    Isa::Avx2Fma => unsafe { $conv2(shape, x, w, bias, out) },
+                }
+            }
+
             unsafe fn run_rows(
                 isa: Isa,
                 layout: Layout,
@@ -1129,14 +1165,18 @@ element!(
     gemm_avx512_f32,
     gemm_avx512_f32_packed,
     gemm_avx2_f32,
-    gemm_avx2_f32_packed
+    gemm_avx2_f32_packed,
+    conv_avx512_f32,
+    conv_avx2_f32
 );
 element!(
     f64,
     gemm_avx512_f64,
     gemm_avx512_f64_packed,
     gemm_avx2_f64,
-    gemm_avx2_f64_packed
+    gemm_avx2_f64_packed,
+    conv_avx512_f64,
+    conv_avx2_f64
 );
 
 /// `C = op(A)·op(B)` (or `C +=` when `accumulate`) with `isa`; `C` is `m x n`.
@@ -1229,6 +1269,207 @@ fn assert_isa(isa: Isa) {
         Isa::Avx2Fma => cfg!(all(target_feature = "avx2", target_feature = "fma")),
     };
     assert!(present, "the CPU lacks {isa:?}");
+}
+
+/// One tile of a stride-1 convolution: output channels `0..MR` of the filters at `w` (each
+/// `C·K·K` weights, `[c][ky][kx]`), at `NV` vectors of output positions, each `(oh, ow0, count)`:
+/// the `count <= LANES` outputs `ow0..ow0 + count` of output row `oh`. Every output starts from
+/// its bias; each step `(c, ky, kx)` loads, per vector, the input row `oh + ky - P` of channel
+/// `c` from column `ow0 + kx - P` (masked to the lanes inside the image: the padding reads as
+/// zero), broadcasts the `MR` weights of that step, and does `MR · NV` fused multiply-adds.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `x` holds `C·H·W` elements, `w` and `bias` the `MR`
+/// filters and biases, `out` the `MR` output planes of `OH·OW` from the tile's first channel on;
+/// every vector lies inside the output (`oh < OH`, `ow0 + count <= OW`), and the sizes satisfy
+/// `OH = H + 2P - K + 1`, `OW = W + 2P - K + 1`.
+#[inline(always)]
+unsafe fn conv_tile<S: Simd, const MR: usize, const NV: usize>(
+    shape: &Conv,
+    x: *const S::E,
+    w: *const S::E,
+    bias: *const S::E,
+    out: *mut S::E,
+    vectors: [(usize, usize, usize); NV],
+) {
+    let Conv {
+        channels,
+        kernel,
+        padding,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let weights_per_filter = channels * kernel * kernel;
+    // SAFETY (whole body): the instruction set is present (the caller's contract). A vector's
+    // lanes `lo..hi` are the columns `ow0 + kx - P + lane` that fall inside `0..W` of an input
+    // row that exists (`0 <= oh + ky - P < H`), so every lane loaded is in `x`; the other lanes
+    // are masked off, their addresses formed with wrapping arithmetic and never accessed. The
+    // weights read are `r·C·K·K + p` with `r < MR`, `p < C·K·K`, inside `w`; the stores are the
+    // vectors' positions, inside `out` by the caller's contract.
+    unsafe {
+        let lanes = S::LANES;
+        let mut acc = [[S::zero(); NV]; MR];
+        for (r, acc_row) in acc.iter_mut().enumerate() {
+            *acc_row = [S::splat(*bias.add(r)); NV];
+        }
+        let plane_len = height * width;
+        let kernel_len = kernel * kernel;
+        // The window offsets outside, the channels inside: which lanes of a vector are in the
+        // image depends on the offset only, so it is worked out once for all channels.
+        for ky in 0..kernel {
+            for kx in 0..kernel {
+                // Per vector: its first input element in channel 0, and the lanes inside the
+                // image (none when the input row is in the padding).
+                let mut firsts = [x; NV];
+                let mut masks = [S::mask(0); NV];
+                let mut full = true;
+                for ((first, mask), &(oh, ow0, count)) in
+                    firsts.iter_mut().zip(masks.iter_mut()).zip(vectors.iter())
+                {
+                    let (lo, hi) = match (oh + ky).checked_sub(padding).filter(|&r| r < height) {
+                        Some(row) => {
+                            *first = x.wrapping_add(row * width + ow0 + kx).wrapping_sub(padding);
+                            (
+                                padding.saturating_sub(ow0 + kx).min(count),
+                                (width + padding).saturating_sub(ow0 + kx).min(count),
+                            )
+                        }
+                        None => (0, 0),
+                    };
+                    full &= lo == 0 && hi == lanes;
+                    *mask = S::mask_range(lo, hi.max(lo));
+                }
+                let step0 = ky * kernel + kx;
+                for c in 0..channels {
+                    let mut inputs = [S::zero(); NV];
+                    for ((input, &first), &mask) in
+                        inputs.iter_mut().zip(firsts.iter()).zip(masks.iter())
+                    {
+                        let p = first.wrapping_add(c * plane_len);
+                        *input = if full {
+                            S::load(p)
+                        } else {
+                            S::load_masked(p, mask)
+                        };
+                    }
+                    let step = c * kernel_len + step0;
+                    for (r, acc_row) in acc.iter_mut().enumerate() {
+                        let weight = S::splat(*w.add(r * weights_per_filter + step));
+                        for (acc_v, &input) in acc_row.iter_mut().zip(inputs.iter()) {
+                            *acc_v = S::fma(weight, input, *acc_v);
+                        }
+                    }
+                }
+            }
+        }
+        for (r, acc_row) in acc.iter().enumerate() {
+            for (&acc_v, &(oh, ow0, count)) in acc_row.iter().zip(vectors.iter()) {
+                let p = out.add(r * out_height * out_width + oh * out_width + ow0);
+                if count == lanes {
+                    S::store(p, acc_v);
+                } else {
+                    S::store_masked(p, S::mask(count), acc_v);
+                }
+            }
+        }
+    }
+}
+
+/// Calls [`conv_tile`] with `$rows` (1 to 8) filters and `$nv` (1 or 2) vectors.
+macro_rules! conv_tile_rows {
+    ($rows:expr, $nv:literal, $($args:expr),*) => {
+        match $rows {
+            1 => conv_tile::<S, 1, $nv>($($args),*),
+            2 => conv_tile::<S, 2, $nv>($($args),*),
+            3 => conv_tile::<S, 3, $nv>($($args),*),
+            4 => conv_tile::<S, 4, $nv>($($args),*),
+            5 => conv_tile::<S, 5, $nv>($($args),*),
+            6 => conv_tile::<S, 6, $nv>($($args),*),
+            7 => conv_tile::<S, 7, $nv>($($args),*),
+            8 => conv_tile::<S, 8, $nv>($($args),*),
+            _ => unreachable!("tiles have at most 8 rows"),
+        }
+    };
+}
+
+/// The whole stride-1 convolution: blocks of `OUTER_ROWS` filters, each over the output rows
+/// cut into vectors of `LANES` positions, two vectors per tile.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; the slices and sizes were checked by [`conv2d_stride1`].
+#[inline(always)]
+unsafe fn conv_run<S: Simd>(shape: &Conv, x: &[S::E], w: &[S::E], bias: &[S::E], out: &mut [S::E]) {
+    let lanes = S::LANES;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let per_row = out_width.div_ceil(lanes);
+    let vectors = out_height * per_row;
+    let vector = |i: usize| {
+        let ow0 = i % per_row * lanes;
+        (i / per_row, ow0, lanes.min(out_width - ow0))
+    };
+    let weights_per_filter = shape.channels * shape.kernel * shape.kernel;
+    let (x, out) = (x.as_ptr(), out.as_mut_ptr());
+    for r0 in (0..shape.filters).step_by(S::OUTER_ROWS) {
+        let rows = S::OUTER_ROWS.min(shape.filters - r0);
+        // SAFETY: filters r0..r0+rows exist; their weights start at r0·C·K·K, their output
+        // planes at r0·OH·OW; the vectors are inside the output (built from OH and OW).
+        unsafe {
+            let w = w.as_ptr().add(r0 * weights_per_filter);
+            let bias = bias.as_ptr().add(r0);
+            let out = out.add(r0 * out_height * out_width);
+            let mut i = 0;
+            while i + 2 <= vectors {
+                conv_tile_rows!(rows, 2, shape, x, w, bias, out, [vector(i), vector(i + 1)]);
+                i += 2;
+            }
+            if i < vectors {
+                conv_tile_rows!(rows, 1, shape, x, w, bias, out, [vector(i)]);
+            }
+        }
+    }
+}
+
+macro_rules! conv_entry {
+    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; sizes checked by
+        /// [`conv2d_stride1`].
+        #[target_feature(enable = $features)]
+        unsafe fn $name(shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { conv_run::<$simd>(shape, x, w, bias, out) }
+        }
+    };
+}
+
+conv_entry!(conv_avx512_f32, Avx512F32, f32, "avx512f");
+conv_entry!(conv_avx512_f64, Avx512F64, f64, "avx512f");
+conv_entry!(conv_avx2_f32, Avx2F32, f32, "avx2,fma");
+conv_entry!(conv_avx2_f64, Avx2F64, f64, "avx2,fma");
+
+/// A stride-1 convolution of one image, `out = conv(x, w) + bias` (see [`Conv`]), with `isa`.
+///
+/// # Panics
+///
+/// When a slice's length does not fit the sizes, when the output size is not
+/// `H + 2P - K + 1` (`W` likewise), or when the CPU does not have `isa`.
+pub(crate) fn conv2d_stride1<E: Element>(
+    isa: Isa,
+    shape: &Conv,
+    x: &[E],
+    w: &[E],
+    bias: &[E],
+    out: &mut [E],
+) {
+    shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
+    assert_isa(isa);
+    // SAFETY: lengths, sizes and instruction set checked above.
+    unsafe { E::conv_rows(isa, shape, x, w, bias, out) }
 }
 
 #[cfg(all(test, feature = "std"))]
@@ -1408,5 +1649,155 @@ mod tests {
             &mut c,
             false,
         );
+    }
+
+    /// Convolutions for the direct kernel: every tile height (1 to 8 filters and more), one and
+    /// two vectors per tile, rows narrower and wider than a vector (with a partial last
+    /// vector), padding on every side (masked lanes at both ends, rows wholly in the padding),
+    /// a kernel as large as the padded image, and several channels.
+    const CONVS: &[Conv] = &[
+        Conv {
+            channels: 1,
+            filters: 6,
+            kernel: 5,
+            padding: 2,
+            height: 28,
+            width: 28,
+        },
+        Conv {
+            channels: 6,
+            filters: 16,
+            kernel: 5,
+            padding: 0,
+            height: 14,
+            width: 14,
+        },
+        Conv {
+            channels: 3,
+            filters: 1,
+            kernel: 3,
+            padding: 1,
+            height: 5,
+            width: 5,
+        },
+        Conv {
+            channels: 2,
+            filters: 9,
+            kernel: 3,
+            padding: 1,
+            height: 7,
+            width: 40,
+        },
+        Conv {
+            channels: 1,
+            filters: 3,
+            kernel: 1,
+            padding: 0,
+            height: 1,
+            width: 17,
+        },
+        Conv {
+            channels: 4,
+            filters: 13,
+            kernel: 2,
+            padding: 3,
+            height: 3,
+            width: 33,
+        },
+        Conv {
+            channels: 2,
+            filters: 2,
+            kernel: 9,
+            padding: 3,
+            height: 3,
+            width: 4,
+        },
+        Conv {
+            channels: 0,
+            filters: 2,
+            kernel: 1,
+            padding: 0,
+            height: 2,
+            width: 2,
+        },
+    ];
+
+    fn check_conv<E: Copy + Into<f64>>(
+        run: impl Fn(&Conv, &[E], &[E], &[E], &mut [E]),
+        from: impl Fn(f64) -> E,
+        tolerance: f64,
+    ) {
+        for (i, shape) in CONVS.iter().enumerate() {
+            let steps = shape.channels * shape.kernel * shape.kernel;
+            let x64 = values(shape.channels * shape.height * shape.width, 10 + i as u64);
+            let w64 = values(shape.filters * steps, 20 + i as u64);
+            let b64 = values(shape.filters, 30 + i as u64);
+            let out_len = shape.filters * shape.out_height() * shape.out_width();
+            let mut want = std::vec![0.0; out_len];
+            super::super::reference::conv2d_stride1(shape, &x64, &w64, &b64, &mut want);
+            let cast = |v: &[f64]| v.iter().map(|&x| from(x)).collect::<Vec<E>>();
+            // Stale contents must be overwritten.
+            let mut got = cast(&values(out_len, 40));
+            run(shape, &cast(&x64), &cast(&w64), &cast(&b64), &mut got);
+            for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                let g: f64 = g.into();
+                let bound = tolerance * (1.0 + steps as f64).sqrt() * (1.0 + w.abs());
+                assert!(
+                    (g - w).abs() <= bound,
+                    "{shape:?}: element {idx} is {g}, expected {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn convolutions_match_the_definition_on_every_available_instruction_set() {
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            check_conv::<f32>(
+                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o),
+                |x| x as f32,
+                1e-6,
+            );
+            check_conv::<f64>(
+                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o),
+                |x| x,
+                1e-13,
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "do not fit")]
+    fn convolution_operands_of_the_wrong_length_are_refused() {
+        let isa = detected_isa().expect("this test needs AVX2 or AVX-512");
+        let shape = Conv {
+            channels: 1,
+            filters: 1,
+            kernel: 3,
+            padding: 0,
+            height: 4,
+            width: 4,
+        };
+        let mut out = [0.0_f32; 4];
+        conv2d_stride1(isa, &shape, &[0.0; 15], &[0.0; 9], &[0.0], &mut out);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit")]
+    fn a_kernel_larger_than_the_padded_image_is_refused() {
+        let isa = detected_isa().expect("this test needs AVX2 or AVX-512");
+        let shape = Conv {
+            channels: 1,
+            filters: 1,
+            kernel: 5,
+            padding: 0,
+            height: 4,
+            width: 4,
+        };
+        conv2d_stride1::<f32>(isa, &shape, &[0.0; 16], &[0.0; 25], &[0.0], &mut []);
     }
 }

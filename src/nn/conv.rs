@@ -18,6 +18,12 @@
 //! that falls in the padding. The weight, stored `[OC][C][K][K]` as PyTorch stores it, is `W` with
 //! its rows flattened: no copy. `col2im` adds each entry of `Wᵀ·dZ` back to the input position it
 //! was copied from.
+//!
+//! With stride 1 the forward product is computed without unrolling the patches (the kernel
+//! `kernels::conv2d_stride1`: each filter step is a broadcast weight times a shifted input row),
+//! which is faster and needs no buffer, so a baked net's prediction needs no scratch for it;
+//! other strides unroll patches (in blocks on the stack when not training). The backward pass
+//! unrolls the patches of one sample at a time, for `dW`.
 
 use num_traits::Float;
 
@@ -61,8 +67,8 @@ pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, paddin
     super::shape::output_size("Conv2d", "input", (input, kernel, stride, padding))
 }
 
-/// The elements of the stack buffer a convolution's [`Layer::forward`] unrolls patches into.
-/// Larger convolutions are done in blocks of output positions that fit.
+/// The elements of the stack buffer a convolution with a stride other than 1 unrolls patches into
+/// in [`Layer::forward`]. Larger convolutions are done in blocks of output positions that fit.
 const SCRATCH: usize = 2048;
 
 /// A 2-D convolution with `C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`
@@ -196,9 +202,20 @@ where
             .as_flattened()
     }
 
-    /// The forward pass of one sample, with `scratch` for the unrolled patches: the whole
-    /// `C·K·K x OH·OW` matrix when it fits (training passes a buffer that does, and keeps it
-    /// for the backward pass), else blocks of output positions.
+    /// The sizes for the direct kernel of a stride-1 convolution.
+    const DIRECT: kernels::Conv = kernels::Conv {
+        channels: C,
+        filters: OC,
+        kernel: K,
+        padding: PAD,
+        height: H,
+        width: W,
+    };
+
+    /// The forward pass of one sample. Stride 1 (the common case) runs the direct kernel, which
+    /// needs no buffer; other strides unroll patches into `scratch`: the whole
+    /// `C·K·K x OH·OW` matrix when it fits (the training workspace's does), else blocks of
+    /// output positions.
     fn forward_sample(
         &self,
         x: &[[[T; W]; H]; C],
@@ -208,7 +225,17 @@ where
         let () = Self::SHAPE;
         let (ckk, positions) = (C * K * K, OH * OW);
         let weight = self.weight_matrix();
+        let bias = S::vector(&self.bias);
         let z = out.as_flattened_mut().as_flattened_mut();
+        if STRIDE == 1 {
+            // Z = conv(X, W) + b, then A = f(Z) in place.
+            let x = x.as_flattened().as_flattened();
+            kernels::conv2d_stride1(&Self::DIRECT, x, weight, bias, z);
+            for a in z {
+                *a = A::apply(*a);
+            }
+            return;
+        }
         if scratch.len() >= ckk * positions {
             // Z = W·X̂, straight into the output (its rows are the output channels).
             let patches = &mut scratch[..ckk * positions];
@@ -256,7 +283,6 @@ where
             }
         }
         // A = f(Z + b), in place.
-        let bias = S::vector(&self.bias);
         for (channel, &b) in z.chunks_exact_mut(positions).zip(bias) {
             for a in channel {
                 *a = A::apply(*a + b);
@@ -404,6 +430,13 @@ where
     type WithStore<S2: Store> = Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        if STRIDE == 1 {
+            // The direct kernel needs no buffer: no 8 KiB on the stack of a baked net.
+            for (x, y) in x.iter().zip(y) {
+                self.forward_sample(x, y, &mut []);
+            }
+            return;
+        }
         let mut scratch = [T::ZERO; SCRATCH];
         for (x, y) in x.iter().zip(y) {
             self.forward_sample(x, y, &mut scratch);
@@ -440,8 +473,9 @@ mod train {
         pub output: Box<[Out; B]>,
         /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass.
         pub d_pre_activation: Box<[Out; B]>,
-        /// The unrolled patches `X̂` of each sample (`C·K·K x OH·OW`), kept from the forward
-        /// pass for the weight gradient.
+        /// The unrolled patches `X̂` of one sample (`C·K·K x OH·OW`): built from the input by
+        /// the backward pass for the weight gradient (and by the forward pass of a convolution
+        /// with a stride other than 1).
         pub patches: Box<[T]>,
         /// `Wᵀ·dZ` of one sample, before `col2im` adds it into `dX`.
         pub d_patches: Box<[T]>,
@@ -474,7 +508,7 @@ mod train {
             Conv2dWorkspace {
                 output: zeroed_batch(),
                 d_pre_activation: zeroed_batch(),
-                patches: vec![T::ZERO; B * patch_len].into_boxed_slice(),
+                patches: vec![T::ZERO; patch_len].into_boxed_slice(),
                 d_patches: vec![T::ZERO; patch_len].into_boxed_slice(),
             }
         }
@@ -484,15 +518,9 @@ mod train {
             x: &[[[[T; W]; H]; C]; B],
             ws: &'w mut Self::Workspace,
         ) -> &'w [[[[T; OW]; OH]; OC]; B] {
-            // The layer's one forward pass, each sample with room for all its patches, which
-            // stay in the workspace for the backward pass.
-            let patch_len = C * K * K * OH * OW;
-            for ((x, y), patches) in x
-                .iter()
-                .zip(ws.output.iter_mut())
-                .zip(ws.patches.chunks_exact_mut(patch_len))
-            {
-                self.forward_sample(x, y, patches);
+            // The layer's one forward pass, with room for all of a sample's patches.
+            for (x, y) in x.iter().zip(ws.output.iter_mut()) {
+                self.forward_sample(x, y, &mut ws.patches);
             }
             &ws.output
         }
@@ -509,7 +537,6 @@ mod train {
             d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
             gradients: &mut Self,
         ) {
-            let _ = x; // the patches of the forward pass stand for it
             let (ckk, positions) = (C * K * K, OH * OW);
             // dZ = dA ⊙ f'(Z), with f'(Z) computed from A            OC x OH·OW per sample
             let dz_all = ws.d_pre_activation.as_flattened_mut();
@@ -530,13 +557,10 @@ mod train {
             d_bias.fill(T::zero());
             let weight = self.weight_matrix();
             let mut d_input = d_input;
-            for (b, (dz, patches)) in ws
-                .d_pre_activation
-                .iter()
-                .zip(ws.patches.chunks_exact(ckk * positions))
-                .enumerate()
-            {
+            for (b, (dz, x)) in ws.d_pre_activation.iter().zip(x).enumerate() {
                 let dz = dz.as_flattened().as_flattened();
+                let patches = &mut ws.patches;
+                Self::im2col(x, 0, positions, patches);
                 // dW += dZ·X̂ᵀ                  (OC x OH·OW)(OH·OW x C·K·K) -> OC x C·K·K
                 kernels::gemm_slices(
                     Product::TransposeRhs,

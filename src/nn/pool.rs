@@ -112,20 +112,27 @@ impl<
     #[inline]
     fn argmax(x: &[[[T; W]; H]; C], c: usize, oh: usize, ow: usize) -> (usize, usize) {
         let (top, left) = (oh * STRIDE, ow * STRIDE);
-        let mut best = (top, left);
-        for i in top..top + K {
-            for j in left..left + K {
-                let v = x[c][i][j];
+        let (mut best, mut at) = (x[c][top][left], 0_usize);
+        // Selects rather than branches (see `forward`): an element takes over when it is
+        // larger, or when it is the first NaN. `|` and `&`, not `||` and `&&`: no short circuit,
+        // so no branch.
+        for (i, row) in x[c][top..top + K].iter().enumerate() {
+            for (j, &v) in row[left..left + K].iter().enumerate() {
                 #[allow(clippy::eq_op)] // v != v is the NaN test for a generic PartialOrd type
-                if v != v {
-                    return (i, j);
-                }
-                if v > x[c][best.0][best.1] {
-                    best = (i, j);
-                }
+                let take = (v > best) | ((v != v) & (best == best));
+                let keep = usize::from(take).wrapping_sub(1); // all ones unless `take`
+                at = (at & keep) | ((i * K + j) & !keep);
+                best = Self::larger(best, v);
             }
         }
-        best
+        (top + at / K, left + at % K)
+    }
+
+    /// The larger of `m` and `v`, NaN when either is: a select, not a branch.
+    #[inline(always)]
+    fn larger(m: T, v: T) -> T {
+        #[allow(clippy::eq_op)] // v != v is the NaN test for a generic PartialOrd type
+        if (v > m) | (v != v) { v } else { m }
     }
 }
 
@@ -153,12 +160,24 @@ impl<
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         let () = Self::SHAPE;
+        // Without branches on the data (a comparison that goes either way is a mispredicted
+        // branch half the time, which made pooling cost more than the convolutions): the
+        // window's rows are combined column by column, in vectors, then each window's columns.
         for (x, y) in x.iter().zip(y) {
-            for (c, channel) in y.iter_mut().enumerate() {
-                for (oh, row) in channel.iter_mut().enumerate() {
-                    for (ow, out) in row.iter_mut().enumerate() {
-                        let (i, j) = Self::argmax(x, c, oh, ow);
-                        *out = x[c][i][j];
+            for (x, y) in x.iter().zip(y) {
+                for (oh, y) in y.iter_mut().enumerate() {
+                    let rows = &x[oh * STRIDE..oh * STRIDE + K];
+                    let mut column_max = rows[0];
+                    for row in &rows[1..] {
+                        for (m, &v) in column_max.iter_mut().zip(row) {
+                            *m = Self::larger(*m, v);
+                        }
+                    }
+                    for (ow, out) in y.iter_mut().enumerate() {
+                        let window = &column_max[ow * STRIDE..ow * STRIDE + K];
+                        *out = window[1..]
+                            .iter()
+                            .fold(window[0], |m, &v| Self::larger(m, v));
                     }
                 }
             }

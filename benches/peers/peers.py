@@ -17,6 +17,9 @@ before NumPy or PyTorch is imported, and PyTorch's own with torch.set_num_thread
 - epoch_step: a step of the epoch loop: batch assembly (uint8 pixels to standardized float32,
   labels) plus the training step; the harness scales it to an epoch (937 steps).
 - forward_batch1, forward_batch1000: forward passes.
+- cnn_epoch_step, cnn_forward_batch1, cnn_forward_batch1000: the same for the LeNet-5 of
+  examples/mnist_cnn (PyTorch only). cnn_forward_batch1 is the better of oneDNN on and off
+  (torch.backends.mkldnn), PyTorch's best setting for one image.
 
 The NumPy MLP is written by hand (forward and backward), with the same orientation as constmat:
 one sample per row, weights `out x in`. The PyTorch MLP is what a PyTorch user writes:
@@ -55,6 +58,11 @@ STEP_LR, EPOCH_LR = 0.01, 0.05
 SHUFFLE = 7919
 GEMM_SHAPES = [(128, 784, 64), (64, 128, 64), (128, 64, 784), (784, 64, 128), (256, 256, 256)]
 WEIGHT_SHAPES = [(H1, PIXELS), (H1,), (H2, H1), (H2,), (CLASSES, H2), (CLASSES,)]
+# The CNN (examples/mnist_cnn's LeNet-5), in nn.Sequential's parameter order.
+CNN_WEIGHT_SHAPES = [
+    (6, 1, 5, 5), (6,), (16, 6, 5, 5), (16,), (120, 400), (120,), (84, 120), (84,), (CLASSES, 84),
+    (CLASSES,),
+]
 TORCH_INSTALL = "python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
 
 
@@ -287,6 +295,46 @@ class TorchMlp:
             return self.model(x)
 
 
+class TorchCnn:
+    """examples/mnist_cnn's LeNet-5 as a PyTorch user writes it (the Sequential in its docs)."""
+
+    def __init__(self, weights):
+        import torch
+
+        torch.set_num_threads(1)
+        nn = torch.nn
+        self.torch = torch
+        self.model = nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, CLASSES),
+        )
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=EPOCH_LR)
+        self.set_weights(weights)
+
+    set_weights = TorchMlp.set_weights
+    loss = TorchMlp.loss
+    step = TorchMlp.step
+    forward_logits = TorchMlp.forward_logits
+
+    def load_batch(self, images, labels, idx):
+        import numpy as np
+
+        self.x = self.torch.from_numpy(images_of(standardize(images[idx])))
+        self.labels = self.torch.from_numpy(labels[idx].astype(np.int64))
+
+
+def images_of(rows):
+    """Standardized pixel rows as a batch of one-channel 28x28 images."""
+    return rows.reshape(-1, 1, 28, 28)
+
+
+def cnn_initial_weights():
+    """PyTorch's default initialization, for running this script on its own."""
+    return [p.detach().numpy().copy() for p in TorchCnn([]).model.parameters()]
+
+
 def make_mlp(library, weights):
     return NumpyMlp(weights) if library == "numpy" else TorchMlp(weights)
 
@@ -388,6 +436,28 @@ def run(args):
     results["forward_batch1"] = measure(args.budget, lambda: mlp.forward_logits(single))
     batch = to_library(library, eval_inputs)
     results["forward_batch1000"] = measure(args.budget, lambda: mlp.forward_logits(batch))
+
+    if library == "torch":
+        import torch
+
+        cnn_weights = cnn_initial_weights()
+        cnn = TorchCnn(cnn_weights)
+        for step in range(3):
+            cnn.load_batch(images, labels, indices(step, n))
+            cnn.step(EPOCH_LR)
+        cnn.set_weights(cnn_weights)
+        start = time.perf_counter()
+        for step in range(args.epoch_steps):
+            cnn.load_batch(images, labels, indices(step, n))
+            cnn.step(EPOCH_LR)
+        results["cnn_epoch_step"] = (time.perf_counter() - start) / args.epoch_steps
+        single = torch.from_numpy(images_of(eval_inputs[:1].copy()))
+        with_onednn = measure(args.budget, lambda: cnn.forward_logits(single))
+        with torch.backends.mkldnn.flags(enabled=False):
+            without_onednn = measure(args.budget, lambda: cnn.forward_logits(single))
+        results["cnn_forward_batch1"] = min(with_onednn, without_onednn)
+        batch = torch.from_numpy(images_of(eval_inputs))
+        results["cnn_forward_batch1000"] = measure(args.budget, lambda: cnn.forward_logits(batch))
     return {"impl": library, "results": results}
 
 
@@ -399,8 +469,8 @@ def hexed(array):
 
 def check(args):
     """The harness's checks (src/check.rs), on the weights and images sent on standard input:
-    six float32 tensors, then `count` images (uint8, in the order of the epoch) and their
-    labels."""
+    the MLP's six float32 tensors, the CNN's ten, then `count` images (uint8, in the order of the
+    epoch) and their labels."""
     import numpy as np
 
     blob = sys.stdin.buffer.read()
@@ -409,6 +479,11 @@ def check(args):
         size = int(np.prod(shape))
         weights.append(np.frombuffer(blob, "<f4", size, offset).reshape(shape).astype(np.float32))
         offset += 4 * size
+    cnn_weights = []
+    for shape in CNN_WEIGHT_SHAPES:
+        size = int(np.prod(shape))
+        cnn_weights.append(np.frombuffer(blob, "<f4", size, offset).reshape(shape).astype(np.float32))
+        offset += 4 * size
     count = args.count
     images = np.frombuffer(blob, np.uint8, count * PIXELS, offset).reshape(count, PIXELS)
     labels = np.frombuffer(blob, np.uint8, count, offset + count * PIXELS)
@@ -416,36 +491,47 @@ def check(args):
         raise SystemExit(f"check: expected {offset + count * (PIXELS + 1)} bytes, got {len(blob)}")
 
     library = args.impl
-    mlp = make_mlp(library, weights)
-    # The images are already in the epoch's order: step s is rows s*64 .. s*64+63.
-    mlp.load_batch(images, labels, indices(0, count, shuffle=1))
-    loss_first = mlp.loss()
-    mlp.step(EPOCH_LR)
-    loss_after_step = mlp.loss()
+    report = net_report(make_mlp(library, weights), weights, images, labels, args.steps, count,
+                        lambda x: to_library(library, x))
+    if library == "torch":
+        import torch
 
-    mlp.set_weights(weights)
-    total = 0.0
-    for step in range(args.steps):
-        mlp.load_batch(images, labels, indices(step, count, shuffle=1))
-        total += mlp.step(EPOCH_LR)
-
-    mlp.set_weights(weights)
-    eval_inputs = standardize(images[:EVAL])
-    logits_single = mlp.forward_logits(to_library(library, eval_inputs[:1].copy()))
-    logits_eval = mlp.forward_logits(to_library(library, eval_inputs))
+        report["cnn"] = net_report(TorchCnn(cnn_weights), cnn_weights, images, labels, args.steps,
+                                   count, lambda x: torch.from_numpy(images_of(x)))
     gemm = {}
     for m, k, n in GEMM_SHAPES:
         f, c = make_gemm(library, m, k, n)
         f()
         gemm[f"gemm_{m}x{k}x{n}"] = hexed(c)
+    report["impl"] = library
+    report["gemm"] = gemm
+    return report
+
+
+def net_report(net, weights, images, labels, steps, count, as_input):
+    """The checks' computations on one net (the MLP or the CNN), from `weights`."""
+    # The images are already in the epoch's order: step s is rows s*64 .. s*64+63.
+    net.load_batch(images, labels, indices(0, count, shuffle=1))
+    loss_first = net.loss()
+    net.step(EPOCH_LR)
+    loss_after_step = net.loss()
+
+    net.set_weights(weights)
+    total = 0.0
+    for step in range(steps):
+        net.load_batch(images, labels, indices(step, count, shuffle=1))
+        total += net.step(EPOCH_LR)
+
+    net.set_weights(weights)
+    eval_inputs = standardize(images[:EVAL])
+    logits_single = net.forward_logits(as_input(eval_inputs[:1].copy()))
+    logits_eval = net.forward_logits(as_input(eval_inputs))
     return {
-        "impl": library,
         "loss_first": loss_first,
         "loss_after_step": loss_after_step,
-        "mean_loss": total / args.steps,
+        "mean_loss": total / steps,
         "logits_single": hexed(logits_single),
         "logits_eval": hexed(logits_eval),
-        "gemm": gemm,
     }
 
 

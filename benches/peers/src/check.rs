@@ -1,13 +1,22 @@
 //! Do the implementations compute the same thing? Each one computes the same results from the
 //! same weights and data, and each result is compared with constmat's.
 
-use crate::common::{Context, EPOCH_LR, PIXELS, RustPeer, Shape};
+use crate::cnn::Cnn;
+use crate::common::{Context, EPOCH_LR, Mlp, PIXELS, RustPeer, Shape};
 use crate::python::CHECK_STEPS;
 
 /// What an implementation computed.
 pub struct Report {
     /// `C = A·B` of each GEMM shape on the deterministic operands, row-major.
     pub gemm: Vec<(Shape, Vec<f32>)>,
+    /// The MLP's results.
+    pub mlp: NetReport,
+    /// The CNN's results, when the implementation has one.
+    pub cnn: Option<NetReport>,
+}
+
+/// What a net computed from the shared initial weights and images.
+pub struct NetReport {
     /// The mean loss of the first batch from the initial weights.
     pub loss_first: f32,
     /// The mean loss of the same batch after one SGD step on it (checks backward and update).
@@ -21,31 +30,49 @@ pub struct Report {
     pub logits_eval: Vec<f32>,
 }
 
+/// The checks' computations, on the MLP or the CNN (the two traits have the same methods).
+macro_rules! net_report {
+    ($net:expr, $weights:expr, $ctx:expr) => {{
+        let net = $net;
+        let data = &$ctx.data;
+        net.set_weights($weights);
+        net.load_batch(data, &data.indices(0));
+        let loss_first = net.loss();
+        net.step(EPOCH_LR);
+        let loss_after_step = net.loss();
+
+        net.set_weights($weights);
+        let mut total = 0.0_f64;
+        for step in 0..CHECK_STEPS {
+            net.load_batch(data, &data.indices(step));
+            total += f64::from(net.step(EPOCH_LR));
+        }
+        let mean_loss = (total / CHECK_STEPS as f64) as f32;
+
+        net.set_weights($weights);
+        net.load_single(&$ctx.eval_inputs[..PIXELS]);
+        let logits_single = net.forward_single().to_vec();
+        net.load_eval(&$ctx.eval_inputs);
+        net.forward_eval();
+        let logits_eval = net.eval_logits();
+        NetReport {
+            loss_first,
+            loss_after_step,
+            mean_loss,
+            logits_single,
+            logits_eval,
+        }
+    }};
+}
+
 /// Runs the checks' computations on a Rust implementation.
 pub fn rust_report(peer: &mut RustPeer, ctx: &Context) -> Report {
-    let mlp = &mut peer.mlp;
-    let data = &ctx.data;
-    mlp.set_weights(&ctx.weights);
-    mlp.load_batch(data, &data.indices(0));
-    let loss_first = mlp.loss();
-    mlp.step(EPOCH_LR);
-    let loss_after_step = mlp.loss();
-
-    mlp.set_weights(&ctx.weights);
-    let mut total = 0.0_f64;
-    for step in 0..CHECK_STEPS {
-        mlp.load_batch(data, &data.indices(step));
-        total += f64::from(mlp.step(EPOCH_LR));
-    }
-    let mean_loss = (total / CHECK_STEPS as f64) as f32;
-
-    mlp.set_weights(&ctx.weights);
-    mlp.load_single(&ctx.eval_inputs[..PIXELS]);
-    let logits_single = mlp.forward_single().to_vec();
-    mlp.load_eval(&ctx.eval_inputs);
-    mlp.forward_eval();
-    let logits_eval = mlp.eval_logits();
-
+    let mlp: &mut dyn Mlp = peer.mlp.as_mut();
+    let mlp = net_report!(mlp, &ctx.weights, ctx);
+    let cnn = peer.cnn.as_mut().map(|cnn| {
+        let cnn: &mut dyn Cnn = cnn.as_mut();
+        net_report!(cnn, &ctx.cnn_weights, ctx)
+    });
     let gemm = peer
         .gemms
         .iter_mut()
@@ -54,14 +81,7 @@ pub fn rust_report(peer: &mut RustPeer, ctx: &Context) -> Report {
             (*shape, gemm.result())
         })
         .collect();
-    Report {
-        gemm,
-        loss_first,
-        loss_after_step,
-        mean_loss,
-        logits_single,
-        logits_eval,
-    }
+    Report { gemm, mlp, cnn }
 }
 
 /// `max |a - b| / max |b|`: the largest difference relative to the reference's scale.
@@ -92,7 +112,7 @@ pub fn compare(name: &str, report: &Report, reference: &Report) -> bool {
         let ok = diff <= tolerance;
         all &= ok;
         println!(
-            "check {name:<14} {what:<36} {detail:<22} rel. diff {diff:8.1e} (tol {tolerance:.0e}) {}",
+            "check {name:<14} {what:<40} {detail:<22} rel. diff {diff:8.1e} (tol {tolerance:.0e}) {}",
             if ok { "ok" } else { "FAILED" }
         );
     };
@@ -105,39 +125,45 @@ pub fn compare(name: &str, report: &Report, reference: &Report) -> bool {
             1e-4,
         );
     }
-    let scalar = |a: f32, b: f32| relative_difference(&[a], &[b]);
-    line(
-        "loss of the first batch".into(),
-        format!("{:.6} vs {:.6}", report.loss_first, reference.loss_first),
-        scalar(report.loss_first, reference.loss_first),
-        1e-5,
-    );
-    line(
-        "loss after one SGD step on it".into(),
-        format!(
-            "{:.6} vs {:.6}",
-            report.loss_after_step, reference.loss_after_step
-        ),
-        scalar(report.loss_after_step, reference.loss_after_step),
-        1e-4,
-    );
-    line(
-        format!("mean loss, first {CHECK_STEPS} steps of an epoch"),
-        format!("{:.6} vs {:.6}", report.mean_loss, reference.mean_loss),
-        scalar(report.mean_loss, reference.mean_loss),
-        1e-3,
-    );
-    line(
-        "logits, forward batch 1".into(),
-        format!("{} values", report.logits_single.len()),
-        relative_difference(&report.logits_single, &reference.logits_single),
-        1e-4,
-    );
-    line(
-        "logits, forward batch 1000".into(),
-        format!("{} values", report.logits_eval.len()),
-        relative_difference(&report.logits_eval, &reference.logits_eval),
-        1e-4,
-    );
+    let mut nets = vec![("", &report.mlp, &reference.mlp)];
+    if let (Some(cnn), Some(cnn_ref)) = (&report.cnn, &reference.cnn) {
+        nets.push(("CNN: ", cnn, cnn_ref));
+    }
+    for (prefix, net, net_ref) in nets {
+        let scalar = |a: f32, b: f32| relative_difference(&[a], &[b]);
+        line(
+            format!("{prefix}loss of the first batch"),
+            format!("{:.6} vs {:.6}", net.loss_first, net_ref.loss_first),
+            scalar(net.loss_first, net_ref.loss_first),
+            1e-5,
+        );
+        line(
+            format!("{prefix}loss after one SGD step on it"),
+            format!(
+                "{:.6} vs {:.6}",
+                net.loss_after_step, net_ref.loss_after_step
+            ),
+            scalar(net.loss_after_step, net_ref.loss_after_step),
+            1e-4,
+        );
+        line(
+            format!("{prefix}mean loss, first {CHECK_STEPS} steps"),
+            format!("{:.6} vs {:.6}", net.mean_loss, net_ref.mean_loss),
+            scalar(net.mean_loss, net_ref.mean_loss),
+            1e-3,
+        );
+        line(
+            format!("{prefix}logits, forward batch 1"),
+            format!("{} values", net.logits_single.len()),
+            relative_difference(&net.logits_single, &net_ref.logits_single),
+            1e-4,
+        );
+        line(
+            format!("{prefix}logits, forward batch 1000"),
+            format!("{} values", net.logits_eval.len()),
+            relative_difference(&net.logits_eval, &net_ref.logits_eval),
+            1e-4,
+        );
+    }
     all
 }

@@ -47,6 +47,12 @@ pub enum Workload {
     Forward1,
     /// The forward pass of 1,000 samples.
     Forward1000,
+    /// A step of the CNN's epoch loop (batch assembly plus a training step), scaled to 937.
+    CnnEpoch,
+    /// The CNN's forward pass of one image.
+    CnnForward1,
+    /// The CNN's forward pass of 1,000 images.
+    CnnForward1000,
 }
 
 /// A GEMM shape, `(M, K, N)`: `(M x K)·(K x N)`.
@@ -72,6 +78,9 @@ pub fn workloads() -> Vec<Workload> {
         Workload::Epoch,
         Workload::Forward1,
         Workload::Forward1000,
+        Workload::CnnEpoch,
+        Workload::CnnForward1,
+        Workload::CnnForward1000,
     ]);
     all
 }
@@ -85,6 +94,9 @@ impl Workload {
             Workload::Epoch => "epoch_step".into(),
             Workload::Forward1 => "forward_batch1".into(),
             Workload::Forward1000 => "forward_batch1000".into(),
+            Workload::CnnEpoch => "cnn_epoch_step".into(),
+            Workload::CnnForward1 => "cnn_forward_batch1".into(),
+            Workload::CnnForward1000 => "cnn_forward_batch1000".into(),
         }
     }
 
@@ -96,7 +108,28 @@ impl Workload {
             Workload::Epoch => format!("epoch ({EPOCH_STEPS} steps, from {epoch_steps} timed)"),
             Workload::Forward1 => "forward, batch 1".into(),
             Workload::Forward1000 => "forward, batch 1000".into(),
+            Workload::CnnEpoch => {
+                format!("CNN epoch ({EPOCH_STEPS} steps, from {epoch_steps} timed)")
+            }
+            Workload::CnnForward1 => "CNN forward, batch 1".into(),
+            Workload::CnnForward1000 => "CNN forward, batch 1000".into(),
         }
+    }
+
+    /// Whether a larger figure is better (throughputs) rather than a smaller one (times).
+    pub fn higher_is_better(self) -> bool {
+        matches!(
+            self,
+            Workload::Gemm(..) | Workload::Forward1000 | Workload::CnnForward1000
+        )
+    }
+
+    /// Whether the workload is one of the CNN's, which only some implementations have.
+    pub fn is_cnn(self) -> bool {
+        matches!(
+            self,
+            Workload::CnnEpoch | Workload::CnnForward1 | Workload::CnnForward1000
+        )
     }
 
     /// The unit of the figure.
@@ -104,9 +137,9 @@ impl Workload {
         match self {
             Workload::Gemm(..) => "GFLOP/s",
             Workload::TrainStep => "ms",
-            Workload::Epoch => "s",
-            Workload::Forward1 => "µs",
-            Workload::Forward1000 => "samples/s",
+            Workload::Epoch | Workload::CnnEpoch => "s",
+            Workload::Forward1 | Workload::CnnForward1 => "µs",
+            Workload::Forward1000 | Workload::CnnForward1000 => "samples/s",
         }
     }
 
@@ -115,9 +148,9 @@ impl Workload {
         match self {
             Workload::Gemm(m, k, n) => (2 * m * k * n) as f64 / seconds / 1e9,
             Workload::TrainStep => seconds * 1e3,
-            Workload::Epoch => seconds * EPOCH_STEPS as f64,
-            Workload::Forward1 => seconds * 1e6,
-            Workload::Forward1000 => EVAL as f64 / seconds,
+            Workload::Epoch | Workload::CnnEpoch => seconds * EPOCH_STEPS as f64,
+            Workload::Forward1 | Workload::CnnForward1 => seconds * 1e6,
+            Workload::Forward1000 | Workload::CnnForward1000 => EVAL as f64 / seconds,
         }
     }
 }
@@ -290,6 +323,8 @@ pub struct RustPeer {
     pub name: &'static str,
     pub mlp: Box<dyn Mlp>,
     pub gemms: Vec<(Shape, Box<dyn Gemm>)>,
+    /// The CNN, for the implementations that have convolutions.
+    pub cnn: Option<Box<dyn crate::cnn::Cnn>>,
 }
 
 /// The seconds per iteration of each workload, in the order of [`workloads`].
@@ -299,6 +334,7 @@ pub type Times = Vec<(Workload, f64)>;
 pub struct Context {
     pub data: Data,
     pub weights: Weights,
+    pub cnn_weights: crate::cnn::CnnWeights,
     /// Epoch positions `0..1000`, standardized: the batch-1000 input; its first row is the
     /// batch-1 input.
     pub eval_inputs: Vec<f32>,
@@ -355,6 +391,9 @@ impl RustPeer {
                 black_box(mlp.forward_eval());
             }),
         ));
+        if let Some(cnn) = &mut self.cnn {
+            crate::cnn::measure_cnn(cnn.as_mut(), ctx, &mut times);
+        }
         times
     }
 }

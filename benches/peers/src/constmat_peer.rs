@@ -25,6 +25,9 @@ pub fn peer(weights: &Weights) -> RustPeer {
     RustPeer {
         name: "constmat",
         mlp: Box::new(ConstmatMlp::new(weights)),
+        cnn: Some(Box::new(crate::cnn::ConstmatCnn::new(
+            &crate::cnn::CnnWeights::new(),
+        ))),
         gemms: GEMM_SHAPES
             .iter()
             .map(|&shape| (shape, crate::gemm_for_shape!(shape, ConstmatGemm)))

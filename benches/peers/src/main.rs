@@ -7,6 +7,7 @@
 //! See `README.md` beside this crate's manifest for what is measured and how to read the table.
 
 mod check;
+mod cnn;
 mod common;
 mod constmat_peer;
 mod mm_peer;
@@ -176,6 +177,7 @@ fn run(options: &Options) -> Result<bool, String> {
         eval_inputs: data.standardized(EVAL),
         data,
         weights,
+        cnn_weights: cnn::CnnWeights::new(),
         budget: options.budget,
     };
 
@@ -365,8 +367,7 @@ fn print_tables(
     println!("{header}");
     println!("{rule}");
     for (i, &w) in workloads.iter().enumerate() {
-        let higher_better = matches!(w, Workload::Gemm(..) | Workload::Forward1000);
-        let arrow = if higher_better {
+        let arrow = if w.higher_is_better() {
             "higher is better"
         } else {
             "lower is better"
@@ -387,6 +388,7 @@ fn print_tables(
         }
         println!("{row}");
     }
+    print_cnn_rates(names, workloads, times);
     println!();
     println!("### Spread across rounds");
     println!();
@@ -407,6 +409,62 @@ fn print_tables(
                 let min = t.iter().copied().fold(f64::INFINITY, f64::min);
                 let max = t.iter().copied().fold(0.0, f64::max);
                 row += &format!(" {:.0}% |", (max / min - 1.0) * 100.0);
+            }
+        }
+        println!("{row}");
+    }
+}
+
+/// The one-thread peak of the project's machine (AVX-512 fused multiply-adds), measured with a
+/// register-only FMA loop: the ceiling the CNN's arithmetic rates are compared with.
+const PEAK_GFLOPS: f64 = 148.0;
+
+/// The CNN's arithmetic rate per implementation: its multiply-adds (two flops each) over the
+/// median times.
+fn print_cnn_rates(names: &[String], workloads: &[Workload], times: &[Vec<Vec<f64>>]) {
+    let flops = |w: Workload| -> f64 {
+        2.0 * match w {
+            Workload::CnnEpoch => (cnn::TRAINING_MACS * common::BATCH * EPOCH_STEPS) as f64,
+            Workload::CnnForward1 => cnn::FORWARD_MACS as f64,
+            Workload::CnnForward1000 => (cnn::FORWARD_MACS * EVAL) as f64,
+            _ => 0.0,
+        }
+    };
+    println!();
+    println!("### CNN: GFLOP/s achieved (share of the {PEAK_GFLOPS:.0} GFLOP/s one-thread peak)");
+    println!();
+    println!(
+        "{:.2} MFLOP per image forward, {:.2} MFLOP per image trained (two per multiply-add).",
+        flops(Workload::CnnForward1) / 1e6,
+        2.0 * cnn::TRAINING_MACS as f64 / 1e6
+    );
+    println!();
+    let mut header = String::from("| workload |");
+    let mut rule = String::from("| --- |");
+    for name in names {
+        header += &format!(" {name} |");
+        rule += " ---: |";
+    }
+    println!("{header}");
+    println!("{rule}");
+    for (i, &w) in workloads.iter().enumerate() {
+        if !w.is_cnn() {
+            continue;
+        }
+        let mut row = format!("| {} |", w.label(0).split(" (").next().unwrap_or_default());
+        for per_peer in times {
+            match median(&per_peer[i]) {
+                None => row += " n/a |",
+                Some(t) => {
+                    // The epoch's time per step covers one step of BATCH images.
+                    let seconds = if w == Workload::CnnEpoch {
+                        t * EPOCH_STEPS as f64
+                    } else {
+                        t
+                    };
+                    let rate = flops(w) / seconds / 1e9;
+                    row += &format!(" {rate:.1} ({:.0}%) |", rate / PEAK_GFLOPS * 100.0);
+                }
             }
         }
         println!("{row}");

@@ -14,6 +14,7 @@ use crate::common::{
 
 pub fn peer(weights: &Weights) -> RustPeer {
     RustPeer {
+        cnn: None,
         name: "matrixmultiply",
         mlp: Box::new(MmMlp::new(weights)),
         gemms: GEMM_SHAPES

@@ -40,6 +40,7 @@ fn zeros<const R: usize, const C: usize>() -> Box<M<R, C>> {
 
 pub fn peer(weights: &Weights) -> RustPeer {
     RustPeer {
+        cnn: None,
         name: "nalgebra",
         mlp: Box::new(NalgebraMlp::new(weights)),
         gemms: GEMM_SHAPES

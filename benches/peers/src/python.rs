@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::check::Report;
+use crate::check::{NetReport, Report};
 use crate::common::{BATCH, Context, EVAL, SHUFFLE, Source, Times, workloads};
 
 /// Steps of the checks' training run (also used by the Rust implementations).
@@ -129,21 +129,23 @@ impl PythonPeer {
             Source::Synthetic => command.arg("--synthetic"),
         };
         let value = run_json(command, None)?;
-        workloads()
-            .into_iter()
-            .map(|w| {
-                value["results"][w.key()]
-                    .as_f64()
-                    .map(|seconds| (w, seconds))
-                    .ok_or_else(|| format!("{}: no result for {}", self.library, w.key()))
-            })
-            .collect()
+        let mut times = Vec::new();
+        for w in workloads() {
+            match value["results"][w.key()].as_f64() {
+                Some(seconds) => times.push((w, seconds)),
+                // Only PyTorch has the CNN.
+                None if w.is_cnn() => {}
+                None => return Err(format!("{}: no result for {}", self.library, w.key())),
+            }
+        }
+        Ok(times)
     }
 
     /// The same computations as [`crate::check::rust_report`], from the same weights and data,
     /// sent on the script's standard input.
     pub fn check(&self, ctx: &Context) -> Result<Report, String> {
         let mut input = ctx.weights.to_le_bytes();
+        input.extend(ctx.cnn_weights.to_le_bytes());
         let count = (CHECK_STEPS * BATCH).max(EVAL);
         let n = ctx.data.split.len();
         let indices: Vec<usize> = (0..count).map(|p| (p * SHUFFLE) % n).collect();
@@ -163,34 +165,44 @@ impl PythonPeer {
             &count.to_string(),
         ]);
         let value = run_json(command, Some(&input))?;
-        let float = |key: &str| {
-            value[key]
-                .as_f64()
-                .map(|v| v as f32)
-                .ok_or_else(|| format!("{}: no {key} in the check report", self.library))
-        };
-        let floats = |key: &str| {
-            value[key]
-                .as_str()
-                .ok_or_else(|| format!("{}: no {key} in the check report", self.library))
-                .and_then(hex_f32)
+        let library = &self.library;
+        let net_report = |net: &Value| -> Result<NetReport, String> {
+            let float = |key: &str| {
+                net[key]
+                    .as_f64()
+                    .map(|v| v as f32)
+                    .ok_or_else(|| format!("{library}: no {key} in the check report"))
+            };
+            let floats = |key: &str| {
+                net[key]
+                    .as_str()
+                    .ok_or_else(|| format!("{library}: no {key} in the check report"))
+                    .and_then(hex_f32)
+            };
+            Ok(NetReport {
+                loss_first: float("loss_first")?,
+                loss_after_step: float("loss_after_step")?,
+                mean_loss: float("mean_loss")?,
+                logits_single: floats("logits_single")?,
+                logits_eval: floats("logits_eval")?,
+            })
         };
         let mut gemm = Vec::new();
         for &(m, k, n) in &crate::common::GEMM_SHAPES {
             let key = format!("gemm_{m}x{k}x{n}");
             let c = value["gemm"][&key]
                 .as_str()
-                .ok_or_else(|| format!("{}: no {key} in the check report", self.library))
+                .ok_or_else(|| format!("{library}: no {key} in the check report"))
                 .and_then(hex_f32)?;
             gemm.push(((m, k, n), c));
         }
         Ok(Report {
             gemm,
-            loss_first: float("loss_first")?,
-            loss_after_step: float("loss_after_step")?,
-            mean_loss: float("mean_loss")?,
-            logits_single: floats("logits_single")?,
-            logits_eval: floats("logits_eval")?,
+            mlp: net_report(&value)?,
+            cnn: match &value["cnn"] {
+                Value::Null => None,
+                cnn => Some(net_report(cnn)?),
+            },
         })
     }
 }

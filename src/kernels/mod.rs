@@ -470,6 +470,46 @@ pub(crate) fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[
     reference::conv2d_stride1(shape, x, w, bias, out);
 }
 
+/// `dw (+)= dZ·X̂ᵀ` for one image of a stride-1 convolution (see [`Conv`]): the weight
+/// gradient, `[filters][channels][kernel][kernel]`, from the image `x` and the gradient of the
+/// output `dz` (`[filters][out_height][out_width]`), without unrolling the patches `X̂`. Fast
+/// without padding: a padded convolution's caller passes the padded image (and padding 0).
+///
+/// # Panics
+///
+/// When the lengths do not fit the sizes (a bug in the caller).
+#[cfg(feature = "alloc")]
+pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
+    shape: &Conv,
+    x: &[T],
+    dz: &[T],
+    dw: &mut [T],
+    accumulate: bool,
+) {
+    shape.check_lengths(x.len(), dw.len(), shape.filters, dz.len());
+    // The SIMD kernel wants the image padded by the caller (no masks in its inner loop).
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(isa), 0) = (simd::detected_isa(), shape.padding) {
+        if let (Some(x), Some(dz), Some(dw)) = (
+            simd::same_type_slice::<T, f32>(x),
+            simd::same_type_slice::<T, f32>(dz),
+            simd::same_type_slice_mut::<T, f32>(dw),
+        ) {
+            simd::conv2d_weight_gradient_stride1(isa, shape, x, dz, dw, accumulate);
+            return;
+        }
+        if let (Some(x), Some(dz), Some(dw)) = (
+            simd::same_type_slice::<T, f64>(x),
+            simd::same_type_slice::<T, f64>(dz),
+            simd::same_type_slice_mut::<T, f64>(dw),
+        ) {
+            simd::conv2d_weight_gradient_stride1(isa, shape, x, dz, dw, accumulate);
+            return;
+        }
+    }
+    reference::conv2d_weight_gradient_stride1(shape, x, dz, dw, accumulate);
+}
+
 /// Sets every element of `out` to `value`.
 fn fill<T: Copy, const H: usize, const W: usize>(out: &mut [[T; W]; H], value: T) {
     for row in out.iter_mut() {

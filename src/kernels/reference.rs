@@ -164,3 +164,47 @@ pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out
         }
     }
 }
+
+/// A stride-1 convolution's weight gradient written out: for every weight `(o, c, ky, kx)`, the
+/// sum over the output positions of `dZ[o]` times the input it multiplied, padding skipped.
+#[cfg(feature = "alloc")]
+pub fn conv2d_weight_gradient_stride1<T: Scalar>(
+    shape: &Conv,
+    x: &[T],
+    dz: &[T],
+    dw: &mut [T],
+    accumulate: bool,
+) {
+    let Conv {
+        channels,
+        kernel,
+        padding,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let steps = channels * kernel * kernel;
+    for (i, d) in dw.iter_mut().enumerate() {
+        let (o, step) = (i / steps, i % steps);
+        let (c, ky, kx) = (
+            step / (kernel * kernel),
+            step / kernel % kernel,
+            step % kernel,
+        );
+        let mut sum = if accumulate { *d } else { T::zero() };
+        for oh in 0..out_height {
+            let Some(row) = (oh + ky).checked_sub(padding).filter(|&r| r < height) else {
+                continue;
+            };
+            for ow in 0..out_width {
+                if let Some(column) = (ow + kx).checked_sub(padding).filter(|&col| col < width) {
+                    sum = sum
+                        + dz[(o * out_height + oh) * out_width + ow]
+                            * x[(c * height + row) * width + column];
+                }
+            }
+        }
+        *d = sum;
+    }
+}

@@ -1115,11 +1115,34 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         bias: &[Self],
         out: &mut [Self],
     );
+
+    /// Runs a stride-1 convolution's weight gradient with `isa`'s kernels.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `isa`; the slices and sizes were checked by
+    /// [`conv2d_weight_gradient_stride1`].
+    unsafe fn weight_grad_rows(
+        isa: Isa,
+        shape: &Conv,
+        x: &[Self],
+        dz: &[Self],
+        dw: &mut [Self],
+        accumulate: bool,
+    );
 }
 
 macro_rules! element {
-    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident) => {
+    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident) => {
         impl Element for $e {
+            unsafe fn weight_grad_rows(isa: Isa, shape: &Conv, x: &[$e], dz: &[$e], dw: &mut [$e], accumulate: bool) {
+                // SAFETY (both): forwarded from this function's contract.
+                match isa {
+                    Isa::Avx512 => unsafe { $wg512(shape, x, dz, dw, accumulate) },
+                    Isa::Avx2Fma => unsafe { $wg2(shape, x, dz, dw, accumulate) },
+                }
+            }
+
             unsafe fn conv_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
@@ -1167,7 +1190,9 @@ element!(
     gemm_avx2_f32,
     gemm_avx2_f32_packed,
     conv_avx512_f32,
-    conv_avx2_f32
+    conv_avx2_f32,
+    weight_grad_avx512_f32,
+    weight_grad_avx2_f32
 );
 element!(
     f64,
@@ -1176,7 +1201,9 @@ element!(
     gemm_avx2_f64,
     gemm_avx2_f64_packed,
     conv_avx512_f64,
-    conv_avx2_f64
+    conv_avx2_f64,
+    weight_grad_avx512_f64,
+    weight_grad_avx2_f64
 );
 
 /// `C = op(A)·op(B)` (or `C +=` when `accumulate`) with `isa`; `C` is `m x n`.
@@ -1320,16 +1347,25 @@ unsafe fn conv_tile<S: Simd, const MR: usize, const NV: usize>(
         // The window offsets outside, the channels inside: which lanes of a vector are in the
         // image depends on the offset only, so it is worked out once for all channels.
         for ky in 0..kernel {
+            // Per vector: the input row, none when it is in the padding.
+            let rows =
+                vectors.map(|(oh, _, _)| (oh + ky).checked_sub(padding).filter(|&r| r < height));
+            if rows.iter().all(Option::is_none) {
+                continue; // every vector's row is padding: nothing to add
+            }
             for kx in 0..kernel {
                 // Per vector: its first input element in channel 0, and the lanes inside the
                 // image (none when the input row is in the padding).
                 let mut firsts = [x; NV];
                 let mut masks = [S::mask(0); NV];
                 let mut full = true;
-                for ((first, mask), &(oh, ow0, count)) in
-                    firsts.iter_mut().zip(masks.iter_mut()).zip(vectors.iter())
+                for (((first, mask), &(_, ow0, count)), &row) in firsts
+                    .iter_mut()
+                    .zip(masks.iter_mut())
+                    .zip(vectors.iter())
+                    .zip(rows.iter())
                 {
-                    let (lo, hi) = match (oh + ky).checked_sub(padding).filter(|&r| r < height) {
+                    let (lo, hi) = match row {
                         Some(row) => {
                             *first = x.wrapping_add(row * width + ow0 + kx).wrapping_sub(padding);
                             (
@@ -1433,6 +1469,145 @@ unsafe fn conv_run<S: Simd>(shape: &Conv, x: &[S::E], w: &[S::E], bias: &[S::E],
     }
 }
 
+/// One tile of a stride-1 convolution's weight gradient, without padding: `dW[r][step] (+)= Σ
+/// over the output positions of dZ[r][position] · X̂[step][position]` for filters `0..MR` (from
+/// `dz`, `dw`) and the `NS` steps `steps` (each `(c·K + ky)·K + kx`), read from the image `x`
+/// without unrolling it: per output row and vector of positions, `MR` vectors of `dZ` and, per
+/// step, the input row shifted by the step meet in `MR · NS` vector accumulators, summed
+/// horizontally at the end. (A padded convolution's caller pads the image first: then no lane
+/// needs a mask of its own.)
+///
+/// # Safety
+///
+/// As [`conv_tile`], with no padding, `dz` holding the `MR` gradient planes of `OH·OW`, `dw`
+/// the `MR` rows of `C·K·K` weight gradients, and every step below `C·K·K`.
+#[inline(always)]
+unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
+    shape: &Conv,
+    x: *const S::E,
+    dz: *const S::E,
+    dw: *mut S::E,
+    steps: [usize; NS],
+    accumulate: bool,
+) {
+    let Conv {
+        channels,
+        kernel,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let (plane_out, steps_per_filter) = (out_height * out_width, channels * kernel * kernel);
+    // Where each step's window starts in the image: (c, ky, kx) -> (c·H + ky)·W + kx.
+    let offsets = steps.map(|step| {
+        let (c, ky, kx) = (
+            step / (kernel * kernel),
+            step / kernel % kernel,
+            step % kernel,
+        );
+        (c * height + ky) * width + kx
+    });
+    // SAFETY (whole body): the instruction set is present (the caller's contract). Without
+    // padding, lane `i < count` of the vector at output (oh, ow0) reads input
+    // (c, oh + ky, ow0 + i + kx), inside the image since oh + ky < OH + K - 1 = H and
+    // ow0 + i + kx < OW + K - 1 = W; the other lanes are masked off. The lanes of `dz` loaded are
+    // positions `ow0..ow0 + count` of row `oh < OH`; the gradients written are
+    // `dw[r·C·K·K + step]`, `r < MR`, `step < C·K·K`.
+    unsafe {
+        let lanes = S::LANES;
+        let mut acc = [[S::zero(); NS]; MR];
+        for oh in 0..out_height {
+            for ow0 in (0..out_width).step_by(lanes) {
+                let count = lanes.min(out_width - ow0);
+                let mask = S::mask(count);
+                let full = count == lanes;
+                let mut grads = [S::zero(); MR];
+                for (r, g) in grads.iter_mut().enumerate() {
+                    let p = dz.add(r * plane_out + oh * out_width + ow0);
+                    *g = if full {
+                        S::load(p)
+                    } else {
+                        S::load_masked(p, mask)
+                    };
+                }
+                let row = x.add(oh * width + ow0);
+                for (s, &offset) in offsets.iter().enumerate() {
+                    let p = row.add(offset);
+                    let input = if full {
+                        S::load(p)
+                    } else {
+                        S::load_masked(p, mask)
+                    };
+                    for (acc_row, &g) in acc.iter_mut().zip(grads.iter()) {
+                        acc_row[s] = S::fma(g, input, acc_row[s]);
+                    }
+                }
+            }
+        }
+        for (r, acc_row) in acc.iter().enumerate() {
+            for (&acc_v, &step) in acc_row.iter().zip(steps.iter()) {
+                let p = dw.add(r * steps_per_filter + step);
+                let sum = S::sum(acc_v);
+                *p = if accumulate { *p + sum } else { sum };
+            }
+        }
+    }
+}
+
+/// Calls [`weight_grad_tile`] with `$rows` (1 to 8) filters and `$ns` steps.
+macro_rules! weight_grad_tile_rows {
+    ($rows:expr, $ns:literal, $($args:expr),*) => {
+        match $rows {
+            1 => weight_grad_tile::<S, 1, $ns>($($args),*),
+            2 => weight_grad_tile::<S, 2, $ns>($($args),*),
+            3 => weight_grad_tile::<S, 3, $ns>($($args),*),
+            4 => weight_grad_tile::<S, 4, $ns>($($args),*),
+            5 => weight_grad_tile::<S, 5, $ns>($($args),*),
+            6 => weight_grad_tile::<S, 6, $ns>($($args),*),
+            7 => weight_grad_tile::<S, 7, $ns>($($args),*),
+            8 => weight_grad_tile::<S, 8, $ns>($($args),*),
+            _ => unreachable!("tiles have at most 8 rows"),
+        }
+    };
+}
+
+/// The whole weight gradient of one image: blocks of `OUTER_ROWS` filters, each over the steps
+/// two at a time.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; the slices and sizes were checked by
+/// [`conv2d_weight_gradient_stride1`].
+#[inline(always)]
+unsafe fn weight_grad_run<S: Simd>(
+    shape: &Conv,
+    x: &[S::E],
+    dz: &[S::E],
+    dw: &mut [S::E],
+    accumulate: bool,
+) {
+    let steps = shape.channels * shape.kernel * shape.kernel;
+    let plane_out = shape.out_height() * shape.out_width();
+    let (x, dz, dw) = (x.as_ptr(), dz.as_ptr(), dw.as_mut_ptr());
+    for r0 in (0..shape.filters).step_by(S::OUTER_ROWS) {
+        let rows = S::OUTER_ROWS.min(shape.filters - r0);
+        // SAFETY: filters r0..r0+rows exist: their gradient planes start at r0·OH·OW, their
+        // weight gradients at r0·C·K·K; every step passed is below C·K·K.
+        unsafe {
+            let (dz, dw) = (dz.add(r0 * plane_out), dw.add(r0 * steps));
+            let mut step = 0;
+            while step + 2 <= steps {
+                weight_grad_tile_rows!(rows, 2, shape, x, dz, dw, [step, step + 1], accumulate);
+                step += 2;
+            }
+            if step < steps {
+                weight_grad_tile_rows!(rows, 1, shape, x, dz, dw, [step], accumulate);
+            }
+        }
+    }
+}
+
 macro_rules! conv_entry {
     ($name:ident, $simd:ty, $e:ty, $features:literal) => {
         /// # Safety
@@ -1446,6 +1621,25 @@ macro_rules! conv_entry {
         }
     };
 }
+
+macro_rules! weight_grad_entry {
+    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; sizes checked by
+        /// [`conv2d_weight_gradient_stride1`].
+        #[target_feature(enable = $features)]
+        unsafe fn $name(shape: &Conv, x: &[$e], dz: &[$e], dw: &mut [$e], accumulate: bool) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { weight_grad_run::<$simd>(shape, x, dz, dw, accumulate) }
+        }
+    };
+}
+
+weight_grad_entry!(weight_grad_avx512_f32, Avx512F32, f32, "avx512f");
+weight_grad_entry!(weight_grad_avx512_f64, Avx512F64, f64, "avx512f");
+weight_grad_entry!(weight_grad_avx2_f32, Avx2F32, f32, "avx2,fma");
+weight_grad_entry!(weight_grad_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 conv_entry!(conv_avx512_f32, Avx512F32, f32, "avx512f");
 conv_entry!(conv_avx512_f64, Avx512F64, f64, "avx512f");
@@ -1470,6 +1664,31 @@ pub(crate) fn conv2d_stride1<E: Element>(
     assert_isa(isa);
     // SAFETY: lengths, sizes and instruction set checked above.
     unsafe { E::conv_rows(isa, shape, x, w, bias, out) }
+}
+
+/// The weight gradient of a stride-1 convolution of one image without padding,
+/// `dw (+)= dZ·X̂ᵀ` (see [`Conv`]), with `isa`, without unrolling the patches `X̂`.
+///
+/// # Panics
+///
+/// As [`conv2d_stride1`] (`dz` has the output's length, `dw` the weight's), and when the
+/// padding is not 0.
+pub(crate) fn conv2d_weight_gradient_stride1<E: Element>(
+    isa: Isa,
+    shape: &Conv,
+    x: &[E],
+    dz: &[E],
+    dw: &mut [E],
+    accumulate: bool,
+) {
+    shape.check_lengths(x.len(), dw.len(), shape.filters, dz.len());
+    assert_eq!(
+        shape.padding, 0,
+        "the weight-gradient kernel takes a padded image"
+    );
+    assert_isa(isa);
+    // SAFETY: lengths, padding, sizes and instruction set checked above.
+    unsafe { E::weight_grad_rows(isa, shape, x, dz, dw, accumulate) }
 }
 
 #[cfg(all(test, feature = "std"))]
@@ -1767,6 +1986,65 @@ mod tests {
                 |x| x,
                 1e-13,
             );
+        }
+    }
+
+    #[test]
+    fn convolution_weight_gradients_match_the_definition_on_every_available_instruction_set() {
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            // The kernel takes images already padded: the shapes without padding, and the
+            // padded ones as their callers pass them.
+            let unpadded = CONVS.iter().map(|s| Conv {
+                padding: 0,
+                height: s.height + 2 * s.padding,
+                width: s.width + 2 * s.padding,
+                ..*s
+            });
+            for (i, shape) in unpadded.enumerate() {
+                let shape = &shape;
+                let steps = shape.channels * shape.kernel * shape.kernel;
+                let positions = shape.out_height() * shape.out_width();
+                let x = values(shape.channels * shape.height * shape.width, 50 + i as u64);
+                let dz = values(shape.filters * positions, 60 + i as u64);
+                let start = values(shape.filters * steps, 70 + i as u64);
+                for accumulate in [false, true] {
+                    let mut want = start.clone();
+                    super::super::reference::conv2d_weight_gradient_stride1(
+                        shape, &x, &dz, &mut want, accumulate,
+                    );
+                    let bound = |w: f64, tolerance: f64| {
+                        tolerance * (1.0 + positions as f64).sqrt() * (1.0 + w.abs())
+                    };
+                    let mut got = start.clone();
+                    conv2d_weight_gradient_stride1(isa, shape, &x, &dz, &mut got, accumulate);
+                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - w).abs() <= bound(w, 1e-13),
+                            "{isa:?} {shape:?} accumulate={accumulate}: f64 dW[{idx}] is {g}, expected {w}"
+                        );
+                    }
+                    let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                    let mut got = f32s(&start);
+                    conv2d_weight_gradient_stride1(
+                        isa,
+                        shape,
+                        &f32s(&x),
+                        &f32s(&dz),
+                        &mut got,
+                        accumulate,
+                    );
+                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (f64::from(g) - w).abs() <= bound(w, 1e-6),
+                            "{isa:?} {shape:?} accumulate={accumulate}: f32 dW[{idx}] is {g}, expected {w}"
+                        );
+                    }
+                }
+            }
         }
     }
 

@@ -212,6 +212,18 @@ where
         width: W,
     };
 
+    /// The sizes of the same convolution on the padded image, without padding: the weight
+    /// gradient's kernel reads the image padded by the backward pass.
+    #[cfg(feature = "alloc")]
+    const PADDED: kernels::Conv = kernels::Conv {
+        channels: C,
+        filters: OC,
+        kernel: K,
+        padding: 0,
+        height: H + 2 * PAD,
+        width: W + 2 * PAD,
+    };
+
     /// The forward pass of one sample. Stride 1 (the common case) runs the direct kernel, which
     /// needs no buffer; other strides unroll patches into `scratch`: the whole
     /// `C·K·K x OH·OW` matrix when it fits (the training workspace's does), else blocks of
@@ -479,6 +491,23 @@ mod train {
         pub patches: Box<[T]>,
         /// `Wᵀ·dZ` of one sample, before `col2im` adds it into `dX`.
         pub d_patches: Box<[T]>,
+        /// One sample's input with its zero padding (`C x (H + 2P) x (W + 2P)`), for the weight
+        /// gradient of a stride-1 convolution; the border is never written.
+        pub padded_input: Box<[T]>,
+    }
+
+    /// The sum of `values` in 8 independent partial sums: one running sum would make each
+    /// addition wait for the previous one.
+    fn sum<T: Float>(values: &[T]) -> T {
+        let mut partial = [T::zero(); 8];
+        let chunks = values.chunks_exact(8);
+        let rest = chunks.remainder().iter().fold(T::zero(), |s, &v| s + v);
+        for chunk in chunks {
+            for (p, &v) in partial.iter_mut().zip(chunk) {
+                *p = *p + v;
+            }
+        }
+        partial.iter().fold(rest, |s, &p| s + p)
     }
 
     impl<
@@ -508,8 +537,18 @@ mod train {
             Conv2dWorkspace {
                 output: zeroed_batch(),
                 d_pre_activation: zeroed_batch(),
-                patches: vec![T::ZERO; patch_len].into_boxed_slice(),
+                // Stride 1 needs no patches (see `forward_sample` and `backward`).
+                patches: vec![T::ZERO; if STRIDE == 1 { 0 } else { patch_len }].into_boxed_slice(),
                 d_patches: vec![T::ZERO; patch_len].into_boxed_slice(),
+                padded_input: vec![
+                    T::ZERO;
+                    if STRIDE == 1 {
+                        C * (H + 2 * PAD) * (W + 2 * PAD)
+                    } else {
+                        0
+                    }
+                ]
+                .into_boxed_slice(),
             }
         }
 
@@ -559,20 +598,39 @@ mod train {
             let mut d_input = d_input;
             for (b, (dz, x)) in ws.d_pre_activation.iter().zip(x).enumerate() {
                 let dz = dz.as_flattened().as_flattened();
-                let patches = &mut ws.patches;
-                Self::im2col(x, 0, positions, patches);
-                // dW += dZ·X̂ᵀ                  (OC x OH·OW)(OH·OW x C·K·K) -> OC x C·K·K
-                kernels::gemm_slices(
-                    Product::TransposeRhs,
-                    (OC, ckk, positions),
-                    dz,
-                    patches,
-                    d_weight,
-                    b > 0,
-                );
+                if STRIDE == 1 {
+                    // dW += dZ·X̂ᵀ, X̂ read from X padded, where it lies: no patches unrolled.
+                    let padded = &mut ws.padded_input;
+                    let (padded_height, padded_width) = (H + 2 * PAD, W + 2 * PAD);
+                    for (c, channel) in x.iter().enumerate() {
+                        for (i, row) in channel.iter().enumerate() {
+                            let start = (c * padded_height + i + PAD) * padded_width + PAD;
+                            padded[start..start + W].copy_from_slice(row);
+                        }
+                    }
+                    kernels::conv2d_weight_gradient_stride1(
+                        &Self::PADDED,
+                        padded,
+                        dz,
+                        d_weight,
+                        b > 0,
+                    );
+                } else {
+                    let patches = &mut ws.patches;
+                    Self::im2col(x, 0, positions, patches);
+                    // dW += dZ·X̂ᵀ              (OC x OH·OW)(OH·OW x C·K·K) -> OC x C·K·K
+                    kernels::gemm_slices(
+                        Product::TransposeRhs,
+                        (OC, ckk, positions),
+                        dz,
+                        patches,
+                        d_weight,
+                        b > 0,
+                    );
+                }
                 // db += Σ over positions of dZ                            OC
                 for (db, channel) in d_bias.iter_mut().zip(dz.chunks_exact(positions)) {
-                    *db = channel.iter().fold(*db, |s, &d| s + d);
+                    *db += sum(channel);
                 }
                 // dX = col2im(Wᵀ·dZ)          (C·K·K x OC)(OC x OH·OW) -> C·K·K x OH·OW
                 if let Some(dx) = d_input.as_deref_mut() {

@@ -523,7 +523,7 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         std::fs::write(krate.join(&file), &case.bytes).unwrap();
         writeln!(
             main,
-            "#[cfg(not(let_only))]\npub static {}: Baked<Small> = constmat::include_net!(\"../{file}\");\n",
+            "#[cfg(not(any(let_only, bake_only)))]\npub static {}: Baked<Small> = constmat::include_net!(\"../{file}\");\n",
             case.name
         )
         .unwrap();
@@ -534,7 +534,7 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
     for (name, ty, file, message) in TYPE_CASES {
         writeln!(
             main,
-            "#[cfg(not(let_only))]\npub static {name}: Baked<{ty}> = constmat::include_net!(\"../{file}\");\n"
+            "#[cfg(not(any(let_only, bake_only)))]\npub static {name}: Baked<{ty}> = constmat::include_net!(\"../{file}\");\n"
         )
         .unwrap();
         expected.push(((*name).to_string(), Some((*message).to_string())));
@@ -543,6 +543,16 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
     main.push_str(
         "#[cfg(let_only)]\npub fn in_a_let() -> usize {\n    \
          let net: Baked<Small> = constmat::include_net!(\"../MISSING_TENSOR.safetensors\");\n    \
+         net.first.bias.len()\n}\n",
+    );
+    // `embed::bake` called by hand in a `let`, on a file whose values (not layout) are bad:
+    // a build error too, not a panic when the program runs.
+    main.push_str(
+        "#[cfg(bake_only)]\nstruct NanFile;\n\
+         #[cfg(bake_only)]\nimpl constmat::nn::SafetensorsFile for NanFile {\n    \
+         const BYTES: &'static [u8] = include_bytes!(\"../NAN.safetensors\");\n}\n\
+         #[cfg(bake_only)]\npub fn bake_by_hand() -> usize {\n    \
+         let net: Baked<Small> = constmat::embed::bake::<NanFile, Baked<Small>>();\n    \
          net.first.bias.len()\n}\n",
     );
     std::fs::write(krate.join("src/lib.rs"), &main).unwrap();
@@ -604,6 +614,21 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         error_at(&stderr, line_of("let net:")),
         missing,
         "the `let` case:\n{stderr}"
+    );
+    let output = cargo()
+        .args(["rustc", "--offline", "--quiet", "--color", "never", "--lib"])
+        .args(["--", "--cfg", "bake_only"])
+        .output()
+        .expect("running cargo");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let nan = expected
+        .iter()
+        .find(|(name, _)| name == "NAN")
+        .and_then(|(_, message)| message.clone())
+        .expect("the NAN case is an error");
+    assert!(
+        stderr.contains(&nan),
+        "`embed::bake` on a file with a NaN must fail the build with {nan:?}:\n{stderr}"
     );
 }
 

@@ -221,3 +221,105 @@ fn predictions_of_a_heap_net_allocate_nothing() {
     );
     assert!(checksum.is_finite());
 }
+
+/// The LeNet-5 of `examples/mnist_cnn`: convolutions with padding (the direct kernel), pooling,
+/// `Flatten` and dense layers.
+type LeNet = constmat::net![
+    Input<f32, 1, 28, 28>,
+    Conv2d<1, 6, 5, 1, 2, Relu>,
+    MaxPool2d<2>,
+    Conv2d<6, 16, 5, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<400, 120, Relu>,
+    Dense<120, 84, Relu>,
+    Dense<84, 10>,
+];
+
+/// A convolution with stride 2: patches unrolled, on the stack when predicting.
+type Strided = constmat::net![
+    Input<f32, 2, 12, 12>,
+    Conv2d<2, 4, 3, 2, 1, Relu>,
+    Flatten,
+    Dense<144, 10>,
+];
+
+/// Images of `C x H x W` with pixels in [0, 1), on the heap, and one-hot targets.
+#[allow(clippy::type_complexity)]
+fn images<const C: usize, const H: usize, const W: usize, const N: usize>(
+    rng: &mut StdRng,
+) -> (Box<[[[[f32; W]; H]; C]; N]>, [[f32; 10]; N]) {
+    use rand::RngExt;
+    let mut x: Box<[[[[f32; W]; H]; C]; N]> = vec![[[[0.0; W]; H]; C]; N]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap();
+    for p in x.as_flattened_mut().as_flattened_mut().as_flattened_mut() {
+        *p = rng.random_range(0.0..1.0);
+    }
+    let y = std::array::from_fn(|r| std::array::from_fn(|c| if r % 10 == c { 1.0 } else { 0.0 }));
+    (x, y)
+}
+
+/// Training steps and predictions of the net `N` allocate nothing once their buffers exist.
+fn cnn_allocates_nothing<N, const C: usize, const H: usize, const W: usize>(seed: u64)
+where
+    N: RandomInit
+        + Layer<In = [[[f32; W]; H]; C], Out = [f32; 10]>
+        + Train<f32, 8>
+        + constmat::nn::Parameters<f32>
+        + Clone,
+    Momentum<f32, N>: Optimizer<f32, N>,
+{
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut net = N::random(&mut rng);
+    let (x, y) = images::<C, H, W, 8>(&mut rng);
+    let mut trainer = Trainer::<f32, N, 8>::new(&net);
+    let mut optimizer = Momentum::new(&net, 0.9);
+    let (allocations, deallocations, losses) = count_allocations(|| {
+        let mut losses = [0.0_f32; 3];
+        for loss in &mut losses {
+            *loss = trainer
+                .step(&mut net, &mut optimizer, 0.01, &SoftmaxCrossEntropy, &x, &y)
+                .unwrap();
+        }
+        losses
+    });
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "allocations and deallocations during 3 training steps"
+    );
+    assert!(losses[2] < losses[0], "{losses:?}");
+
+    let four: &[[[[f32; W]; H]; C]; 4] = x[..4].try_into().unwrap();
+    let (allocations, deallocations, checksum) = count_allocations(|| {
+        let mut logits = [0.0; 10];
+        net.forward_one(&x[0], &mut logits);
+        let mut batch = [[0.0; 10]; 4];
+        net.forward(four, &mut batch);
+        let mut classes = [0; 4];
+        net.predict_batch(four, &mut classes);
+        logits[3]
+            + batch[3][3]
+            + net.predict(&x[1]) as f32
+            + net.predict_proba(&x[2])[3]
+            + classes[3] as f32
+    });
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "during the predictions"
+    );
+    assert!(checksum.is_finite());
+}
+
+#[test]
+fn cnn_steps_and_predictions_allocate_nothing() {
+    cnn_allocates_nothing::<LeNet, 1, 28, 28>(15);
+}
+
+#[test]
+fn strided_cnn_steps_and_predictions_allocate_nothing() {
+    cnn_allocates_nothing::<Strided, 2, 12, 12>(16);
+}

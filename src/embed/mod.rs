@@ -102,14 +102,16 @@ pub type Baked<N> = <N as Layer>::WithStore<Inline>;
 /// See [`SafetensorsFile`] for an example.
 #[must_use]
 pub const fn bake<F: SafetensorsFile, N: Bake<F>>() -> N {
+    // Both checks in the `const` block: a file that does not fit is a build error even when
+    // this is called outside a `static` (in a `let`), never a panic at run time.
     const {
         if let Err(e) = crate::format::validate_layout(F::BYTES, &N::SPEC) {
             e.panic()
         }
+        if let Some(e) = N::ERROR {
+            e.panic()
+        }
     };
-    if let Some(e) = N::ERROR {
-        e.panic()
-    }
     N::BAKED
 }
 

@@ -156,7 +156,7 @@ pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out
                     let row = (oh + ky).checked_sub(padding).filter(|&r| r < height);
                     let column = (ow + kx).checked_sub(padding).filter(|&col| col < width);
                     if let (Some(row), Some(column)) = (row, column) {
-                        sum = sum + weight * x[(c * height + row) * width + column];
+                        sum += weight * x[(c * height + row) * width + column];
                     }
                 }
                 *out_value = sum;
@@ -199,9 +199,8 @@ pub fn conv2d_weight_gradient_stride1<T: Scalar>(
             };
             for ow in 0..out_width {
                 if let Some(column) = (ow + kx).checked_sub(padding).filter(|&col| col < width) {
-                    sum = sum
-                        + dz[(o * out_height + oh) * out_width + ow]
-                            * x[(c * height + row) * width + column];
+                    sum += dz[(o * out_height + oh) * out_width + ow]
+                        * x[(c * height + row) * width + column];
                 }
             }
         }

@@ -1122,6 +1122,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     ///
     /// The CPU has `isa`; the slices and sizes were checked by
     /// [`conv2d_weight_gradient_stride1`].
+    #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
     unsafe fn weight_grad_rows(
         isa: Isa,
         shape: &Conv,
@@ -1481,6 +1482,8 @@ unsafe fn conv_run<S: Simd>(shape: &Conv, x: &[S::E], w: &[S::E], bias: &[S::E],
 ///
 /// As [`conv_tile`], with no padding, `dz` holding the `MR` gradient planes of `OH·OW`, `dw`
 /// the `MR` rows of `C·K·K` weight gradients, and every step below `C·K·K`.
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
 unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
     shape: &Conv,
@@ -1579,6 +1582,8 @@ macro_rules! weight_grad_tile_rows {
 ///
 /// The CPU has `S`'s instruction set; the slices and sizes were checked by
 /// [`conv2d_weight_gradient_stride1`].
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
 unsafe fn weight_grad_run<S: Simd>(
     shape: &Conv,
@@ -1629,6 +1634,7 @@ macro_rules! weight_grad_entry {
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
         /// [`conv2d_weight_gradient_stride1`].
         #[target_feature(enable = $features)]
+        #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
         unsafe fn $name(shape: &Conv, x: &[$e], dz: &[$e], dw: &mut [$e], accumulate: bool) {
             // SAFETY: forwarded from this function's contract.
             unsafe { weight_grad_run::<$simd>(shape, x, dz, dw, accumulate) }
@@ -1673,6 +1679,8 @@ pub(crate) fn conv2d_stride1<E: Element>(
 ///
 /// As [`conv2d_stride1`] (`dz` has the output's length, `dw` the weight's), and when the
 /// padding is not 0.
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) fn conv2d_weight_gradient_stride1<E: Element>(
     isa: Isa,
     shape: &Conv,

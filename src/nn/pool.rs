@@ -109,6 +109,7 @@ impl<
 {
     /// The row and column (in the input) of the first maximum of window `(oh, ow)` of channel
     /// `c`: the first NaN if there is one.
+    #[cfg(feature = "alloc")]
     #[inline]
     fn argmax(x: &[[[T; W]; H]; C], c: usize, oh: usize, ow: usize) -> (usize, usize) {
         let (top, left) = (oh * STRIDE, ow * STRIDE);

@@ -1,7 +1,8 @@
 //! Convolutional layers (`Conv2d`, `MaxPool2d`, `Flatten`): finite-difference gradient checks
 //! in f64 (the tolerance and its reasoning are those of `tests/gradient_check.rs`), forward
 //! values against loops written here from the definition, the blocked and unblocked forward
-//! paths against each other, heap and inline storage, and `net!`'s image form.
+//! paths against each other, heap and inline storage, a save/load round trip, and `net!`'s
+//! image form.
 #![cfg(all(feature = "alloc", feature = "rand"))]
 
 use constmat::nn::{
@@ -501,4 +502,55 @@ fn generic_code_over_the_sizes_builds_blocks_of_any_size() {
             .iter()
             .all(|v| v.is_finite())
     );
+}
+
+/// A CNN saved with `io::safetensors` loads back equal (PyTorch's names and shapes), and its
+/// inline form computes what the heap net computes, bit for bit: the path of a baked net
+/// (`include_net!` decodes with the same rule, `tests/pytorch_cnn.rs` bakes a file).
+#[cfg(feature = "safetensors")]
+#[test]
+fn a_saved_cnn_loads_back_and_its_inline_form_computes_the_same() {
+    use constmat::io::safetensors;
+    type Cnn = constmat::net![
+        Input<f32, 2, 9, 9>,
+        Conv2d<2, 3, 3, 2, 1, Relu>, // 3 x 5 x 5 (stride 2: patches)
+        Conv2d<3, 4, 3, 1, 1, Tanh>, // 4 x 5 x 5 (stride 1: the direct kernel)
+        MaxPool2d<2, 1>,             // 4 x 4 x 4
+        Flatten,                     // 64
+        Dense<64, 3>,
+    ];
+    let net = Cnn::random(&mut StdRng::seed_from_u64(9));
+    let bytes = safetensors::to_bytes(&net, &[]);
+    let loaded: Cnn = safetensors::from_bytes::<f32, Cnn>(&bytes).expect("the file just written");
+    assert_eq!(loaded, net);
+    let names: Vec<String> = (0..net.tensor_count())
+        .map(|k| {
+            format!(
+                "{} {:?}",
+                net.tensor_info(k).name(),
+                net.tensor_info(k).shape()
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "0.weight [3, 2, 3, 3]",
+            "0.bias [3]",
+            "2.weight [4, 3, 3, 3]",
+            "2.bias [4]",
+            "6.weight [3, 64]",
+            "6.bias [3]"
+        ]
+    );
+    let inline = net.to_store::<Inline>();
+    let mut rng = StdRng::seed_from_u64(10);
+    let x: [[[f32; 9]; 9]; 2] = std::array::from_fn(|_| {
+        std::array::from_fn(|_| std::array::from_fn(|_| uniform().sample(&mut rng) as f32))
+    });
+    let (mut heap_out, mut inline_out) = ([0.0; 3], [0.0; 3]);
+    net.forward_one(&x, &mut heap_out);
+    inline.forward_one(&x, &mut inline_out);
+    assert_eq!(heap_out, inline_out);
+    assert!(heap_out.iter().all(|v| v.is_finite()));
 }

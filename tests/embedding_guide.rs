@@ -59,11 +59,16 @@ fn builds(name: &str, dependencies: &str, main: &str) {
     let krate = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(krate.join("src")).unwrap();
     std::fs::create_dir_all(krate.join("models")).unwrap();
-    std::fs::copy(
-        root.join("models/mnist-784-128-64-10.safetensors"),
-        krate.join("models/mnist-784-128-64-10.safetensors"),
-    )
-    .unwrap();
+    for model in [
+        "mnist-784-128-64-10.safetensors",
+        "mnist-cnn-lenet5.safetensors",
+    ] {
+        std::fs::copy(
+            root.join("models").join(model),
+            krate.join("models").join(model),
+        )
+        .unwrap();
+    }
     std::fs::write(
         krate.join("Cargo.toml"),
         format!(
@@ -96,6 +101,11 @@ fn the_guides_programs_build_with_the_guides_dependencies() {
         "guide-baked",
         &dependencies(&guide, r#"["std"]"#, root),
         &program(&guide, "static NET: Baked<Mnist> = constmat::include_net!"),
+    );
+    builds(
+        "guide-cnn",
+        &dependencies(&guide, r#"["std"]"#, root),
+        &program(&guide, "static CNN: Baked<LeNet> = constmat::include_net!"),
     );
     builds(
         "guide-runtime-load",

@@ -125,8 +125,11 @@ pub fn gemm_slices<T: Scalar>(
     }
 }
 
-/// A stride-1 convolution written out: for every output, its bias plus the sum over the
-/// filter's steps `(c, ky, kx)` of weight times input, padding positions skipped.
+/// A stride-1 convolution written out: every output starts from its bias, then each filter
+/// step `(c, ky, kx)` adds its weight times the input row it meets, shifted, to each output row;
+/// the padding is where the shifted row runs off the image (nothing is added there). The
+/// innermost loop runs along a row of outputs and a row of inputs, which the compiler
+/// vectorizes for any target.
 pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out: &mut [T]) {
     let Conv {
         channels,
@@ -143,30 +146,37 @@ pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out
         .zip(out.chunks_exact_mut(out_height * out_width))
         .enumerate()
     {
+        plane.fill(b);
         let filter = &w[o * steps..(o + 1) * steps];
-        for (oh, out_row) in plane.chunks_exact_mut(out_width).enumerate() {
-            for (ow, out_value) in out_row.iter_mut().enumerate() {
-                let mut sum = b;
-                for (step, &weight) in filter.iter().enumerate() {
-                    let (c, ky, kx) = (
-                        step / (kernel * kernel),
-                        step / kernel % kernel,
-                        step % kernel,
-                    );
-                    let row = (oh + ky).checked_sub(padding).filter(|&r| r < height);
-                    let column = (ow + kx).checked_sub(padding).filter(|&col| col < width);
-                    if let (Some(row), Some(column)) = (row, column) {
-                        sum += weight * x[(c * height + row) * width + column];
-                    }
+        for (step, &weight) in filter.iter().enumerate() {
+            let (c, ky, kx) = (
+                step / (kernel * kernel),
+                step / kernel % kernel,
+                step % kernel,
+            );
+            // Outputs `first..last` of a row read input columns `first + kx - P ..`.
+            let first = padding.saturating_sub(kx).min(out_width);
+            let last = (width + padding).saturating_sub(kx).min(out_width);
+            if first >= last {
+                continue;
+            }
+            for (oh, out_row) in plane.chunks_exact_mut(out_width).enumerate() {
+                let Some(row) = (oh + ky).checked_sub(padding).filter(|&r| r < height) else {
+                    continue;
+                };
+                let start = (c * height + row) * width + first + kx - padding;
+                let inputs = &x[start..start + (last - first)];
+                for (out_value, &input) in out_row[first..last].iter_mut().zip(inputs) {
+                    *out_value += weight * input;
                 }
-                *out_value = sum;
             }
         }
     }
 }
 
 /// A stride-1 convolution's weight gradient written out: for every weight `(o, c, ky, kx)`, the
-/// sum over the output positions of `dZ[o]` times the input it multiplied, padding skipped.
+/// sum over the output rows of the dot product of `dZ[o]`'s row with the input row it
+/// multiplied (shifted, the padding left out).
 #[cfg(feature = "alloc")]
 pub fn conv2d_weight_gradient_stride1<T: Scalar>(
     shape: &Conv,
@@ -192,17 +202,22 @@ pub fn conv2d_weight_gradient_stride1<T: Scalar>(
             step / kernel % kernel,
             step % kernel,
         );
+        let first = padding.saturating_sub(kx).min(out_width);
+        let last = (width + padding).saturating_sub(kx).min(out_width);
         let mut sum = if accumulate { *d } else { T::zero() };
         for oh in 0..out_height {
             let Some(row) = (oh + ky).checked_sub(padding).filter(|&r| r < height) else {
                 continue;
             };
-            for ow in 0..out_width {
-                if let Some(column) = (ow + kx).checked_sub(padding).filter(|&col| col < width) {
-                    sum += dz[(o * out_height + oh) * out_width + ow]
-                        * x[(c * height + row) * width + column];
-                }
+            if first >= last {
+                continue;
             }
+            let start = (c * height + row) * width + first + kx - padding;
+            let grads = (o * out_height + oh) * out_width;
+            sum += dot(
+                &dz[grads + first..grads + last],
+                &x[start..start + (last - first)],
+            );
         }
         *d = sum;
     }

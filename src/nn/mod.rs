@@ -381,6 +381,20 @@ impl TensorInfo {
 /// ];
 /// let _ = Wrong::zeros();
 /// ```
+///
+/// A layer spelled as in the plain form, with its element type, or a stride without its
+/// padding, is an error that says so: ``"`Dense<f32, 400, 10>`: in `net!`'s image form a dense
+/// layer is `Dense<inputs, outputs>` or `Dense<inputs, outputs, Activation>`; its element type
+/// is `Input`'s"``, ``"`Conv2d<1, 6, 5, 2>`: a stride comes with its padding, `Conv2d<in, out,
+/// kernel, stride, padding>` (then, optionally, the activation)"``.
+///
+/// ```compile_fail
+/// type Wrong = constmat::net![Input<f32, 1, 20, 20>, Conv2d<1, 1, 3>, Flatten, Dense<f32, 324, 10>];
+/// ```
+///
+/// ```compile_fail
+/// type Wrong = constmat::net![Input<f32, 1, 20, 20>, Conv2d<1, 6, 5, 2>, Flatten, Dense<384, 10>];
+/// ```
 #[macro_export]
 macro_rules! net {
     (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
@@ -398,6 +412,12 @@ macro_rules! __net_image {
     // Convolutions: (in, out, kernel[, stride, padding][, activation]).
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
         $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
+        ::core::compile_error!(::core::concat!(
+            "`Conv2d<", ::core::stringify!($ci, $co, $k, $s), ">`: a stride comes with its padding, ",
+            "`Conv2d<in, out, kernel, stride, padding>` (then, optionally, the activation)"
+        ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
         $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, 1, 0, $a) $($rest)*)
@@ -452,6 +472,13 @@ macro_rules! __net_image {
     // Mistakes of order.
     (@image $t:tt $c:tt $h:tt $w:tt Dense $($rest:tt)*) => {
         ::core::compile_error!("`Dense` takes a vector: put `Flatten` between the image layers and it")
+    };
+    (@vector $t:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
+        ::core::compile_error!(::core::concat!(
+            "`Dense<", ::core::stringify!($t2, $i, $o $(, $a)?), ">`: in `net!`'s image form a dense layer is ",
+            "`Dense<inputs, outputs>` or `Dense<inputs, outputs, Activation>`; ",
+            "its element type is `Input`'s"
+        ))
     };
     (@vector $t:tt $layer:ident $($rest:tt)*) => {
         ::core::compile_error!(::core::concat!(

@@ -107,28 +107,6 @@ impl<
     const OW: usize,
 > MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
 {
-    /// The row and column (in the input) of the first maximum of window `(oh, ow)` of channel
-    /// `c`: the first NaN if there is one.
-    #[cfg(feature = "alloc")]
-    #[inline]
-    fn argmax(x: &[[[T; W]; H]; C], c: usize, oh: usize, ow: usize) -> (usize, usize) {
-        let (top, left) = (oh * STRIDE, ow * STRIDE);
-        let (mut best, mut at) = (x[c][top][left], 0_usize);
-        // Selects rather than branches (see `forward`): an element takes over when it is
-        // larger, or when it is the first NaN. `|` and `&`, not `||` and `&&`: no short circuit,
-        // so no branch.
-        for (i, row) in x[c][top..top + K].iter().enumerate() {
-            for (j, &v) in row[left..left + K].iter().enumerate() {
-                #[allow(clippy::eq_op)] // v != v is the NaN test for a generic PartialOrd type
-                let take = (v > best) | ((v != v) & (best == best));
-                let keep = usize::from(take).wrapping_sub(1); // all ones unless `take`
-                at = (at & keep) | ((i * K + j) & !keep);
-                best = Self::larger(best, v);
-            }
-        }
-        (top + at / K, left + at % K)
-    }
-
     /// The larger of `m` and `v`, NaN when either is: a select, not a branch.
     #[inline(always)]
     fn larger(m: T, v: T) -> T {
@@ -298,14 +276,39 @@ mod train {
             let Some(d_input) = d_input else {
                 return;
             };
-            // dX: each output's gradient, to the first maximum of its window (found again).
+            // dX: each output's gradient, to the first maximum of its window (found again). A row
+            // of windows at a time, each window's elements in order for all of the row's
+            // windows together: independent selects, no data-dependent branch.
             for ((x, dy), dx) in x.iter().zip(d_output).zip(d_input) {
                 *dx = [[[T::ZERO; W]; H]; C];
-                for (c, channel) in dy.iter().enumerate() {
-                    for (oh, row) in channel.iter().enumerate() {
-                        for (ow, &d) in row.iter().enumerate() {
-                            let (i, j) = Self::argmax(x, c, oh, ow);
-                            dx[c][i][j] = dx[c][i][j] + d;
+                for ((x, dy), dx) in x.iter().zip(dy).zip(dx.iter_mut()) {
+                    for (oh, dy) in dy.iter().enumerate() {
+                        let top = oh * STRIDE;
+                        let mut best: [T; OW] = core::array::from_fn(|ow| x[top][ow * STRIDE]);
+                        // Window positions as u32 (vector lanes twice as many as usize's): a
+                        // window has at most 65,535² positions (checked where this compiles).
+                        const {
+                            assert!(
+                                K <= u16::MAX as usize,
+                                "MaxPool2d: a window of more than 65,535 rows"
+                            )
+                        };
+                        let mut at = [0_u32; OW];
+                        for (i, row) in x[top..top + K].iter().enumerate() {
+                            for j in 0..K {
+                                let position = (i * K + j) as u32;
+                                for ((best, at), ow) in best.iter_mut().zip(&mut at).zip(0..OW) {
+                                    let v = row[ow * STRIDE + j];
+                                    #[allow(clippy::eq_op)] // v != v: the NaN test
+                                    let take = (v > *best) | ((v != v) & (*best == *best));
+                                    *at = if take { position } else { *at };
+                                    *best = Self::larger(*best, v);
+                                }
+                            }
+                        }
+                        for (ow, (&at, &d)) in at.iter().zip(dy).enumerate() {
+                            let (i, j) = (top + at as usize / K, ow * STRIDE + at as usize % K);
+                            dx[i][j] = dx[i][j] + d;
                         }
                     }
                 }

@@ -151,7 +151,7 @@ fn the_shipped_model_scores_98_10_percent_on_the_mnist_test_set() {
 // ---------------------------------------------------------------------------------------------
 // The convolutional net, `models/mnist-cnn-lenet5.safetensors`: written by `cargo run --release
 // --example mnist_cnn -- --save models/mnist-cnn-lenet5.safetensors`, which printed
-// `test accuracy: 99.36%`. It takes 1x28x28 pixels scaled to [0, 1].
+// `test accuracy: 99.42%`. It takes 1x28x28 pixels scaled to [0, 1].
 // ---------------------------------------------------------------------------------------------
 
 type Cnn = constmat::net![
@@ -234,7 +234,7 @@ fn the_shipped_cnn_scores_99_36_percent_on_the_mnist_test_set() {
     }
     println!("shipped CNN: {correct} / {} correct", test.len());
     assert!(
-        correct.abs_diff(9936) <= ROUNDING_FLIPS && correct >= 9920,
-        "{correct} correct; the example reported 99.36% (9936)"
+        correct.abs_diff(9942) <= ROUNDING_FLIPS && correct >= 9920,
+        "{correct} correct; the example reported 99.42% (9942)"
     );
 }

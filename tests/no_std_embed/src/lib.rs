@@ -141,7 +141,7 @@ mod tests {
     }
 
     /// Every MNIST test image through the baked convolutional net: its class is the heap net's
-    /// (loaded at run time from the same file, batches of 100), and 99.36% are right (what
+    /// (loaded at run time from the same file, batches of 100), and 99.42% are right (what
     /// `mnist_cnn --save` reported).
     #[test]
     fn the_cnn_classifies_the_mnist_test_set_as_its_heap_net_does() {
@@ -183,7 +183,7 @@ mod tests {
         }
         assert_eq!(test.len(), 10_000);
         assert!(
-            correct.abs_diff(9936) <= 3 && correct >= 9920,
+            correct.abs_diff(9942) <= 3 && correct >= 9920,
             "{correct} correct"
         );
     }

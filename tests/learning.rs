@@ -5,7 +5,7 @@
 use constmat::Matrix;
 use constmat::nn::{
     Adam, Dense, Diverged, Identity, Loss, MeanSquaredError, Momentum, Parameters, RandomInit,
-    Relu, Schedule, Sgd, SoftmaxCrossEntropy, Tanh, Train, Trainer, argmax,
+    Relu, Schedule, Sgd, SoftmaxCrossEntropy, StepError, Tanh, Train, Trainer, argmax,
 };
 use rand::distr::{Distribution, Uniform};
 use rand::seq::SliceRandom;
@@ -206,10 +206,14 @@ fn nan_input_is_reported_and_skips_the_update() {
     let err = trainer
         .step(&mut net, &mut adam, 0.01, &SoftmaxCrossEntropy, &bad, &y)
         .unwrap_err();
-    assert!(err.loss.is_nan(), "{err:?}");
+    assert!(
+        matches!(err, StepError::Diverged(Diverged { loss }) if loss.is_nan()),
+        "{err:?}"
+    );
     assert_eq!(net, before, "the failed step changed the parameters");
     let message = err.to_string();
-    assert!(message.contains("learning rate"), "{message}");
+    // The library does not guess the cause (here the data, not the learning rate).
+    assert!(!message.contains("learning rate"), "{message}");
     assert!(message.contains("NaN"), "{message}");
 
     // The trainer is still usable, and the optimizer's state was not advanced by the failure:
@@ -256,11 +260,14 @@ fn absurd_learning_rate_diverges() {
             }
         }
     }
-    let (step, err): (usize, Diverged<f64>) = outcome.expect("a learning rate of 1e80 diverges");
+    let (step, err): (usize, StepError<f64>) = outcome.expect("a learning rate of 1e80 diverges");
     assert!(step > 0, "the first loss is finite");
-    assert!(!err.loss.is_finite());
+    let StepError::Diverged(Diverged { loss }) = err else {
+        panic!("expected a diverged loss, found {err:?}");
+    };
+    assert!(!loss.is_finite());
     let message = err.to_string();
-    assert!(message.contains("learning rate"), "{message}");
+    assert!(message.contains("diverged"), "{message}");
     assert!(message.contains("not finite"), "{message}");
 }
 
@@ -276,7 +283,95 @@ fn infinite_loss_is_reported() {
     let err = trainer
         .step(&mut net, &mut Sgd::new(), 0.1, &MeanSquaredError, &x, &y)
         .unwrap_err();
-    assert_eq!(err.loss, f64::INFINITY);
+    assert_eq!(
+        err,
+        StepError::Diverged(Diverged {
+            loss: f64::INFINITY
+        })
+    );
     assert_eq!(net, before);
     assert!(err.to_string().contains("inf"), "{err}");
+}
+
+/// A learning rate that is not a positive, finite number is refused before anything runs, with
+/// every optimizer; the parameters and the optimizer's state stay as they were, all finite.
+#[test]
+fn learning_rates_that_are_not_positive_finite_numbers_are_refused() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let x = Matrix::<f64, 2, 2>::from_rows([[0.5, -0.5], [1.0, 2.0]]);
+    let y = Matrix::<f64, 2, 2>::from_rows([[3., -1.], [0., 7.]]);
+    for lr in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.0, -0.01] {
+        let mut net = SmallNet::random(&mut rng);
+        let before = net.clone();
+        let mut trainer = Trainer::<f64, SmallNet, 2>::new(&net);
+        let mut adam = Adam::new(&net);
+        let mut momentum = Momentum::new(&net, 0.9);
+        let errors = [
+            trainer.step(&mut net, &mut Sgd::new(), lr, &MeanSquaredError, &x, &y),
+            trainer.step(&mut net, &mut momentum, lr, &MeanSquaredError, &x, &y),
+            trainer.step(&mut net, &mut adam, lr, &MeanSquaredError, &x, &y),
+        ];
+        for err in errors {
+            let err = err.expect_err("a bad learning rate is an error");
+            assert!(matches!(err, StepError::LearningRate(v) if v.to_bits() == lr.to_bits()));
+            assert!(err.to_string().contains("positive, finite"), "{err}");
+        }
+        assert_eq!(net, before, "lr {lr}: the parameters changed");
+        assert!(snapshot(&net).iter().all(|p| p.is_finite()));
+        // The optimizers' state is untouched too: a good step afterwards is the first one.
+        let mut fresh = before.clone();
+        let mut fresh_trainer = Trainer::<f64, SmallNet, 2>::new(&fresh);
+        let mut fresh_adam = Adam::new(&fresh);
+        trainer
+            .step(&mut net, &mut adam, 0.01, &MeanSquaredError, &x, &y)
+            .unwrap();
+        fresh_trainer
+            .step(&mut fresh, &mut fresh_adam, 0.01, &MeanSquaredError, &x, &y)
+            .unwrap();
+        assert_eq!(net, fresh);
+    }
+}
+
+/// A gradient that overflows although the loss is finite is reported as such, before the
+/// update: the parameters are untouched.
+#[test]
+fn a_non_finite_gradient_leaves_the_net_as_it_was() {
+    // The first input is huge, but its weights are zero, so the outputs (and the loss) are
+    // finite; the first layer's weight gradient, input times output gradient, overflows.
+    let mut net = SmallNet::zeros();
+    net.tensor_mut(0)
+        .copy_from_slice(&[0.0, 0.5, 0.0, 0.5, 0.0, 0.5, 0.0, 0.5]); // W1, 4 x 2
+    net.tensor_mut(1).fill(1.0); // b1
+    net.tensor_mut(2).fill(0.5); // W2, 2 x 4
+    let before = net.clone();
+    let mut trainer = Trainer::<f64, SmallNet, 2>::new(&net);
+    let x = Matrix::<f64, 2, 2>::from_rows([[1e300, 1.0], [1e300, 1.0]]);
+    let y = Matrix::<f64, 2, 2>::filled(-1e10);
+    let err = trainer
+        .step(&mut net, &mut Sgd::new(), 0.1, &MeanSquaredError, &x, &y)
+        .unwrap_err();
+    let StepError::Gradient { tensor, loss } = err else {
+        panic!("expected a gradient error, found {err:?}");
+    };
+    assert_eq!(tensor, 0, "the first layer's weight");
+    assert!(loss.is_finite() && loss > 1e19, "{loss}");
+    assert!(err.to_string().contains("gradient of tensor 0"), "{err}");
+    assert_eq!(net, before);
+}
+
+/// An update that overflows (a finite but absurd learning rate times a finite gradient) is
+/// reported at once, naming the tensor, instead of surfacing as a NaN loss a step later.
+#[test]
+fn an_update_that_overflows_is_reported_at_once() {
+    let mut net = SmallNet::zeros();
+    net.tensor_mut(0).fill(0.5);
+    net.tensor_mut(2).fill(0.5);
+    let mut trainer = Trainer::<f64, SmallNet, 2>::new(&net);
+    let x = Matrix::<f64, 2, 2>::ones();
+    let y = Matrix::<f64, 2, 2>::filled(-1e10);
+    let err = trainer
+        .step(&mut net, &mut Sgd::new(), 1e300, &MeanSquaredError, &x, &y)
+        .unwrap_err();
+    assert!(matches!(err, StepError::Update { tensor: 0 }), "{err:?}");
+    assert!(err.to_string().contains("tensor 0"), "{err}");
 }

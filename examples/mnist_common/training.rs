@@ -59,12 +59,22 @@ pub struct Options {
     pub threads: usize,
     pub save: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// The example's default learning rate (for momentum and SGD), for the hints of errors.
+    pub usual_lr: f64,
 }
 
 /// The options on the command line, over `defaults`; `None` for `--help`.
 pub fn parse_options(defaults: Options) -> Result<Option<Options>, String> {
+    parse_args(defaults, std::env::args().skip(1))
+}
+
+/// [`parse_options`] on the given arguments (the program's name left out).
+pub fn parse_args(
+    defaults: Options,
+    args: impl IntoIterator<Item = String>,
+) -> Result<Option<Options>, String> {
     let mut o = defaults;
-    let mut args = std::env::args().skip(1);
+    let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
             return Ok(None);
@@ -75,7 +85,10 @@ pub fn parse_options(defaults: Options) -> Result<Option<Options>, String> {
             "--data" => o.data = Some(value()?.into()),
             "--epochs" => {
                 let v = value()?;
-                o.epochs = v.parse().map_err(|_| number(v, "a whole number"))?;
+                o.epochs =
+                    v.parse().ok().filter(|&e| e > 0).ok_or_else(|| {
+                        number(v, "a positive whole number (0 would train nothing)")
+                    })?;
             }
             "--lr" => {
                 let v = value()?;
@@ -97,6 +110,19 @@ pub fn parse_options(defaults: Options) -> Result<Option<Options>, String> {
                     .ok()
                     .filter(|&t| t > 0)
                     .ok_or_else(|| number(v, "a positive whole number"))?;
+                let most = max_threads();
+                if o.threads > most {
+                    return Err(format!(
+                        "--threads {}: at most {most} (4 per core of this machine); more only adds overhead",
+                        o.threads
+                    ));
+                }
+                if !cfg!(feature = "threads") && o.threads > 1 {
+                    return Err(format!(
+                        "--threads {}: this build is single-threaded; add `--features threads` to cargo run",
+                        o.threads
+                    ));
+                }
             }
             "--save" => o.save = Some(value()?.into()),
             "--plot" => o.plot = Some(value()?.into()),
@@ -115,7 +141,137 @@ pub fn parse_options(defaults: Options) -> Result<Option<Options>, String> {
             o.schedule
         ));
     }
+    // Before any training: a path that cannot be written would lose the run's work at the end.
+    for (flag, path) in [("--save", &o.save), ("--plot", &o.plot)] {
+        if let Some(path) = path {
+            check_writable(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        }
+    }
     Ok(Some(o))
+}
+
+/// What the examples' exit codes mean, printed after their `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  trained, and wrote every file asked for
+  1  failed while running: the data, a run that diverged or stalled at chance level, or a file
+     that could not be written at the end (the net is then written to a fallback path, named)
+  2  a bad command line (nothing was run), including a --save or --plot path that cannot be
+     written
+";
+
+/// The most threads `--threads` accepts: 4 per core.
+fn max_threads() -> usize {
+    4 * std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Checks that `path` can be written, by opening it for writing (creating it, and removing it
+/// again if it did not exist); an existing file is not changed.
+fn check_writable(path: &Path) -> Result<(), String> {
+    let existed = path.exists();
+    if path.is_dir() {
+        return Err("is a directory".into());
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| format!("cannot be written ({e})"))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Writes with `write` to `path`, or, when that fails, to a file of the same name in the
+/// system's temporary directory; the error names both.
+pub fn write_or_fallback(
+    what: &str,
+    path: &Path,
+    write: impl Fn(&Path) -> Result<(), String>,
+) -> Result<(), String> {
+    let Err(first) = write(path) else {
+        return Ok(());
+    };
+    let name = path.file_name().map_or_else(
+        || format!("constmat-{}", std::process::id()).into(),
+        |n| n.to_os_string(),
+    );
+    let fallback = std::env::temp_dir().join(name);
+    match write(&fallback) {
+        Ok(()) => Err(format!(
+            "{first}; the {what} were written to {} instead",
+            fallback.display()
+        )),
+        Err(second) => Err(format!(
+            "{first}; writing them to {} failed too: {second}",
+            fallback.display()
+        )),
+    }
+}
+
+/// The learning rate this example recommends for the optimizer, for hints.
+fn usual_lr(o: &Options) -> f64 {
+    if o.optimizer == "adam" {
+        0.001
+    } else {
+        o.usual_lr
+    }
+}
+
+/// The likely cause of a run that diverged or stalled, from how its learning rate compares
+/// with the usual one: honest when the learning rate is not the problem.
+fn hint(o: &Options, stalled: bool) -> String {
+    let usual = usual_lr(o);
+    if o.lr >= 10.0 * usual {
+        format!(
+            "the learning rate {} is far above the usual {usual} for {}: try --lr {usual}",
+            o.lr, o.optimizer
+        )
+    } else if stalled && o.lr <= usual / 100.0 {
+        format!(
+            "the learning rate {} is so small that the weights barely move: try --lr {usual}",
+            o.lr
+        )
+    } else {
+        format!(
+            "the learning rate {} is in the usual range for {}: check that the images and labels \
+             belong together and are not corrupt (--data)",
+            o.lr, o.optimizer
+        )
+    }
+}
+
+/// The mean loss of a net that answers 1/10 for every class: ln 10.
+pub const CHANCE_LOSS: f64 = core::f64::consts::LN_10;
+
+/// An error when an epoch's results show a run going nowhere: a mean loss that grew far past its
+/// start (exploded), or one still at chance level with chance accuracy.
+pub fn check_progress(
+    o: &Options,
+    epoch: usize,
+    first_loss: f64,
+    train_loss: f64,
+    accuracy: f64,
+) -> Result<(), String> {
+    let start = first_loss.max(CHANCE_LOSS);
+    if !train_loss.is_finite() || train_loss > 10.0 * start {
+        return Err(format!(
+            "training diverged in epoch {epoch}: the mean loss grew from {first_loss:.4} (the first \
+             batch) to {train_loss:.4}; {}",
+            hint(o, false)
+        ));
+    }
+    if train_loss > 0.98 * CHANCE_LOSS && accuracy < 0.2 {
+        return Err(format!(
+            "training is stuck at chance level after epoch {epoch}: mean loss {train_loss:.4} \
+             (guessing gives {CHANCE_LOSS:.4}), test accuracy {:.2}%; {}",
+            100.0 * accuracy,
+            hint(o, true)
+        ));
+    }
+    Ok(())
 }
 
 /// The optimizer chosen on the command line.
@@ -144,13 +300,6 @@ where
     let start = Instant::now();
     #[cfg(feature = "threads")]
     constmat::kernels::use_threads(o.threads).map_err(|e| format!("--threads: {e}"))?;
-    #[cfg(not(feature = "threads"))]
-    if o.threads > 1 {
-        return Err(format!(
-            "--threads {}: this build is single-threaded; add `--features threads` to cargo run",
-            o.threads
-        ));
-    }
     let dir = fetch::mnist_dir(o.data.as_deref()).map_err(|e| e.to_string())?;
     let data = Mnist::load(&dir).map_err(|e| e.to_string())?;
     println!(
@@ -206,6 +355,7 @@ where
     let mut eval = Evaluator::<M, EVAL>::new(&net);
     let mut history = report::History::default();
     let mut step = 0;
+    let mut first_loss = CHANCE_LOSS;
 
     for epoch in 1..=o.epochs {
         let epoch_start = Instant::now();
@@ -223,16 +373,17 @@ where
             let lr = schedule.learning_rate(o.lr, step) as f32;
             let loss = trainer
                 .step(&mut net, &mut optimizer, lr, &SoftmaxCrossEntropy, &x, &y)
-                .map_err(|diverged| {
+                .map_err(|error| {
                     progress.abandon();
                     format!(
-                        "training diverged in epoch {epoch}, batch {}/{batches_per_epoch}: {diverged} \
-                         (--lr {} with {}; try a smaller --lr)",
+                        "training stopped in epoch {epoch}, batch {}/{batches_per_epoch}: {error}; {}",
                         b + 1,
-                        o.lr,
-                        o.optimizer
+                        hint(o, false)
                     )
                 })?;
+            if step == 0 {
+                first_loss = f64::from(loss);
+            }
             loss_sum += f64::from(loss);
             step += 1;
             if b % 32 == 0 {
@@ -252,6 +403,7 @@ where
             (batches_per_epoch * BATCH) as f64 / train_seconds,
             epoch_start.elapsed().as_secs_f64(),
         );
+        check_progress(o, epoch, first_loss, train_loss, accuracy)?;
     }
 
     let predictions = eval.predict_all(&net, &data.test);
@@ -262,15 +414,21 @@ where
     );
     println!();
     print!("{}", report::misclassified(&data.test, &predictions, 4));
-    if let Some(path) = &o.plot {
-        std::fs::write(path, report::svg(&history))
-            .map_err(|e| format!("cannot write the plot to {}: {e}", path.display()))?;
-        println!("curves written to {}", path.display());
-    }
-    if let Some(path) = &o.save {
-        M::save(&net, path)?;
-        println!("weights written to {}", path.display());
-    }
+    // Both files are attempted even if the first fails: the weights are the run's work.
+    let plotted = o.plot.as_ref().map(|path| {
+        let svg = report::svg(&history);
+        write_or_fallback("curves", path, |p| {
+            std::fs::write(p, &svg)
+                .map_err(|e| format!("cannot write the plot to {}: {e}", p.display()))
+        })
+        .inspect(|()| println!("curves written to {}", path.display()))
+    });
+    let saved = o.save.as_ref().map(|path| {
+        write_or_fallback("weights", path, |p| M::save(&net, p))
+            .inspect(|()| println!("weights written to {}", path.display()))
+    });
+    saved.transpose()?;
+    plotted.transpose()?;
     println!("total time {:.2} s", start.elapsed().as_secs_f64());
     println!(
         "test accuracy: {:.2}%",

@@ -88,11 +88,12 @@ fn main() -> ExitCode {
         threads: 1,
         save: None,
         plot: None,
+        usual_lr: 0.03,
     };
     let options = match training::parse_options(defaults) {
         Ok(Some(options)) => options,
         Ok(None) => {
-            print!("{USAGE}");
+            print!("{USAGE}\n{}", training::EXIT_CODES);
             return ExitCode::SUCCESS;
         }
         Err(message) => {

@@ -81,7 +81,7 @@
 //! }
 //! let last = step()?;
 //! assert!(last < first / 10.0, "XOR is learned: {first} -> {last}");
-//! # Ok::<(), constmat::nn::Diverged<f64>>(())
+//! # Ok::<(), constmat::nn::StepError<f64>>(())
 //! ```
 
 mod activation;
@@ -131,7 +131,7 @@ pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
 pub use train::{Train, zeroed_batch};
 #[cfg(feature = "alloc")]
-pub use trainer::{Diverged, Trainer};
+pub use trainer::{Diverged, StepError, Trainer};
 
 use core::fmt::Debug;
 
@@ -293,6 +293,28 @@ impl TensorInfo {
     #[must_use]
     pub fn name(&self) -> TensorName {
         TensorName::of(self.module, self.spec.field)
+    }
+
+    /// The field, the part of the name after the module: `"weight"` or `"bias"`.
+    ///
+    /// ```
+    /// use constmat::format::Dtype;
+    /// use constmat::nn::{Dense, Parameters, Relu};
+    ///
+    /// let net = <constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2>]>::zeros();
+    /// let last = net.tensor_info(3);
+    /// assert_eq!((last.module, last.field(), last.dtype()), (2, "bias", Dtype::F32));
+    /// assert_eq!((last.name().to_string(), last.shape()), ("2.bias".to_string(), &[2][..]));
+    /// ```
+    #[must_use]
+    pub fn field(&self) -> &'static str {
+        self.spec.field
+    }
+
+    /// The dtype the tensor has in a weights file (`F32` for an `f32` net).
+    #[must_use]
+    pub fn dtype(&self) -> crate::format::Dtype {
+        self.spec.dtype
     }
 
     /// The shape, PyTorch's way: a weight is `[out, in]`, a bias `[out]`.

@@ -34,11 +34,31 @@ impl<T: Float, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
     ///
     /// # Errors
     ///
-    /// [`Diverged`] when the loss is NaN or infinite. The parameters are then left as they were
-    /// (the update is skipped), so the caller can report it and stop.
+    /// A [`StepError`] when the step cannot be taken: a learning rate that is not a positive,
+    /// finite number (checked first: nothing is computed), a loss that is NaN or infinite
+    /// (training has diverged), a gradient with a NaN or infinite value, or an update that made a
+    /// parameter NaN or infinite. In the first three cases the parameters and the optimizer's
+    /// state are left as they were (the update is skipped), so the caller can report it and
+    /// stop with the net it had; in the last, the tensor named in the error is not usable (see
+    /// [`StepError::Update`]).
     ///
     /// `x` and `target` are arrays of `B` samples; a [`Matrix`](crate::Matrix) of `B` rows
     /// derefs to one, so `&x` works for either.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    /// use constmat::nn::{Dense, Parameters, Relu, Sgd, SoftmaxCrossEntropy, StepError, Trainer};
+    ///
+    /// type Net = constmat::net![Dense<f32, 2, 3, Relu>, Dense<f32, 3, 2>];
+    /// let mut net = Net::zeros();
+    /// let mut trainer = Trainer::<f32, Net, 1>::new(&net);
+    /// let (x, y) = (Matrix::<f32, 1, 2>::ones(), Matrix::<f32, 1, 2>::from_rows([[1.0, 0.0]]));
+    /// let err = trainer
+    ///     .step(&mut net, &mut Sgd::new(), f32::INFINITY, &SoftmaxCrossEntropy, &x, &y)
+    ///     .unwrap_err();
+    /// assert_eq!(err, StepError::LearningRate(f32::INFINITY));
+    /// assert_eq!(net, Net::zeros()); // untouched
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn step<const C: usize, L, O>(
         &mut self,
@@ -48,16 +68,19 @@ impl<T: Float, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
         loss: &L,
         x: &[N::In; B],
         target: &[[T; C]; B],
-    ) -> Result<T, Diverged<T>>
+    ) -> Result<T, StepError<T>>
     where
         N: Layer<Out = [T; C]>,
         L: Loss<T, B, C>,
         O: Optimizer<T, N>,
     {
+        if !(learning_rate.is_finite() && learning_rate > T::zero()) {
+            return Err(StepError::LearningRate(learning_rate));
+        }
         let output = net.forward_train(x, &mut self.workspace);
         let value = loss.loss_and_gradient(output, target, &mut self.d_output);
         if !value.is_finite() {
-            return Err(Diverged { loss: value });
+            return Err(StepError::Diverged(Diverged { loss: value }));
         }
         net.backward(
             x,
@@ -66,7 +89,16 @@ impl<T: Float, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
             None,
             &mut self.gradients,
         );
+        if let Some(tensor) = first_non_finite(&self.gradients) {
+            return Err(StepError::Gradient {
+                tensor,
+                loss: value,
+            });
+        }
         optimizer.update(net, &self.gradients, learning_rate);
+        if let Some(tensor) = first_non_finite(net) {
+            return Err(StepError::Update { tensor });
+        }
         Ok(value)
     }
 
@@ -83,9 +115,66 @@ impl<T: Float, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
     }
 }
 
+/// The index of the first tensor of `p` holding a NaN or an infinity.
+fn first_non_finite<T: Float, P: super::Parameters<T>>(p: &P) -> Option<usize> {
+    // `fold` over `&`, not `any`: no early exit in the inner loop, so it vectorizes.
+    (0..p.tensor_count()).find(|&k| !p.tensor(k).iter().fold(true, |ok, v| ok & v.is_finite()))
+}
+
+/// Why [`Trainer::step`] did not train.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum StepError<T> {
+    /// The learning rate is NaN, infinite, zero or negative. Nothing was computed.
+    LearningRate(T),
+    /// The loss is NaN or infinite: training has diverged. The parameters are as they were.
+    Diverged(Diverged<T>),
+    /// The loss is finite (`loss`) but the gradient of tensor `tensor` (in
+    /// [`Parameters`](super::Parameters) order) has a NaN or an infinity. The parameters are
+    /// as they were.
+    Gradient {
+        /// The tensor whose gradient is not finite.
+        tensor: usize,
+        /// The batch's loss.
+        loss: T,
+    },
+    /// The optimizer's update made a parameter of tensor `tensor` NaN or infinite: the learning
+    /// rate times the gradient (or the optimizer's state) went beyond the floating-point range.
+    /// That tensor's values are not usable; keep a clone of the net from before a step to go
+    /// back to it.
+    Update {
+        /// The first tensor with a non-finite parameter.
+        tensor: usize,
+    },
+}
+
+impl<T: fmt::Display> fmt::Display for StepError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::LearningRate(lr) => write!(
+                f,
+                "the learning rate is {lr}: expected a positive, finite number"
+            ),
+            Self::Diverged(d) => d.fmt(f),
+            Self::Gradient { tensor, loss } => write!(
+                f,
+                "the gradient of tensor {tensor} has a NaN or infinite value although the loss is {loss}"
+            ),
+            Self::Update { tensor } => write!(
+                f,
+                "the update made tensor {tensor} NaN or infinite: the learning rate times the \
+                 gradient is beyond the floating-point range"
+            ),
+        }
+    }
+}
+
+impl<T: fmt::Debug + fmt::Display> core::error::Error for StepError<T> {}
+
 /// The loss of a training step was NaN or infinite: training has diverged.
 ///
-/// The usual cause is a learning rate too high for the net and data.
+/// The usual cause is a learning rate too high for the net and data; data that is itself not
+/// finite (a NaN pixel) is another.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Diverged<T> {
     /// The loss that was computed (NaN or ±infinity).
@@ -96,7 +185,7 @@ impl<T: fmt::Display> fmt::Display for Diverged<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the loss is {} (not finite); the learning rate is likely too high",
+            "the loss is {} (not finite): training has diverged",
             self.loss
         )
     }

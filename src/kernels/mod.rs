@@ -510,6 +510,22 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     reference::conv2d_weight_gradient_stride1(shape, x, dz, dw, accumulate);
 }
 
+/// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
+/// gradients and parameters, on the SIMD path for `f32` and `f64`.
+#[cfg(feature = "alloc")]
+pub(crate) fn all_finite<T: num_traits::Float + 'static>(values: &[T]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa() {
+        if let Some(v) = simd::same_type_slice::<T, f32>(values) {
+            return simd::all_finite(isa, v);
+        }
+        if let Some(v) = simd::same_type_slice::<T, f64>(values) {
+            return simd::all_finite(isa, v);
+        }
+    }
+    reference::all_finite(values)
+}
+
 /// Sets every element of `out` to `value`.
 fn fill<T: Copy, const H: usize, const W: usize>(out: &mut [[T; W]; H], value: T) {
     for row in out.iter_mut() {

@@ -222,3 +222,25 @@ pub fn conv2d_weight_gradient_stride1<T: Scalar>(
         *d = sum;
     }
 }
+
+/// Whether every value is finite. `v - v` is 0 for a finite value and NaN for a NaN or an
+/// infinity, and a NaN stays in a sum: 64 independent sums of it, with no comparison and no
+/// early exit, which the compiler turns into vector adds, four or more vectors apart so that
+/// no add waits for the previous one. (A check per value, `is_finite` and an early exit, took
+/// 13% of an MLP training step.)
+#[inline(always)]
+#[allow(clippy::eq_op)] // `v - v` is the point: 0, or NaN for a value that is not finite
+pub fn all_finite<T: num_traits::Float>(values: &[T]) -> bool {
+    let mut sums = [T::zero(); 64];
+    let chunks = values.chunks_exact(64);
+    let rest = chunks
+        .remainder()
+        .iter()
+        .fold(T::zero(), |s, &v| s + (v - v));
+    for chunk in chunks {
+        for (s, &v) in sums.iter_mut().zip(chunk) {
+            *s = *s + (v - v);
+        }
+    }
+    sums.iter().fold(rest, |s, &p| s + p) == T::zero()
+}

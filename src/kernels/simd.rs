@@ -1699,6 +1699,63 @@ pub(crate) fn conv2d_weight_gradient_stride1<E: Element>(
     unsafe { E::weight_grad_rows(isa, shape, x, dz, dw, accumulate) }
 }
 
+macro_rules! all_finite_entry {
+    ($name:ident, $e:ty, $features:literal) => {
+        /// [`super::reference::all_finite`] compiled for the instruction set: the same loop, in
+        /// the instruction set's vectors.
+        #[target_feature(enable = $features)]
+        #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+        fn $name(values: &[$e]) -> bool {
+            super::reference::all_finite(values)
+        }
+    };
+}
+
+all_finite_entry!(all_finite_avx512_f32, f32, "avx512f");
+all_finite_entry!(all_finite_avx512_f64, f64, "avx512f");
+all_finite_entry!(all_finite_avx2_f32, f32, "avx2,fma");
+all_finite_entry!(all_finite_avx2_f64, f64, "avx2,fma");
+
+/// The element types [`all_finite`] has entry points for.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) trait FiniteCheck: Sized {
+    /// [`all_finite`] for this type.
+    fn all_finite(isa: Isa, values: &[Self]) -> bool;
+}
+
+impl FiniteCheck for f32 {
+    fn all_finite(isa: Isa, values: &[f32]) -> bool {
+        assert_isa(isa);
+        // SAFETY (both): the CPU has the instruction set (checked just above); the functions
+        // only read the slice, through safe code.
+        match isa {
+            Isa::Avx512 => unsafe { all_finite_avx512_f32(values) },
+            Isa::Avx2Fma => unsafe { all_finite_avx2_f32(values) },
+        }
+    }
+}
+
+impl FiniteCheck for f64 {
+    fn all_finite(isa: Isa, values: &[f64]) -> bool {
+        assert_isa(isa);
+        // SAFETY (both): as for `f32`.
+        match isa {
+            Isa::Avx512 => unsafe { all_finite_avx512_f64(values) },
+            Isa::Avx2Fma => unsafe { all_finite_avx2_f64(values) },
+        }
+    }
+}
+
+/// Whether every value is finite, with `isa`.
+///
+/// # Panics
+///
+/// When the CPU does not have `isa`.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
+    E::all_finite(isa, values)
+}
+
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
@@ -2085,5 +2142,33 @@ mod tests {
             width: 4,
         };
         conv2d_stride1::<f32>(isa, &shape, &[0.0; 16], &[0.0; 25], &[0.0], &mut []);
+    }
+
+    #[test]
+    fn the_finiteness_check_finds_every_nan_and_infinity() {
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                continue;
+            }
+            for len in [0_usize, 1, 15, 16, 17, 63, 64, 65, 100, 1000] {
+                let ok: Vec<f32> = (0..len).map(|i| (i % 61) as f32 * 1e36 - 3e37).collect();
+                assert!(all_finite(isa, &ok), "{isa:?} {len}");
+                let ok64: Vec<f64> = ok.iter().map(|&v| f64::from(v) * 1e270).collect();
+                assert!(all_finite(isa, &ok64), "{isa:?} {len}");
+                for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                    for at in [0, len / 2, len.saturating_sub(1)]
+                        .into_iter()
+                        .filter(|&i| i < len)
+                    {
+                        let mut v = ok.clone();
+                        v[at] = bad;
+                        assert!(!all_finite(isa, &v), "{isa:?} {len} {bad} at {at}");
+                        let mut v: Vec<f64> = ok64.clone();
+                        v[at] = f64::from(bad);
+                        assert!(!all_finite(isa, &v), "{isa:?} {len} {bad} at {at}");
+                    }
+                }
+            }
+        }
     }
 }

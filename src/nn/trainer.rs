@@ -18,7 +18,7 @@ pub struct Trainer<T, N: Train<T, B>, const B: usize> {
     d_output: Box<[N::Out; B]>,
 }
 
-impl<T: Float, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
+impl<T: Float + 'static, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
     /// Allocates the buffers for training `net` on batches of `B`.
     #[must_use]
     pub fn new(net: &N) -> Self {
@@ -116,9 +116,8 @@ impl<T: Float, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
 }
 
 /// The index of the first tensor of `p` holding a NaN or an infinity.
-fn first_non_finite<T: Float, P: super::Parameters<T>>(p: &P) -> Option<usize> {
-    // `fold` over `&`, not `any`: no early exit in the inner loop, so it vectorizes.
-    (0..p.tensor_count()).find(|&k| !p.tensor(k).iter().fold(true, |ok, v| ok & v.is_finite()))
+fn first_non_finite<T: Float + 'static, P: super::Parameters<T>>(p: &P) -> Option<usize> {
+    (0..p.tensor_count()).find(|&k| !crate::kernels::all_finite(p.tensor(k)))
 }
 
 /// Why [`Trainer::step`] did not train.

@@ -141,3 +141,107 @@ fn runs_that_explode_or_stall_are_stopped_with_an_honest_hint() {
     training::check_progress(&defaults(), 1, 2.4, 0.25, 0.96).unwrap();
     training::check_progress(&defaults(), 10, 2.4, 0.01, 0.98).unwrap();
 }
+
+/// An image file whose header declares 65,536 images of 256 x 256 (4 GiB) was read (and
+/// decompressed) whole before the size check failed. The header is now checked against what
+/// the caller expects before any pixel is read: the reader below would yield 4 GiB, and only its
+/// 16 header bytes are consumed.
+#[test]
+fn an_image_file_declaring_other_sizes_is_refused_from_its_header() {
+    use std::io::Read;
+
+    struct Counting<R> {
+        inner: R,
+        read: u64,
+    }
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+    let mut header = vec![0, 0, 8, 3];
+    for d in [65_536_u32, 256, 256] {
+        header.extend(d.to_be_bytes());
+    }
+    let mut bomb = Counting {
+        inner: (&header[..]).chain(std::io::repeat(0).take(65_536 * 256 * 256)),
+        read: 0,
+    };
+    let err =
+        constmat::data::idx::read_images_expecting(&mut bomb, 28, 28, Some(60_000)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "wrong image size: expected 28x28, found 256x256"
+    );
+    assert_eq!(bomb.read, 16, "only the header was read");
+
+    // The right size but not as many images as labels: also refused from the header.
+    let mut header = vec![0, 0, 8, 3];
+    for d in [59_999_u32, 28, 28] {
+        header.extend(d.to_be_bytes());
+    }
+    let mut short = Counting {
+        inner: (&header[..]).chain(std::io::repeat(0).take(59_999 * 784)),
+        read: 0,
+    };
+    let err =
+        constmat::data::idx::read_images_expecting(&mut short, 28, 28, Some(60_000)).unwrap_err();
+    assert!(
+        err.to_string().contains("59999 images, 60000 labels"),
+        "{err}"
+    );
+    assert_eq!(short.read, 16);
+}
+
+/// The same through `Mnist::load`, with the bomb gzipped in a MNIST directory: the error names
+/// the image file and comes before its body is decompressed.
+#[test]
+fn a_mnist_directory_holding_a_bomb_fails_fast() {
+    use std::io::Write;
+
+    use flate2::{Compression, write::GzEncoder};
+
+    let dir = scratch("bomb-mnist");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gz = |bytes: &[u8]| {
+        let mut e = GzEncoder::new(Vec::new(), Compression::fast());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let labels = |n: u32| {
+        let mut b = vec![0, 0, 8, 1];
+        b.extend(n.to_be_bytes());
+        b.extend(std::iter::repeat_n(3, n as usize));
+        b
+    };
+    let images = |n: u32, side: u32, body: usize| {
+        let mut b = vec![0, 0, 8, 3];
+        for d in [n, side, side] {
+            b.extend(d.to_be_bytes());
+        }
+        b.extend(std::iter::repeat_n(0, body));
+        b
+    };
+    // The training images declare 65,536 x 256 x 256 and hold 4 MB of zeros (4 KB gzipped).
+    std::fs::write(
+        dir.join("train-images-idx3-ubyte.gz"),
+        gz(&images(65_536, 256, 4 << 20)),
+    )
+    .unwrap();
+    std::fs::write(dir.join("train-labels-idx1-ubyte.gz"), gz(&labels(2))).unwrap();
+    std::fs::write(
+        dir.join("t10k-images-idx3-ubyte.gz"),
+        gz(&images(1, 28, 784)),
+    )
+    .unwrap();
+    std::fs::write(dir.join("t10k-labels-idx1-ubyte.gz"), gz(&labels(1))).unwrap();
+    let err = constmat::data::mnist::Mnist::load(&dir).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("train-images-idx3-ubyte.gz"), "{message}");
+    assert!(
+        message.ends_with("wrong image size: expected 28x28, found 256x256"),
+        "{message}"
+    );
+}

@@ -628,7 +628,7 @@ impl Images {
 /// # Ok::<(), idx::IdxError>(())
 /// ```
 pub fn read_idx<R: Read>(reader: R) -> Result<IdxArray, IdxError> {
-    read_any(reader, None).map_err(IdxError::new)
+    read_any(reader, None, NO_CHECK).map_err(IdxError::new)
 }
 
 /// Reads the IDX file at `path` with [`read_idx`]; errors name the path.
@@ -648,7 +648,7 @@ pub fn read_idx<R: Read>(reader: R) -> Result<IdxArray, IdxError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_idx_from_path<P: AsRef<Path>>(path: P) -> Result<IdxArray, IdxError> {
-    read_path(path.as_ref(), None)
+    read_path(path.as_ref(), None, NO_CHECK)
 }
 
 /// Reads an image file: IDX unsigned bytes with three dimensions (count, rows, columns), plain or
@@ -673,7 +673,7 @@ pub fn read_idx_from_path<P: AsRef<Path>>(path: P) -> Result<IdxArray, IdxError>
 /// # Ok::<(), idx::IdxError>(())
 /// ```
 pub fn read_images<R: Read>(reader: R) -> Result<Images, IdxError> {
-    read_any(reader, Some(3))
+    read_any(reader, Some(3), NO_CHECK)
         .and_then(into_images)
         .map_err(IdxError::new)
 }
@@ -695,7 +695,7 @@ pub fn read_images<R: Read>(reader: R) -> Result<Images, IdxError> {
 /// ```
 pub fn read_images_from_path<P: AsRef<Path>>(path: P) -> Result<Images, IdxError> {
     let path = path.as_ref();
-    read_path(path, Some(3))
+    read_path(path, Some(3), NO_CHECK)
         .and_then(|array| into_images(array).map_err(|kind| IdxError::new(kind).with_path(path)))
 }
 
@@ -716,7 +716,7 @@ pub fn read_images_from_path<P: AsRef<Path>>(path: P) -> Result<Images, IdxError
 /// # Ok::<(), idx::IdxError>(())
 /// ```
 pub fn read_labels<R: Read>(reader: R) -> Result<Vec<u8>, IdxError> {
-    read_any(reader, Some(1))
+    read_any(reader, Some(1), NO_CHECK)
         .map(IdxArray::into_data)
         .map_err(IdxError::new)
 }
@@ -737,7 +737,7 @@ pub fn read_labels<R: Read>(reader: R) -> Result<Vec<u8>, IdxError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_labels_from_path<P: AsRef<Path>>(path: P) -> Result<Vec<u8>, IdxError> {
-    read_path(path.as_ref(), Some(1)).map(IdxArray::into_data)
+    read_path(path.as_ref(), Some(1), NO_CHECK).map(IdxArray::into_data)
 }
 
 /// Checks that every label is below `classes`.
@@ -801,11 +801,91 @@ pub fn check_counts(images: &Images, labels: &[u8]) -> Result<(), IdxError> {
 }
 
 /// Opens `path` and reads it; every error names the path.
-fn read_path(path: &Path, want_dims: Option<u8>) -> Result<IdxArray, IdxError> {
+fn read_path(
+    path: &Path,
+    want_dims: Option<u8>,
+    check: HeaderCheck<'_>,
+) -> Result<IdxArray, IdxError> {
     File::open(path)
         .map_err(IdxErrorKind::Io)
-        .and_then(|file| read_any(file, want_dims))
+        .and_then(|file| read_any(file, want_dims, check))
         .map_err(|kind| IdxError::new(kind).with_path(path))
+}
+
+/// The header check of an image file expected to hold `count` (if given) images of
+/// `rows x cols`.
+fn image_check(
+    rows: u32,
+    cols: u32,
+    count: Option<usize>,
+) -> impl Fn(&[u32]) -> Result<(), IdxErrorKind> {
+    move |dims| {
+        if let &[n, r, c] = dims {
+            if (r, c) != (rows, cols) {
+                return Err(IdxErrorKind::WrongImageSize {
+                    expected: (rows, cols),
+                    found: (r, c),
+                });
+            }
+            if let Some(count) = count
+                && n as usize != count
+            {
+                return Err(IdxErrorKind::CountMismatch {
+                    images: n as usize,
+                    labels: count,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads an image file as [`read_images`] does, but checks the image size (and the number of
+/// images, when `count` is given: the number of labels that go with them) in the header,
+/// before reading a single pixel: a file that declares other sizes is refused without reading
+/// (or decompressing) its body, however large it says it is.
+///
+/// # Errors
+///
+/// As [`read_images`], plus [`IdxErrorKind::WrongImageSize`] and
+/// [`IdxErrorKind::CountMismatch`], found from the header.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// // A header declaring 65,536 images of 256 x 256 (4 GiB), and no pixels at all.
+/// let mut header = vec![0, 0, 8, 3];
+/// for d in [65_536_u32, 256, 256] {
+///     header.extend(d.to_be_bytes());
+/// }
+/// let err = idx::read_images_expecting(&header[..], 28, 28, Some(60_000)).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::WrongImageSize { found: (256, 256), .. }));
+/// ```
+pub fn read_images_expecting<R: Read>(
+    reader: R,
+    rows: u32,
+    cols: u32,
+    count: Option<usize>,
+) -> Result<Images, IdxError> {
+    read_any(reader, Some(3), &image_check(rows, cols, count))
+        .and_then(into_images)
+        .map_err(IdxError::new)
+}
+
+/// [`read_images_expecting`] on a file; every error names the path.
+///
+/// # Errors
+///
+/// As [`read_images_expecting`].
+pub fn read_images_from_path_expecting<P: AsRef<Path>>(
+    path: P,
+    rows: u32,
+    cols: u32,
+    count: Option<usize>,
+) -> Result<Images, IdxError> {
+    let path = path.as_ref();
+    read_path(path, Some(3), &image_check(rows, cols, count))
+        .and_then(|array| into_images(array).map_err(|kind| IdxError::new(kind).with_path(path)))
 }
 
 /// An array of three dimensions as [`Images`], provided one image fits in memory.
@@ -834,8 +914,19 @@ fn into_images(array: IdxArray) -> Result<Images, IdxErrorKind> {
     })
 }
 
-/// Reads a whole IDX stream, decompressing it first if it starts with the gzip magic bytes.
-fn read_any<R: Read>(mut reader: R, want_dims: Option<u8>) -> Result<IdxArray, IdxErrorKind> {
+/// What a reader checks in a header before it reads the data: nothing, or an image file's size.
+type HeaderCheck<'a> = &'a dyn Fn(&[u32]) -> Result<(), IdxErrorKind>;
+
+/// The header check of no check.
+const NO_CHECK: HeaderCheck<'static> = &|_| Ok(());
+
+/// Reads a whole IDX stream, decompressing it first if it starts with the gzip magic bytes;
+/// `check` sees the dimensions before any data is read.
+fn read_any<R: Read>(
+    mut reader: R,
+    want_dims: Option<u8>,
+    check: HeaderCheck<'_>,
+) -> Result<IdxArray, IdxErrorKind> {
     let mut head = [0; 2];
     let n = read_full(&mut reader, &mut head).map_err(IdxErrorKind::Io)?;
     let head = &head[..n];
@@ -844,18 +935,22 @@ fn read_any<R: Read>(mut reader: R, want_dims: Option<u8>) -> Result<IdxArray, I
             inner: head.chain(reader),
             failed: false,
         });
-        match parse(&mut decoder, want_dims) {
+        match parse(&mut decoder, want_dims, check) {
             // An error that did not come from the underlying reader came from the decoder.
             Err(IdxErrorKind::Io(e)) if !decoder.get_ref().failed => Err(IdxErrorKind::Gzip(e)),
             result => result,
         }
     } else {
-        parse(head.chain(reader), want_dims)
+        parse(head.chain(reader), want_dims, check)
     }
 }
 
-/// Parses an (uncompressed) IDX stream to its end.
-fn parse<R: Read>(mut r: R, want_dims: Option<u8>) -> Result<IdxArray, IdxErrorKind> {
+/// Parses an (uncompressed) IDX stream to its end; `check` sees the dimensions first.
+fn parse<R: Read>(
+    mut r: R,
+    want_dims: Option<u8>,
+    check: HeaderCheck<'_>,
+) -> Result<IdxArray, IdxErrorKind> {
     let mut magic = [0; 4];
     let n = read_full(&mut r, &mut magic).map_err(IdxErrorKind::Io)?;
     if n < magic.len() {
@@ -898,6 +993,7 @@ fn parse<R: Read>(mut r: R, want_dims: Option<u8>) -> Result<IdxArray, IdxErrorK
         .iter()
         .map(|&b| u32::from_be_bytes(b))
         .collect();
+    check(&dims)?;
 
     let data_len = if dims.contains(&0) {
         Some(0)

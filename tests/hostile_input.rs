@@ -245,3 +245,17 @@ fn a_mnist_directory_holding_a_bomb_fails_fast() {
         "{message}"
     );
 }
+
+/// Integer products and sums that overflow: `checked_matmul` and `checked_sum` say so in every
+/// build (the operators panic in debug builds and wrap in release builds, as Rust's integers do).
+#[test]
+fn integer_overflow_has_checked_forms() {
+    use constmat::Matrix;
+    let big = Matrix::<i32, 2, 2>::filled(50_000);
+    assert_eq!(big.checked_matmul(&big), None); // 2 * 50,000² > i32::MAX
+    let small = Matrix::<i32, 2, 2>::filled(3);
+    assert_eq!(small.checked_matmul(&small), Some(Matrix::filled(18)));
+    assert_eq!(small.checked_matmul(&small), Some(&small * &small));
+    assert_eq!(Matrix::<u8, 2, 2>::filled(64).checked_sum(), None);
+    assert_eq!(Matrix::<u8, 2, 2>::filled(63).checked_sum(), Some(252));
+}

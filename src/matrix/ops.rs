@@ -19,6 +19,9 @@ impl<T: Scalar, const H: usize, const K: usize, const W: usize> Mul<&Matrix<T, K
 
     /// The matrix product: `(H x K) * (K x W) -> H x W`.
     ///
+    /// With integer elements an overflow panics in a debug build and wraps in a release build;
+    /// [`Matrix::checked_matmul`] returns `None` instead.
+    ///
     /// ```
     /// use constmat::Matrix;
     ///

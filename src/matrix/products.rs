@@ -1,11 +1,18 @@
 //! Matrix products: plain, `Aᵀ·B` and `A·Bᵀ`, each allocating, writing into a caller-owned output,
 //! or accumulating into one. The arithmetic is in [`crate::kernels`].
+//!
+//! With integer elements, the products follow Rust's rule for integer arithmetic: an overflow
+//! panics in a debug build and wraps around in a release build (a wrong answer, silently).
+//! [`Matrix::checked_matmul`] returns `None` instead, in every build.
 
 use super::Matrix;
 use crate::{Scalar, kernels};
 
 impl<T: Scalar, const H: usize, const K: usize> Matrix<T, H, K> {
     /// The matrix product `self · rhs`: `(H x K) · (K x W) -> H x W`. Same as `&self * &rhs`.
+    ///
+    /// With integer elements an overflow panics in a debug build and wraps in a release build
+    /// (see [`checked_matmul`](Self::checked_matmul)).
     ///
     /// ```
     /// use constmat::Matrix;
@@ -171,5 +178,49 @@ impl<T: Scalar, const K: usize, const H: usize> Matrix<T, K, H> {
             rhs.as_array(),
             out.as_array_mut(),
         );
+    }
+}
+
+impl<T, const H: usize, const K: usize> Matrix<T, H, K>
+where
+    T: Scalar + num_traits::CheckedAdd + num_traits::CheckedMul,
+{
+    /// The matrix product of integer matrices, or `None` if a product or a sum of the
+    /// computation overflows `T`, in debug and release builds alike (where `*` panics or wraps).
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    ///
+    /// let a = Matrix::<i8, 1, 2>::from_rows([[100, 100]]);
+    /// let ones = Matrix::<i8, 2, 1>::from_rows([[1], [1]]);
+    /// assert_eq!(a.checked_matmul(&ones), None); // 100 + 100 does not fit an i8
+    /// let halves = Matrix::<i8, 1, 2>::from_rows([[50, 50]]);
+    /// assert_eq!(halves.checked_matmul(&ones).unwrap()[(0, 0)], 100);
+    /// ```
+    #[must_use]
+    pub fn checked_matmul<const W: usize>(&self, rhs: &Matrix<T, K, W>) -> Option<Matrix<T, H, W>> {
+        let mut out = Matrix::zeros();
+        for (a_row, out_row) in self.as_array().iter().zip(out.as_array_mut().iter_mut()) {
+            for (j, out_ij) in out_row.iter_mut().enumerate() {
+                let mut sum = T::zero();
+                for (&a, b_row) in a_row.iter().zip(rhs.as_array().iter()) {
+                    sum = sum.checked_add(&a.checked_mul(&b_row[j])?)?;
+                }
+                *out_ij = sum;
+            }
+        }
+        Some(out)
+    }
+
+    /// The sum of all elements, or `None` if it overflows `T` (see [`sum`](Self::sum)).
+    ///
+    /// ```
+    /// let m = constmat::Matrix::<u8, 1, 3>::from_rows([[100, 100, 100]]);
+    /// assert_eq!(m.checked_sum(), None);
+    /// assert_eq!(constmat::Matrix::<u8, 1, 2>::from_rows([[100, 100]]).checked_sum(), Some(200));
+    /// ```
+    #[must_use]
+    pub fn checked_sum(&self) -> Option<T> {
+        self.iter().try_fold(T::zero(), |acc, x| acc.checked_add(x))
     }
 }

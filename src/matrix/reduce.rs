@@ -6,6 +6,9 @@ use crate::Scalar;
 impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     /// The sum of all elements.
     ///
+    /// With integer elements an overflow panics in a debug build and wraps in a release build;
+    /// [`checked_sum`](Self::checked_sum) returns `None` instead.
+    ///
     /// ```
     /// let m = constmat::Matrix::<i32, 2, 2>::from_rows([[1, 2], [3, 4]]);
     /// assert_eq!(m.sum(), 10);

@@ -259,3 +259,17 @@ fn integer_overflow_has_checked_forms() {
     assert_eq!(Matrix::<u8, 2, 2>::filled(64).checked_sum(), None);
     assert_eq!(Matrix::<u8, 2, 2>::filled(63).checked_sum(), Some(252));
 }
+
+/// With the `threads` feature, the first product used to fix rayon's global pool, so that a
+/// later `use_threads(n)` failed; now it works whenever it is called.
+#[cfg(feature = "threads")]
+#[test]
+fn threads_can_be_configured_after_products_ran() {
+    use constmat::Matrix;
+    let a = Matrix::<f32, 256, 256>::filled(0.5);
+    let before = &a * &a;
+    constmat::kernels::use_threads(2).expect("after a product");
+    assert_eq!(&a * &a, before);
+    constmat::kernels::use_threads(1).expect("and again");
+    assert_eq!(&a * &a, before);
+}

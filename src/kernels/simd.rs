@@ -1249,16 +1249,18 @@ pub(crate) fn gemm<E: Element>(
     }
     #[cfg(feature = "threads")]
     if let Some(rows_per_thread) = parallel_split(m, n, k) {
-        rayon::scope(|scope| {
-            for (t, chunk) in c.chunks_mut(rows_per_thread * n).enumerate() {
-                scope.spawn(move |_| {
-                    let start = t * rows_per_thread;
-                    let rows = start..start + chunk.len() / n;
-                    // SAFETY: lengths and instruction set checked above; `chunk` is exactly the
-                    // rows `rows` of C, disjoint from every other thread's chunk.
-                    unsafe { E::run_rows(isa, layout, m, n, k, rows, a, b, chunk, accumulate) }
-                });
-            }
+        super::in_configured_pool(|| {
+            rayon::scope(|scope| {
+                for (t, chunk) in c.chunks_mut(rows_per_thread * n).enumerate() {
+                    scope.spawn(move |_| {
+                        let start = t * rows_per_thread;
+                        let rows = start..start + chunk.len() / n;
+                        // SAFETY: lengths and instruction set checked above; `chunk` is exactly
+                        // the rows `rows` of C, disjoint from every other thread's chunk.
+                        unsafe { E::run_rows(isa, layout, m, n, k, rows, a, b, chunk, accumulate) }
+                    });
+                }
+            });
         });
         return;
     }
@@ -1273,7 +1275,7 @@ fn parallel_split(m: usize, n: usize, k: usize) -> Option<usize> {
     /// measured on 2 vCPUs, splitting the training step's products (up to 6.4 million) made an
     /// epoch 1.5 times slower.
     const MIN_WORK: usize = 1 << 24;
-    let threads = rayon::current_num_threads();
+    let threads = super::in_configured_pool(rayon::current_num_threads);
     if threads < 2 || n == 0 || m < 16 || m * n * k < MIN_WORK {
         return None;
     }

@@ -60,6 +60,9 @@ pub const MAX_DATA_BYTES: u64 = if usize::BITS >= 64 {
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// The IDX type code of unsigned bytes, the only element type this reader returns.
 const TYPE_U8: u8 = 0x08;
+/// How far past a nonsensical header or data a gzip stream is decoded, to find whether it is
+/// corrupt (the real cause then).
+const GZIP_LOOK_AHEAD: u64 = 1 << 20;
 /// At most this much is reserved before the data is read; the rest grows with the bytes found.
 const PREALLOCATE_AT_MOST: u64 = 1 << 20;
 
@@ -938,6 +941,22 @@ fn read_any<R: Read>(
         match parse(&mut decoder, want_dims, check) {
             // An error that did not come from the underlying reader came from the decoder.
             Err(IdxErrorKind::Io(e)) if !decoder.get_ref().failed => Err(IdxErrorKind::Gzip(e)),
+            // Data that makes no sense may come from a corrupt stream: a decoder hands out what
+            // it decoded before it meets the corruption (more of it when the reader beneath
+            // returns a few bytes per call). If the stream turns out corrupt soon after, that is
+            // the cause to report; the look ahead is bounded, so a bomb costs little.
+            Err(
+                kind @ (IdxErrorKind::InvalidMagic { .. }
+                | IdxErrorKind::UnsupportedDataType { .. }
+                | IdxErrorKind::WrongDimensionCount { .. }
+                | IdxErrorKind::TooLarge { .. }
+                | IdxErrorKind::Truncated { .. }
+                | IdxErrorKind::TruncatedHeader { .. }
+                | IdxErrorKind::TrailingBytes { .. }),
+            ) => match io::copy(&mut (&mut decoder).take(GZIP_LOOK_AHEAD), &mut io::sink()) {
+                Err(e) if !decoder.get_ref().failed => Err(IdxErrorKind::Gzip(e)),
+                _ => Err(kind),
+            },
             result => result,
         }
     } else {

@@ -335,3 +335,36 @@ fn a_corrupt_gzip_stream_is_reported_as_such_whatever_the_reads() {
         differing[0]
     );
 }
+
+/// Bytes after the declared data used to be read (and decompressed) to their end to count them:
+/// a small declared file followed by gigabytes went through whole. They are now counted up to
+/// `TRAILING_BYTES_COUNTED`; past it the reader stops, and the error says so.
+#[test]
+fn trailing_bytes_are_counted_up_to_a_bound() {
+    use std::io::Read;
+
+    use constmat::data::idx::{self, IdxErrorKind, TRAILING_BYTES_COUNTED};
+
+    let labels = [0, 0, 8, 1, 0, 0, 0, 2, 7, 9];
+    // 4 GiB after two labels: refused after the bound, not after 4 GiB.
+    let endless = (&labels[..]).chain(std::io::repeat(1).take(1 << 32));
+    let err = idx::read_labels(endless).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        IdxErrorKind::ManyTrailingBytes { expected_bytes: 10, more_than_bytes }
+            if *more_than_bytes == 10 + TRAILING_BYTES_COUNTED
+    ));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "trailing bytes after IDX data: expected 10 bytes, found more than {} (the rest was not read)",
+            10 + TRAILING_BYTES_COUNTED
+        )
+    );
+    // A few trailing bytes are still counted exactly.
+    let few = (&labels[..]).chain(&[0_u8; 5][..]);
+    assert_eq!(
+        idx::read_labels(few).unwrap_err().to_string(),
+        "trailing bytes after IDX data: expected 10 bytes, found 15"
+    );
+}

@@ -56,6 +56,15 @@ pub const MAX_DATA_BYTES: u64 = if usize::BITS >= 64 {
     isize::MAX as u64
 };
 
+/// Bytes after the declared data are counted up to this many; beyond it the reader stops
+/// ([`IdxErrorKind::ManyTrailingBytes`]), so that what is read (and decompressed) is bounded by
+/// what the header declares plus this.
+///
+/// ```
+/// assert_eq!(constmat::data::idx::TRAILING_BYTES_COUNTED, 1 << 20);
+/// ```
+pub const TRAILING_BYTES_COUNTED: u64 = 1 << 20;
+
 /// The first two bytes of every gzip stream.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// The IDX type code of unsigned bytes, the only element type this reader returns.
@@ -273,6 +282,14 @@ pub enum IdxErrorKind {
         /// The number of bytes present.
         found_bytes: u64,
     },
+    /// More than [`TRAILING_BYTES_COUNTED`] bytes follow what the header declares: the rest was
+    /// not read (or decompressed), so the file's length is not known.
+    ManyTrailingBytes {
+        /// The length the header declares: header plus the product of the dimensions.
+        expected_bytes: u64,
+        /// The file is longer than this.
+        more_than_bytes: u64,
+    },
     /// The header declares more data than [`MAX_DATA_BYTES`] (so it is not read at all), or,
     /// for images, a single image larger than that.
     TooLarge {
@@ -346,6 +363,14 @@ impl fmt::Display for IdxErrorKind {
                 f,
                 "trailing bytes after IDX data: expected {expected_bytes} bytes, found \
                  {found_bytes}"
+            ),
+            Self::ManyTrailingBytes {
+                expected_bytes,
+                more_than_bytes,
+            } => write!(
+                f,
+                "trailing bytes after IDX data: expected {expected_bytes} bytes, found more than \
+                 {more_than_bytes} (the rest was not read)"
             ),
             Self::TooLarge { dims, limit_bytes } => {
                 f.write_str("IDX data too large: dimensions ")?;
@@ -875,6 +900,39 @@ pub fn read_images_expecting<R: Read>(
         .map_err(IdxError::new)
 }
 
+/// Reads an IDX stream as [`read_idx`] does, refusing from its header data larger than
+/// `limit_bytes` (rather than [`MAX_DATA_BYTES`]): for a caller that knows how large its files
+/// can be, so that a file declaring more (a decompression bomb) costs nothing.
+///
+/// # Errors
+///
+/// As [`read_idx`]; [`IdxErrorKind::TooLarge`] names `limit_bytes`.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// let two_by_three = [0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6];
+/// assert!(idx::read_idx_with_limit(&two_by_three[..], 6).is_ok());
+/// let err = idx::read_idx_with_limit(&two_by_three[..], 5).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 5, .. }));
+/// assert_eq!(err.to_string(), "IDX data too large: dimensions 2 x 3 exceed the limit of 5 bytes");
+/// ```
+pub fn read_idx_with_limit<R: Read>(reader: R, limit_bytes: u64) -> Result<IdxArray, IdxError> {
+    let check = |dims: &[u32]| {
+        let len = dims
+            .iter()
+            .try_fold(1_u64, |acc, &d| acc.checked_mul(u64::from(d)));
+        match len {
+            Some(len) if len <= limit_bytes => Ok(()),
+            _ => Err(IdxErrorKind::TooLarge {
+                dims: dims.to_vec(),
+                limit_bytes,
+            }),
+        }
+    };
+    read_any(reader, None, &check).map_err(IdxError::new)
+}
+
 /// [`read_images_expecting`] on a file; every error names the path.
 ///
 /// # Errors
@@ -1042,7 +1100,18 @@ fn parse<R: Read>(
             found_bytes: header_len + got,
         });
     }
-    let trailing = io::copy(&mut r, &mut io::sink()).map_err(IdxErrorKind::Io)?;
+    // Counted up to a bound: a file (a gzip bomb) can hold far more than it declares.
+    let trailing = io::copy(
+        &mut (&mut r).take(TRAILING_BYTES_COUNTED + 1),
+        &mut io::sink(),
+    )
+    .map_err(IdxErrorKind::Io)?;
+    if trailing > TRAILING_BYTES_COUNTED {
+        return Err(IdxErrorKind::ManyTrailingBytes {
+            expected_bytes,
+            more_than_bytes: expected_bytes.saturating_add(TRAILING_BYTES_COUNTED),
+        });
+    }
     if trailing > 0 {
         return Err(IdxErrorKind::TrailingBytes {
             expected_bytes,

@@ -371,6 +371,31 @@ fn max_pooling_ties_and_nan() {
         &mut pool.clone(),
     );
     assert_eq!(dx[0][0], [[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0]]);
+
+    // The value is the first maximum's, bit for bit, in the window's row-major order: +0.0
+    // before -0.0 (equal, but the sign is kept), and the first of two NaNs (its payload kept).
+    let (nan1, nan2) = (
+        f64::from_bits(0x7ff8_0000_0000_0001),
+        f64::from_bits(0x7ff8_0000_0000_0002),
+    );
+    let x = [[[[-1.0, 0.0, nan1, nan2], [-0.0, -1.0, 0.0, 0.0]]]];
+    for y in [*pool.forward_train(&x, &mut ws), {
+        let mut y = [[[[0.0; 2]; 1]; 1]; 1];
+        pool.forward(&x, &mut y);
+        y
+    }] {
+        assert_eq!(y[0][0][0][0].to_bits(), 0.0_f64.to_bits(), "+0.0, not -0.0");
+        assert_eq!(y[0][0][0][1].to_bits(), nan1.to_bits(), "the first NaN");
+    }
+    let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
+    pool.backward(
+        &x,
+        &mut ws,
+        &[[[[1.0, 2.0]]]],
+        Some(&mut dx),
+        &mut pool.clone(),
+    );
+    assert_eq!(dx[0][0], [[0.0, 1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]]);
 }
 
 #[test]

@@ -22,8 +22,10 @@
 //! With stride 1 the forward product is computed without unrolling the patches (the kernel
 //! `kernels::conv2d_stride1`: each filter step is a broadcast weight times a shifted input row),
 //! which is faster and needs no buffer, so a baked net's prediction needs no scratch for it;
-//! other strides unroll patches (in blocks on the stack when not training). The backward pass
-//! unrolls the patches of one sample at a time, for `dW`.
+//! other strides unroll patches (in blocks on the stack when not training). For `dW`, the
+//! backward pass of a stride-1 convolution reads the input padded once into the workspace
+//! (`kernels::conv2d_weight_gradient_stride1`, no patches); other strides unroll the patches of
+//! one sample at a time.
 
 use num_traits::Float;
 

@@ -107,11 +107,20 @@ impl<
     const OW: usize,
 > MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
 {
-    /// The larger of `m` and `v`, NaN when either is: a select, not a branch.
+    /// `v` if it is larger than `m` or the first NaN (`v` is NaN and `m` is not), else `m`: the
+    /// running maximum of a window in its row-major order. A select, not a branch.
     #[inline(always)]
     fn larger(m: T, v: T) -> T {
-        #[allow(clippy::eq_op)] // v != v is the NaN test for a generic PartialOrd type
-        if (v > m) | (v != v) { v } else { m }
+        if Self::takes_over(m, v) { v } else { m }
+    }
+
+    /// Whether `v` takes over from the running maximum `m` (see [`larger`](Self::larger)).
+    /// `|` and `&`, not `||` and `&&`: no short circuit, so no branch.
+    #[inline(always)]
+    fn takes_over(m: T, v: T) -> bool {
+        #[allow(clippy::eq_op)] // x != x is the NaN test for a generic PartialOrd type
+        let first_nan = (v != v) & (m == m);
+        (v > m) | first_nan
     }
 }
 
@@ -140,23 +149,21 @@ impl<
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         let () = Self::SHAPE;
         // Without branches on the data (a comparison that goes either way is a mispredicted
-        // branch half the time, which made pooling cost more than the convolutions): the
-        // window's rows are combined column by column, in vectors, then each window's columns.
+        // branch half the time, which made pooling cost more than the convolutions): a row of
+        // windows at a time, each window's elements in its row-major order for all of the row's
+        // windows together, so that the first maximum (and the first NaN) is kept, bit for bit,
+        // as the backward pass finds it.
         for (x, y) in x.iter().zip(y) {
             for (x, y) in x.iter().zip(y) {
                 for (oh, y) in y.iter_mut().enumerate() {
-                    let rows = &x[oh * STRIDE..oh * STRIDE + K];
-                    let mut column_max = rows[0];
-                    for row in &rows[1..] {
-                        for (m, &v) in column_max.iter_mut().zip(row) {
-                            *m = Self::larger(*m, v);
+                    let top = oh * STRIDE;
+                    *y = core::array::from_fn(|ow| x[top][ow * STRIDE]);
+                    for (i, row) in x[top..top + K].iter().enumerate() {
+                        for j in (0..K).filter(|&j| (i, j) != (0, 0)) {
+                            for (ow, best) in y.iter_mut().enumerate() {
+                                *best = Self::larger(*best, row[ow * STRIDE + j]);
+                            }
                         }
-                    }
-                    for (ow, out) in y.iter_mut().enumerate() {
-                        let window = &column_max[ow * STRIDE..ow * STRIDE + K];
-                        *out = window[1..]
-                            .iter()
-                            .fold(window[0], |m, &v| Self::larger(m, v));
                     }
                 }
             }
@@ -299,10 +306,9 @@ mod train {
                                 let position = (i * K + j) as u32;
                                 for ((best, at), ow) in best.iter_mut().zip(&mut at).zip(0..OW) {
                                     let v = row[ow * STRIDE + j];
-                                    #[allow(clippy::eq_op)] // v != v: the NaN test
-                                    let take = (v > *best) | ((v != v) & (*best == *best));
+                                    let take = Self::takes_over(*best, v);
                                     *at = if take { position } else { *at };
-                                    *best = Self::larger(*best, v);
+                                    *best = if take { v } else { *best };
                                 }
                             }
                         }

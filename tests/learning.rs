@@ -359,19 +359,79 @@ fn a_non_finite_gradient_leaves_the_net_as_it_was() {
     assert_eq!(net, before);
 }
 
-/// An update that overflows (a finite but absurd learning rate times a finite gradient) is
-/// reported at once, naming the tensor, instead of surfacing as a NaN loss a step later.
+/// An update that would overflow (a finite but absurd learning rate times a finite gradient)
+/// is refused before anything is written, with each of the crate's optimizers: the net and the
+/// optimizer's state stay as they were, all finite, and the error names the tensor.
 #[test]
-fn an_update_that_overflows_is_reported_at_once() {
+fn an_update_that_would_overflow_is_refused_with_the_net_unchanged() {
     let mut net = SmallNet::zeros();
     net.tensor_mut(0).fill(0.5);
     net.tensor_mut(2).fill(0.5);
+    let before = net.clone();
     let mut trainer = Trainer::<f64, SmallNet, 2>::new(&net);
     let x = Matrix::<f64, 2, 2>::ones();
     let y = Matrix::<f64, 2, 2>::filled(-1e10);
+    let mut sgd = Sgd::new();
+    let mut momentum = Momentum::new(&net, 0.9);
+    let mut adam = Adam::new(&net);
+    let errors = [
+        trainer.step(&mut net, &mut sgd, 1e300, &MeanSquaredError, &x, &y),
+        trainer.step(&mut net, &mut momentum, 1e300, &MeanSquaredError, &x, &y),
+        trainer.step(&mut net, &mut adam, f64::MAX, &MeanSquaredError, &x, &y),
+    ];
+    for err in errors {
+        let err = err.expect_err("the update overflows");
+        assert!(matches!(err, StepError::Update { tensor: 0 }), "{err:?}");
+        assert!(err.to_string().contains("tensor 0"), "{err}");
+    }
+    assert_eq!(net, before);
+    assert!(snapshot(&net).iter().all(|p| p.is_finite()));
+    // The optimizers' state did not move: a sane step now is each one's first.
+    let mut fresh = before.clone();
+    let (mut fresh_momentum, mut fresh_adam) = (Momentum::new(&fresh, 0.9), Adam::new(&fresh));
+    let mut fresh_trainer = Trainer::<f64, SmallNet, 2>::new(&fresh);
+    let y = Matrix::<f64, 2, 2>::filled(1.0);
+    for _ in 0..2 {
+        trainer
+            .step(&mut net, &mut momentum, 0.01, &MeanSquaredError, &x, &y)
+            .unwrap();
+        fresh_trainer
+            .step(
+                &mut fresh,
+                &mut fresh_momentum,
+                0.01,
+                &MeanSquaredError,
+                &x,
+                &y,
+            )
+            .unwrap();
+        trainer
+            .step(&mut net, &mut adam, 0.01, &MeanSquaredError, &x, &y)
+            .unwrap();
+        fresh_trainer
+            .step(&mut fresh, &mut fresh_adam, 0.01, &MeanSquaredError, &x, &y)
+            .unwrap();
+    }
+    assert_eq!(net, fresh);
+}
+
+/// An optimizer of one's own that does not predict overflow: an overflowing update is still
+/// reported at once (found after the update), naming the tensor.
+#[test]
+fn a_custom_optimizer_that_overflows_is_reported_after_the_update() {
+    struct Doubling;
+    impl constmat::nn::Optimizer<f64, SmallNet> for Doubling {
+        fn update(&mut self, parameters: &mut SmallNet, _: &SmallNet, learning_rate: f64) {
+            for v in parameters.tensor_mut(1) {
+                *v += learning_rate * 1e300;
+            }
+        }
+    }
+    let mut net = SmallNet::zeros();
+    let mut trainer = Trainer::<f64, SmallNet, 2>::new(&net);
+    let x = Matrix::<f64, 2, 2>::ones();
     let err = trainer
-        .step(&mut net, &mut Sgd::new(), 1e300, &MeanSquaredError, &x, &y)
+        .step(&mut net, &mut Doubling, 1e10, &MeanSquaredError, &x, &x)
         .unwrap_err();
-    assert!(matches!(err, StepError::Update { tensor: 0 }), "{err:?}");
-    assert!(err.to_string().contains("tensor 0"), "{err}");
+    assert!(matches!(err, StepError::Update { tensor: 1 }), "{err:?}");
 }

@@ -22,6 +22,60 @@ pub trait Optimizer<T, P: Parameters<T>> {
     /// One update of `parameters` from `gradients` with the given learning rate (which a
     /// [`Schedule`](super::Schedule) may vary from step to step).
     fn update(&mut self, parameters: &mut P, gradients: &P, learning_rate: T);
+
+    /// Whether [`overflowing_tensor`](Self::overflowing_tensor) answers for this optimizer.
+    /// [`Trainer::step`](super::Trainer::step) then asks it before updating, and refuses an
+    /// update that would overflow with the net and the optimizer unchanged; otherwise it can
+    /// only check the parameters after the update. True for [`Sgd`], [`Momentum`] and [`Adam`].
+    const CHECKS_OVERFLOW: bool = false;
+
+    /// The first tensor (in [`Parameters`] order) of which [`update`](Self::update) with these
+    /// arguments would make a value NaN or infinite, in the parameters or the optimizer's state,
+    /// worked out without changing anything; `None` when the update stays finite. The provided
+    /// version answers `None` (see [`CHECKS_OVERFLOW`](Self::CHECKS_OVERFLOW)).
+    fn overflowing_tensor(&self, parameters: &P, gradients: &P, learning_rate: T) -> Option<usize> {
+        let _ = (parameters, gradients, learning_rate);
+        None
+    }
+}
+
+/// Whether `f(θ, s, g)` is finite for every parameter `θ` with its optimizer state `s` and
+/// gradient `g`, with `f` what an update would write. `x - x` is 0 for a finite `x` and NaN
+/// otherwise, and a NaN stays in a sum: 16 independent sums of it, no comparison and no early
+/// exit, over chunks that the compiler vectorizes (it runs on every training step).
+#[inline(always)]
+#[allow(clippy::eq_op)] // `v - v` is the point: 0, or NaN for a value that is not finite
+fn stays_finite<T: Scalar>(
+    theta: &[T],
+    state: [&[T]; 2],
+    g: &[T],
+    f: impl Fn(T, [T; 2], T) -> T,
+) -> bool {
+    let mut sums = [T::zero(); 16];
+    let (t, s0, s1, gc) = (
+        theta.chunks_exact(16),
+        state[0].chunks_exact(16),
+        state[1].chunks_exact(16),
+        g.chunks_exact(16),
+    );
+    let mut rest = T::zero();
+    for (((&t, &s0), &s1), &g) in t
+        .remainder()
+        .iter()
+        .zip(s0.remainder())
+        .zip(s1.remainder())
+        .zip(gc.remainder())
+    {
+        let v = f(t, [s0, s1], g);
+        rest += v - v;
+    }
+    for (((t, s0), s1), g) in t.zip(s0).zip(s1).zip(gc) {
+        for ((((sum, &t), &s0), &s1), &g) in sums.iter_mut().zip(t).zip(s0).zip(s1).zip(g) {
+            let v = f(t, [s0, s1], g);
+            *sum += v - v;
+        }
+    }
+    sums.iter().fold(rest, |acc, &s| acc + s) == T::zero()
 }
 
 /// Plain stochastic gradient descent: `θ ← θ - η·g`.
@@ -54,6 +108,18 @@ impl<T: Scalar, P: Parameters<T>> Optimizer<T, P> for Sgd {
                 *theta -= learning_rate * g;
             }
         }
+    }
+
+    const CHECKS_OVERFLOW: bool = true;
+
+    fn overflowing_tensor(&self, parameters: &P, gradients: &P, learning_rate: T) -> Option<usize> {
+        (0..parameters.tensor_count()).find(|&k| {
+            let (theta, g) = (parameters.tensor(k), gradients.tensor(k));
+            // No state: the parameters stand in for it, unused.
+            !stays_finite(theta, [theta, theta], g, |theta, _, g| {
+                theta - learning_rate * g
+            })
+        })
     }
 }
 
@@ -100,6 +166,22 @@ impl<T: Scalar + Float, P: Parameters<T>> Optimizer<T, P> for Momentum<T, P> {
                 *theta -= learning_rate * *v;
             }
         }
+    }
+
+    const CHECKS_OVERFLOW: bool = true;
+
+    fn overflowing_tensor(&self, parameters: &P, gradients: &P, learning_rate: T) -> Option<usize> {
+        // θ - η·(μ·v + g): a velocity that overflows makes the parameter infinite too.
+        (0..parameters.tensor_count()).find(|&k| {
+            let (theta, v, g) = (
+                parameters.tensor(k),
+                self.velocity.tensor(k),
+                gradients.tensor(k),
+            );
+            !stays_finite(theta, [v, v], g, |theta, [v, _], g| {
+                theta - learning_rate * (self.momentum * v + g)
+            })
+        })
     }
 }
 
@@ -176,6 +258,34 @@ impl<T: Scalar + Float, P: Parameters<T>> Optimizer<T, P> for Adam<T, P> {
                 *theta -= learning_rate * m_hat / (v_hat.sqrt() + self.epsilon);
             }
         }
+    }
+
+    const CHECKS_OVERFLOW: bool = true;
+
+    fn overflowing_tensor(&self, parameters: &P, gradients: &P, learning_rate: T) -> Option<usize> {
+        // The next step's moments and parameter, as `update` computes them; a second moment
+        // that overflows leaves the parameter finite (m / ∞ = 0) but the state unusable, so both
+        // are checked (`v - v` is NaN for an infinite `v`).
+        let one = T::one();
+        let m_correction = one / (one - self.beta1_power * self.beta1);
+        let v_correction = one / (one - self.beta2_power * self.beta2);
+        (0..parameters.tensor_count()).find(|&k| {
+            let state = [self.first_moment.tensor(k), self.second_moment.tensor(k)];
+            #[allow(clippy::eq_op)] // v - v: 0, or NaN for a second moment that overflowed
+            !stays_finite(
+                parameters.tensor(k),
+                state,
+                gradients.tensor(k),
+                |theta, [m, v], g| {
+                    let m = self.beta1 * m + (one - self.beta1) * g;
+                    let v = self.beta2 * v + (one - self.beta2) * g * g;
+                    theta
+                        - learning_rate * (m * m_correction)
+                            / ((v * v_correction).sqrt() + self.epsilon)
+                        + (v - v)
+                },
+            )
+        })
     }
 }
 

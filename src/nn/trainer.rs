@@ -36,11 +36,12 @@ impl<T: Float + 'static, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
     ///
     /// A [`StepError`] when the step cannot be taken: a learning rate that is not a positive,
     /// finite number (checked first: nothing is computed), a loss that is NaN or infinite
-    /// (training has diverged), a gradient with a NaN or infinite value, or an update that made a
-    /// parameter NaN or infinite. In the first three cases the parameters and the optimizer's
-    /// state are left as they were (the update is skipped), so the caller can report it and
-    /// stop with the net it had; in the last, the tensor named in the error is not usable (see
-    /// [`StepError::Update`]).
+    /// (training has diverged), a gradient with a NaN or infinite value, or an update that would
+    /// make a parameter NaN or infinite. The parameters and the optimizer's state are then left
+    /// as they were (the update is skipped), so the caller can report it and stop with the net it
+    /// had, all finite. (With an optimizer of your own that does not implement
+    /// [`Optimizer::overflowing_tensor`], an overflow is found after the update instead: see
+    /// [`StepError::Update`].)
     ///
     /// `x` and `target` are arrays of `B` samples; a [`Matrix`](crate::Matrix) of `B` rows
     /// derefs to one, so `&x` works for either.
@@ -95,9 +96,17 @@ impl<T: Float + 'static, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
                 loss: value,
             });
         }
-        optimizer.update(net, &self.gradients, learning_rate);
-        if let Some(tensor) = first_non_finite(net) {
-            return Err(StepError::Update { tensor });
+        if O::CHECKS_OVERFLOW {
+            if let Some(tensor) = optimizer.overflowing_tensor(net, &self.gradients, learning_rate)
+            {
+                return Err(StepError::Update { tensor });
+            }
+            optimizer.update(net, &self.gradients, learning_rate);
+        } else {
+            optimizer.update(net, &self.gradients, learning_rate);
+            if let Some(tensor) = first_non_finite(net) {
+                return Err(StepError::Update { tensor });
+            }
         }
         Ok(value)
     }
@@ -137,10 +146,13 @@ pub enum StepError<T> {
         /// The batch's loss.
         loss: T,
     },
-    /// The optimizer's update made a parameter of tensor `tensor` NaN or infinite: the learning
-    /// rate times the gradient (or the optimizer's state) went beyond the floating-point range.
-    /// That tensor's values are not usable; keep a clone of the net from before a step to go
-    /// back to it.
+    /// The optimizer's update would make a value of tensor `tensor` NaN or infinite: the
+    /// learning rate times the gradient (or the optimizer's state) goes beyond the
+    /// floating-point range. With [`Sgd`](super::Sgd), [`Momentum`](super::Momentum),
+    /// [`Adam`](super::Adam) (and any optimizer with
+    /// [`CHECKS_OVERFLOW`](super::Optimizer::CHECKS_OVERFLOW)) the update was refused, and the
+    /// net and the optimizer are as they were; with another optimizer it is found after the
+    /// update, and that tensor's values are not usable.
     Update {
         /// The first tensor with a non-finite parameter.
         tensor: usize,
@@ -161,8 +173,8 @@ impl<T: fmt::Display> fmt::Display for StepError<T> {
             ),
             Self::Update { tensor } => write!(
                 f,
-                "the update made tensor {tensor} NaN or infinite: the learning rate times the \
-                 gradient is beyond the floating-point range"
+                "the update would make tensor {tensor} NaN or infinite: the learning rate times \
+                 the gradient is beyond the floating-point range"
             ),
         }
     }

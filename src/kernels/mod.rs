@@ -465,17 +465,67 @@ impl Conv {
     }
 }
 
-/// `out = conv(x, w) + bias` for one image, stride 1 (see [`Conv`]): `x` is `[channels][height]
-/// [width]`, `w` is `[filters][channels][kernel][kernel]` (PyTorch's layout), `out` is
-/// `[filters][out_height][out_width]`, all row-major. Computed directly, without unrolling
-/// patches: each output row is a few vectors, each filter step a broadcast weight times a
-/// shifted input row, the padding masked off.
+impl Conv {
+    /// The elements of one input image, `channels·height·width`.
+    const fn image_len(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+
+    /// The elements of one output, `filters·out_height·out_width`.
+    const fn output_len(&self) -> usize {
+        self.filters * self.out_height() * self.out_width()
+    }
+
+    /// The same convolution on the image padded beforehand: no padding, the padded sizes.
+    const fn padded(&self) -> Conv {
+        Conv {
+            padding: 0,
+            height: self.height + 2 * self.padding,
+            width: self.width + 2 * self.padding,
+            ..*self
+        }
+    }
+
+    /// Panics unless `x` and `out` hold `batch` images and outputs (and the other operands fit,
+    /// see [`Conv::check_lengths`]).
+    fn check_batch(&self, batch: usize, x: usize, w: usize, bias: usize, out: usize) {
+        self.check_lengths(self.image_len(), w, bias, self.output_len());
+        assert!(
+            (x, out) == (batch * self.image_len(), batch * self.output_len()),
+            "{x} input and {out} output elements do not fit a batch of {batch} of {self:?}"
+        );
+    }
+}
+
+/// The elements of the stack buffer the filters-in-lanes forward pass transposes the weights
+/// (and pads one image) into; larger convolutions take the kernel with positions in the lanes.
+#[cfg(target_arch = "x86_64")]
+const FILTERS_SCRATCH: usize = 4096;
+
+/// `out = conv(x, w) + bias` for a batch of `batch` images, stride 1 (see [`Conv`]): `x` is
+/// `[batch][channels][height][width]`, `w` is `[filters][channels][kernel][kernel]` (PyTorch's
+/// layout), `out` is `[batch][filters][out_height][out_width]`, all row-major. Computed
+/// directly, without unrolling patches, with one of two SIMD kernels, whichever fills more of
+/// each vector:
+///
+/// - **positions in the lanes**: each output row is a few vectors, each filter step a broadcast
+///   weight times a shifted input row, the padding masked off;
+/// - **filters in the lanes** (many filters, narrow images): each filter step is a vector of the
+///   transposed weights times a broadcast input, per output position. The weights are
+///   transposed once per call (and each image padded) into a stack buffer.
 ///
 /// # Panics
 ///
 /// When the lengths do not fit the sizes (a bug in the caller).
-pub(crate) fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out: &mut [T]) {
-    shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
+pub(crate) fn conv2d_stride1<T: Scalar>(
+    shape: &Conv,
+    batch: usize,
+    x: &[T],
+    w: &[T],
+    bias: &[T],
+    out: &mut [T],
+) {
+    shape.check_batch(batch, x.len(), w.len(), bias.len(), out.len());
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = simd::detected_isa() {
         if let (Some(x), Some(w), Some(bias), Some(out)) = (
@@ -484,7 +534,7 @@ pub(crate) fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[
             simd::same_type_slice::<T, f32>(bias),
             simd::same_type_slice_mut::<T, f32>(out),
         ) {
-            simd::conv2d_stride1(isa, shape, x, w, bias, out);
+            conv2d_stride1_simd(isa, shape, batch, x, w, bias, out);
             return;
         }
         if let (Some(x), Some(w), Some(bias), Some(out)) = (
@@ -493,17 +543,115 @@ pub(crate) fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[
             simd::same_type_slice::<T, f64>(bias),
             simd::same_type_slice_mut::<T, f64>(out),
         ) {
-            simd::conv2d_stride1(isa, shape, x, w, bias, out);
+            conv2d_stride1_simd(isa, shape, batch, x, w, bias, out);
             return;
         }
     }
-    reference::conv2d_stride1(shape, x, w, bias, out);
+    let len = shape.output_len();
+    for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+        reference::conv2d_stride1(shape, x, w, bias, &mut out[b * len..(b + 1) * len]);
+    }
 }
 
-/// `dw (+)= dZ·X̂ᵀ` for one image of a stride-1 convolution (see [`Conv`]): the weight
-/// gradient, `[filters][channels][kernel][kernel]`, from the image `x` and the gradient of the
-/// output `dz` (`[filters][out_height][out_width]`), without unrolling the patches `X̂`. Fast
-/// without padding: a padded convolution's caller passes the padded image (and padding 0).
+/// The `batch` images (or outputs, or output gradients) of `len` elements each in `x`, one
+/// slice each (an empty image still counts).
+fn per_image<T>(x: &[T], batch: usize, len: usize) -> impl Iterator<Item = &[T]> {
+    (0..batch).map(move |b| &x[b * len..(b + 1) * len])
+}
+
+/// [`conv2d_stride1`] on the SIMD kernels, the lengths checked.
+#[cfg(target_arch = "x86_64")]
+fn conv2d_stride1_simd<E: simd::Element + Scalar>(
+    isa: simd::Isa,
+    shape: &Conv,
+    batch: usize,
+    x: &[E],
+    w: &[E],
+    bias: &[E],
+    out: &mut [E],
+) {
+    let padded_len = if shape.padding > 0 {
+        shape.padded().image_len()
+    } else {
+        0
+    };
+    if simd::filters_in_lanes::<E>(isa, shape)
+        && shape.output_len() > 0
+        && w.len() + padded_len <= FILTERS_SCRATCH
+    {
+        conv2d_stride1_filters_in_lanes(isa, shape, batch, padded_len, x, w, bias, out);
+    } else {
+        let len = shape.output_len();
+        for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+            simd::conv2d_stride1(isa, shape, x, w, bias, &mut out[b * len..(b + 1) * len]);
+        }
+    }
+}
+
+/// The filters-in-lanes path of [`conv2d_stride1_simd`]: the weights transposed to
+/// `[C·K·K][filters]` and each image padded (when `padded_len > 0`) in a stack buffer. Never
+/// inlined, so that its buffer is not in the caller's stack frame on the other path.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar>(
+    isa: simd::Isa,
+    shape: &Conv,
+    batch: usize,
+    padded_len: usize,
+    x: &[E],
+    w: &[E],
+    bias: &[E],
+    out: &mut [E],
+) {
+    let mut scratch = [E::default(); FILTERS_SCRATCH];
+    let (wt, rest) = scratch.split_at_mut(w.len());
+    let padded_image = &mut rest[..padded_len];
+    transpose(w, shape.filters, wt);
+    let len = shape.output_len();
+    for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+        let out = &mut out[b * len..(b + 1) * len];
+        let image = if padded_len > 0 {
+            pad(shape, x, padded_image); // the border stays zero from the start
+            &*padded_image
+        } else {
+            x
+        };
+        simd::conv2d_stride1_filters(isa, &shape.padded(), image, wt, bias, out);
+    }
+}
+
+/// `to = fromᵀ` for `from` of `rows` rows (row-major both).
+fn transpose<T: Copy>(from: &[T], rows: usize, to: &mut [T]) {
+    let columns = from.len() / rows.max(1);
+    for (r, row) in from.chunks_exact(columns.max(1)).enumerate() {
+        for (c, &value) in row.iter().enumerate() {
+            to[c * rows + r] = value;
+        }
+    }
+}
+
+/// Copies the image `x` into the inside of `padded`, `shape.padding` from each edge; the
+/// border is not written.
+pub(crate) fn pad<T: Copy>(shape: &Conv, x: &[T], padded: &mut [T]) {
+    let (p, width) = (shape.padding, shape.width);
+    let (padded_height, padded_width) = (shape.height + 2 * p, shape.width + 2 * p);
+    for (i, row) in x.chunks_exact(width.max(1)).enumerate() {
+        let (c, y) = (i / shape.height, i % shape.height);
+        let start = (c * padded_height + y + p) * padded_width + p;
+        padded[start..start + width].copy_from_slice(row);
+    }
+}
+
+/// `dw (+)= Σ over the batch of dZ·X̂ᵀ`, the weight gradient of a stride-1 convolution (see
+/// [`Conv`]), `[filters][channels][kernel][kernel]`, from `batch` images `x` and the gradients
+/// of their outputs `dz` (`[batch][filters][out_height][out_width]`), without unrolling the
+/// patches `X̂`. Fast without padding: a padded convolution's caller passes the padded images
+/// (and padding 0).
+///
+/// With many filters and narrow images the SIMD kernel puts the filters in the lanes: it wants
+/// `dz` position-major, and transposes it into `dz_scratch` when that has `dz`'s length (see
+/// [`conv_weight_gradient_scratch`]); otherwise it takes the kernel with positions in the lanes.
 ///
 /// # Panics
 ///
@@ -511,33 +659,100 @@ pub(crate) fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[
 #[cfg(feature = "alloc")]
 pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     shape: &Conv,
+    batch: usize,
     x: &[T],
     dz: &[T],
+    dz_scratch: &mut [T],
     dw: &mut [T],
     accumulate: bool,
 ) {
-    shape.check_lengths(x.len(), dw.len(), shape.filters, dz.len());
-    // The SIMD kernel wants the image padded by the caller (no masks in its inner loop).
+    shape.check_batch(batch, x.len(), dw.len(), shape.filters, dz.len());
+    // The SIMD kernels want the image padded by the caller (no masks in their inner loops).
     #[cfg(target_arch = "x86_64")]
     if let (Some(isa), 0) = (simd::detected_isa(), shape.padding) {
-        if let (Some(x), Some(dz), Some(dw)) = (
+        if let (Some(x), Some(dz), Some(dz_scratch), Some(dw)) = (
             simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice::<T, f32>(dz),
+            simd::same_type_slice_mut::<T, f32>(dz_scratch),
             simd::same_type_slice_mut::<T, f32>(dw),
         ) {
-            simd::conv2d_weight_gradient_stride1(isa, shape, x, dz, dw, accumulate);
+            weight_gradient_simd(isa, shape, batch, x, dz, dz_scratch, dw, accumulate);
             return;
         }
-        if let (Some(x), Some(dz), Some(dw)) = (
+        if let (Some(x), Some(dz), Some(dz_scratch), Some(dw)) = (
             simd::same_type_slice::<T, f64>(x),
             simd::same_type_slice::<T, f64>(dz),
+            simd::same_type_slice_mut::<T, f64>(dz_scratch),
             simd::same_type_slice_mut::<T, f64>(dw),
         ) {
-            simd::conv2d_weight_gradient_stride1(isa, shape, x, dz, dw, accumulate);
+            weight_gradient_simd(isa, shape, batch, x, dz, dz_scratch, dw, accumulate);
             return;
         }
     }
-    reference::conv2d_weight_gradient_stride1(shape, x, dz, dw, accumulate);
+    let _ = dz_scratch; // only the SIMD kernel with the filters in the lanes needs it
+    let images = per_image(x, batch, shape.image_len());
+    for (b, (x, dz)) in images
+        .zip(per_image(dz, batch, shape.output_len()))
+        .enumerate()
+    {
+        reference::conv2d_weight_gradient_stride1(shape, x, dz, dw, accumulate || b > 0);
+    }
+    if batch == 0 && !accumulate {
+        dw.fill(T::zero());
+    }
+}
+
+/// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`:
+/// `dz`'s length when it puts the filters in the lanes, else 0.
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa() {
+        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+            || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
+        if simd_type && simd::filters_in_lanes::<T>(isa, &shape.padded()) {
+            return batch * shape.output_len();
+        }
+    }
+    let _ = (shape, batch);
+    0
+}
+
+/// [`conv2d_weight_gradient_stride1`] on the SIMD kernels, the lengths checked, no padding.
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+fn weight_gradient_simd<E: simd::Element + Scalar>(
+    isa: simd::Isa,
+    shape: &Conv,
+    batch: usize,
+    x: &[E],
+    dz: &[E],
+    dz_scratch: &mut [E],
+    dw: &mut [E],
+    accumulate: bool,
+) {
+    let positions = shape.out_height() * shape.out_width();
+    if simd::filters_in_lanes::<E>(isa, shape) && dz_scratch.len() == dz.len() && positions > 0 {
+        // dZ of each image, [filter][position] -> [position][filter].
+        for (dz, dzt) in dz
+            .chunks_exact(shape.output_len())
+            .zip(dz_scratch.chunks_exact_mut(shape.output_len()))
+        {
+            transpose(dz, shape.filters, dzt);
+        }
+        simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dz_scratch, dw, accumulate);
+        return;
+    }
+    let images = per_image(x, batch, shape.image_len());
+    for (b, (x, dz)) in images
+        .zip(per_image(dz, batch, shape.output_len()))
+        .enumerate()
+    {
+        simd::conv2d_weight_gradient_stride1(isa, shape, x, dz, dw, accumulate || b > 0);
+    }
+    if batch == 0 && !accumulate {
+        dw.fill(E::zero());
+    }
 }
 
 /// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
@@ -719,5 +934,121 @@ mod tests {
             |a, b| (a - b).abs() <= 1e-12 * b.abs().max(1.0),
         );
         check::<i64>(|x| x, |a, b| a == b);
+    }
+
+    /// Whichever kernel a batch takes (filters or positions in the lanes, padded or not, with
+    /// or without the scratch), the batch functions compute each image's convolution and the
+    /// batch's summed weight gradient as the per-image definitions do, in every element type.
+    #[test]
+    fn batches_of_convolutions_match_the_per_image_definitions() {
+        let shapes = [
+            (1, 6, 5, 2, 28, 28),  // LeNet's first layer: positions in the lanes
+            (6, 16, 5, 0, 14, 14), // its second: filters in the lanes
+            (2, 20, 3, 1, 5, 6),   // padded, filters in the lanes (a partial vector)
+            (3, 70, 3, 0, 9, 9),   // too large for the stack buffer: positions in the lanes
+            (0, 2, 1, 0, 2, 2),    // no input channels: the bias only
+        ];
+        for (i, &(channels, filters, kernel, padding, height, width)) in shapes.iter().enumerate() {
+            let shape = Conv {
+                channels,
+                filters,
+                kernel,
+                padding,
+                height,
+                width,
+            };
+            let value = |n: usize, seed: usize| -> std::vec::Vec<i64> {
+                (0..n)
+                    .map(|j| ((j * 7 + seed * 13 + i) % 11) as i64 - 5)
+                    .collect()
+            };
+            let steps = channels * kernel * kernel;
+            let batch = 3;
+            let (x, w, bias) = (
+                value(batch * shape.image_len(), 1),
+                value(filters * steps, 2),
+                value(filters, 3),
+            );
+            let dz = value(batch * shape.output_len(), 4);
+            let padded = shape.padded();
+            let mut x_padded = std::vec![0; batch * padded.image_len()];
+            for (x, p) in x
+                .chunks(shape.image_len().max(1))
+                .zip(x_padded.chunks_mut(padded.image_len().max(1)))
+            {
+                pad(&shape, x, p);
+            }
+            // The definitions, image by image, in exact integers.
+            let mut want_out = std::vec![0; batch * shape.output_len()];
+            let mut want_dw = value(filters * steps, 5);
+            for b in 0..batch {
+                let (xi, oi) = (b * shape.image_len(), b * shape.output_len());
+                reference::conv2d_stride1(
+                    &shape,
+                    &x[xi..xi + shape.image_len()],
+                    &w,
+                    &bias,
+                    &mut want_out[oi..oi + shape.output_len()],
+                );
+                let pi = b * padded.image_len();
+                reference::conv2d_weight_gradient_stride1(
+                    &padded,
+                    &x_padded[pi..pi + padded.image_len()],
+                    &dz[oi..oi + shape.output_len()],
+                    &mut want_dw,
+                    true,
+                );
+            }
+            fn check<T: Scalar + Into<f64>>(
+                shape: &Conv,
+                operands: [&[i64]; 6],
+                want_out: &[i64],
+                want_dw: &[i64],
+                from: impl Fn(i64) -> T,
+            ) {
+                let [x, w, bias, dz, x_padded, dw_start] =
+                    operands.map(|o| o.iter().map(|&v| from(v)).collect::<std::vec::Vec<T>>());
+                let batch = 3;
+                let mut out = std::vec![from(99); want_out.len()];
+                conv2d_stride1(shape, batch, &x, &w, &bias, &mut out);
+                for (j, (&g, &e)) in out.iter().zip(want_out).enumerate() {
+                    assert_eq!(g.into(), e as f64, "{shape:?}: output {j}");
+                }
+                let padded = shape.padded();
+                let scratch = conv_weight_gradient_scratch::<T>(&padded, batch);
+                for scratch_len in [scratch, 0] {
+                    let mut dz_scratch = std::vec![from(0); scratch_len];
+                    let mut dw = dw_start.clone();
+                    conv2d_weight_gradient_stride1(
+                        &padded,
+                        batch,
+                        &x_padded,
+                        &dz,
+                        &mut dz_scratch,
+                        &mut dw,
+                        true,
+                    );
+                    for (j, (&g, &e)) in dw.iter().zip(want_dw).enumerate() {
+                        assert_eq!(
+                            g.into(),
+                            e as f64,
+                            "{shape:?} scratch {scratch_len}: dW {j}"
+                        );
+                    }
+                }
+            }
+            let operands = [
+                &x[..],
+                &w,
+                &bias,
+                &dz,
+                &x_padded,
+                &value(filters * steps, 5),
+            ];
+            // Small integers: every sum is exact in f32 and f64, whatever the order.
+            check::<f32>(&shape, operands, &want_out, &want_dw, |v| v as f32);
+            check::<f64>(&shape, operands, &want_out, &want_dw, |v| v as f64);
+            check::<i32>(&shape, operands, &want_out, &want_dw, |v| v as i32);
+        }
     }
 }

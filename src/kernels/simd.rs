@@ -1116,6 +1116,39 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         out: &mut [Self],
     );
 
+    /// Runs a stride-1 convolution of one image without padding, the filters in the lanes,
+    /// with `isa`'s kernels.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `isa`; the slices and sizes were checked by [`conv2d_stride1_filters`].
+    unsafe fn conv_filters_rows(
+        isa: Isa,
+        shape: &Conv,
+        x: &[Self],
+        wt: &[Self],
+        bias: &[Self],
+        out: &mut [Self],
+    );
+
+    /// Runs a stride-1 convolution's weight gradient over a batch, the filters in the lanes,
+    /// with `isa`'s kernels.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `isa`; the slices and sizes were checked by
+    /// [`conv2d_weight_gradient_filters`].
+    #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+    unsafe fn weight_grad_filters_rows(
+        isa: Isa,
+        shape: &Conv,
+        batch: usize,
+        x: &[Self],
+        dzt: &[Self],
+        dw: &mut [Self],
+        accumulate: bool,
+    );
+
     /// Runs a stride-1 convolution's weight gradient with `isa`'s kernels.
     ///
     /// # Safety
@@ -1134,8 +1167,24 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
 }
 
 macro_rules! element {
-    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident) => {
+    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident, $convf512:ident, $convf2:ident, $wgf512:ident, $wgf2:ident) => {
         impl Element for $e {
+            unsafe fn conv_filters_rows(isa: Isa, shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [$e]) {
+                // SAFETY (both): forwarded from this function's contract.
+                match isa {
+                    Isa::Avx512 => unsafe { $convf512(shape, x, wt, bias, out) },
+                    Isa::Avx2Fma => unsafe { $convf2(shape, x, wt, bias, out) },
+                }
+            }
+
+            unsafe fn weight_grad_filters_rows(isa: Isa, shape: &Conv, batch: usize, x: &[$e], dzt: &[$e], dw: &mut [$e], accumulate: bool) {
+                // SAFETY (both): forwarded from this function's contract.
+                match isa {
+                    Isa::Avx512 => unsafe { $wgf512(shape, batch, x, dzt, dw, accumulate) },
+                    Isa::Avx2Fma => unsafe { $wgf2(shape, batch, x, dzt, dw, accumulate) },
+                }
+            }
+
             unsafe fn weight_grad_rows(isa: Isa, shape: &Conv, x: &[$e], dz: &[$e], dw: &mut [$e], accumulate: bool) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
@@ -1193,7 +1242,11 @@ element!(
     conv_avx512_f32,
     conv_avx2_f32,
     weight_grad_avx512_f32,
-    weight_grad_avx2_f32
+    weight_grad_avx2_f32,
+    conv_filters_avx512_f32,
+    conv_filters_avx2_f32,
+    weight_grad_filters_avx512_f32,
+    weight_grad_filters_avx2_f32
 );
 element!(
     f64,
@@ -1204,7 +1257,11 @@ element!(
     conv_avx512_f64,
     conv_avx2_f64,
     weight_grad_avx512_f64,
-    weight_grad_avx2_f64
+    weight_grad_avx2_f64,
+    conv_filters_avx512_f64,
+    conv_filters_avx2_f64,
+    weight_grad_filters_avx512_f64,
+    weight_grad_filters_avx2_f64
 );
 
 /// `C = op(A)·op(B)` (or `C +=` when `accumulate`) with `isa`; `C` is `m x n`.
@@ -1615,6 +1672,305 @@ unsafe fn weight_grad_run<S: Simd>(
     }
 }
 
+/// Output positions per tile of [`conv_filters_tile`]: one accumulator each, plus the weights'
+/// vector and a broadcast, within AVX2's 16 registers.
+const FILTER_TILE_POSITIONS: usize = 12;
+
+/// Weight steps per tile of [`weight_grad_filters_tile`]: one accumulator each; their input
+/// offsets stay in general-purpose registers.
+const FILTER_TILE_STEPS: usize = 8;
+
+/// Whether a stride-1 convolution's kernels run with the filters in the vector lanes (the
+/// `*_filters` kernels) rather than output positions (one row at a time): when more of each
+/// vector is useful that way. A 10-wide output row fills 10 of 16 `f32` lanes of AVX-512, 16
+/// filters fill all 16.
+pub(crate) fn filters_in_lanes<E>(isa: Isa, shape: &Conv) -> bool {
+    let lanes = match isa {
+        Isa::Avx512 => 64,
+        Isa::Avx2Fma => 32,
+    } / core::mem::size_of::<E>();
+    let useful = |n: usize| n as f64 / (n.div_ceil(lanes) * lanes).max(1) as f64;
+    useful(shape.filters) > useful(shape.out_width())
+}
+
+/// One tile of a stride-1 convolution without padding, the filters in the lanes: filters
+/// `f0..f0 + count` (`count <= LANES`) at the `NP` positions `ow0..ow0 + NP` of output row `oh`.
+/// Each step `(c, ky, kx)` loads the step's weights of those filters from the transposed weights
+/// `wt` (`[C·K·K][filters]`) and, per position, broadcasts the input it meets: `NP` fused
+/// multiply-adds per load, every lane useful. The sums are stored transposed, one lane per
+/// output plane.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `x` holds `C·H·W` elements, `wt` `C·K·K·filters`, `bias`
+/// `filters`, `out` `filters·OH·OW`; `f0 + count <= filters`, `oh < OH`, `ow0 + NP <= OW`; no
+/// padding.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
+    shape: &Conv,
+    x: *const S::E,
+    wt: *const S::E,
+    bias: *const S::E,
+    out: *mut S::E,
+    (f0, count): (usize, usize),
+    oh: usize,
+    ow0: usize,
+) {
+    let Conv {
+        channels,
+        filters,
+        kernel,
+        height,
+        width,
+        ..
+    } = *shape;
+    let plane_out = shape.out_height() * shape.out_width();
+    // SAFETY (whole body): the instruction set is present (the caller's contract). The weight
+    // vectors read are lanes `f0..f0 + count` of rows `step < C·K·K` of `wt` (the others masked
+    // off), the bias lanes `f0..f0 + count`; the inputs broadcast are `(c, oh + ky, ow0 + i +
+    // kx)` with `oh + ky < OH + K - 1 = H` and `ow0 + i + kx < OW + K - 1 = W` (no padding),
+    // inside `x`; the outputs written are `(f0 + lane, oh, ow0 + i)`, inside `out`.
+    unsafe {
+        let mask = S::mask(count);
+        let full = count == S::LANES;
+        let load = |p: *const S::E| {
+            if full {
+                S::load(p)
+            } else {
+                S::load_masked(p, mask)
+            }
+        };
+        let mut acc = [load(bias.add(f0)); NP];
+        let mut weights = wt.add(f0);
+        for c in 0..channels {
+            for ky in 0..kernel {
+                let row = x.add((c * height + oh + ky) * width + ow0);
+                for kx in 0..kernel {
+                    let w = load(weights);
+                    weights = weights.wrapping_add(filters);
+                    let inputs = row.add(kx);
+                    for (i, acc_i) in acc.iter_mut().enumerate() {
+                        *acc_i = S::fma(S::splat(*inputs.add(i)), w, *acc_i);
+                    }
+                }
+            }
+        }
+        let mut lanes = [S::E::default(); 16];
+        for (i, &acc_i) in acc.iter().enumerate() {
+            S::store(lanes.as_mut_ptr(), acc_i);
+            let first = out.add(f0 * plane_out + oh * shape.out_width() + ow0 + i);
+            for (lane, &value) in lanes[..count].iter().enumerate() {
+                *first.add(lane * plane_out) = value;
+            }
+        }
+    }
+}
+
+/// Calls `$tile::<S, N>` for a runtime `$n` in `1..FILTER_TILE_POSITIONS` (or `..STEPS`).
+macro_rules! filters_tile_sized {
+    ($tile:ident, $n:expr, $($args:expr),*) => {
+        match $n {
+            1 => $tile::<S, 1>($($args),*),
+            2 => $tile::<S, 2>($($args),*),
+            3 => $tile::<S, 3>($($args),*),
+            4 => $tile::<S, 4>($($args),*),
+            5 => $tile::<S, 5>($($args),*),
+            6 => $tile::<S, 6>($($args),*),
+            7 => $tile::<S, 7>($($args),*),
+            8 => $tile::<S, 8>($($args),*),
+            9 => $tile::<S, 9>($($args),*),
+            10 => $tile::<S, 10>($($args),*),
+            11 => $tile::<S, 11>($($args),*),
+            _ => unreachable!("a partial tile is smaller than a whole one"),
+        }
+    };
+}
+
+/// The whole stride-1 convolution of one image without padding, the filters in the lanes: per
+/// vector of filters, per output row, tiles of [`FILTER_TILE_POSITIONS`] positions.
+///
+/// # Safety
+///
+/// As [`conv_filters_tile`], for the whole output; the slices checked by
+/// [`conv2d_stride1_batch`].
+#[inline(always)]
+unsafe fn conv_filters_run<S: Simd>(
+    shape: &Conv,
+    x: &[S::E],
+    wt: &[S::E],
+    bias: &[S::E],
+    out: &mut [S::E],
+) {
+    const NP: usize = FILTER_TILE_POSITIONS;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let (x, wt, bias, out) = (x.as_ptr(), wt.as_ptr(), bias.as_ptr(), out.as_mut_ptr());
+    for f0 in (0..shape.filters).step_by(S::LANES) {
+        let filters = (f0, S::LANES.min(shape.filters - f0));
+        for oh in 0..out_height {
+            // SAFETY: every tile lies inside the output: f0 + count <= filters, oh < OH, and
+            // ow0 + NP <= OW (the last tile takes what is left).
+            unsafe {
+                let mut ow0 = 0;
+                while ow0 + NP <= out_width {
+                    conv_filters_tile::<S, NP>(shape, x, wt, bias, out, filters, oh, ow0);
+                    ow0 += NP;
+                }
+                if ow0 < out_width {
+                    filters_tile_sized!(
+                        conv_filters_tile,
+                        out_width - ow0,
+                        shape,
+                        x,
+                        wt,
+                        bias,
+                        out,
+                        filters,
+                        oh,
+                        ow0
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One tile of a stride-1 convolution's weight gradient without padding, the filters in the
+/// lanes, summed over a batch: `dW[f][step] (+)= Σ over the images and output positions of
+/// dZ[f][position] · X̂[step][position]` for filters `f0..f0 + count` and the `NS` steps
+/// `step0..step0 + NS`. The gradient `dzt` is position-major (`[image][position][filter]`):
+/// per position, one vector of it and, per step, the input it met, broadcast: `NS` fused
+/// multiply-adds per load, every lane useful, and no horizontal sums.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `x` holds `batch` images of `C·H·W`, `dzt` `batch` blocks
+/// of `OH·OW·filters`, `dw` `filters·C·K·K`; `f0 + count <= filters`, `step0 + NS <= C·K·K`; no
+/// padding.
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn weight_grad_filters_tile<S: Simd, const NS: usize>(
+    shape: &Conv,
+    batch: usize,
+    x: *const S::E,
+    dzt: *const S::E,
+    dw: *mut S::E,
+    (f0, count): (usize, usize),
+    step0: usize,
+    accumulate: bool,
+) {
+    let Conv {
+        channels,
+        filters,
+        kernel,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let steps = channels * kernel * kernel;
+    // Where each step's window starts in the image: (c, ky, kx) -> (c·H + ky)·W + kx.
+    let offsets: [usize; NS] = core::array::from_fn(|s| {
+        let step = step0 + s;
+        let (c, ky, kx) = (
+            step / (kernel * kernel),
+            step / kernel % kernel,
+            step % kernel,
+        );
+        (c * height + ky) * width + kx
+    });
+    // SAFETY (whole body): the instruction set is present (the caller's contract). Without
+    // padding, the input broadcast for output (oh, ow) and step (c, ky, kx) is (c, oh + ky,
+    // ow + kx), inside the image since oh + ky < OH + K - 1 = H and ow + kx < W likewise; the
+    // gradient lanes read are filters f0..f0 + count of a position of an image in the batch
+    // (the others masked off); the weight gradients written are (f0 + lane, step0 + s), inside
+    // `dw`.
+    unsafe {
+        let mask = S::mask(count);
+        let full = count == S::LANES;
+        let mut acc = [S::zero(); NS];
+        for b in 0..batch {
+            let image = x.add(b * channels * height * width);
+            let mut grads = dzt.add(b * out_height * out_width * filters + f0);
+            for oh in 0..out_height {
+                let row = image.add(oh * width);
+                for ow in 0..out_width {
+                    let g = if full {
+                        S::load(grads)
+                    } else {
+                        S::load_masked(grads, mask)
+                    };
+                    grads = grads.wrapping_add(filters);
+                    let inputs = row.add(ow);
+                    for (acc_s, &offset) in acc.iter_mut().zip(offsets.iter()) {
+                        *acc_s = S::fma(S::splat(*inputs.add(offset)), g, *acc_s);
+                    }
+                }
+            }
+        }
+        let mut lanes = [S::E::default(); 16];
+        for (s, &acc_s) in acc.iter().enumerate() {
+            S::store(lanes.as_mut_ptr(), acc_s);
+            let first = dw.add(f0 * steps + step0 + s);
+            for (lane, &sum) in lanes[..count].iter().enumerate() {
+                let p = first.add(lane * steps);
+                *p = if accumulate { *p + sum } else { sum };
+            }
+        }
+    }
+}
+
+/// The weight gradient of a batch, the filters in the lanes: per vector of filters, tiles of
+/// [`FILTER_TILE_STEPS`] steps, each over the whole batch.
+///
+/// # Safety
+///
+/// As [`weight_grad_filters_tile`] for every tile; the slices checked by
+/// [`conv2d_weight_gradient_batch`].
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[inline(always)]
+unsafe fn weight_grad_filters_run<S: Simd>(
+    shape: &Conv,
+    batch: usize,
+    x: &[S::E],
+    dzt: &[S::E],
+    dw: &mut [S::E],
+    accumulate: bool,
+) {
+    const NS: usize = FILTER_TILE_STEPS;
+    let steps = shape.channels * shape.kernel * shape.kernel;
+    let (x, dzt, dw) = (x.as_ptr(), dzt.as_ptr(), dw.as_mut_ptr());
+    for f0 in (0..shape.filters).step_by(S::LANES) {
+        let filters = (f0, S::LANES.min(shape.filters - f0));
+        // SAFETY: every tile's filters and steps exist (the last tile takes what is left).
+        unsafe {
+            let mut step = 0;
+            while step + NS <= steps {
+                weight_grad_filters_tile::<S, NS>(
+                    shape, batch, x, dzt, dw, filters, step, accumulate,
+                );
+                step += NS;
+            }
+            if step < steps {
+                filters_tile_sized!(
+                    weight_grad_filters_tile,
+                    steps - step,
+                    shape,
+                    batch,
+                    x,
+                    dzt,
+                    dw,
+                    filters,
+                    step,
+                    accumulate
+                );
+            }
+        }
+    }
+}
+
 macro_rules! conv_entry {
     ($name:ident, $simd:ty, $e:ty, $features:literal) => {
         /// # Safety
@@ -1643,6 +1999,52 @@ macro_rules! weight_grad_entry {
         }
     };
 }
+
+macro_rules! conv_filters_entry {
+    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; sizes checked by
+        /// [`conv2d_stride1_filters`].
+        #[target_feature(enable = $features)]
+        unsafe fn $name(shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [$e]) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { conv_filters_run::<$simd>(shape, x, wt, bias, out) }
+        }
+    };
+}
+
+macro_rules! weight_grad_filters_entry {
+    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; sizes checked by
+        /// [`conv2d_weight_gradient_filters`].
+        #[target_feature(enable = $features)]
+        #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+        unsafe fn $name(
+            shape: &Conv,
+            batch: usize,
+            x: &[$e],
+            dzt: &[$e],
+            dw: &mut [$e],
+            accumulate: bool,
+        ) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { weight_grad_filters_run::<$simd>(shape, batch, x, dzt, dw, accumulate) }
+        }
+    };
+}
+
+conv_filters_entry!(conv_filters_avx512_f32, Avx512F32, f32, "avx512f");
+conv_filters_entry!(conv_filters_avx512_f64, Avx512F64, f64, "avx512f");
+conv_filters_entry!(conv_filters_avx2_f32, Avx2F32, f32, "avx2,fma");
+conv_filters_entry!(conv_filters_avx2_f64, Avx2F64, f64, "avx2,fma");
+
+weight_grad_filters_entry!(weight_grad_filters_avx512_f32, Avx512F32, f32, "avx512f");
+weight_grad_filters_entry!(weight_grad_filters_avx512_f64, Avx512F64, f64, "avx512f");
+weight_grad_filters_entry!(weight_grad_filters_avx2_f32, Avx2F32, f32, "avx2,fma");
+weight_grad_filters_entry!(weight_grad_filters_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 weight_grad_entry!(weight_grad_avx512_f32, Avx512F32, f32, "avx512f");
 weight_grad_entry!(weight_grad_avx512_f64, Avx512F64, f64, "avx512f");
@@ -1699,6 +2101,66 @@ pub(crate) fn conv2d_weight_gradient_stride1<E: Element>(
     assert_isa(isa);
     // SAFETY: lengths, padding, sizes and instruction set checked above.
     unsafe { E::weight_grad_rows(isa, shape, x, dz, dw, accumulate) }
+}
+
+/// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, from the
+/// transposed weights `wt` (`[C·K·K][filters]`), the filters in the vector lanes (see
+/// [`filters_in_lanes`]), with `isa`.
+///
+/// # Panics
+///
+/// As [`conv2d_stride1`], and when the padding is not 0.
+pub(crate) fn conv2d_stride1_filters<E: Element>(
+    isa: Isa,
+    shape: &Conv,
+    x: &[E],
+    wt: &[E],
+    bias: &[E],
+    out: &mut [E],
+) {
+    shape.check_lengths(x.len(), wt.len(), bias.len(), out.len());
+    assert_eq!(
+        shape.padding, 0,
+        "the filters-in-lanes kernel takes a padded image"
+    );
+    assert_isa(isa);
+    // SAFETY: lengths, padding, sizes and instruction set checked above.
+    unsafe { E::conv_filters_rows(isa, shape, x, wt, bias, out) }
+}
+
+/// The weight gradient of a stride-1 convolution without padding summed over a batch of
+/// `batch` images, `dw (+)= Σ dZ·X̂ᵀ`, from the output gradients `dzt` laid out position-major
+/// (`[image][position][filter]`), the filters in the vector lanes, with `isa`.
+///
+/// # Panics
+///
+/// As [`conv2d_weight_gradient_stride1`], for `batch` images and gradients.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) fn conv2d_weight_gradient_filters<E: Element>(
+    isa: Isa,
+    shape: &Conv,
+    batch: usize,
+    x: &[E],
+    dzt: &[E],
+    dw: &mut [E],
+    accumulate: bool,
+) {
+    let image = shape.channels * shape.height * shape.width;
+    let gradients = shape.filters * shape.out_height() * shape.out_width();
+    shape.check_lengths(image, dw.len(), shape.filters, gradients);
+    assert!(
+        (x.len(), dzt.len()) == (batch * image, batch * gradients),
+        "{} images and {} gradients do not fit a batch of {batch} of {shape:?}",
+        x.len(),
+        dzt.len()
+    );
+    assert_eq!(
+        shape.padding, 0,
+        "the weight-gradient kernel takes a padded image"
+    );
+    assert_isa(isa);
+    // SAFETY: lengths, padding, sizes and instruction set checked above.
+    unsafe { E::weight_grad_filters_rows(isa, shape, batch, x, dzt, dw, accumulate) }
 }
 
 macro_rules! all_finite_entry {
@@ -2109,6 +2571,166 @@ mod tests {
                             (f64::from(g) - w).abs() <= bound(w, 1e-6),
                             "{isa:?} {shape:?} accumulate={accumulate}: f32 dW[{idx}] is {g}, expected {w}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Shapes with many filters and narrow images, where the kernels put the filters in the
+    /// lanes: whole vectors of filters, a partial one, several, in f32's and f64's lanes.
+    const MANY_FILTERS: &[Conv] = &[
+        Conv {
+            channels: 3,
+            filters: 16,
+            kernel: 3,
+            padding: 0,
+            height: 6,
+            width: 7,
+        },
+        Conv {
+            channels: 2,
+            filters: 21,
+            kernel: 2,
+            padding: 0,
+            height: 5,
+            width: 17,
+        },
+        Conv {
+            channels: 1,
+            filters: 40,
+            kernel: 1,
+            padding: 0,
+            height: 3,
+            width: 29,
+        },
+        Conv {
+            channels: 5,
+            filters: 3,
+            kernel: 4,
+            padding: 0,
+            height: 4,
+            width: 4,
+        },
+    ];
+
+    /// Every shape as the filters-in-lanes kernels take it: padded beforehand.
+    fn filter_shapes() -> impl Iterator<Item = Conv> {
+        CONVS.iter().chain(MANY_FILTERS).map(|s| s.padded())
+    }
+
+    fn transposed(w: &[f64], rows: usize) -> Vec<f64> {
+        let columns = w.len() / rows.max(1);
+        let mut t = std::vec![0.0; w.len()];
+        for r in 0..rows {
+            for c in 0..columns {
+                t[c * rows + r] = w[r * columns + c];
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn convolutions_with_the_filters_in_the_lanes_match_the_definition() {
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            for (i, shape) in filter_shapes().enumerate() {
+                let steps = shape.channels * shape.kernel * shape.kernel;
+                let x = values(shape.image_len(), 80 + i as u64);
+                let w = values(shape.filters * steps, 90 + i as u64);
+                let bias = values(shape.filters, 100 + i as u64);
+                let mut want = std::vec![0.0; shape.output_len()];
+                super::super::reference::conv2d_stride1(&shape, &x, &w, &bias, &mut want);
+                let wt = transposed(&w, shape.filters);
+                let bound = |w: f64, tolerance: f64| {
+                    tolerance * (1.0 + steps as f64).sqrt() * (1.0 + w.abs())
+                };
+                let mut got = values(shape.output_len(), 110); // stale contents
+                conv2d_stride1_filters(isa, &shape, &x, &wt, &bias, &mut got);
+                for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - w).abs() <= bound(w, 1e-13),
+                        "{isa:?} {shape:?}: f64 element {idx} is {g}, expected {w}"
+                    );
+                }
+                let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                let mut got = f32s(&values(shape.output_len(), 110));
+                conv2d_stride1_filters(isa, &shape, &f32s(&x), &f32s(&wt), &f32s(&bias), &mut got);
+                for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (f64::from(g) - w).abs() <= bound(w, 1e-6),
+                        "{isa:?} {shape:?}: f32 element {idx} is {g}, expected {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn weight_gradients_with_the_filters_in_the_lanes_match_the_definition() {
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            for (i, shape) in filter_shapes().enumerate() {
+                let steps = shape.channels * shape.kernel * shape.kernel;
+                let positions = shape.out_height() * shape.out_width();
+                for batch in [0, 1, 3] {
+                    let x = values(batch * shape.image_len(), 120 + i as u64);
+                    let dz = values(batch * shape.output_len(), 130 + i as u64);
+                    let start = values(shape.filters * steps, 140 + i as u64);
+                    // Position-major, as the kernel takes it.
+                    let dzt: Vec<f64> = dz
+                        .chunks(shape.output_len().max(1))
+                        .flat_map(|d| transposed(d, shape.filters))
+                        .collect();
+                    for accumulate in [false, true] {
+                        let mut want = start.clone();
+                        if !accumulate {
+                            want.fill(0.0);
+                        }
+                        for (x, dz) in x
+                            .chunks(shape.image_len().max(1))
+                            .zip(dz.chunks(shape.output_len().max(1)))
+                        {
+                            super::super::reference::conv2d_weight_gradient_stride1(
+                                &shape, x, dz, &mut want, true,
+                            );
+                        }
+                        let bound = |w: f64, tolerance: f64| {
+                            tolerance * (1.0 + (batch * positions) as f64).sqrt() * (1.0 + w.abs())
+                        };
+                        let mut got = start.clone();
+                        conv2d_weight_gradient_filters(
+                            isa, &shape, batch, &x, &dzt, &mut got, accumulate,
+                        );
+                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (g - w).abs() <= bound(w, 1e-13),
+                                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f64 dW[{idx}] is {g}, expected {w}"
+                            );
+                        }
+                        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                        let mut got = f32s(&start);
+                        conv2d_weight_gradient_filters(
+                            isa,
+                            &shape,
+                            batch,
+                            &f32s(&x),
+                            &f32s(&dzt),
+                            &mut got,
+                            accumulate,
+                        );
+                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (f64::from(g) - w).abs() <= bound(w, 1e-6),
+                                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f32 dW[{idx}] is {g}, expected {w}"
+                            );
+                        }
                     }
                 }
             }

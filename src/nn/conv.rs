@@ -226,10 +226,25 @@ where
         width: W + 2 * PAD,
     };
 
-    /// The forward pass of one sample. Stride 1 (the common case) runs the direct kernel, which
-    /// needs no buffer; other strides unroll patches into `scratch`: the whole
-    /// `C·K·K x OH·OW` matrix when it fits (the training workspace's does), else blocks of
-    /// output positions.
+    /// The forward pass of a batch with stride 1 (the common case): the direct kernel, which
+    /// needs no patches, on every sample at once, then the activation in place.
+    fn forward_stride1(&self, x: &[[[[T; W]; H]; C]], y: &mut [[[[T; OW]; OH]; OC]]) {
+        let () = Self::SHAPE;
+        let batch = x.len().min(y.len());
+        let (x, y) = (&x[..batch], &mut y[..batch]);
+        let x = x.as_flattened().as_flattened().as_flattened();
+        let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
+        // Z = conv(X, W) + b, then A = f(Z) in place.
+        let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
+        kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z);
+        for a in z {
+            *a = A::apply(*a);
+        }
+    }
+
+    /// The forward pass of one sample with a stride other than 1: patches unrolled into
+    /// `scratch`, the whole `C·K·K x OH·OW` matrix when it fits (the training workspace's
+    /// does), else blocks of output positions.
     fn forward_sample(
         &self,
         x: &[[[T; W]; H]; C],
@@ -241,15 +256,6 @@ where
         let weight = self.weight_matrix();
         let bias = S::vector(&self.bias);
         let z = out.as_flattened_mut().as_flattened_mut();
-        if STRIDE == 1 {
-            // Z = conv(X, W) + b, then A = f(Z) in place.
-            let x = x.as_flattened().as_flattened();
-            kernels::conv2d_stride1(&Self::DIRECT, x, weight, bias, z);
-            for a in z {
-                *a = A::apply(*a);
-            }
-            return;
-        }
         if scratch.len() >= ckk * positions {
             // Z = W·X̂, straight into the output (its rows are the output channels).
             let patches = &mut scratch[..ckk * positions];
@@ -445,10 +451,8 @@ where
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         if STRIDE == 1 {
-            // The direct kernel needs no buffer: no 8 KiB on the stack of a baked net.
-            for (x, y) in x.iter().zip(y) {
-                self.forward_sample(x, y, &mut []);
-            }
+            // The direct kernel needs no patches: no 8 KiB on the stack of a baked net.
+            self.forward_stride1(x, y);
             return;
         }
         let mut scratch = [T::ZERO; SCRATCH];
@@ -493,9 +497,13 @@ mod train {
         pub patches: Box<[T]>,
         /// `Wᵀ·dZ` of one sample, before `col2im` adds it into `dX`.
         pub d_patches: Box<[T]>,
-        /// One sample's input with its zero padding (`C x (H + 2P) x (W + 2P)`), for the weight
-        /// gradient of a stride-1 convolution; the border is never written.
+        /// The batch's inputs with their zero padding (`B x C x (H + 2P) x (W + 2P)`), for the
+        /// weight gradient of a padded stride-1 convolution; the border is never written.
         pub padded_input: Box<[T]>,
+        /// `dZ` of each sample position-major (`OH·OW x OC`), for the weight gradient of a
+        /// stride-1 convolution whose kernel puts the filters in the vector lanes (empty
+        /// otherwise).
+        pub d_pre_activation_by_position: Box<[T]>,
     }
 
     /// The sum of `values` in 8 independent partial sums: one running sum would make each
@@ -544,8 +552,17 @@ mod train {
                 d_patches: vec![T::ZERO; patch_len].into_boxed_slice(),
                 padded_input: vec![
                     T::ZERO;
+                    if STRIDE == 1 && PAD > 0 {
+                        B * C * (H + 2 * PAD) * (W + 2 * PAD)
+                    } else {
+                        0
+                    }
+                ]
+                .into_boxed_slice(),
+                d_pre_activation_by_position: vec![
+                    T::ZERO;
                     if STRIDE == 1 {
-                        C * (H + 2 * PAD) * (W + 2 * PAD)
+                        kernels::conv_weight_gradient_scratch::<T>(&Self::PADDED, B)
                     } else {
                         0
                     }
@@ -560,8 +577,12 @@ mod train {
             ws: &'w mut Self::Workspace,
         ) -> &'w [[[[T; OW]; OH]; OC]; B] {
             // The layer's one forward pass, with room for all of a sample's patches.
-            for (x, y) in x.iter().zip(ws.output.iter_mut()) {
-                self.forward_sample(x, y, &mut ws.patches);
+            if STRIDE == 1 {
+                self.forward_stride1(x, &mut *ws.output);
+            } else {
+                for (x, y) in x.iter().zip(ws.output.iter_mut()) {
+                    self.forward_sample(x, y, &mut ws.patches);
+                }
             }
             &ws.output
         }
@@ -597,27 +618,36 @@ mod train {
             let d_bias = S::vector_mut(&mut gradients.bias);
             d_bias.fill(T::zero());
             let weight = self.weight_matrix();
+            if STRIDE == 1 {
+                // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X (padded first), where it lies: no patches.
+                let images = if PAD > 0 {
+                    let padded = &mut ws.padded_input;
+                    let len = padded.len() / B.max(1);
+                    for (x, padded) in x.iter().zip(padded.chunks_exact_mut(len.max(1))) {
+                        let x = x.as_flattened().as_flattened();
+                        kernels::pad(&Self::DIRECT, x, padded);
+                    }
+                    &ws.padded_input[..]
+                } else {
+                    x.as_flattened().as_flattened().as_flattened()
+                };
+                kernels::conv2d_weight_gradient_stride1(
+                    &Self::PADDED,
+                    B,
+                    images,
+                    ws.d_pre_activation
+                        .as_flattened()
+                        .as_flattened()
+                        .as_flattened(),
+                    &mut ws.d_pre_activation_by_position,
+                    d_weight,
+                    false,
+                );
+            }
             let mut d_input = d_input;
             for (b, (dz, x)) in ws.d_pre_activation.iter().zip(x).enumerate() {
                 let dz = dz.as_flattened().as_flattened();
-                if STRIDE == 1 {
-                    // dW += dZ·X̂ᵀ, X̂ read from X padded, where it lies: no patches unrolled.
-                    let padded = &mut ws.padded_input;
-                    let (padded_height, padded_width) = (H + 2 * PAD, W + 2 * PAD);
-                    for (c, channel) in x.iter().enumerate() {
-                        for (i, row) in channel.iter().enumerate() {
-                            let start = (c * padded_height + i + PAD) * padded_width + PAD;
-                            padded[start..start + W].copy_from_slice(row);
-                        }
-                    }
-                    kernels::conv2d_weight_gradient_stride1(
-                        &Self::PADDED,
-                        padded,
-                        dz,
-                        d_weight,
-                        b > 0,
-                    );
-                } else {
+                if STRIDE != 1 {
                     let patches = &mut ws.patches;
                     Self::im2col(x, 0, positions, patches);
                     // dW += dZ·X̂ᵀ              (OC x OH·OW)(OH·OW x C·K·K) -> OC x C·K·K
@@ -649,7 +679,7 @@ mod train {
                     Self::col2im(&ws.d_patches, dx);
                 }
             }
-            if B == 0 {
+            if B == 0 && STRIDE != 1 {
                 d_weight.fill(T::zero());
             }
         }

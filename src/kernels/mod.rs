@@ -497,10 +497,10 @@ impl Conv {
     }
 }
 
-/// The elements of the stack buffer the filters-in-lanes forward pass transposes the weights
-/// (and pads one image) into; larger convolutions take the kernel with positions in the lanes.
+/// The elements of the stack buffer the SIMD forward passes transpose the weights and pad one
+/// image into; larger convolutions take the kernel that masks the padding off instead.
 #[cfg(target_arch = "x86_64")]
-const FILTERS_SCRATCH: usize = 4096;
+const STACK_SCRATCH: usize = 4096;
 
 /// `out = conv(x, w) + bias` for a batch of `batch` images, stride 1 (see [`Conv`]): `x` is
 /// `[batch][channels][height][width]`, `w` is `[filters][channels][kernel][kernel]` (PyTorch's
@@ -577,14 +577,45 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
     };
     if simd::filters_in_lanes::<E>(isa, shape)
         && shape.output_len() > 0
-        && w.len() + padded_len <= FILTERS_SCRATCH
+        && w.len() + padded_len <= STACK_SCRATCH
     {
         conv2d_stride1_filters_in_lanes(isa, shape, batch, padded_len, x, w, bias, out);
+    } else if shape.padding == 0 {
+        let len = shape.output_len();
+        for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+            simd::conv2d_stride1_flat(isa, shape, x, w, bias, &mut out[b * len..(b + 1) * len]);
+        }
+    } else if padded_len <= STACK_SCRATCH {
+        conv2d_stride1_flat_padded(isa, shape, batch, x, w, bias, out);
     } else {
         let len = shape.output_len();
         for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
             simd::conv2d_stride1(isa, shape, x, w, bias, &mut out[b * len..(b + 1) * len]);
         }
+    }
+}
+
+/// The flat path of [`conv2d_stride1_simd`] for a padded convolution: each image padded in a
+/// stack buffer first. Never inlined, so that its buffer is not in the caller's stack frame on
+/// the other paths.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn conv2d_stride1_flat_padded<E: simd::Element + Scalar>(
+    isa: simd::Isa,
+    shape: &Conv,
+    batch: usize,
+    x: &[E],
+    w: &[E],
+    bias: &[E],
+    out: &mut [E],
+) {
+    let mut scratch = [E::default(); STACK_SCRATCH];
+    let padded_image = &mut scratch[..shape.padded().image_len()];
+    let len = shape.output_len();
+    for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+        pad(shape, x, padded_image); // the border stays zero from the start
+        let out = &mut out[b * len..(b + 1) * len];
+        simd::conv2d_stride1_flat(isa, &shape.padded(), padded_image, w, bias, out);
     }
 }
 
@@ -604,7 +635,7 @@ fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar>(
     bias: &[E],
     out: &mut [E],
 ) {
-    let mut scratch = [E::default(); FILTERS_SCRATCH];
+    let mut scratch = [E::default(); STACK_SCRATCH];
     let (wt, rest) = scratch.split_at_mut(w.len());
     let padded_image = &mut rest[..padded_len];
     transpose(w, shape.filters, wt);
@@ -945,7 +976,9 @@ mod tests {
             (1, 6, 5, 2, 28, 28),  // LeNet's first layer: positions in the lanes
             (6, 16, 5, 0, 14, 14), // its second: filters in the lanes
             (2, 20, 3, 1, 5, 6),   // padded, filters in the lanes (a partial vector)
-            (3, 70, 3, 0, 9, 9),   // too large for the stack buffer: positions in the lanes
+            (8, 70, 3, 0, 9, 9),   // weights too large for the stack buffer: flat
+            (1, 3, 3, 1, 70, 70),  // padded image too large for it: the padding masked off
+            (2, 5, 3, 0, 4, 21),   // no padding: flat
             (0, 2, 1, 0, 2, 2),    // no input channels: the bias only
         ];
         for (i, &(channels, filters, kernel, padding, height, width)) in shapes.iter().enumerate() {

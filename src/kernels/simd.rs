@@ -154,6 +154,8 @@ trait Simd {
     const DOT_ROWS: usize;
     /// Rows of `B` (columns of the output) of a dot-product tile.
     const DOT_COLS: usize;
+    /// Vectors per tile of the flat convolution kernel (2 or 3), `OUTER_ROWS` filters each.
+    const FLAT_VECTORS: usize;
 
     unsafe fn zero() -> Self::V;
     unsafe fn splat(x: Self::E) -> Self::V;
@@ -199,6 +201,7 @@ macro_rules! avx512 {
             const LANES: usize = $lanes;
             const OUTER_ROWS: usize = 8;
             const OUTER_VECTORS: usize = 2;
+            const FLAT_VECTORS: usize = 3;
             // 24 accumulators, 6 vectors of A and one of B: 31 of the 32 registers.
             const DOT_ROWS: usize = 6;
             const DOT_COLS: usize = 4;
@@ -483,6 +486,7 @@ macro_rules! avx2 {
             const LANES: usize = $lanes;
             const OUTER_ROWS: usize = 6;
             const OUTER_VECTORS: usize = 2;
+            const FLAT_VECTORS: usize = 2;
             // 8 accumulators, 2 vectors of A and one of B fit the 16 registers without spilling.
             const DOT_ROWS: usize = 2;
             const DOT_COLS: usize = 4;
@@ -1116,6 +1120,20 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         out: &mut [Self],
     );
 
+    /// Runs a stride-1 convolution of one image without padding, flat, with `isa`'s kernels.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `isa`; the slices and sizes were checked by [`conv2d_stride1_flat`].
+    unsafe fn conv_flat_rows(
+        isa: Isa,
+        shape: &Conv,
+        x: &[Self],
+        w: &[Self],
+        bias: &[Self],
+        out: &mut [Self],
+    );
+
     /// Runs a stride-1 convolution of one image without padding, the filters in the lanes,
     /// with `isa`'s kernels.
     ///
@@ -1167,8 +1185,16 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
 }
 
 macro_rules! element {
-    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident, $convf512:ident, $convf2:ident, $wgf512:ident, $wgf2:ident) => {
+    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident, $convf512:ident, $convf2:ident, $wgf512:ident, $wgf2:ident, $flat512:ident, $flat2:ident) => {
         impl Element for $e {
+            unsafe fn conv_flat_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
+                // SAFETY (both): forwarded from this function's contract.
+                match isa {
+                    Isa::Avx512 => unsafe { $flat512(shape, x, w, bias, out) },
+                    Isa::Avx2Fma => unsafe { $flat2(shape, x, w, bias, out) },
+                }
+            }
+
             unsafe fn conv_filters_rows(isa: Isa, shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [$e]) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
@@ -1246,7 +1272,9 @@ element!(
     conv_filters_avx512_f32,
     conv_filters_avx2_f32,
     weight_grad_filters_avx512_f32,
-    weight_grad_filters_avx2_f32
+    weight_grad_filters_avx2_f32,
+    conv_flat_avx512_f32,
+    conv_flat_avx2_f32
 );
 element!(
     f64,
@@ -1261,7 +1289,9 @@ element!(
     conv_filters_avx512_f64,
     conv_filters_avx2_f64,
     weight_grad_filters_avx512_f64,
-    weight_grad_filters_avx2_f64
+    weight_grad_filters_avx2_f64,
+    conv_flat_avx512_f64,
+    conv_flat_avx2_f64
 );
 
 /// `C = op(A)·op(B)` (or `C +=` when `accumulate`) with `isa`; `C` is `m x n`.
@@ -1671,6 +1701,186 @@ unsafe fn weight_grad_run<S: Simd>(
         }
     }
 }
+
+/// One tile of a stride-1 convolution without padding, positions in the lanes, the output rows
+/// laid end to end at the input's row stride ("flat"): flat position `q = oh·W + ow` reads the
+/// input at `q + (c·H + ky)·W + kx` for step `(c, ky, kx)`, so each vector of positions is one
+/// contiguous load per step, whatever the rows, and no lane needs a mask for the padding (the
+/// caller pads the image). Positions with `ow >= OW` are computed and never stored. Filters
+/// `0..MR` at the `NV` vectors of flat positions from `q0`.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `x` holds `C·H·W` elements, `w` and `bias` the `MR`
+/// filters and biases, `out` the `MR` output planes of `OH·OW` from the tile's first filter on;
+/// `OH, OW >= 1`; no padding.
+#[inline(always)]
+unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
+    shape: &Conv,
+    x: *const S::E,
+    w: *const S::E,
+    bias: *const S::E,
+    out: *mut S::E,
+    q0: usize,
+) {
+    let Conv {
+        channels,
+        kernel,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let lanes = S::LANES;
+    // Flat positions 0..end hold every output; the last vectors may run past it.
+    let end = (out_height - 1) * width + out_width;
+    let steps = channels * kernel * kernel;
+    // SAFETY (whole body): the instruction set is present (the caller's contract). A lane at
+    // flat position q < end reads x[q + (c·H + ky)·W + kx] <= x[(OH - 1)·W + OW - 1 +
+    // (C - 1)·H·W + (K - 1)·W + K - 1] = x[C·H·W - 1] (as OH + K - 1 = H, OW + K - 1 = W);
+    // lanes at q >= end are masked off, their addresses formed with wrapping arithmetic and never
+    // accessed. Weights read: r·C·K·K + step, r < MR. Stores: lanes at (oh, ow) with oh < OH,
+    // ow < OW only, the others masked off.
+    unsafe {
+        let vectors: [(bool, S::Mask); NV] = core::array::from_fn(|v| {
+            let valid = end.saturating_sub(q0 + v * lanes).min(lanes);
+            (valid == lanes, S::mask(valid))
+        });
+        let mut acc = [[S::zero(); NV]; MR];
+        for (r, acc_row) in acc.iter_mut().enumerate() {
+            *acc_row = [S::splat(*bias.add(r)); NV];
+        }
+        let mut step = 0;
+        for c in 0..channels {
+            for ky in 0..kernel {
+                let row = x.wrapping_add((c * height + ky) * width + q0);
+                for kx in 0..kernel {
+                    let mut inputs = [S::zero(); NV];
+                    for (v, (input, &(full, mask))) in
+                        inputs.iter_mut().zip(vectors.iter()).enumerate()
+                    {
+                        let p = row.wrapping_add(kx + v * lanes);
+                        *input = if full {
+                            S::load(p)
+                        } else {
+                            S::load_masked(p, mask)
+                        };
+                    }
+                    for (r, acc_row) in acc.iter_mut().enumerate() {
+                        let weight = S::splat(*w.add(r * steps + step));
+                        for (acc_v, &input) in acc_row.iter_mut().zip(inputs.iter()) {
+                            *acc_v = S::fma(weight, input, *acc_v);
+                        }
+                    }
+                    step += 1;
+                }
+            }
+        }
+        let plane_out = out_height * out_width;
+        for v in 0..NV {
+            let q_start = q0 + v * lanes;
+            let q_end = (q_start + lanes).min(end);
+            // Each output row the vector reaches: its lanes at columns below OW.
+            let mut oh = q_start / width;
+            while oh * width < q_end {
+                let row_start = oh * width;
+                let (lo, hi) = (row_start.max(q_start), (row_start + out_width).min(q_end));
+                if lo < hi {
+                    let mask = S::mask_range(lo - q_start, hi - q_start);
+                    for (r, acc_row) in acc.iter().enumerate() {
+                        // Lane i is flat position q_start + i: column q_start + i - row_start.
+                        let p = out
+                            .add(r * plane_out + oh * out_width)
+                            .wrapping_add(q_start)
+                            .wrapping_sub(row_start);
+                        S::store_masked(p, mask, acc_row[v]);
+                    }
+                }
+                oh += 1;
+            }
+        }
+    }
+}
+
+/// Calls [`conv_flat_tile`] with `$rows` (1 to 8) filters and `$nv` vectors.
+macro_rules! conv_flat_tile_rows {
+    ($rows:expr, $nv:literal, $($args:expr),*) => {
+        match $rows {
+            1 => conv_flat_tile::<S, 1, $nv>($($args),*),
+            2 => conv_flat_tile::<S, 2, $nv>($($args),*),
+            3 => conv_flat_tile::<S, 3, $nv>($($args),*),
+            4 => conv_flat_tile::<S, 4, $nv>($($args),*),
+            5 => conv_flat_tile::<S, 5, $nv>($($args),*),
+            6 => conv_flat_tile::<S, 6, $nv>($($args),*),
+            7 => conv_flat_tile::<S, 7, $nv>($($args),*),
+            8 => conv_flat_tile::<S, 8, $nv>($($args),*),
+            _ => unreachable!("tiles have at most 8 rows"),
+        }
+    };
+}
+
+/// The whole stride-1 convolution of one image without padding, positions in the lanes, flat
+/// (see [`conv_flat_tile`]): blocks of `OUTER_ROWS` filters, each over the flat positions,
+/// `FLAT_VECTORS` vectors per tile.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; the slices and sizes were checked by
+/// [`conv2d_stride1_flat`].
+#[inline(always)]
+unsafe fn conv_flat_run<S: Simd>(
+    shape: &Conv,
+    x: &[S::E],
+    w: &[S::E],
+    bias: &[S::E],
+    out: &mut [S::E],
+) {
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    if out_height == 0 || out_width == 0 {
+        return;
+    }
+    let end = (out_height - 1) * shape.width + out_width;
+    let vectors = end.div_ceil(S::LANES);
+    let steps = shape.channels * shape.kernel * shape.kernel;
+    let (x, out) = (x.as_ptr(), out.as_mut_ptr());
+    for r0 in (0..shape.filters).step_by(S::OUTER_ROWS) {
+        let rows = S::OUTER_ROWS.min(shape.filters - r0);
+        // SAFETY: filters r0..r0+rows exist; their weights start at r0·C·K·K, their output
+        // planes at r0·OH·OW; a tile's vectors past the last position are masked off.
+        unsafe {
+            let w = w.as_ptr().add(r0 * steps);
+            let bias = bias.as_ptr().add(r0);
+            let out = out.add(r0 * out_height * out_width);
+            for v in (0..vectors).step_by(S::FLAT_VECTORS) {
+                let q0 = v * S::LANES;
+                if S::FLAT_VECTORS == 3 {
+                    conv_flat_tile_rows!(rows, 3, shape, x, w, bias, out, q0);
+                } else {
+                    conv_flat_tile_rows!(rows, 2, shape, x, w, bias, out, q0);
+                }
+            }
+        }
+    }
+}
+
+macro_rules! conv_flat_entry {
+    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; sizes checked by
+        /// [`conv2d_stride1_flat`].
+        #[target_feature(enable = $features)]
+        unsafe fn $name(shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { conv_flat_run::<$simd>(shape, x, w, bias, out) }
+        }
+    };
+}
+
+conv_flat_entry!(conv_flat_avx512_f32, Avx512F32, f32, "avx512f");
+conv_flat_entry!(conv_flat_avx512_f64, Avx512F64, f64, "avx512f");
+conv_flat_entry!(conv_flat_avx2_f32, Avx2F32, f32, "avx2,fma");
+conv_flat_entry!(conv_flat_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 /// Output positions per tile of [`conv_filters_tile`]: one accumulator each, plus the weights'
 /// vector and a broadcast, within AVX2's 16 registers.
@@ -2101,6 +2311,28 @@ pub(crate) fn conv2d_weight_gradient_stride1<E: Element>(
     assert_isa(isa);
     // SAFETY: lengths, padding, sizes and instruction set checked above.
     unsafe { E::weight_grad_rows(isa, shape, x, dz, dw, accumulate) }
+}
+
+/// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, positions
+/// in the lanes with the output rows laid end to end ("flat", see [`conv_flat_tile`]), with
+/// `isa`.
+///
+/// # Panics
+///
+/// As [`conv2d_stride1`], and when the padding is not 0.
+pub(crate) fn conv2d_stride1_flat<E: Element>(
+    isa: Isa,
+    shape: &Conv,
+    x: &[E],
+    w: &[E],
+    bias: &[E],
+    out: &mut [E],
+) {
+    shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
+    assert_eq!(shape.padding, 0, "the flat kernel takes a padded image");
+    assert_isa(isa);
+    // SAFETY: lengths, padding, sizes and instruction set checked above.
+    unsafe { E::conv_flat_rows(isa, shape, x, w, bias, out) }
 }
 
 /// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, from the
@@ -2631,7 +2863,7 @@ mod tests {
     }
 
     #[test]
-    fn convolutions_with_the_filters_in_the_lanes_match_the_definition() {
+    fn convolutions_of_padded_images_match_the_definition() {
         for isa in [Isa::Avx512, Isa::Avx2Fma] {
             if !isa_available(isa) {
                 std::eprintln!("skipping {isa:?}: not on this CPU");
@@ -2648,22 +2880,36 @@ mod tests {
                 let bound = |w: f64, tolerance: f64| {
                     tolerance * (1.0 + steps as f64).sqrt() * (1.0 + w.abs())
                 };
-                let mut got = values(shape.output_len(), 110); // stale contents
-                conv2d_stride1_filters(isa, &shape, &x, &wt, &bias, &mut got);
-                for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                    assert!(
-                        (g - w).abs() <= bound(w, 1e-13),
-                        "{isa:?} {shape:?}: f64 element {idx} is {g}, expected {w}"
-                    );
-                }
                 let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                let mut got = f32s(&values(shape.output_len(), 110));
-                conv2d_stride1_filters(isa, &shape, &f32s(&x), &f32s(&wt), &f32s(&bias), &mut got);
-                for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                    assert!(
-                        (f64::from(g) - w).abs() <= bound(w, 1e-6),
-                        "{isa:?} {shape:?}: f32 element {idx} is {g}, expected {w}"
-                    );
+                // Both kernels for padded images: filters in the lanes (transposed weights) and
+                // flat positions in the lanes.
+                for (kernel, weights) in [("filters", &wt), ("flat", &w)] {
+                    let run64 = |out: &mut [f64]| match kernel {
+                        "filters" => conv2d_stride1_filters(isa, &shape, &x, weights, &bias, out),
+                        _ => conv2d_stride1_flat(isa, &shape, &x, weights, &bias, out),
+                    };
+                    let mut got = values(shape.output_len(), 110); // stale contents
+                    run64(&mut got);
+                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - w).abs() <= bound(w, 1e-13),
+                            "{kernel} {isa:?} {shape:?}: f64 element {idx} is {g}, expected {w}"
+                        );
+                    }
+                    let (x, weights, bias) = (f32s(&x), f32s(weights), f32s(&bias));
+                    let mut got = f32s(&values(shape.output_len(), 110));
+                    match kernel {
+                        "filters" => {
+                            conv2d_stride1_filters(isa, &shape, &x, &weights, &bias, &mut got)
+                        }
+                        _ => conv2d_stride1_flat(isa, &shape, &x, &weights, &bias, &mut got),
+                    }
+                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (f64::from(g) - w).abs() <= bound(w, 1e-6),
+                            "{kernel} {isa:?} {shape:?}: f32 element {idx} is {g}, expected {w}"
+                        );
+                    }
                 }
             }
         }

@@ -390,11 +390,26 @@ where
         let positions = OH * OW;
         for (row, patch_row) in d_patches.chunks_exact(positions).enumerate() {
             let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+            // With stride 1, outputs `first..last` of a row meet input columns `first + kw - P..`
+            // in order: a plain vectorizable add of two slices.
+            let first = PAD.saturating_sub(kw).min(OW);
+            let last = (W + PAD).saturating_sub(kw).min(OW).max(first);
             for (oh, segment) in patch_row.chunks_exact(OW).enumerate() {
                 let Some(ih) = (oh * STRIDE + kh).checked_sub(PAD).filter(|&ih| ih < H) else {
                     continue;
                 };
                 let dx_row = &mut dx[c][ih];
+                if STRIDE == 1 {
+                    if first == last {
+                        continue; // the whole kernel column falls in the padding
+                    }
+                    let start = first + kw - PAD;
+                    let inputs = &mut dx_row[start..start + (last - first)];
+                    for (dx, &d) in inputs.iter_mut().zip(&segment[first..last]) {
+                        *dx += d;
+                    }
+                    continue;
+                }
                 for (ow, &d) in segment.iter().enumerate() {
                     if let Some(iw) = (ow * STRIDE + kw).checked_sub(PAD).filter(|&iw| iw < W) {
                         dx_row[iw] += d;

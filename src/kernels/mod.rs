@@ -498,9 +498,15 @@ impl Conv {
 }
 
 /// The elements of the stack buffer the SIMD forward passes transpose the weights and pad one
-/// image into; larger convolutions take the kernel that masks the padding off instead.
+/// image into; larger convolutions take the kernel that masks the padding off instead. A
+/// convolution that needs at most [`SMALL_STACK_SCRATCH`] takes a buffer of that size: the
+/// buffer is zeroed on every call, and the stack of a prediction is smaller.
 #[cfg(target_arch = "x86_64")]
 const STACK_SCRATCH: usize = 4096;
+
+/// See [`STACK_SCRATCH`].
+#[cfg(target_arch = "x86_64")]
+const SMALL_STACK_SCRATCH: usize = 1024;
 
 /// `out = conv(x, w) + bias` for a batch of `batch` images, stride 1 (see [`Conv`]): `x` is
 /// `[batch][channels][height][width]`, `w` is `[filters][channels][kernel][kernel]` (PyTorch's
@@ -579,14 +585,24 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
         && shape.output_len() > 0
         && w.len() + padded_len <= STACK_SCRATCH
     {
-        conv2d_stride1_filters_in_lanes(isa, shape, batch, padded_len, x, w, bias, out);
+        if w.len() + padded_len <= SMALL_STACK_SCRATCH {
+            conv2d_stride1_filters_in_lanes::<E, SMALL_STACK_SCRATCH>(
+                isa, shape, batch, padded_len, x, w, bias, out,
+            );
+        } else {
+            conv2d_stride1_filters_in_lanes::<E, STACK_SCRATCH>(
+                isa, shape, batch, padded_len, x, w, bias, out,
+            );
+        }
     } else if shape.padding == 0 {
         let len = shape.output_len();
         for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
             simd::conv2d_stride1_flat(isa, shape, x, w, bias, &mut out[b * len..(b + 1) * len]);
         }
+    } else if padded_len <= SMALL_STACK_SCRATCH {
+        conv2d_stride1_flat_padded::<E, SMALL_STACK_SCRATCH>(isa, shape, batch, x, w, bias, out);
     } else if padded_len <= STACK_SCRATCH {
-        conv2d_stride1_flat_padded(isa, shape, batch, x, w, bias, out);
+        conv2d_stride1_flat_padded::<E, STACK_SCRATCH>(isa, shape, batch, x, w, bias, out);
     } else {
         let len = shape.output_len();
         for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
@@ -600,7 +616,7 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
 /// the other paths.
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
-fn conv2d_stride1_flat_padded<E: simd::Element + Scalar>(
+fn conv2d_stride1_flat_padded<E: simd::Element + Scalar, const SCRATCH: usize>(
     isa: simd::Isa,
     shape: &Conv,
     batch: usize,
@@ -609,7 +625,7 @@ fn conv2d_stride1_flat_padded<E: simd::Element + Scalar>(
     bias: &[E],
     out: &mut [E],
 ) {
-    let mut scratch = [E::default(); STACK_SCRATCH];
+    let mut scratch = [E::default(); SCRATCH];
     let padded_image = &mut scratch[..shape.padded().image_len()];
     let len = shape.output_len();
     for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
@@ -625,7 +641,7 @@ fn conv2d_stride1_flat_padded<E: simd::Element + Scalar>(
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar>(
+fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar, const SCRATCH: usize>(
     isa: simd::Isa,
     shape: &Conv,
     batch: usize,
@@ -635,7 +651,7 @@ fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar>(
     bias: &[E],
     out: &mut [E],
 ) {
-    let mut scratch = [E::default(); STACK_SCRATCH];
+    let mut scratch = [E::default(); SCRATCH];
     let (wt, rest) = scratch.split_at_mut(w.len());
     let padded_image = &mut rest[..padded_len];
     transpose(w, shape.filters, wt);
@@ -655,9 +671,10 @@ fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar>(
 /// `to = fromᵀ` for `from` of `rows` rows (row-major both).
 fn transpose<T: Copy>(from: &[T], rows: usize, to: &mut [T]) {
     let columns = from.len() / rows.max(1);
-    for (r, row) in from.chunks_exact(columns.max(1)).enumerate() {
-        for (c, &value) in row.iter().enumerate() {
-            to[c * rows + r] = value;
+    // Row by row of `to`, written in order: the reads stride across `from`'s few rows.
+    for (c, to_row) in to.chunks_exact_mut(rows.max(1)).take(columns).enumerate() {
+        for (to, from_row) in to_row.iter_mut().zip(from.chunks_exact(columns)) {
+            *to = from_row[c];
         }
     }
 }

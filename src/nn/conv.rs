@@ -19,13 +19,16 @@
 //! its rows flattened: no copy. `col2im` adds each entry of `Wᵀ·dZ` back to the input position it
 //! was copied from.
 //!
-//! With stride 1 the forward product is computed without unrolling the patches (the kernel
-//! `kernels::conv2d_stride1`: each filter step is a broadcast weight times a shifted input row),
-//! which is faster and needs no buffer, so a baked net's prediction needs no scratch for it;
-//! other strides unroll patches (in blocks on the stack when not training). For `dW`, the
-//! backward pass of a stride-1 convolution reads the input padded once into the workspace
-//! (`kernels::conv2d_weight_gradient_stride1`, no patches); other strides unroll the patches of
-//! one sample at a time.
+//! With stride 1 the forward product is computed without unrolling the patches
+//! (`kernels::conv2d_stride1`, the whole batch in one call), which is faster and needs no
+//! workspace, so a baked net's prediction needs none for it. The kernel puts in its vector lanes
+//! whichever fills them better: output positions (each filter step a broadcast weight times a
+//! shifted input row, LeNet's first layer) or filters (each step a vector of the transposed
+//! weights times a broadcast input, for many filters on narrow images: LeNet's second layer).
+//! Other strides unroll patches (in blocks on the stack when not training). For `dW`, the
+//! backward pass of a stride-1 convolution pads the batch's inputs once into the workspace and
+//! sums over the whole batch in one call (`kernels::conv2d_weight_gradient_stride1`, no
+//! patches); other strides unroll the patches of one sample at a time.
 
 use num_traits::Float;
 

@@ -83,6 +83,7 @@ pub mod format;
 pub mod io;
 pub mod kernels;
 pub mod nn;
+pub mod quant;
 mod scalar;
 
 #[cfg(feature = "alloc")]

@@ -1388,6 +1388,24 @@ fn assert_isa(isa: Isa) {
     assert!(present, "the CPU lacks {isa:?}");
 }
 
+/// Calls `$tile::<S, R, $n>` with `R = $rows` (1 to 8) rows of filters: a tile size the
+/// compiler unrolls, chosen at run time.
+macro_rules! tile_rows {
+    ($tile:ident, $rows:expr, $n:literal, $($args:expr),*) => {
+        match $rows {
+            1 => $tile::<S, 1, $n>($($args),*),
+            2 => $tile::<S, 2, $n>($($args),*),
+            3 => $tile::<S, 3, $n>($($args),*),
+            4 => $tile::<S, 4, $n>($($args),*),
+            5 => $tile::<S, 5, $n>($($args),*),
+            6 => $tile::<S, 6, $n>($($args),*),
+            7 => $tile::<S, 7, $n>($($args),*),
+            8 => $tile::<S, 8, $n>($($args),*),
+            _ => unreachable!("tiles have at most 8 rows"),
+        }
+    };
+}
+
 /// One tile of a stride-1 convolution: output channels `0..MR` of the filters at `w` (each
 /// `C·K·K` weights, `[c][ky][kx]`), at `NV` vectors of output positions, each `(oh, ow0, count)`:
 /// the `count <= LANES` outputs `ow0..ow0 + count` of output row `oh`. Every output starts from
@@ -1504,23 +1522,6 @@ unsafe fn conv_tile<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
-/// Calls [`conv_tile`] with `$rows` (1 to 8) filters and `$nv` (1 or 2) vectors.
-macro_rules! conv_tile_rows {
-    ($rows:expr, $nv:literal, $($args:expr),*) => {
-        match $rows {
-            1 => conv_tile::<S, 1, $nv>($($args),*),
-            2 => conv_tile::<S, 2, $nv>($($args),*),
-            3 => conv_tile::<S, 3, $nv>($($args),*),
-            4 => conv_tile::<S, 4, $nv>($($args),*),
-            5 => conv_tile::<S, 5, $nv>($($args),*),
-            6 => conv_tile::<S, 6, $nv>($($args),*),
-            7 => conv_tile::<S, 7, $nv>($($args),*),
-            8 => conv_tile::<S, 8, $nv>($($args),*),
-            _ => unreachable!("tiles have at most 8 rows"),
-        }
-    };
-}
-
 /// The whole stride-1 convolution: blocks of `OUTER_ROWS` filters, each over the output rows
 /// cut into vectors of `LANES` positions, two vectors per tile.
 ///
@@ -1549,11 +1550,21 @@ unsafe fn conv_run<S: Simd>(shape: &Conv, x: &[S::E], w: &[S::E], bias: &[S::E],
             let out = out.add(r0 * out_height * out_width);
             let mut i = 0;
             while i + 2 <= vectors {
-                conv_tile_rows!(rows, 2, shape, x, w, bias, out, [vector(i), vector(i + 1)]);
+                tile_rows!(
+                    conv_tile,
+                    rows,
+                    2,
+                    shape,
+                    x,
+                    w,
+                    bias,
+                    out,
+                    [vector(i), vector(i + 1)]
+                );
                 i += 2;
             }
             if i < vectors {
-                conv_tile_rows!(rows, 1, shape, x, w, bias, out, [vector(i)]);
+                tile_rows!(conv_tile, rows, 1, shape, x, w, bias, out, [vector(i)]);
             }
         }
     }
@@ -1647,23 +1658,6 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
     }
 }
 
-/// Calls [`weight_grad_tile`] with `$rows` (1 to 8) filters and `$ns` steps.
-macro_rules! weight_grad_tile_rows {
-    ($rows:expr, $ns:literal, $($args:expr),*) => {
-        match $rows {
-            1 => weight_grad_tile::<S, 1, $ns>($($args),*),
-            2 => weight_grad_tile::<S, 2, $ns>($($args),*),
-            3 => weight_grad_tile::<S, 3, $ns>($($args),*),
-            4 => weight_grad_tile::<S, 4, $ns>($($args),*),
-            5 => weight_grad_tile::<S, 5, $ns>($($args),*),
-            6 => weight_grad_tile::<S, 6, $ns>($($args),*),
-            7 => weight_grad_tile::<S, 7, $ns>($($args),*),
-            8 => weight_grad_tile::<S, 8, $ns>($($args),*),
-            _ => unreachable!("tiles have at most 8 rows"),
-        }
-    };
-}
-
 /// The whole weight gradient of one image: blocks of `OUTER_ROWS` filters, each over the steps
 /// two at a time.
 ///
@@ -1692,11 +1686,31 @@ unsafe fn weight_grad_run<S: Simd>(
             let (dz, dw) = (dz.add(r0 * plane_out), dw.add(r0 * steps));
             let mut step = 0;
             while step + 2 <= steps {
-                weight_grad_tile_rows!(rows, 2, shape, x, dz, dw, [step, step + 1], accumulate);
+                tile_rows!(
+                    weight_grad_tile,
+                    rows,
+                    2,
+                    shape,
+                    x,
+                    dz,
+                    dw,
+                    [step, step + 1],
+                    accumulate
+                );
                 step += 2;
             }
             if step < steps {
-                weight_grad_tile_rows!(rows, 1, shape, x, dz, dw, [step], accumulate);
+                tile_rows!(
+                    weight_grad_tile,
+                    rows,
+                    1,
+                    shape,
+                    x,
+                    dz,
+                    dw,
+                    [step],
+                    accumulate
+                );
             }
         }
     }
@@ -1802,23 +1816,6 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
-/// Calls [`conv_flat_tile`] with `$rows` (1 to 8) filters and `$nv` vectors.
-macro_rules! conv_flat_tile_rows {
-    ($rows:expr, $nv:literal, $($args:expr),*) => {
-        match $rows {
-            1 => conv_flat_tile::<S, 1, $nv>($($args),*),
-            2 => conv_flat_tile::<S, 2, $nv>($($args),*),
-            3 => conv_flat_tile::<S, 3, $nv>($($args),*),
-            4 => conv_flat_tile::<S, 4, $nv>($($args),*),
-            5 => conv_flat_tile::<S, 5, $nv>($($args),*),
-            6 => conv_flat_tile::<S, 6, $nv>($($args),*),
-            7 => conv_flat_tile::<S, 7, $nv>($($args),*),
-            8 => conv_flat_tile::<S, 8, $nv>($($args),*),
-            _ => unreachable!("tiles have at most 8 rows"),
-        }
-    };
-}
-
 /// The whole stride-1 convolution of one image without padding, positions in the lanes, flat
 /// (see [`conv_flat_tile`]): blocks of `OUTER_ROWS` filters, each over the flat positions,
 /// `FLAT_VECTORS` vectors per tile.
@@ -1854,9 +1851,9 @@ unsafe fn conv_flat_run<S: Simd>(
             for v in (0..vectors).step_by(S::FLAT_VECTORS) {
                 let q0 = v * S::LANES;
                 if S::FLAT_VECTORS == 3 {
-                    conv_flat_tile_rows!(rows, 3, shape, x, w, bias, out, q0);
+                    tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, q0);
                 } else {
-                    conv_flat_tile_rows!(rows, 2, shape, x, w, bias, out, q0);
+                    tile_rows!(conv_flat_tile, rows, 2, shape, x, w, bias, out, q0);
                 }
             }
         }

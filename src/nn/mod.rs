@@ -96,6 +96,9 @@ mod mse;
 mod optim;
 mod pool;
 mod predict;
+mod qdense;
+#[cfg(feature = "alloc")]
+mod quantize;
 mod schedule;
 mod shape;
 mod store;
@@ -124,6 +127,9 @@ pub use mse::MeanSquaredError;
 pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
 pub use pool::{MaxPool2d, pool_output_size};
 pub use predict::{Predict, argmax};
+pub use qdense::{QDense, QuantizedActivation};
+#[cfg(feature = "alloc")]
+pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize};
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use shape::{__output_size, __output_size_unchecked};

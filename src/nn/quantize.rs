@@ -1,0 +1,328 @@
+//! Post-training quantization: a trained float net to its int8 form ([`quantize`]).
+//!
+//! Layer by layer, from the input: each layer is given the quantization of its input and the
+//! float inputs it sees on a few hundred calibration samples; it runs them through its float
+//! forward pass, takes the range of its outputs (min/max) as its output's quantization, and
+//! builds its int8 form from its weights (symmetric, one scale per output) and the two
+//! quantizations. Its float outputs are the next layer's calibration inputs. Scheme and
+//! choices: `docs/quantization.md`.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use num_traits::Float;
+
+use super::qdense::QuantizedActivation;
+use super::{Chain, Dense, Heap, Layer, QDense, Sample, Store, argmax};
+use crate::format::Element;
+use crate::quant::{Multiplier, Quantization};
+
+/// Why a net could not be quantized. Nothing is changed by a failed quantization.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum QuantizeError {
+    /// No calibration samples were given: the activations' ranges cannot be measured.
+    NoCalibrationSamples,
+    /// A weight, bias or calibration output of layer `layer` (counted from 0) is NaN or
+    /// infinite.
+    NotFinite {
+        /// The layer, counted from the input.
+        layer: usize,
+        /// What was not finite: "weight", "bias" or "output".
+        what: &'static str,
+    },
+    /// Layer `layer`'s requantization multiplier `s_in·s_w / s_out` is too large for the fixed
+    /// point form (at least `2^30`): its output's range is tiny against its input's.
+    Multiplier {
+        /// The layer, counted from the input.
+        layer: usize,
+        /// The multiplier.
+        value: f64,
+    },
+}
+
+impl fmt::Display for QuantizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoCalibrationSamples => write!(
+                f,
+                "no calibration samples: quantizing needs a few hundred inputs to measure the activations' ranges"
+            ),
+            Self::NotFinite { layer, what } => write!(
+                f,
+                "layer {layer}: a {what} is NaN or infinite, which int8 cannot represent"
+            ),
+            Self::Multiplier { layer, value } => write!(
+                f,
+                "layer {layer}: the requantization multiplier {value:e} is at least 2^30 (its outputs' range is tiny against its inputs')"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for QuantizeError {}
+
+/// A float layer, or net, with an int8 form.
+///
+/// Implemented for [`Dense`] (with [`Identity`](super::Identity) or [`Relu`](super::Relu): an
+/// activation that is not a clamp, such as a sigmoid, has no int8 form, and quantizing a net
+/// with one does not compile) and for [`Chain`]s of such layers.
+pub trait Quantize: Layer {
+    /// The int8 form, its parameters on the heap (convert it with
+    /// [`Layer::to_store`] to bake it).
+    type Quantized: Layer;
+
+    /// The int8 form of this layer, `layer` counted from the input, whose input has the
+    /// quantization `input` and takes the values `samples` on the calibration data; with the
+    /// quantization of its output and the float outputs for `samples`.
+    ///
+    /// # Errors
+    ///
+    /// As [`quantize`].
+    #[allow(clippy::type_complexity)]
+    fn quantize_layer(
+        &self,
+        layer: usize,
+        input: Quantization,
+        samples: &[Self::In],
+    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError>;
+
+    /// The number of layers (a chain's sum), for numbering them in errors.
+    const LAYERS: usize = 1;
+}
+
+/// A quantized net with the quantizations of its input and output: what [`quantize`] returns,
+/// and what [`Quantized::predict`] needs to feed it float samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quantized<Q> {
+    /// The int8 net.
+    pub net: Q,
+    /// The quantization of its input: `x_q = round(x / scale) + zero_point`.
+    pub input: Quantization,
+    /// The quantization of its output: `y ≈ scale · (y_q - zero_point)`.
+    pub output: Quantization,
+}
+
+impl<Q: Layer> Quantized<Q> {
+    /// The int8 net's outputs for the float sample `x`, quantized with [`Quantized::input`]
+    /// (the only float arithmetic: a microcontroller without an FPU quantizes its input
+    /// otherwise, e.g. with a table of 256 entries for 8-bit pixels, and calls
+    /// [`Layer::forward_one`] on `net`).
+    pub fn forward_float<S: QuantizeSample<Quantized = Q::In>>(&self, x: &S) -> Q::Out {
+        let mut out = Q::Out::ZERO;
+        self.net.forward_one(&x.quantize(self.input), &mut out);
+        out
+    }
+}
+
+impl<Q: Layer<Out = [i8; C]>, const C: usize> Quantized<Q> {
+    /// The class of the float sample `x`: the index of the int8 net's largest output (the
+    /// first of equal ones).
+    pub fn predict<S: QuantizeSample<Quantized = Q::In>>(&self, x: &S) -> usize {
+        argmax(&self.forward_float(x))
+    }
+}
+
+/// A float sample (a value, or an array of them) and its int8 form.
+pub trait QuantizeSample: Sample {
+    /// The same shape in `i8`.
+    type Quantized: Sample;
+    /// Each value quantized with `q`.
+    fn quantize(&self, q: Quantization) -> Self::Quantized;
+    /// Widens `[min, max]` to contain every value; `false` when a value is NaN or infinite.
+    fn widen_range(&self, range: &mut (f64, f64)) -> bool;
+}
+
+impl QuantizeSample for f32 {
+    type Quantized = i8;
+    fn quantize(&self, q: Quantization) -> i8 {
+        q.quantize(*self)
+    }
+    fn widen_range(&self, range: &mut (f64, f64)) -> bool {
+        let v = f64::from(*self);
+        range.0 = range.0.min(v);
+        range.1 = range.1.max(v);
+        v.is_finite()
+    }
+}
+
+impl QuantizeSample for f64 {
+    type Quantized = i8;
+    fn quantize(&self, q: Quantization) -> i8 {
+        q.quantize(*self as f32)
+    }
+    fn widen_range(&self, range: &mut (f64, f64)) -> bool {
+        range.0 = range.0.min(*self);
+        range.1 = range.1.max(*self);
+        self.is_finite()
+    }
+}
+
+impl<S: QuantizeSample, const N: usize> QuantizeSample for [S; N] {
+    type Quantized = [S::Quantized; N];
+    fn quantize(&self, q: Quantization) -> [S::Quantized; N] {
+        core::array::from_fn(|i| self[i].quantize(q))
+    }
+    fn widen_range(&self, range: &mut (f64, f64)) -> bool {
+        self.iter()
+            .fold(true, |finite, v| v.widen_range(range) & finite)
+    }
+}
+
+/// The quantization of values in the range of `samples`; `None` when one is not finite.
+fn range_of<S: QuantizeSample>(samples: &[S]) -> Option<Quantization> {
+    let mut range = (0.0_f64, 0.0_f64);
+    let finite = samples
+        .iter()
+        .fold(true, |finite, s| s.widen_range(&mut range) & finite);
+    finite.then(|| Quantization::from_range(range.0 as f32, range.1 as f32))
+}
+
+/// The int8 form of a trained net, calibrated on `calibration` (a few hundred training
+/// samples: the activations' ranges are their min/max over them), following TensorFlow Lite's
+/// int8 scheme: weights symmetric per output channel, activations with a scale and zero point
+/// per tensor, biases in `i32`, requantization in fixed point (`docs/quantization.md`).
+///
+/// ```
+/// use constmat::Matrix;
+/// use constmat::nn::{Dense, Layer, Relu, quantize};
+///
+/// type Net = constmat::net![Dense<f32, 2, 3, Relu>, Dense<f32, 3, 2>];
+/// let net = Net::new(
+///     Dense::new(
+///         Matrix::from_rows([[1.0, 0.5], [-0.5, 1.0], [0.25, -1.0]]),
+///         Matrix::from_rows([[0.1, 0.0, -0.1]]),
+///     ),
+///     Dense::new(Matrix::from_rows([[1.0, -1.0, 0.5], [-1.0, 1.0, 0.25]]), Matrix::from_rows([[0.0, 0.2]])),
+/// );
+/// let calibration: Vec<[f32; 2]> =
+///     (0..200).map(|i| [(i % 20) as f32 / 10.0 - 1.0, (i / 20) as f32 / 5.0 - 1.0]).collect();
+/// let int8 = quantize(&net, &calibration).unwrap();
+/// // The int8 outputs, dequantized, are close to the float ones.
+/// let x = [0.3, -0.7];
+/// let mut want = [0.0; 2];
+/// net.forward_one(&x, &mut want);
+/// let got = int8.forward_float(&x).map(|q| int8.output.dequantize(q));
+/// for (g, w) in got.iter().zip(want) {
+///     assert!((g - w).abs() < 0.05, "{got:?} vs {want:?}");
+/// }
+/// assert_eq!(int8.predict(&x), constmat::nn::argmax(&want));
+/// ```
+///
+/// # Errors
+///
+/// [`QuantizeError::NoCalibrationSamples`] for an empty `calibration`;
+/// [`QuantizeError::NotFinite`] when a weight, bias, input or activation is NaN or infinite;
+/// [`QuantizeError::Multiplier`] when a layer's output range is so narrow against its input's
+/// that the requantization multiplier is out of the fixed-point range.
+pub fn quantize<N>(net: &N, calibration: &[N::In]) -> Result<Quantized<N::Quantized>, QuantizeError>
+where
+    N: Quantize,
+    N::In: QuantizeSample,
+{
+    if calibration.is_empty() {
+        return Err(QuantizeError::NoCalibrationSamples);
+    }
+    let input = range_of(calibration).ok_or(QuantizeError::NotFinite {
+        layer: 0,
+        what: "calibration input",
+    })?;
+    let (net, output, _) = net.quantize_layer(0, input, calibration)?;
+    Ok(Quantized { net, input, output })
+}
+
+impl<T, const I: usize, const O: usize, A, S> Quantize for Dense<T, I, O, A, S>
+where
+    T: Element + Sample + Float + QuantizeSample,
+    A: QuantizedActivation,
+    S: Store,
+{
+    type Quantized = QDense<I, O, A, Heap>;
+
+    fn quantize_layer(
+        &self,
+        layer: usize,
+        input: Quantization,
+        samples: &[[T; I]],
+    ) -> Result<(Self::Quantized, Quantization, Vec<[T; O]>), QuantizeError> {
+        let () = QDense::<I, O, A, Heap>::ACCUMULATOR_FITS;
+        let not_finite = |what| QuantizeError::NotFinite { layer, what };
+        let (weight, bias) = (S::matrix(&self.weight), S::vector(&self.bias));
+        let to_f64 = |v: T| v.to_f64().unwrap_or(f64::NAN);
+        if !weight.iter().flatten().all(|&w| to_f64(w).is_finite()) {
+            return Err(not_finite("weight"));
+        }
+        if !bias.iter().all(|&b| to_f64(b).is_finite()) {
+            return Err(not_finite("bias"));
+        }
+        let outputs: Vec<[T; O]> = samples
+            .iter()
+            .map(|x| {
+                let mut y = [T::ZERO; O];
+                self.forward_one(x, &mut y);
+                y
+            })
+            .collect();
+        let output = range_of(&outputs).ok_or(not_finite("output"))?;
+        let s_in = f64::from(input.scale);
+        let mut q_weight = Heap::matrix_filled::<i8, O, I>(0);
+        let mut q_bias = [0_i32; O];
+        let mut multipliers = [Multiplier::from_real(0.0); O];
+        for (o, (row, q_row)) in weight
+            .iter()
+            .zip(Heap::matrix_mut(&mut q_weight))
+            .enumerate()
+        {
+            let max_abs = row.iter().fold(0.0_f64, |m, &w| m.max(to_f64(w).abs()));
+            let w_q = Quantization::symmetric(max_abs as f32);
+            for (q, &w) in q_row.iter_mut().zip(row) {
+                *q = w_q.quantize(to_f64(w) as f32);
+            }
+            let accumulator_scale = s_in * f64::from(w_q.scale);
+            // b_q = round(b / (s_in·s_w)) - z_in·Σ W_q: the zero point's term folded in.
+            let rounded = Float::round(to_f64(bias[o]) / accumulator_scale)
+                .clamp(f64::from(i32::MIN / 2), f64::from(i32::MAX / 2))
+                as i32;
+            let weight_sum: i32 = q_row.iter().map(|&q| i32::from(q)).sum();
+            q_bias[o] = rounded.saturating_sub(i32::from(input.zero_point) * weight_sum);
+            let m = accumulator_scale / f64::from(output.scale);
+            if m.partial_cmp(&1_073_741_824.0) != Some(core::cmp::Ordering::Less) {
+                return Err(QuantizeError::Multiplier { layer, value: m });
+            }
+            multipliers[o] = Multiplier::from_real(m);
+        }
+        let net = QDense {
+            weight: q_weight,
+            bias: Heap::vector_copied(&q_bias),
+            multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
+            exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
+            output_zero_point: output.zero_point,
+            activation: A::VALUE,
+        };
+        Ok((net, output, outputs))
+    }
+}
+
+impl<A, N> Quantize for Chain<A, N>
+where
+    A: Quantize,
+    N: Quantize + Layer<In = A::Out>,
+    N::Quantized: Layer<In = <A::Quantized as Layer>::Out>,
+{
+    type Quantized = Chain<A::Quantized, N::Quantized>;
+    const LAYERS: usize = A::LAYERS + N::LAYERS;
+
+    fn quantize_layer(
+        &self,
+        layer: usize,
+        input: Quantization,
+        samples: &[Self::In],
+    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+        let (first, middle, middle_values) = self.first.quantize_layer(layer, input, samples)?;
+        let (rest, output, outputs) =
+            self.rest
+                .quantize_layer(layer + A::LAYERS, middle, &middle_values)?;
+        Ok((Chain::new(first, rest), output, outputs))
+    }
+}

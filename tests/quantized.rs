@@ -1,0 +1,244 @@
+//! Int8 nets: `QDense` against its definition written out here, the quantizer's errors, a
+//! quantized net against its float original, and the shipped MNIST MLP's accuracy in int8
+//! (when `MNIST_DIR` names the data set).
+#![cfg(all(feature = "safetensors", feature = "data", feature = "rand"))]
+
+use std::path::{Path, PathBuf};
+
+use constmat::Matrix;
+use constmat::data::mnist::{self, Mnist};
+use constmat::io::safetensors as st;
+use constmat::nn::{
+    Dense, Identity, Inline, Layer, QDense, QuantizeError, RandomInit, Relu, Train, argmax,
+    quantize,
+};
+use constmat::quant::Multiplier;
+use rand::{RngExt, SeedableRng, rngs::StdRng};
+
+/// `QDense`'s output written from the definition, in 64-bit integers: the dot product, the
+/// bias, the requantization, the output zero point, the clamp (at the zero point for ReLU).
+fn reference<const I: usize, const O: usize>(
+    weight: &[[i8; I]; O],
+    bias: &[i32; O],
+    multipliers: &[Multiplier; O],
+    zero: i8,
+    relu: bool,
+    x: &[i8; I],
+) -> [i8; O] {
+    std::array::from_fn(|o| {
+        let dot: i64 = weight[o]
+            .iter()
+            .zip(x)
+            .map(|(&w, &x)| i64::from(w) * i64::from(x))
+            .sum();
+        let acc = i32::try_from(dot + i64::from(bias[o])).expect("no overflow at these sizes");
+        let q = i64::from(zero) + i64::from(multipliers[o].apply(acc));
+        let low = if relu { i64::from(zero) } else { -128 };
+        q.clamp(low, 127) as i8
+    })
+}
+
+fn random_layer<const I: usize, const O: usize>(
+    rng: &mut StdRng,
+) -> ([[i8; I]; O], [i32; O], [Multiplier; O], i8) {
+    let weight = std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-127..=127)));
+    let bias = std::array::from_fn(|_| rng.random_range(-20_000..=20_000));
+    let multipliers = std::array::from_fn(|_| Multiplier::from_real(rng.random_range(1e-4..0.02)));
+    (weight, bias, multipliers, rng.random_range(-128..=127))
+}
+
+#[test]
+fn a_quantized_dense_layer_computes_its_definition() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (mut saturated_high, mut saturated_low, mut floored) = (0, 0, 0);
+    for _ in 0..50 {
+        let (weight, bias, multipliers, zero) = random_layer::<37, 9>(&mut rng);
+        let identity = QDense::<37, 9, Identity, Inline>::new(weight, bias, multipliers, zero);
+        let relu = QDense::<37, 9, Relu, Inline>::new(weight, bias, multipliers, zero);
+        let x: [[i8; 37]; 4] =
+            std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)));
+        let (mut y, mut y_relu) = ([[0_i8; 9]; 4], [[0_i8; 9]; 4]);
+        identity.forward(&x, &mut y);
+        relu.forward(&x, &mut y_relu);
+        for ((x, y), y_relu) in x.iter().zip(&y).zip(&y_relu) {
+            assert_eq!(*y, reference(&weight, &bias, &multipliers, zero, false, x));
+            assert_eq!(
+                *y_relu,
+                reference(&weight, &bias, &multipliers, zero, true, x)
+            );
+            saturated_high += y.iter().filter(|&&v| v == 127).count();
+            saturated_low += y.iter().filter(|&&v| v == -128).count();
+            floored += y_relu.iter().filter(|&&v| v == zero).count();
+        }
+    }
+    // The cases that matter were reached: both saturations, and ReLU's floor.
+    assert!(saturated_high > 0 && saturated_low > 0 && floored > 0);
+}
+
+#[test]
+fn the_accumulator_holds_the_largest_sums_the_bound_allows() {
+    // The bound (`QDense` refuses more inputs at compile time): I · 128 · 127 + 2^30 fits i32.
+    let most_inputs: i64 = (1 << 30) / (128 * 127);
+    assert_eq!(most_inputs, 66_052);
+    assert!(most_inputs * 128 * 127 + (1 << 30) <= i64::from(i32::MAX));
+    // The extreme sums of a wide layer, each way, computed exactly.
+    const I: usize = 4096;
+    let weight = Box::new([[-127_i8; I], [127; I]]);
+    let layer = QDense::<I, 2, Identity, Inline>::new(
+        *weight,
+        [1 << 29, -(1 << 29)],
+        [Multiplier::from_real(1.0 / 8_000_000.0); 2],
+        0,
+    );
+    let x = Box::new([-128_i8; I]);
+    let mut y = [0_i8; 2];
+    layer.forward_one(&x, &mut y);
+    // 4096 · 16256 = 66,584,576, plus or minus 2^29, over 8,000,000.
+    let want = |sum: f64| (sum / 8_000_000.0).round().clamp(-128.0, 127.0) as i8;
+    assert_eq!(
+        y,
+        [
+            want(66_584_576.0 + f64::from(1 << 29)),
+            want(-66_584_576.0 - f64::from(1 << 29))
+        ]
+    );
+}
+
+type Mlp = constmat::net![Dense<f32, 12, 16, Relu>, Dense<f32, 16, 8, Relu>, Dense<f32, 8, 4>];
+
+fn samples(rng: &mut StdRng, n: usize) -> Vec<[f32; 12]> {
+    (0..n)
+        .map(|_| std::array::from_fn(|_| rng.random_range(-1.0..1.0)))
+        .collect()
+}
+
+#[test]
+fn a_quantized_net_stays_close_to_its_float_original() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let net = Mlp::random(&mut rng);
+    let calibration = samples(&mut rng, 500);
+    let int8 = quantize(&net, &calibration).unwrap();
+    // Baked: the same integers inline.
+    let baked = int8.net.to_store::<Inline>();
+    // On the calibration samples no layer saturates (each range is their min/max), so the
+    // error is rounding alone: three layers of it, each about half a step of its own.
+    let mut worst = 0.0_f32;
+    for x in &calibration {
+        let mut want = [0.0; 4];
+        net.forward_one(x, &mut want);
+        let got = int8.forward_float(x);
+        let mut got_baked = [0; 4];
+        baked.forward_one(&x.map(|v| int8.input.quantize(v)), &mut got_baked);
+        assert_eq!(
+            got, got_baked,
+            "heap and inline storage compute the same integers"
+        );
+        for (g, w) in got.iter().zip(want) {
+            worst = worst.max((int8.output.dequantize(*g) - w).abs() / int8.output.scale);
+        }
+    }
+    println!("largest error: {worst:.2} steps of the output's quantization");
+    assert!(
+        worst < 4.0,
+        "largest error {worst} steps of the output's quantization"
+    );
+    // On new samples (which may fall outside the calibrated ranges and saturate), the classes
+    // still agree.
+    let agree = samples(&mut rng, 500)
+        .iter()
+        .filter(|x| {
+            let mut want = [0.0; 4];
+            net.forward_one(x, &mut want);
+            int8.predict(*x) == argmax(&want)
+        })
+        .count();
+    println!("{agree} of 500 classes agree");
+    assert!(agree >= 475, "{agree} of 500 classes agree");
+}
+
+#[test]
+fn quantizing_refuses_what_int8_cannot_represent() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let net = Mlp::random(&mut rng);
+    assert_eq!(
+        quantize(&net, &[]),
+        Err(QuantizeError::NoCalibrationSamples)
+    );
+    let mut bad = samples(&mut rng, 10);
+    bad[3][5] = f32::NAN;
+    assert_eq!(
+        quantize(&net, &bad),
+        Err(QuantizeError::NotFinite {
+            layer: 0,
+            what: "calibration input"
+        })
+    );
+    let mut broken = net.clone();
+    broken.rest.first.weight[(2, 3)] = f32::INFINITY;
+    let err = quantize(&broken, &samples(&mut rng, 10)).unwrap_err();
+    assert_eq!(
+        err,
+        QuantizeError::NotFinite {
+            layer: 1,
+            what: "weight"
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "layer 1: a weight is NaN or infinite, which int8 cannot represent"
+    );
+    // Every output of the last layer's ReLU is 0 (the pre-activations are all negative) while
+    // its inputs span thousands: the requantization multiplier is out of range.
+    type Dead = constmat::net![Dense<f32, 2, 1, Relu>];
+    let dead = Dead::new(
+        Matrix::from_rows([[-1e4, -1e4]]),
+        Matrix::from_rows([[-1.0]]),
+    );
+    let wide: Vec<[f32; 2]> = (0..10).map(|i| [i as f32 * 400.0, 0.0]).collect();
+    match quantize(&dead, &wide) {
+        Err(QuantizeError::Multiplier { layer: 0, value }) => assert!(value >= 2f64.powi(30)),
+        other => panic!("expected a multiplier error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_shipped_mlp_in_int8_is_within_0_3_points_of_its_float_accuracy() {
+    let dir = match std::env::var_os("MNIST_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => {
+            println!("skipping the int8 accuracy check: MNIST_DIR is not set");
+            return;
+        }
+    };
+    type Net = constmat::net![
+        Dense<f32, 784, 128, Relu>,
+        Dense<f32, 128, 64, Relu>,
+        Dense<f32, 64, 10, Identity>,
+    ];
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10.safetensors");
+    let net: Net = st::load(path).expect("the shipped model loads");
+    let data = Mnist::load(&dir).expect("MNIST_DIR holds MNIST");
+    let scale = |image: &[u8; mnist::PIXELS]| image.map(|p| f32::from(p) / 255.0);
+    // Calibration: the first 500 training images.
+    let calibration: Vec<[f32; mnist::PIXELS]> =
+        data.train.images()[..500].iter().map(scale).collect();
+    let int8 = quantize(&net, &calibration).expect("the shipped model quantizes");
+    let test = &data.test;
+    let (mut float_correct, mut int8_correct) = (0, 0);
+    let mut ws = Train::<f32, 1>::workspace(&net);
+    for (image, &label) in test.images().iter().zip(test.labels()) {
+        let x = scale(image);
+        let logits = net.forward_train(&[x], &mut ws);
+        float_correct += usize::from(argmax(&logits[0]) == usize::from(label));
+        int8_correct += usize::from(int8.predict(&x) == usize::from(label));
+    }
+    let (f, q) = (
+        100.0 * float_correct as f64 / test.len() as f64,
+        100.0 * int8_correct as f64 / test.len() as f64,
+    );
+    println!("shipped MLP: f32 {f:.2}%, int8 {q:.2}%");
+    assert!(
+        f - q <= 0.3,
+        "int8 {q:.2}% is more than 0.3 points below f32 {f:.2}%"
+    );
+}

@@ -9,8 +9,8 @@ use constmat::Matrix;
 use constmat::data::mnist::{self, Mnist};
 use constmat::io::safetensors as st;
 use constmat::nn::{
-    Dense, Identity, Inline, Layer, QDense, QuantizeError, RandomInit, Relu, Train, argmax,
-    quantize,
+    Dense, Identity, Inline, Layer, QConv2d, QDense, QuantizeError, RandomInit, Relu, Train,
+    argmax, quantize,
 };
 use constmat::quant::Multiplier;
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -237,6 +237,197 @@ fn the_shipped_mlp_in_int8_is_within_0_3_points_of_its_float_accuracy() {
         100.0 * int8_correct as f64 / test.len() as f64,
     );
     println!("shipped MLP: f32 {f:.2}%, int8 {q:.2}%");
+    assert!(
+        f - q <= 0.3,
+        "int8 {q:.2}% is more than 0.3 points below f32 {f:.2}%"
+    );
+}
+
+/// `QConv2d`'s output written from the definition: each window's terms, the padding read as
+/// the input's zero point, in 64-bit integers.
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::needless_range_loop)] // indices as in the formula: the point of a reference
+fn conv_reference<
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const H: usize,
+    const W: usize,
+>(
+    weight: &[[[[i8; K]; K]; C]; OC],
+    bias: &[i32; OC],
+    multipliers: &[Multiplier; OC],
+    (stride, pad): (usize, usize),
+    (z_in, z_out, relu): (i8, i8, bool),
+    x: &[[[i8; W]; H]; C],
+    (oh, ow): (usize, usize),
+) -> Vec<i8> {
+    let mut out = Vec::new();
+    for o in 0..OC {
+        for i in 0..oh {
+            for j in 0..ow {
+                let mut dot = i64::from(bias[o]);
+                for c in 0..C {
+                    for ky in 0..K {
+                        for kx in 0..K {
+                            let (y, x_) = (
+                                (i * stride + ky) as i64 - pad as i64,
+                                (j * stride + kx) as i64 - pad as i64,
+                            );
+                            let v = if (0..H as i64).contains(&y) && (0..W as i64).contains(&x_) {
+                                x[c][y as usize][x_ as usize]
+                            } else {
+                                z_in
+                            };
+                            dot += i64::from(weight[o][c][ky][kx]) * i64::from(v);
+                        }
+                    }
+                }
+                let q = i64::from(z_out) + i64::from(multipliers[o].apply(dot as i32));
+                let low = if relu { i64::from(z_out) } else { -128 };
+                out.push(q.clamp(low, 127) as i8);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_quantized_convolution_computes_its_definition() {
+    let mut rng = StdRng::seed_from_u64(5);
+    for round in 0..20 {
+        let weight: [[[[i8; 3]; 3]; 2]; 4] = std::array::from_fn(|_| {
+            std::array::from_fn(|_| {
+                std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-127..=127)))
+            })
+        });
+        let bias = std::array::from_fn(|_| rng.random_range(-5_000..=5_000));
+        let multipliers =
+            std::array::from_fn(|_| Multiplier::from_real(rng.random_range(1e-3..0.02)));
+        let (z_in, z_out) = (rng.random_range(-128..=127), rng.random_range(-128..=127));
+        let x: [[[i8; 7]; 7]; 2] = std::array::from_fn(|_| {
+            std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)))
+        });
+        let params = (&weight, &bias, &multipliers);
+        // Stride 1, padding 1: 7x7 out. Stride 2, padding 0: 3x3 out. ReLU every other round.
+        let flat = |y: &[[[i8; 7]; 7]; 4]| y.as_flattened().as_flattened().to_vec();
+        let flat2 = |y: &[[[i8; 3]; 3]; 4]| y.as_flattened().as_flattened().to_vec();
+        let relu = round % 2 == 1;
+        let (mut y1, mut y2) = ([[[0; 7]; 7]; 4], [[[0; 3]; 3]; 4]);
+        if relu {
+            QConv2d::<2, 4, 3, 1, 1, 7, 7, 7, 7, Relu, Inline>::new(
+                weight,
+                bias,
+                multipliers,
+                z_in,
+                z_out,
+            )
+            .forward_one(&x, &mut y1);
+            QConv2d::<2, 4, 3, 2, 0, 7, 7, 3, 3, Relu, Inline>::new(
+                weight,
+                bias,
+                multipliers,
+                z_in,
+                z_out,
+            )
+            .forward_one(&x, &mut y2);
+        } else {
+            QConv2d::<2, 4, 3, 1, 1, 7, 7, 7, 7, Identity, Inline>::new(
+                weight,
+                bias,
+                multipliers,
+                z_in,
+                z_out,
+            )
+            .forward_one(&x, &mut y1);
+            QConv2d::<2, 4, 3, 2, 0, 7, 7, 3, 3, Identity, Inline>::new(
+                weight,
+                bias,
+                multipliers,
+                z_in,
+                z_out,
+            )
+            .forward_one(&x, &mut y2);
+        }
+        assert_eq!(
+            flat(&y1),
+            conv_reference(
+                params.0,
+                params.1,
+                params.2,
+                (1, 1),
+                (z_in, z_out, relu),
+                &x,
+                (7, 7)
+            )
+        );
+        assert_eq!(
+            flat2(&y2),
+            conv_reference(
+                params.0,
+                params.1,
+                params.2,
+                (2, 0),
+                (z_in, z_out, relu),
+                &x,
+                (3, 3)
+            )
+        );
+    }
+}
+
+type Cnn = constmat::net![
+    Input<f32, 1, 28, 28>,
+    Conv2d<1, 6, 5, 1, 2, Relu>,
+    MaxPool2d<2>,
+    Conv2d<6, 16, 5, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<400, 120, Relu>,
+    Dense<120, 84, Relu>,
+    Dense<84, 10>,
+];
+
+#[test]
+fn the_shipped_cnn_in_int8_is_within_0_3_points_of_its_float_accuracy() {
+    const BATCH: usize = 100;
+    let dir = match std::env::var_os("MNIST_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => {
+            println!("skipping the int8 CNN accuracy check: MNIST_DIR is not set");
+            return;
+        }
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-cnn-lenet5.safetensors");
+    let net: Cnn = st::load(path).expect("the shipped CNN loads");
+    let data = Mnist::load(&dir).expect("MNIST_DIR holds MNIST");
+    let image = |pixels: &[u8; mnist::PIXELS]| -> [[[f32; 28]; 28]; 1] {
+        [std::array::from_fn(|r| {
+            std::array::from_fn(|c| f32::from(pixels[r * 28 + c]) / 255.0)
+        })]
+    };
+    let calibration: Vec<_> = data.train.images()[..500].iter().map(image).collect();
+    let int8 = quantize(&net, &calibration).expect("the shipped CNN quantizes");
+    let test = &data.test;
+    let (mut float_correct, mut int8_correct) = (0, 0);
+    let mut ws = Train::<f32, BATCH>::workspace(&net);
+    let mut x = constmat::nn::zeroed_batch::<[[[f32; 28]; 28]; 1], BATCH>();
+    for start in (0..test.len()).step_by(BATCH) {
+        for (k, x) in x.iter_mut().enumerate() {
+            *x = image(test.image(start + k));
+        }
+        let logits = net.forward_train(&x, &mut ws);
+        for (k, (x, logits)) in x.iter().zip(logits.iter()).enumerate() {
+            let label = usize::from(test.label(start + k));
+            float_correct += usize::from(argmax(logits) == label);
+            int8_correct += usize::from(int8.predict(x) == label);
+        }
+    }
+    let (f, q) = (
+        100.0 * float_correct as f64 / test.len() as f64,
+        100.0 * int8_correct as f64 / test.len() as f64,
+    );
+    println!("shipped CNN: f32 {f:.2}%, int8 {q:.2}%");
     assert!(
         f - q <= 0.3,
         "int8 {q:.2}% is more than 0.3 points below f32 {f:.2}%"

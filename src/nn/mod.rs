@@ -96,6 +96,7 @@ mod mse;
 mod optim;
 mod pool;
 mod predict;
+mod qconv;
 mod qdense;
 #[cfg(feature = "alloc")]
 mod quantize;
@@ -127,6 +128,7 @@ pub use mse::MeanSquaredError;
 pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
 pub use pool::{MaxPool2d, pool_output_size};
 pub use predict::{Predict, argmax};
+pub use qconv::QConv2d;
 pub use qdense::{QDense, QuantizedActivation};
 #[cfg(feature = "alloc")]
 pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize};

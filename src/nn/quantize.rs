@@ -13,7 +13,9 @@ use core::fmt;
 use num_traits::Float;
 
 use super::qdense::QuantizedActivation;
-use super::{Chain, Dense, Heap, Layer, QDense, Sample, Store, argmax};
+use super::{
+    Chain, Conv2d, Dense, Flatten, Heap, Layer, MaxPool2d, QConv2d, QDense, Sample, Store, argmax,
+};
 use crate::format::Element;
 use crate::quant::{Multiplier, Quantization};
 
@@ -65,9 +67,10 @@ impl std::error::Error for QuantizeError {}
 
 /// A float layer, or net, with an int8 form.
 ///
-/// Implemented for [`Dense`] (with [`Identity`](super::Identity) or [`Relu`](super::Relu): an
-/// activation that is not a clamp, such as a sigmoid, has no int8 form, and quantizing a net
-/// with one does not compile) and for [`Chain`]s of such layers.
+/// Implemented for [`Dense`] and [`Conv2d`] (with [`Identity`](super::Identity) or
+/// [`Relu`](super::Relu): an activation that is not a clamp, such as a sigmoid, has no int8
+/// form, and quantizing a net with one does not compile), [`MaxPool2d`] and [`Flatten`] (which
+/// keep their input's quantization), and [`Chain`]s of these.
 pub trait Quantize: Layer {
     /// The int8 form, its parameters on the heap (convert it with
     /// [`Layer::to_store`] to bake it).
@@ -232,6 +235,104 @@ where
     Ok(Quantized { net, input, output })
 }
 
+/// The float outputs of `layer` for `samples`, and the quantization of their range.
+///
+/// # Errors
+///
+/// [`QuantizeError::NotFinite`] when an output is NaN or infinite.
+#[allow(clippy::type_complexity)]
+fn calibrate<L>(
+    layer: &L,
+    index: usize,
+    samples: &[L::In],
+) -> Result<(Vec<L::Out>, Quantization), QuantizeError>
+where
+    L: Layer,
+    L::Out: QuantizeSample,
+{
+    let outputs: Vec<L::Out> = samples
+        .iter()
+        .map(|x| {
+            let mut y = L::Out::ZERO;
+            layer.forward_one(x, &mut y);
+            y
+        })
+        .collect();
+    let output = range_of(&outputs).ok_or(QuantizeError::NotFinite {
+        layer: index,
+        what: "output",
+    })?;
+    Ok((outputs, output))
+}
+
+/// Checks that a layer's weights and biases are finite (before its calibration, whose outputs
+/// a bad parameter would spoil, so that the error names the cause).
+///
+/// # Errors
+///
+/// [`QuantizeError::NotFinite`] for a weight or bias that is NaN or infinite.
+fn check_parameters<T: Float>(
+    layer: usize,
+    weights: &[T],
+    bias: &[T],
+) -> Result<(), QuantizeError> {
+    let finite = |values: &[T]| values.iter().all(|v| v.is_finite());
+    let not_finite = |what| QuantizeError::NotFinite { layer, what };
+    if !finite(weights) {
+        return Err(not_finite("weight"));
+    }
+    if !finite(bias) {
+        return Err(not_finite("bias"));
+    }
+    Ok(())
+}
+
+/// The int8 parameters of a layer whose output `o` is `bias[o] + Σ weights[o]·inputs` (a
+/// dense layer's row, a convolution's filter): each row quantized symmetrically into
+/// `q_weights` (the same layout), the bias into the accumulator's scale with the input's zero
+/// point folded in, and the requantization multipliers.
+///
+/// # Errors
+///
+/// [`QuantizeError::Multiplier`] for a multiplier out of the fixed-point range.
+#[allow(clippy::type_complexity)]
+fn quantize_rows<T: Float, const O: usize>(
+    layer: usize,
+    weights: &[T],
+    bias: &[T; O],
+    (input, output): (Quantization, Quantization),
+    q_weights: &mut [i8],
+) -> Result<([i32; O], [Multiplier; O]), QuantizeError> {
+    let to_f64 = |v: T| v.to_f64().unwrap_or(f64::NAN);
+    let row_len = weights.len() / O.max(1);
+    let s_in = f64::from(input.scale);
+    let mut q_bias = [0_i32; O];
+    let mut multipliers = [Multiplier::from_real(0.0); O];
+    let rows = weights.chunks_exact(row_len.max(1));
+    for (o, (row, q_row)) in rows
+        .zip(q_weights.chunks_exact_mut(row_len.max(1)))
+        .enumerate()
+    {
+        let max_abs = row.iter().fold(0.0_f64, |m, &w| m.max(to_f64(w).abs()));
+        let w_q = Quantization::symmetric(max_abs as f32);
+        for (q, &w) in q_row.iter_mut().zip(row) {
+            *q = w_q.quantize(to_f64(w) as f32);
+        }
+        let accumulator_scale = s_in * f64::from(w_q.scale);
+        // b_q = round(b / (s_in·s_w)) - z_in·Σ W_q: the zero point's term folded in.
+        let rounded = Float::round(to_f64(bias[o]) / accumulator_scale)
+            .clamp(f64::from(i32::MIN / 2), f64::from(i32::MAX / 2)) as i32;
+        let weight_sum: i32 = q_row.iter().map(|&q| i32::from(q)).sum();
+        q_bias[o] = rounded.saturating_sub(i32::from(input.zero_point) * weight_sum);
+        let m = accumulator_scale / f64::from(output.scale);
+        if m.partial_cmp(&1_073_741_824.0) != Some(core::cmp::Ordering::Less) {
+            return Err(QuantizeError::Multiplier { layer, value: m });
+        }
+        multipliers[o] = Multiplier::from_real(m);
+    }
+    Ok((q_bias, multipliers))
+}
+
 impl<T, const I: usize, const O: usize, A, S> Quantize for Dense<T, I, O, A, S>
 where
     T: Element + Sample + Float + QuantizeSample,
@@ -247,60 +348,149 @@ where
         samples: &[[T; I]],
     ) -> Result<(Self::Quantized, Quantization, Vec<[T; O]>), QuantizeError> {
         let () = QDense::<I, O, A, Heap>::ACCUMULATOR_FITS;
-        let not_finite = |what| QuantizeError::NotFinite { layer, what };
-        let (weight, bias) = (S::matrix(&self.weight), S::vector(&self.bias));
-        let to_f64 = |v: T| v.to_f64().unwrap_or(f64::NAN);
-        if !weight.iter().flatten().all(|&w| to_f64(w).is_finite()) {
-            return Err(not_finite("weight"));
-        }
-        if !bias.iter().all(|&b| to_f64(b).is_finite()) {
-            return Err(not_finite("bias"));
-        }
-        let outputs: Vec<[T; O]> = samples
-            .iter()
-            .map(|x| {
-                let mut y = [T::ZERO; O];
-                self.forward_one(x, &mut y);
-                y
-            })
-            .collect();
-        let output = range_of(&outputs).ok_or(not_finite("output"))?;
-        let s_in = f64::from(input.scale);
-        let mut q_weight = Heap::matrix_filled::<i8, O, I>(0);
-        let mut q_bias = [0_i32; O];
-        let mut multipliers = [Multiplier::from_real(0.0); O];
-        for (o, (row, q_row)) in weight
-            .iter()
-            .zip(Heap::matrix_mut(&mut q_weight))
-            .enumerate()
-        {
-            let max_abs = row.iter().fold(0.0_f64, |m, &w| m.max(to_f64(w).abs()));
-            let w_q = Quantization::symmetric(max_abs as f32);
-            for (q, &w) in q_row.iter_mut().zip(row) {
-                *q = w_q.quantize(to_f64(w) as f32);
-            }
-            let accumulator_scale = s_in * f64::from(w_q.scale);
-            // b_q = round(b / (s_in·s_w)) - z_in·Σ W_q: the zero point's term folded in.
-            let rounded = Float::round(to_f64(bias[o]) / accumulator_scale)
-                .clamp(f64::from(i32::MIN / 2), f64::from(i32::MAX / 2))
-                as i32;
-            let weight_sum: i32 = q_row.iter().map(|&q| i32::from(q)).sum();
-            q_bias[o] = rounded.saturating_sub(i32::from(input.zero_point) * weight_sum);
-            let m = accumulator_scale / f64::from(output.scale);
-            if m.partial_cmp(&1_073_741_824.0) != Some(core::cmp::Ordering::Less) {
-                return Err(QuantizeError::Multiplier { layer, value: m });
-            }
-            multipliers[o] = Multiplier::from_real(m);
-        }
+        let (weights, bias) = (
+            S::matrix(&self.weight).as_flattened(),
+            S::vector(&self.bias),
+        );
+        check_parameters(layer, weights, bias)?;
+        let (outputs, output) = calibrate(self, layer, samples)?;
+        let mut weight = Heap::matrix_filled::<i8, O, I>(0);
+        let (bias, multipliers) = quantize_rows(
+            layer,
+            weights,
+            bias,
+            (input, output),
+            Heap::matrix_mut(&mut weight).as_flattened_mut(),
+        )?;
         let net = QDense {
-            weight: q_weight,
-            bias: Heap::vector_copied(&q_bias),
+            weight,
+            bias: Heap::vector_copied(&bias),
             multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
             exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
             output_zero_point: output.zero_point,
             activation: A::VALUE,
         };
         Ok((net, output, outputs))
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> Quantize for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float + QuantizeSample,
+    A: QuantizedActivation,
+    S: Store,
+{
+    type Quantized = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Heap>;
+
+    fn quantize_layer(
+        &self,
+        layer: usize,
+        input: Quantization,
+        samples: &[Self::In],
+    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+        let () = Self::Quantized::SHAPE;
+        let weights = S::matrix(&self.weight)
+            .as_flattened()
+            .as_flattened()
+            .as_flattened();
+        let bias = S::vector(&self.bias);
+        check_parameters(layer, weights, bias)?;
+        let (outputs, output) = calibrate(self, layer, samples)?;
+        let mut weight = Heap::matrix_filled::<[[i8; K]; K], OC, C>([[0; K]; K]);
+        let (bias, multipliers) = quantize_rows(
+            layer,
+            weights,
+            bias,
+            (input, output),
+            Heap::matrix_mut(&mut weight)
+                .as_flattened_mut()
+                .as_flattened_mut()
+                .as_flattened_mut(),
+        )?;
+        let net = QConv2d {
+            weight,
+            bias: Heap::vector_copied(&bias),
+            multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
+            exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
+            input_zero_point: input.zero_point,
+            output_zero_point: output.zero_point,
+            activation: A::VALUE,
+        };
+        Ok((net, output, outputs))
+    }
+}
+
+/// Max pooling commutes with quantizing (both are monotone): the int8 layer pools the
+/// integers, and its output has its input's quantization.
+impl<
+    T,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> Quantize for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+where
+    T: Sample + PartialOrd + QuantizeSample<Quantized = i8>,
+{
+    type Quantized = MaxPool2d<i8, C, K, STRIDE, H, W, OH, OW>;
+
+    fn quantize_layer(
+        &self,
+        _layer: usize,
+        input: Quantization,
+        samples: &[Self::In],
+    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+        let outputs = samples
+            .iter()
+            .map(|x| {
+                let mut y = Self::Out::ZERO;
+                self.forward_one(x, &mut y);
+                y
+            })
+            .collect();
+        Ok((MaxPool2d::new(), input, outputs))
+    }
+}
+
+/// Flattening moves values: the int8 layer moves the integers, with its input's quantization.
+impl<T, const C: usize, const H: usize, const W: usize, const N: usize> Quantize
+    for Flatten<T, C, H, W, N>
+where
+    T: Sample + QuantizeSample<Quantized = i8>,
+{
+    type Quantized = Flatten<i8, C, H, W, N>;
+
+    fn quantize_layer(
+        &self,
+        _layer: usize,
+        input: Quantization,
+        samples: &[Self::In],
+    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+        let outputs = samples
+            .iter()
+            .map(|x| {
+                let mut y = Self::Out::ZERO;
+                self.forward_one(x, &mut y);
+                y
+            })
+            .collect();
+        Ok((Flatten::new(), input, outputs))
     }
 }
 

@@ -1,0 +1,230 @@
+//! The int8 2-D convolution: [`QDense`](super::QDense)'s arithmetic on every window.
+//!
+//! For output channel `o` at `(oh, ow)`, with the window's inputs `x_q` (the padding read as the
+//! input's zero point `z_in`, which stands for the real 0 that the float layer pads with):
+//!
+//! ```text
+//! q_out[o][oh][ow] = z_out + M[o]·( Σ_{c,ky,kx} W_q[o][c][ky][kx]·x_q[c][oh·S+ky-P][ow·S+kx-P]  +  b_q[o] )
+//!                    b_q[o] = round(b[o] / (s_in·s_w[o]))  -  z_in·Σ_{c,ky,kx} W_q[o][c][ky][kx]
+//! ```
+//!
+//! Because the padding holds `z_in`, every window has all `C·K·K` terms and the zero point's
+//! term is the same constant for every position: folded into `b_q`. Derivation:
+//! `docs/quantization.md`.
+
+use super::qdense::QuantizedActivation;
+use super::shape::check_output_size;
+use super::{Identity, Inline, Layer, Store};
+use crate::format::{Dtype, NetSpec, TensorSpec};
+use crate::quant::Multiplier;
+
+/// A 2-D convolution in int8, for inference: [`Conv2d`](super::Conv2d)'s sizes and layout
+/// (`C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`, padding `PAD`, `H x W`
+/// images giving `OH x OW`), the activation `A` (identity or ReLU), parameters in `S`.
+///
+/// Built by [`quantize`](super::quantize) from a trained `Conv2d`. Images are
+/// `[[[i8; W]; H]; C]` in and `[[[i8; OW]; OH]; OC]` out.
+///
+/// ```
+/// use constmat::nn::{Identity, Inline, Layer, QConv2d};
+/// use constmat::quant::Multiplier;
+///
+/// // One 3x3 filter that sums its window, padding 1; the input's zero point is -10, so the
+/// // padding reads as -10 and the bias holds +10 per weight: the border sums like the inside.
+/// let layer: QConv2d<1, 1, 3, 1, 1, 4, 4, 4, 4, Identity, Inline> =
+///     QConv2d::new([[[[1; 3]; 3]; 1]; 1], [90], [Multiplier::from_real(1.0)], -10, 0);
+/// let image = [[[-10; 4]; 4]; 1]; // all real zeros
+/// let mut out = [[[0; 4]; 4]; 1];
+/// layer.forward_one(&image, &mut out);
+/// assert_eq!(out, [[[0; 4]; 4]; 1]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct QConv2d<
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A = Identity,
+    S: Store = Inline,
+> {
+    /// `W_q`, `[OC][C][K][K]`: each filter quantized symmetrically with its own scale.
+    pub weight: S::Matrix<[[i8; K]; K], OC, C>,
+    /// `b_q`, in the accumulator's scale, the input's zero point folded in.
+    pub bias: S::Vector<i32, OC>,
+    /// `M[o] = s_in·s_w[o] / s_out` in fixed point: the significands.
+    pub multiplier: S::Vector<i32, OC>,
+    /// `M[o]`'s powers of two.
+    pub exponent: S::Vector<i32, OC>,
+    /// `z_in`: the value the padding reads as.
+    pub input_zero_point: i8,
+    /// `z_out`: the output's zero point.
+    pub output_zero_point: i8,
+    /// The activation (a zero-sized marker).
+    pub activation: A,
+}
+
+impl<
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A: QuantizedActivation,
+    S: Store,
+> QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+{
+    /// The shape rule (as [`Conv2d`](super::Conv2d)'s) and the accumulator's bound: `C·K·K`
+    /// products of at most `128 · 127` leave room in an `i32` for a bias of up to `2^30`.
+    pub(crate) const SHAPE: () = {
+        check_output_size("QConv2d", "height", (H, K, STRIDE, PAD), OH);
+        check_output_size("QConv2d", "width", (W, K, STRIDE, PAD), OW);
+        assert!(
+            C * K * K <= (1 << 30) / (128 * 127),
+            "QConv2d: more than 66,052 weights per filter could overflow the i32 accumulator"
+        );
+    };
+
+    /// A layer from its integer parameters: the weight `[OC][C][K][K]`, the bias with the
+    /// input's zero point folded in, the per-filter multipliers, and the zero points of the
+    /// input (what the padding reads as) and the output.
+    #[must_use]
+    pub fn new(
+        weight: [[[[i8; K]; K]; C]; OC],
+        bias: [i32; OC],
+        multipliers: [Multiplier; OC],
+        input_zero_point: i8,
+        output_zero_point: i8,
+    ) -> Self {
+        let () = Self::SHAPE;
+        Self {
+            weight: S::matrix_copied(&weight),
+            bias: S::vector_copied(&bias),
+            multiplier: S::vector_copied(&multipliers.map(|m| m.multiplier)),
+            exponent: S::vector_copied(&multipliers.map(|m| m.exponent)),
+            input_zero_point,
+            output_zero_point,
+            activation: A::VALUE,
+        }
+    }
+
+    /// The outputs of one image: per filter and position, the window's dot product (the
+    /// padding read as `z_in`), the bias, the requantization, the clamp.
+    fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
+        let () = Self::SHAPE;
+        let weight = S::matrix(&self.weight);
+        let (bias, multiplier, exponent) = (
+            S::vector(&self.bias),
+            S::vector(&self.multiplier),
+            S::vector(&self.exponent),
+        );
+        let zero = i32::from(self.output_zero_point);
+        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
+        let pad = i32::from(self.input_zero_point);
+        for (o, plane) in y.iter_mut().enumerate() {
+            let m = Multiplier {
+                multiplier: multiplier[o],
+                exponent: exponent[o],
+            };
+            for (oh, row) in plane.iter_mut().enumerate() {
+                for (ow, out) in row.iter_mut().enumerate() {
+                    let mut dot = 0_i32;
+                    for (filter, image) in weight[o].iter().zip(x) {
+                        for (ky, filter_row) in filter.iter().enumerate() {
+                            let iy = (oh * STRIDE + ky).checked_sub(PAD).filter(|&i| i < H);
+                            for (kx, &w) in filter_row.iter().enumerate() {
+                                let ix = (ow * STRIDE + kx).checked_sub(PAD).filter(|&i| i < W);
+                                let v = match (iy, ix) {
+                                    (Some(iy), Some(ix)) => i32::from(image[iy][ix]),
+                                    _ => pad,
+                                };
+                                dot += i32::from(w) * v;
+                            }
+                        }
+                    }
+                    let q = zero.saturating_add(m.apply(dot.saturating_add(bias[o])));
+                    *out = q.clamp(low, 127) as i8;
+                }
+            }
+        }
+    }
+}
+
+impl<
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A: QuantizedActivation,
+    S: Store,
+> Layer for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+{
+    type In = [[[i8; W]; H]; C];
+    type Out = [[[i8; OW]; OH]; OC];
+
+    /// `Conv2d(C, OC, K)` then the activation's module, in int8: the weight (`I8`), the bias with
+    /// the input's zero point folded in, and the multipliers' significands and exponents
+    /// (`I32`).
+    const SPEC: NetSpec = NetSpec::Layer {
+        modules: 1 + A::TORCH_MODULE.is_some() as usize,
+        tensors: &[
+            TensorSpec {
+                module: 0,
+                field: "weight",
+                dtype: Dtype::I8,
+                shape: &[OC, C, K, K],
+            },
+            TensorSpec {
+                module: 0,
+                field: "bias",
+                dtype: Dtype::I32,
+                shape: &[OC],
+            },
+            TensorSpec {
+                module: 0,
+                field: "multiplier",
+                dtype: Dtype::I32,
+                shape: &[OC],
+            },
+            TensorSpec {
+                module: 0,
+                field: "exponent",
+                dtype: Dtype::I32,
+                shape: &[OC],
+            },
+        ],
+    };
+
+    type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        for (x, y) in x.iter().zip(y) {
+            self.forward_sample(x, y);
+        }
+    }
+
+    fn to_store<S2: Store>(&self) -> Self::WithStore<S2> {
+        QConv2d {
+            weight: S2::matrix_copied(S::matrix(&self.weight)),
+            bias: S2::vector_copied(S::vector(&self.bias)),
+            multiplier: S2::vector_copied(S::vector(&self.multiplier)),
+            exponent: S2::vector_copied(S::vector(&self.exponent)),
+            input_zero_point: self.input_zero_point,
+            output_zero_point: self.output_zero_point,
+            activation: A::VALUE,
+        }
+    }
+}

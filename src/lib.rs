@@ -102,3 +102,8 @@ pub use scalar::Scalar;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/embedding.md")]
 struct EmbeddingGuide;
+
+// The same for `docs/quantization.md`.
+#[cfg(all(doctest, feature = "rand"))]
+#[doc = include_str!("../docs/quantization.md")]
+struct QuantizationGuide;

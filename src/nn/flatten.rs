@@ -158,3 +158,38 @@ mod train {
         }
     }
 }
+
+#[cfg(feature = "alloc")]
+mod quantize {
+    use alloc::vec::Vec;
+
+    use super::Flatten;
+    use crate::nn::{Layer, Quantize, QuantizeError, QuantizeSample, Sample};
+    use crate::quant::Quantization;
+
+    /// Flattening moves values: the int8 layer moves the integers, with its input's quantization.
+    impl<T, const C: usize, const H: usize, const W: usize, const N: usize> Quantize
+        for Flatten<T, C, H, W, N>
+    where
+        T: Sample + QuantizeSample<Quantized = i8>,
+    {
+        type Quantized = Flatten<i8, C, H, W, N>;
+
+        fn quantize_layer(
+            &self,
+            _layer: usize,
+            input: Quantization,
+            samples: &[Self::In],
+        ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+            let outputs = samples
+                .iter()
+                .map(|x| {
+                    let mut y = Self::Out::ZERO;
+                    self.forward_one(x, &mut y);
+                    y
+                })
+                .collect();
+            Ok((Flatten::new(), input, outputs))
+        }
+    }
+}

@@ -322,3 +322,47 @@ mod train {
         }
     }
 }
+
+#[cfg(feature = "alloc")]
+mod quantize {
+    use alloc::vec::Vec;
+
+    use super::MaxPool2d;
+    use crate::nn::{Layer, Quantize, QuantizeError, QuantizeSample, Sample};
+    use crate::quant::Quantization;
+
+    /// Max pooling commutes with quantizing (both are monotone): the int8 layer pools the
+    /// integers, and its output has its input's quantization.
+    impl<
+        T,
+        const C: usize,
+        const K: usize,
+        const STRIDE: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+    > Quantize for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+    where
+        T: Sample + PartialOrd + QuantizeSample<Quantized = i8>,
+    {
+        type Quantized = MaxPool2d<i8, C, K, STRIDE, H, W, OH, OW>;
+
+        fn quantize_layer(
+            &self,
+            _layer: usize,
+            input: Quantization,
+            samples: &[Self::In],
+        ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+            let outputs = samples
+                .iter()
+                .map(|x| {
+                    let mut y = Self::Out::ZERO;
+                    self.forward_one(x, &mut y);
+                    y
+                })
+                .collect();
+            Ok((MaxPool2d::new(), input, outputs))
+        }
+    }
+}

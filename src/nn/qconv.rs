@@ -228,3 +228,76 @@ impl<
         }
     }
 }
+
+#[cfg(feature = "alloc")]
+mod quantize {
+    use alloc::vec::Vec;
+
+    use num_traits::Float;
+
+    use super::QConv2d;
+    use crate::format::Element;
+    use crate::nn::qdense::QuantizedActivation;
+    use crate::nn::quantize::{calibrate, check_parameters, quantize_rows};
+    use crate::nn::{Conv2d, Heap, Quantize, QuantizeError, QuantizeSample, Sample, Store};
+    use crate::quant::Quantization;
+
+    impl<
+        T,
+        const C: usize,
+        const OC: usize,
+        const K: usize,
+        const STRIDE: usize,
+        const PAD: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+        A,
+        S,
+    > Quantize for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    where
+        T: Element + Sample + Float + QuantizeSample,
+        A: QuantizedActivation,
+        S: Store,
+    {
+        type Quantized = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Heap>;
+
+        fn quantize_layer(
+            &self,
+            layer: usize,
+            input: Quantization,
+            samples: &[Self::In],
+        ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+            let () = Self::Quantized::SHAPE;
+            let weights = S::matrix(&self.weight)
+                .as_flattened()
+                .as_flattened()
+                .as_flattened();
+            let bias = S::vector(&self.bias);
+            check_parameters(layer, weights, bias)?;
+            let (outputs, output) = calibrate(self, layer, samples)?;
+            let mut weight = Heap::matrix_filled::<[[i8; K]; K], OC, C>([[0; K]; K]);
+            let (bias, multipliers) = quantize_rows(
+                layer,
+                weights,
+                bias,
+                (input, output),
+                Heap::matrix_mut(&mut weight)
+                    .as_flattened_mut()
+                    .as_flattened_mut()
+                    .as_flattened_mut(),
+            )?;
+            let net = QConv2d {
+                weight,
+                bias: Heap::vector_copied(&bias),
+                multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
+                exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
+                input_zero_point: input.zero_point,
+                output_zero_point: output.zero_point,
+                activation: A::VALUE,
+            };
+            Ok((net, output, outputs))
+        }
+    }
+}

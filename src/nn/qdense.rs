@@ -195,3 +195,57 @@ impl Sample for i8 {
 impl Sample for i32 {
     const ZERO: Self = 0;
 }
+
+#[cfg(feature = "alloc")]
+mod quantize {
+    use alloc::vec::Vec;
+
+    use num_traits::Float;
+
+    use super::{QDense, QuantizedActivation};
+    use crate::format::Element;
+    use crate::nn::quantize::{calibrate, check_parameters, quantize_rows};
+    use crate::nn::{Dense, Heap, Quantize, QuantizeError, QuantizeSample, Sample, Store};
+    use crate::quant::Quantization;
+
+    impl<T, const I: usize, const O: usize, A, S> Quantize for Dense<T, I, O, A, S>
+    where
+        T: Element + Sample + Float + QuantizeSample,
+        A: QuantizedActivation,
+        S: Store,
+    {
+        type Quantized = QDense<I, O, A, Heap>;
+
+        fn quantize_layer(
+            &self,
+            layer: usize,
+            input: Quantization,
+            samples: &[[T; I]],
+        ) -> Result<(Self::Quantized, Quantization, Vec<[T; O]>), QuantizeError> {
+            let () = QDense::<I, O, A, Heap>::ACCUMULATOR_FITS;
+            let (weights, bias) = (
+                S::matrix(&self.weight).as_flattened(),
+                S::vector(&self.bias),
+            );
+            check_parameters(layer, weights, bias)?;
+            let (outputs, output) = calibrate(self, layer, samples)?;
+            let mut weight = Heap::matrix_filled::<i8, O, I>(0);
+            let (bias, multipliers) = quantize_rows(
+                layer,
+                weights,
+                bias,
+                (input, output),
+                Heap::matrix_mut(&mut weight).as_flattened_mut(),
+            )?;
+            let net = QDense {
+                weight,
+                bias: Heap::vector_copied(&bias),
+                multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
+                exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
+                output_zero_point: output.zero_point,
+                activation: A::VALUE,
+            };
+            Ok((net, output, outputs))
+        }
+    }
+}

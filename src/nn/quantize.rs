@@ -12,11 +12,7 @@ use core::fmt;
 
 use num_traits::Float;
 
-use super::qdense::QuantizedActivation;
-use super::{
-    Chain, Conv2d, Dense, Flatten, Heap, Layer, MaxPool2d, QConv2d, QDense, Sample, Store, argmax,
-};
-use crate::format::Element;
+use super::{Chain, Layer, Sample, argmax};
 use crate::quant::{Multiplier, Quantization};
 
 /// Why a net could not be quantized. Nothing is changed by a failed quantization.
@@ -67,10 +63,12 @@ impl std::error::Error for QuantizeError {}
 
 /// A float layer, or net, with an int8 form.
 ///
-/// Implemented for [`Dense`] and [`Conv2d`] (with [`Identity`](super::Identity) or
-/// [`Relu`](super::Relu): an activation that is not a clamp, such as a sigmoid, has no int8
-/// form, and quantizing a net with one does not compile), [`MaxPool2d`] and [`Flatten`] (which
-/// keep their input's quantization), and [`Chain`]s of these.
+/// Implemented for [`Dense`](super::Dense) and [`Conv2d`](super::Conv2d) (with
+/// [`Identity`](super::Identity) or [`Relu`](super::Relu): an activation that is not a clamp,
+/// such as a sigmoid, has no int8 form, and quantizing a net with one does not compile),
+/// [`MaxPool2d`](super::MaxPool2d) and [`Flatten`](super::Flatten) (which keep their input's
+/// quantization), and [`Chain`]s of these. Each layer kind's impl is in its int8 form's file
+/// (`qdense.rs`, `qconv.rs`) or its own (`pool.rs`, `flatten.rs`).
 pub trait Quantize: Layer {
     /// The int8 form, its parameters on the heap (convert it with
     /// [`Layer::to_store`] to bake it).
@@ -241,7 +239,7 @@ where
 ///
 /// [`QuantizeError::NotFinite`] when an output is NaN or infinite.
 #[allow(clippy::type_complexity)]
-fn calibrate<L>(
+pub(crate) fn calibrate<L>(
     layer: &L,
     index: usize,
     samples: &[L::In],
@@ -271,7 +269,7 @@ where
 /// # Errors
 ///
 /// [`QuantizeError::NotFinite`] for a weight or bias that is NaN or infinite.
-fn check_parameters<T: Float>(
+pub(crate) fn check_parameters<T: Float>(
     layer: usize,
     weights: &[T],
     bias: &[T],
@@ -296,7 +294,7 @@ fn check_parameters<T: Float>(
 ///
 /// [`QuantizeError::Multiplier`] for a multiplier out of the fixed-point range.
 #[allow(clippy::type_complexity)]
-fn quantize_rows<T: Float, const O: usize>(
+pub(crate) fn quantize_rows<T: Float, const O: usize>(
     layer: usize,
     weights: &[T],
     bias: &[T; O],
@@ -331,167 +329,6 @@ fn quantize_rows<T: Float, const O: usize>(
         multipliers[o] = Multiplier::from_real(m);
     }
     Ok((q_bias, multipliers))
-}
-
-impl<T, const I: usize, const O: usize, A, S> Quantize for Dense<T, I, O, A, S>
-where
-    T: Element + Sample + Float + QuantizeSample,
-    A: QuantizedActivation,
-    S: Store,
-{
-    type Quantized = QDense<I, O, A, Heap>;
-
-    fn quantize_layer(
-        &self,
-        layer: usize,
-        input: Quantization,
-        samples: &[[T; I]],
-    ) -> Result<(Self::Quantized, Quantization, Vec<[T; O]>), QuantizeError> {
-        let () = QDense::<I, O, A, Heap>::ACCUMULATOR_FITS;
-        let (weights, bias) = (
-            S::matrix(&self.weight).as_flattened(),
-            S::vector(&self.bias),
-        );
-        check_parameters(layer, weights, bias)?;
-        let (outputs, output) = calibrate(self, layer, samples)?;
-        let mut weight = Heap::matrix_filled::<i8, O, I>(0);
-        let (bias, multipliers) = quantize_rows(
-            layer,
-            weights,
-            bias,
-            (input, output),
-            Heap::matrix_mut(&mut weight).as_flattened_mut(),
-        )?;
-        let net = QDense {
-            weight,
-            bias: Heap::vector_copied(&bias),
-            multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
-            exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
-            output_zero_point: output.zero_point,
-            activation: A::VALUE,
-        };
-        Ok((net, output, outputs))
-    }
-}
-
-impl<
-    T,
-    const C: usize,
-    const OC: usize,
-    const K: usize,
-    const STRIDE: usize,
-    const PAD: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-    A,
-    S,
-> Quantize for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
-where
-    T: Element + Sample + Float + QuantizeSample,
-    A: QuantizedActivation,
-    S: Store,
-{
-    type Quantized = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Heap>;
-
-    fn quantize_layer(
-        &self,
-        layer: usize,
-        input: Quantization,
-        samples: &[Self::In],
-    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
-        let () = Self::Quantized::SHAPE;
-        let weights = S::matrix(&self.weight)
-            .as_flattened()
-            .as_flattened()
-            .as_flattened();
-        let bias = S::vector(&self.bias);
-        check_parameters(layer, weights, bias)?;
-        let (outputs, output) = calibrate(self, layer, samples)?;
-        let mut weight = Heap::matrix_filled::<[[i8; K]; K], OC, C>([[0; K]; K]);
-        let (bias, multipliers) = quantize_rows(
-            layer,
-            weights,
-            bias,
-            (input, output),
-            Heap::matrix_mut(&mut weight)
-                .as_flattened_mut()
-                .as_flattened_mut()
-                .as_flattened_mut(),
-        )?;
-        let net = QConv2d {
-            weight,
-            bias: Heap::vector_copied(&bias),
-            multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
-            exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
-            input_zero_point: input.zero_point,
-            output_zero_point: output.zero_point,
-            activation: A::VALUE,
-        };
-        Ok((net, output, outputs))
-    }
-}
-
-/// Max pooling commutes with quantizing (both are monotone): the int8 layer pools the
-/// integers, and its output has its input's quantization.
-impl<
-    T,
-    const C: usize,
-    const K: usize,
-    const STRIDE: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-> Quantize for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
-where
-    T: Sample + PartialOrd + QuantizeSample<Quantized = i8>,
-{
-    type Quantized = MaxPool2d<i8, C, K, STRIDE, H, W, OH, OW>;
-
-    fn quantize_layer(
-        &self,
-        _layer: usize,
-        input: Quantization,
-        samples: &[Self::In],
-    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
-        let outputs = samples
-            .iter()
-            .map(|x| {
-                let mut y = Self::Out::ZERO;
-                self.forward_one(x, &mut y);
-                y
-            })
-            .collect();
-        Ok((MaxPool2d::new(), input, outputs))
-    }
-}
-
-/// Flattening moves values: the int8 layer moves the integers, with its input's quantization.
-impl<T, const C: usize, const H: usize, const W: usize, const N: usize> Quantize
-    for Flatten<T, C, H, W, N>
-where
-    T: Sample + QuantizeSample<Quantized = i8>,
-{
-    type Quantized = Flatten<i8, C, H, W, N>;
-
-    fn quantize_layer(
-        &self,
-        _layer: usize,
-        input: Quantization,
-        samples: &[Self::In],
-    ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
-        let outputs = samples
-            .iter()
-            .map(|x| {
-                let mut y = Self::Out::ZERO;
-                self.forward_one(x, &mut y);
-                y
-            })
-            .collect();
-        Ok((Flatten::new(), input, outputs))
-    }
 }
 
 impl<A, N> Quantize for Chain<A, N>

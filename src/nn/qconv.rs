@@ -12,10 +12,10 @@
 //! term is the same constant for every position: folded into `b_q`. Derivation:
 //! `docs/quantization.md`.
 
-use super::qdense::QuantizedActivation;
+use super::qdense::{MOST_PRODUCTS, QuantizedActivation};
 use super::shape::check_output_size;
 use super::{Identity, Inline, Layer, Store};
-use crate::format::{Dtype, NetSpec, TensorSpec};
+use crate::format::{Dtype, Message, NetSpec, TensorSpec};
 use crate::quant::Multiplier;
 
 /// A 2-D convolution in int8, for inference: [`Conv2d`](super::Conv2d)'s sizes and layout
@@ -87,10 +87,15 @@ impl<
     pub(crate) const SHAPE: () = {
         check_output_size("QConv2d", "height", (H, K, STRIDE, PAD), OH);
         check_output_size("QConv2d", "width", (W, K, STRIDE, PAD), OW);
-        assert!(
-            C * K * K <= (1 << 30) / (128 * 127),
-            "QConv2d: more than 66,052 weights per filter could overflow the i32 accumulator"
-        );
+        if C * K * K > MOST_PRODUCTS {
+            Message::new()
+                .str("QConv2d: filters of ")
+                .number(C * K * K)
+                .str(" weights could overflow the i32 accumulator (at most ")
+                .number(MOST_PRODUCTS)
+                .str(": that many products of 128 x 127 and a bias of 2^30)")
+                .panic()
+        }
     };
 
     /// A layer from its integer parameters: the weight `[OC][C][K][K]`, the bias with the

@@ -14,8 +14,12 @@
 //! `docs/quantization.md`.
 
 use super::{Identity, Inline, Layer, Relu, Sample, Store};
-use crate::format::{Dtype, NetSpec, TensorSpec};
+use crate::format::{Dtype, Message, NetSpec, TensorSpec};
 use crate::quant::Multiplier;
+
+/// The most products of an `i8` and a weight in `-127..=127` an `i32` accumulator sums without
+/// overflowing, with room for a bias of up to `2^30`: `2^30 / (128 · 127)`.
+pub(crate) const MOST_PRODUCTS: usize = (1 << 30) / (128 * 127);
 
 /// The activations an int8 layer can apply: those that are a clamp of the requantized output.
 /// (A sigmoid or tanh would need a lookup table; quantizing a layer with one does not compile.)
@@ -75,10 +79,15 @@ pub struct QDense<const I: usize, const O: usize, A = Identity, S: Store = Inlin
 impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I, O, A, S> {
     /// The accumulator cannot overflow: `I` products of at most `128 · 127` in magnitude (the
     /// weights are in `-127..=127`) leave room in an `i32` for a bias of up to `2^30`.
-    pub(crate) const ACCUMULATOR_FITS: () = assert!(
-        I <= (1 << 30) / (128 * 127),
-        "QDense: more than 66,052 inputs could overflow the i32 accumulator"
-    );
+    pub(crate) const ACCUMULATOR_FITS: () = if I > MOST_PRODUCTS {
+        Message::new()
+            .str("QDense: ")
+            .number(I)
+            .str(" inputs could overflow the i32 accumulator (at most ")
+            .number(MOST_PRODUCTS)
+            .str(": that many products of 128 x 127 and a bias of 2^30)")
+            .panic()
+    };
 
     /// A layer from its integer parameters: the weight `[O][I]`, the bias with the input's zero
     /// point folded in, the per-output multipliers, and the output's zero point.

@@ -1007,3 +1007,63 @@ fn mnist_digits_survive_the_image_pipeline() {
         "{correct} of {N} right after the pipeline, {correct_originals} before"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Memory budgets: what a baked net takes, known when it compiles.
+// ---------------------------------------------------------------------------------------------
+
+mod lenet {
+    use constmat::nn::Relu;
+
+    pub type LeNet = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, 1, 2, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dense<400, 120, Relu>,
+        Dense<120, 84, Relu>,
+        Dense<84, 10>,
+    ];
+}
+use lenet::LeNet;
+
+#[test]
+fn memory_budgets_of_the_shipped_nets() {
+    // The read-only memory is the static's size: `nm -S` gives 437,568 and 246,976 bytes for the
+    // two shipped nets baked into a program (docs/embedding.md).
+    assert_eq!(<Baked<HeapMnist> as Layer>::PARAMETER_BYTES, 437_568);
+    assert_eq!(<Baked<LeNet> as Layer>::PARAMETER_BYTES, 246_976);
+    assert_eq!(
+        std::mem::size_of_val(&baked::MNIST),
+        <Baked<HeapMnist> as Layer>::PARAMETER_BYTES
+    );
+    // Working memory: the hidden layers' outputs, all alive at the deepest point.
+    assert_eq!(<Baked<HeapMnist> as Layer>::WORKING_BYTES, (128 + 64) * 4);
+    // LeNet's outputs in bytes, and the convolutions' stack buffers on x86-64 (the first pads
+    // its image into 1,024 values, the second transposes its 2,400 weights into 4,096).
+    let (conv1, pool1, conv2, pool2, flat, d1, d2) = (
+        6 * 28 * 28 * 4,
+        6 * 14 * 14 * 4,
+        16 * 10 * 10 * 4,
+        16 * 5 * 5 * 4,
+        400 * 4,
+        120 * 4,
+        84 * 4,
+    );
+    let (buffer1, buffer2) = if cfg!(target_arch = "x86_64") {
+        (1024 * 4, 4096 * 4)
+    } else {
+        (0, 0)
+    };
+    let after_conv2 = pool2 + flat + d1 + d2;
+    let from_pool1 = pool1 + conv2 + buffer2.max(after_conv2);
+    assert_eq!(
+        <Baked<LeNet> as Layer>::WORKING_BYTES,
+        conv1 + buffer1.max(from_pool1)
+    );
+    // The documented budget check, in a const: these fit.
+    const _: () = constmat::embed::check_memory_budget::<Baked<HeapMnist>>(440_000, 1024);
+    const _: () = constmat::embed::check_memory_budget::<Baked<LeNet>>(256 * 1024, 64 * 1024);
+}

@@ -106,6 +106,12 @@ fn the_accumulator_holds_the_largest_sums_the_bound_allows() {
 
 type Mlp = constmat::net![Dense<f32, 12, 16, Relu>, Dense<f32, 16, 8, Relu>, Dense<f32, 8, 4>];
 
+type MnistMlp = constmat::net![
+    Dense<f32, 784, 128, Relu>,
+    Dense<f32, 128, 64, Relu>,
+    Dense<f32, 64, 10, Identity>,
+];
+
 fn samples(rng: &mut StdRng, n: usize) -> Vec<[f32; 12]> {
     (0..n)
         .map(|_| std::array::from_fn(|_| rng.random_range(-1.0..1.0)))
@@ -210,13 +216,8 @@ fn the_shipped_mlp_in_int8_is_within_0_3_points_of_its_float_accuracy() {
             return;
         }
     };
-    type Net = constmat::net![
-        Dense<f32, 784, 128, Relu>,
-        Dense<f32, 128, 64, Relu>,
-        Dense<f32, 64, 10, Identity>,
-    ];
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10.safetensors");
-    let net: Net = st::load(path).expect("the shipped model loads");
+    let net: MnistMlp = st::load(path).expect("the shipped model loads");
     let data = Mnist::load(&dir).expect("MNIST_DIR holds MNIST");
     let scale = |image: &[u8; mnist::PIXELS]| image.map(|p| f32::from(p) / 255.0);
     // Calibration: the first 500 training images.
@@ -439,5 +440,38 @@ fn the_shipped_cnn_in_int8_is_within_0_3_points_of_its_float_accuracy() {
     assert!(
         f - q <= 0.3,
         "int8 {q:.2}% is more than 0.3 points below f32 {f:.2}%"
+    );
+}
+
+#[test]
+fn int8_nets_take_a_quarter_of_the_memory() {
+    type Mlp8 = <MnistMlp as constmat::nn::Quantize>::Quantized;
+    type Cnn8 = <Cnn as constmat::nn::Quantize>::Quantized;
+    // Per layer: the i8 weights, three i32 per output (bias, multiplier, exponent), the zero
+    // points, padded to 4 bytes.
+    assert_eq!(
+        <Mlp8 as Layer>::PARAMETER_BYTES,
+        (100_352 + 12 * 128 + 4) + (8_192 + 12 * 64 + 4) + (640 + 12 * 10 + 4)
+    );
+    assert_eq!(
+        <Cnn8 as Layer>::PARAMETER_BYTES,
+        (150 + 12 * 6 + 2)
+            + (2_400 + 12 * 16 + 4)
+            + (48_000 + 12 * 120 + 4)
+            + (10_080 + 12 * 84 + 4)
+            + (840 + 12 * 10 + 4)
+    );
+    // The hidden samples, one byte per value, and no stack buffer in the int8 kernels.
+    assert_eq!(<Mlp8 as Layer>::WORKING_BYTES, 128 + 64);
+    assert_eq!(
+        <Cnn8 as Layer>::WORKING_BYTES,
+        6 * 28 * 28 + 6 * 14 * 14 + 16 * 10 * 10 + 16 * 5 * 5 + 400 + 120 + 84
+    );
+    println!(
+        "MLP: f32 {} B, int8 {} B; LeNet: f32 {} B, int8 {} B",
+        <MnistMlp as Layer>::PARAMETER_BYTES,
+        <Mlp8 as Layer>::PARAMETER_BYTES,
+        <Cnn as Layer>::PARAMETER_BYTES,
+        <Cnn8 as Layer>::PARAMETER_BYTES
     );
 }

@@ -73,6 +73,7 @@
 //! decoding them takes the compiler about a second per 100,000 parameters. `docs/embedding.md`
 //! has the measured figures: binary size, build time, time and stack per prediction.
 
+use crate::format::Message;
 use crate::nn::{Bake, Inline, Layer, SafetensorsFile};
 
 /// The net `N` with its parameters stored inline: the type of a baked `static`.
@@ -191,4 +192,45 @@ macro_rules! net_from_safetensors {
         // Evaluated at compile time wherever the macro is written.
         const { bake() }
     }};
+}
+
+/// Fails the build when the net `N` does not fit a memory budget: `rom` bytes of read-only
+/// memory for its parameters ([`Layer::PARAMETER_BYTES`]) and `ram` bytes of working memory for
+/// one prediction ([`Layer::WORKING_BYTES`]). Call it in a `const`, next to the `static`:
+///
+/// ```
+/// use constmat::embed::{Baked, check_memory_budget};
+/// use constmat::nn::{Dense, Layer, Relu};
+///
+/// type Mnist = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 64, Relu>, Dense<f32, 64, 10>];
+/// // 512 KiB of flash and 4 KiB of stack for the net: it fits (437,568 and 768 bytes).
+/// const _: () = check_memory_budget::<Baked<Mnist>>(512 * 1024, 4 * 1024);
+/// ```
+///
+/// A net that does not fit is a build error naming both numbers (`tests/ui/fail`):
+///
+/// ```text
+/// error[E0080]: evaluation panicked: the net's parameters take 437568 bytes of read-only memory, more than the budget of 262144
+/// ```
+///
+/// # Panics
+///
+/// (At compile time, in a `const`.) When the net takes more than either budget.
+pub const fn check_memory_budget<N: Layer>(rom: usize, ram: usize) {
+    if N::PARAMETER_BYTES > rom {
+        Message::new()
+            .str("the net's parameters take ")
+            .number(N::PARAMETER_BYTES)
+            .str(" bytes of read-only memory, more than the budget of ")
+            .number(rom)
+            .panic()
+    }
+    if N::WORKING_BYTES > ram {
+        Message::new()
+            .str("a prediction of the net takes ")
+            .number(N::WORKING_BYTES)
+            .str(" bytes of working memory, more than the budget of ")
+            .number(ram)
+            .panic()
+    }
 }

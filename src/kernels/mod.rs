@@ -501,12 +501,59 @@ impl Conv {
 /// image into; larger convolutions take the kernel that masks the padding off instead. A
 /// convolution that needs at most [`SMALL_STACK_SCRATCH`] takes a buffer of that size: the
 /// buffer is zeroed on every call, and the stack of a prediction is smaller.
-#[cfg(target_arch = "x86_64")]
 const STACK_SCRATCH: usize = 4096;
 
 /// See [`STACK_SCRATCH`].
-#[cfg(target_arch = "x86_64")]
 const SMALL_STACK_SCRATCH: usize = 1024;
+
+/// Whether vectors of `lanes` are fuller with a convolution's filters in them than with a row
+/// of its outputs: `filters / ⌈filters⌉ > width / ⌈width⌉`, rounding up to whole vectors.
+const fn filters_fill_lanes_better(shape: &Conv, lanes: usize) -> bool {
+    let (filters, width) = (shape.filters, shape.out_width());
+    filters * whole_vectors(width, lanes) > width * whole_vectors(filters, lanes)
+}
+
+/// `n` rounded up to a multiple of `lanes` (at least 1, so that it can divide).
+const fn whole_vectors(n: usize, lanes: usize) -> usize {
+    let vectors = n.div_ceil(lanes) * lanes;
+    if vectors == 0 { 1 } else { vectors }
+}
+
+/// The most elements of stack buffer [`conv2d_stride1`] takes for a convolution of `shape` on
+/// elements of `element_size` bytes on this target: on x86-64, the buffer its SIMD kernels pad
+/// the image and transpose the weights into (the larger of the paths AVX-512 and AVX2 take);
+/// elsewhere none.
+pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usize {
+    if !cfg!(target_arch = "x86_64") || element_size == 0 || element_size > 32 {
+        return 0;
+    }
+    let filters_somewhere = filters_fill_lanes_better(shape, 64 / element_size)
+        || filters_fill_lanes_better(shape, 32 / element_size);
+    let padded = if shape.padding > 0 {
+        shape.padded().image_len()
+    } else {
+        0
+    };
+    let weights = shape.filters * shape.channels * shape.kernel * shape.kernel;
+    let filters_path = if filters_somewhere && weights + padded <= STACK_SCRATCH {
+        weights + padded
+    } else {
+        0
+    };
+    let flat_path = if padded <= STACK_SCRATCH { padded } else { 0 };
+    let most = if filters_path > flat_path {
+        filters_path
+    } else {
+        flat_path
+    };
+    if most == 0 {
+        0
+    } else if most <= SMALL_STACK_SCRATCH {
+        SMALL_STACK_SCRATCH
+    } else {
+        STACK_SCRATCH
+    }
+}
 
 /// `out = conv(x, w) + bias` for a batch of `batch` images, stride 1 (see [`Conv`]): `x` is
 /// `[batch][channels][height][width]`, `w` is `[filters][channels][kernel][kernel]` (PyTorch's

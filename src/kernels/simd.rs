@@ -1896,8 +1896,7 @@ pub(crate) fn filters_in_lanes<E>(isa: Isa, shape: &Conv) -> bool {
         Isa::Avx512 => 64,
         Isa::Avx2Fma => 32,
     } / core::mem::size_of::<E>();
-    let useful = |n: usize| n as f64 / (n.div_ceil(lanes) * lanes).max(1) as f64;
-    useful(shape.filters) > useful(shape.out_width())
+    super::filters_fill_lanes_better(shape, lanes)
 }
 
 /// One tile of a stride-1 convolution without padding, the filters in the lanes: filters

@@ -56,6 +56,15 @@ impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
 
     type WithStore<S: Store> = Chain<A::WithStore<S>, N::WithStore<S>>;
 
+    /// The first layer's output, alive while either part runs, and the larger of the two
+    /// parts' own.
+    const WORKING_BYTES: usize = core::mem::size_of::<A::Out>()
+        + if A::WORKING_BYTES > N::WORKING_BYTES {
+            A::WORKING_BYTES
+        } else {
+            N::WORKING_BYTES
+        };
+
     #[inline]
     fn forward<const B: usize>(&self, x: &[A::In; B], y: &mut [N::Out; B]) {
         let mut middle = [A::Out::ZERO; B];

@@ -467,6 +467,15 @@ where
 
     type WithStore<S2: Store> = Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
 
+    /// Stride 1: the stack buffer of the SIMD kernels (x86-64); other strides: the buffer the
+    /// patches are unrolled into.
+    const WORKING_BYTES: usize = core::mem::size_of::<T>()
+        * if STRIDE == 1 {
+            kernels::conv_stack_scratch(&Self::DIRECT, core::mem::size_of::<T>())
+        } else {
+            SCRATCH
+        };
+
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         if STRIDE == 1 {
             // The direct kernel needs no patches: no 8 KiB on the stack of a baked net.

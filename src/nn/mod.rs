@@ -208,6 +208,43 @@ pub trait Layer {
     /// [`Baked<N>`](crate::embed::Baked) is `N::WithStore<Inline>`.
     type WithStore<S: Store>: Layer<In = Self::In, Out = Self::Out>;
 
+    /// The bytes of read-only memory the parameters of this layer (or net) take when baked:
+    /// the size of its [`Inline`] form, what a `static` of it occupies (alignment padding
+    /// included). See [`embed::check_memory_budget`](crate::embed::check_memory_budget).
+    ///
+    /// ```
+    /// use constmat::embed::Baked;
+    /// use constmat::nn::{Dense, Layer, QDense, Relu};
+    ///
+    /// type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 64, Relu>, Dense<f32, 64, 10>];
+    /// // Each layer's weights and biases in f32, each layer aligned to 64 bytes.
+    /// assert_eq!(Net::PARAMETER_BYTES, 401_920 + 33_024 + 2_624);
+    /// assert_eq!(Baked::<Net>::PARAMETER_BYTES, Net::PARAMETER_BYTES);
+    /// // Its int8 form: per layer i8 weights, three i32 per output (bias, multiplier, exponent),
+    /// // and the output's zero point (padded to 4 bytes).
+    /// type Int8 = constmat::net![QDense<784, 128, Relu>, QDense<128, 64, Relu>, QDense<64, 10>];
+    /// assert_eq!(
+    ///     Int8::PARAMETER_BYTES,
+    ///     (100_352 + 12 * 128 + 4) + (8_192 + 12 * 64 + 4) + (640 + 12 * 10 + 4)
+    /// );
+    /// ```
+    const PARAMETER_BYTES: usize = core::mem::size_of::<Self::WithStore<Inline>>();
+
+    /// The bytes of working memory (stack) one prediction takes beyond its input and output:
+    /// the samples a chain keeps between its layers (all of them at once: each layer's output
+    /// lives until the rest of the chain has run), plus the stack buffers of the layers'
+    /// kernels (a convolution's, on x86-64). The kernels' own frames, a few hundred bytes to a
+    /// few KiB in an optimized build, come on top. See
+    /// [`embed::check_memory_budget`](crate::embed::check_memory_budget).
+    ///
+    /// ```
+    /// use constmat::nn::{Dense, Layer, Relu};
+    ///
+    /// type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 64, Relu>, Dense<f32, 64, 10>];
+    /// assert_eq!(Net::WORKING_BYTES, (128 + 64) * 4);
+    /// ```
+    const WORKING_BYTES: usize = 0;
+
     /// The outputs of a batch of `B` samples: `y[k]` for `x[k]`.
     ///
     /// A chain keeps the samples between its layers on the stack (`B` times each hidden

@@ -461,12 +461,19 @@ fn int8_nets_take_a_quarter_of_the_memory() {
             + (10_080 + 12 * 84 + 4)
             + (840 + 12 * 10 + 4)
     );
-    // The hidden samples, one byte per value, and no stack buffer in the int8 kernels.
-    assert_eq!(<Mlp8 as Layer>::WORKING_BYTES, 128 + 64);
+    // The hidden samples, one byte per value, and a dense layer's i32 dot products, 4 bytes
+    // per output: a chain keeps its first layer's output while either part runs, and the larger
+    // of the two parts' own.
+    let chain = |first_output: usize, first: usize, rest: usize| first_output + first.max(rest);
+    let dense = |outputs: usize| 4 * outputs;
+    let mlp_tail = chain(64, dense(64), dense(10));
     assert_eq!(
-        <Cnn8 as Layer>::WORKING_BYTES,
-        6 * 28 * 28 + 6 * 14 * 14 + 16 * 10 * 10 + 16 * 5 * 5 + 400 + 120 + 84
+        <Mlp8 as Layer>::WORKING_BYTES,
+        chain(128, dense(128), mlp_tail)
     );
+    let dense_tail = chain(120, dense(120), chain(84, dense(84), dense(10)));
+    let images = 6 * 28 * 28 + 6 * 14 * 14 + 16 * 10 * 10 + 16 * 5 * 5 + 400; // no buffers
+    assert_eq!(<Cnn8 as Layer>::WORKING_BYTES, images + dense_tail);
     println!(
         "MLP: f32 {} B, int8 {} B; LeNet: f32 {} B, int8 {} B",
         <MnistMlp as Layer>::PARAMETER_BYTES,

@@ -850,6 +850,31 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
     }
 }
 
+/// `sums[r] = Σ_i weight[r·n + i] · x[i]` (`n = x.len()`): the dot products of the int8 layers,
+/// exact in `i32` (their callers bound `n` so that no sum can overflow), on the SIMD kernels
+/// (AVX-512BW or AVX2: the `i8` values widened to `i16` and multiplied-and-added in pairs) where
+/// the CPU has them, on plain loops elsewhere.
+///
+/// # Panics
+///
+/// When `weight.len() != sums.len() · x.len()` (a bug in the caller).
+pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    assert_eq!(
+        weight.len(),
+        sums.len() * x.len(),
+        "a weight of {} values does not have {} rows of {}",
+        weight.len(),
+        sums.len(),
+        x.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa_i8() {
+        simd::dot_rows_i8(isa, weight, x, sums);
+        return;
+    }
+    reference::dot_rows_i8(weight, x, sums);
+}
+
 /// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
 /// gradients and parameters, on the SIMD path for `f32` and `f64`.
 #[cfg(feature = "alloc")]

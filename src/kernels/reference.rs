@@ -244,3 +244,14 @@ pub fn all_finite<T: num_traits::Float>(values: &[T]) -> bool {
     }
     sums.iter().fold(rest, |s, &p| s + p) == T::zero()
 }
+
+/// `sums[r] = Σ_i weight[r·n + i] · x[i]`, each product widened to `i32`.
+pub fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    for (sum, row) in sums.iter_mut().zip(weight.chunks_exact(x.len().max(1))) {
+        *sum = row
+            .iter()
+            .zip(x)
+            .map(|(&w, &x)| i32::from(w) * i32::from(x))
+            .sum();
+    }
+}

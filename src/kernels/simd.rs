@@ -2448,6 +2448,224 @@ pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
     E::all_finite(isa, values)
 }
 
+// ---------------------------------------------------------------------------------------------
+// Int8 dot products: the hot loop of the int8 layers.
+// ---------------------------------------------------------------------------------------------
+
+/// The instruction sets of the int8 kernels, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IsaI8 {
+    /// AVX-512BW: 32 `i8` widened to `i16` per vector, `vpmaddwd` into 16 `i32` sums.
+    Avx512Bw,
+    /// AVX2: 16 `i8` widened to `i16` per vector, `vpmaddwd` into 8 `i32` sums.
+    Avx2,
+}
+
+/// The best int8 instruction set this CPU has, detected once (with `std`), or the one the build
+/// targets (without `std`).
+pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
+    #[cfg(feature = "std")]
+    {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        // 0: not yet detected, 1: none, 2: AVX2, 3: AVX-512BW.
+        static DETECTED: AtomicU8 = AtomicU8::new(0);
+        let code = match DETECTED.load(Ordering::Relaxed) {
+            0 => {
+                let code = if std::is_x86_feature_detected!("avx512bw") {
+                    3
+                } else if std::is_x86_feature_detected!("avx2") {
+                    2
+                } else {
+                    1
+                };
+                DETECTED.store(code, Ordering::Relaxed);
+                code
+            }
+            code => code,
+        };
+        match code {
+            3 => Some(IsaI8::Avx512Bw),
+            2 => Some(IsaI8::Avx2),
+            _ => None,
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        if cfg!(target_feature = "avx512bw") {
+            Some(IsaI8::Avx512Bw)
+        } else if cfg!(target_feature = "avx2") {
+            Some(IsaI8::Avx2)
+        } else {
+            None
+        }
+    }
+}
+
+/// Rows of the weight per pass of the int8 kernels: each chunk of `x`, widened once, meets this
+/// many rows.
+const I8_ROWS: usize = 4;
+
+/// `R` rows of the int8 dot products from row `r0`, with AVX-512BW: per chunk of 32 inputs, `x`
+/// widened to 16 bits once, and per row the weights widened and multiplied-and-added in pairs
+/// into 16 lanes of 32-bit sums (`R` accumulators in registers); the tail of fewer than 32
+/// inputs with masked loads.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW; `weight.len() == sums.len() · x.len()`; `r0 + R <= sums.len()`.
+#[inline(always)]
+unsafe fn dot_tile_i8_avx512<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [i32], r0: usize) {
+    let n = x.len();
+    let whole = n - n % 32;
+    let tail = n % 32;
+    // SAFETY (whole body): AVX-512BW is present (the contract). Every load reads 32 bytes at
+    // `i` with `i + 32 <= whole <= n`, or at `whole` the `tail` bytes a mask selects (the
+    // others are not read), of `x` or of a row `r0 + r < sums.len()` of `weight`, which exists
+    // since `weight.len() == sums.len() · n`.
+    unsafe {
+        let (wp, xp) = (weight.as_ptr(), x.as_ptr());
+        let rows: [*const i8; R] = core::array::from_fn(|r| wp.add((r0 + r) * n));
+        let mut acc = [_mm512_setzero_si512(); R];
+        let mut i = 0;
+        while i < whole {
+            let xv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(xp.add(i).cast()));
+            for (acc_r, &row) in acc.iter_mut().zip(&rows) {
+                let wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(row.add(i).cast()));
+                *acc_r = _mm512_add_epi32(*acc_r, _mm512_madd_epi16(xv, wv));
+            }
+            i += 32;
+        }
+        if tail > 0 {
+            let mask: __mmask32 = (1_u32 << tail) - 1;
+            let xv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, xp.add(whole)));
+            for (acc_r, &row) in acc.iter_mut().zip(&rows) {
+                let wv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, row.add(whole)));
+                *acc_r = _mm512_add_epi32(*acc_r, _mm512_madd_epi16(xv, wv));
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            sums[r0 + r] = _mm512_reduce_add_epi32(*acc_r);
+        }
+    }
+}
+
+/// `sums[r] = Σ_i weight[r·n + i] · x[i]` for the rows `r` of `weight` (`n = x.len()`), with
+/// AVX-512BW: tiles of [`I8_ROWS`] rows sharing each widened chunk of `x`, then single rows.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW; `weight.len() == sums.len() · x.len()`.
+#[target_feature(enable = "avx512bw")]
+unsafe fn dot_rows_i8_avx512(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    let mut r0 = 0;
+    // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the contract.
+    unsafe {
+        while r0 + I8_ROWS <= sums.len() {
+            dot_tile_i8_avx512::<I8_ROWS>(weight, x, sums, r0);
+            r0 += I8_ROWS;
+        }
+        while r0 < sums.len() {
+            dot_tile_i8_avx512::<1>(weight, x, sums, r0);
+            r0 += 1;
+        }
+    }
+}
+
+/// [`dot_tile_i8_avx512`] with AVX2: chunks of 16 inputs, 8 lanes of 32-bit sums; the tail of
+/// fewer than 16 inputs in plain code.
+///
+/// # Safety
+///
+/// The CPU has AVX2; `weight.len() == sums.len() · x.len()`; `r0 + R <= sums.len()`.
+#[inline(always)]
+unsafe fn dot_tile_i8_avx2<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [i32], r0: usize) {
+    let n = x.len();
+    let whole = n - n % 16;
+    // SAFETY (whole body): AVX2 is present (the contract). Every vector load reads 16 bytes at
+    // `i` with `i + 16 <= whole <= n`, of `x` or of a row `r0 + r < sums.len()` of `weight`,
+    // which exists since `weight.len() == sums.len() · n`.
+    unsafe {
+        let (wp, xp) = (weight.as_ptr(), x.as_ptr());
+        let rows: [*const i8; R] = core::array::from_fn(|r| wp.add((r0 + r) * n));
+        let mut acc = [_mm256_setzero_si256(); R];
+        let mut i = 0;
+        while i < whole {
+            let xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(xp.add(i).cast()));
+            for (acc_r, &row) in acc.iter_mut().zip(&rows) {
+                let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(row.add(i).cast()));
+                *acc_r = _mm256_add_epi32(*acc_r, _mm256_madd_epi16(xv, wv));
+            }
+            i += 16;
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            let mut lanes = [0_i32; 8];
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast(), *acc_r);
+            let row = &weight[(r0 + r) * n..(r0 + r + 1) * n];
+            let rest: i32 = row[whole..]
+                .iter()
+                .zip(&x[whole..])
+                .map(|(&w, &x)| i32::from(w) * i32::from(x))
+                .sum();
+            sums[r0 + r] = lanes.iter().sum::<i32>() + rest;
+        }
+    }
+}
+
+/// [`dot_rows_i8_avx512`] with AVX2.
+///
+/// # Safety
+///
+/// The CPU has AVX2; `weight.len() == sums.len() · x.len()`.
+#[target_feature(enable = "avx2")]
+unsafe fn dot_rows_i8_avx2(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    let mut r0 = 0;
+    // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the contract.
+    unsafe {
+        while r0 + I8_ROWS <= sums.len() {
+            dot_tile_i8_avx2::<I8_ROWS>(weight, x, sums, r0);
+            r0 += I8_ROWS;
+        }
+        while r0 < sums.len() {
+            dot_tile_i8_avx2::<1>(weight, x, sums, r0);
+            r0 += 1;
+        }
+    }
+}
+
+/// `sums[r] = Σ_i weight[r·n + i] · x[i]` with `isa`: the int8 layers' dot products.
+///
+/// # Panics
+///
+/// When `weight.len() != sums.len() · x.len()`, or the CPU does not have `isa`.
+pub(crate) fn dot_rows_i8(isa: IsaI8, weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    assert_eq!(
+        weight.len(),
+        sums.len() * x.len(),
+        "a weight of {} values does not have {} rows of {}",
+        weight.len(),
+        sums.len(),
+        x.len()
+    );
+    match isa {
+        IsaI8::Avx512Bw => {
+            #[cfg(feature = "std")]
+            assert!(
+                std::is_x86_feature_detected!("avx512bw"),
+                "the CPU lacks AVX-512BW"
+            );
+            // SAFETY: lengths checked above; the instruction set is present (detected, or
+            // checked above with std; without std, the build targets it).
+            unsafe { dot_rows_i8_avx512(weight, x, sums) }
+        }
+        IsaI8::Avx2 => {
+            #[cfg(feature = "std")]
+            assert!(std::is_x86_feature_detected!("avx2"), "the CPU lacks AVX2");
+            // SAFETY: as above, for AVX2.
+            unsafe { dot_rows_i8_avx2(weight, x, sums) }
+        }
+    }
+}
+
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
@@ -2974,6 +3192,50 @@ mod tests {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn int8_dot_products_match_the_definition_on_every_available_instruction_set() {
+        let available = [
+            (IsaI8::Avx512Bw, std::is_x86_feature_detected!("avx512bw")),
+            (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8 as i8
+        };
+        for (isa, present) in available {
+            if !present {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            for n in [0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 100, 784] {
+                for rows in [1, 3, 4, 5, 9] {
+                    // Random values, and the extremes (-128 x -127 is the largest product).
+                    let mut weight: Vec<i8> = (0..rows * n).map(|_| next()).collect();
+                    let mut x: Vec<i8> = (0..n).map(|_| next()).collect();
+                    if rows == 9 {
+                        weight.iter_mut().for_each(|w| *w = -127);
+                        x.iter_mut().for_each(|v| *v = -128);
+                    }
+                    let want: Vec<i32> = (0..rows)
+                        .map(|r| {
+                            weight[r * n..(r + 1) * n]
+                                .iter()
+                                .zip(&x)
+                                .map(|(&w, &v)| i32::from(w) * i32::from(v))
+                                .sum()
+                        })
+                        .collect();
+                    let mut got = std::vec![i32::MIN; rows]; // stale contents
+                    dot_rows_i8(isa, &weight, &x, &mut got);
+                    assert_eq!(got, want, "{isa:?}: {rows} rows of {n}");
                 }
             }
         }

@@ -15,6 +15,7 @@
 
 use super::{Identity, Inline, Layer, Relu, Sample, Store};
 use crate::format::{Dtype, Message, NetSpec, TensorSpec};
+use crate::kernels;
 use crate::quant::Multiplier;
 
 /// The most products of an `i8` and a weight in `-127..=127` an `i32` accumulator sums without
@@ -122,12 +123,10 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
         );
         let zero = i32::from(self.output_zero_point);
         let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
-        for (o, out) in y.iter_mut().enumerate() {
-            let dot: i32 = weight[o]
-                .iter()
-                .zip(x)
-                .map(|(&w, &x)| i32::from(w) * i32::from(x))
-                .sum();
+        // Σ_i W_q[o][i]·x_q[i] for every output: i8 products summed in i32.
+        let mut dots = [0_i32; O];
+        kernels::dot_rows_i8(weight.as_flattened(), x, &mut dots);
+        for (o, (out, &dot)) in y.iter_mut().zip(&dots).enumerate() {
             let m = Multiplier {
                 multiplier: multiplier[o],
                 exponent: exponent[o],
@@ -178,6 +177,9 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> Layer
     };
 
     type WithStore<S2: Store> = QDense<I, O, A, S2>;
+
+    /// The dot products of one sample, before requantization: `O` values of `i32`.
+    const WORKING_BYTES: usize = 4 * O;
 
     fn forward<const B: usize>(&self, x: &[[i8; I]; B], y: &mut [[i8; O]; B]) {
         for (x, y) in x.iter().zip(y) {

@@ -164,7 +164,8 @@ mod quantize {
     use alloc::vec::Vec;
 
     use super::Flatten;
-    use crate::nn::{Layer, Quantize, QuantizeError, QuantizeSample, Sample};
+    use crate::nn::quantize::outputs_of;
+    use crate::nn::{Quantize, QuantizeError, QuantizeSample, Sample};
     use crate::quant::Quantization;
 
     /// Flattening moves values: the int8 layer moves the integers, with its input's quantization.
@@ -181,15 +182,7 @@ mod quantize {
             input: Quantization,
             samples: &[Self::In],
         ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
-            let outputs = samples
-                .iter()
-                .map(|x| {
-                    let mut y = Self::Out::ZERO;
-                    self.forward_one(x, &mut y);
-                    y
-                })
-                .collect();
-            Ok((Flatten::new(), input, outputs))
+            Ok((Flatten::new(), input, outputs_of(self, samples)))
         }
     }
 }

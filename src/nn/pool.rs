@@ -328,7 +328,8 @@ mod quantize {
     use alloc::vec::Vec;
 
     use super::MaxPool2d;
-    use crate::nn::{Layer, Quantize, QuantizeError, QuantizeSample, Sample};
+    use crate::nn::quantize::outputs_of;
+    use crate::nn::{Quantize, QuantizeError, QuantizeSample, Sample};
     use crate::quant::Quantization;
 
     /// Max pooling commutes with quantizing (both are monotone): the int8 layer pools the
@@ -354,15 +355,7 @@ mod quantize {
             input: Quantization,
             samples: &[Self::In],
         ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
-            let outputs = samples
-                .iter()
-                .map(|x| {
-                    let mut y = Self::Out::ZERO;
-                    self.forward_one(x, &mut y);
-                    y
-                })
-                .collect();
-            Ok((MaxPool2d::new(), input, outputs))
+            Ok((MaxPool2d::new(), input, outputs_of(self, samples)))
         }
     }
 }

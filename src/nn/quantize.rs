@@ -233,6 +233,18 @@ where
     Ok(Quantized { net, input, output })
 }
 
+/// The float outputs of `layer` for `samples`, one by one.
+pub(crate) fn outputs_of<L: Layer>(layer: &L, samples: &[L::In]) -> Vec<L::Out> {
+    samples
+        .iter()
+        .map(|x| {
+            let mut y = L::Out::ZERO;
+            layer.forward_one(x, &mut y);
+            y
+        })
+        .collect()
+}
+
 /// The float outputs of `layer` for `samples`, and the quantization of their range.
 ///
 /// # Errors
@@ -248,14 +260,7 @@ where
     L: Layer,
     L::Out: QuantizeSample,
 {
-    let outputs: Vec<L::Out> = samples
-        .iter()
-        .map(|x| {
-            let mut y = L::Out::ZERO;
-            layer.forward_one(x, &mut y);
-            y
-        })
-        .collect();
+    let outputs = outputs_of(layer, samples);
     let output = range_of(&outputs).ok_or(QuantizeError::NotFinite {
         layer: index,
         what: "output",

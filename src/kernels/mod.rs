@@ -875,6 +875,34 @@ pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     reference::dot_rows_i8(weight, x, sums);
 }
 
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)`, `M[o]` the fixed-point
+/// multiplier `(multiplier[o], exponent[o])` ([`crate::quant::Multiplier::apply`]): the int8
+/// layers' requantization, 16 outputs at a time on AVX-512, one at a time elsewhere, the same
+/// integers either way.
+///
+/// # Panics
+///
+/// When the slices' lengths differ (a bug in the caller), or an exponent is above 30.
+pub(crate) fn requantize_i8(
+    dots: &[i32],
+    parameters: (&[i32], &[i32], &[i32]),
+    zero_and_low: (i8, i8),
+    out: &mut [i8],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa_i8() {
+        simd::requantize_i8(isa, dots, parameters, zero_and_low, out);
+        return;
+    }
+    let (bias, multiplier, exponent) = parameters;
+    assert!(
+        [dots.len(), bias.len(), multiplier.len(), exponent.len()] == [out.len(); 4],
+        "requantizing {} outputs from slices of other lengths",
+        out.len()
+    );
+    reference::requantize_i8(dots, parameters, zero_and_low, out);
+}
+
 /// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
 /// gradients and parameters, on the SIMD path for `f32` and `f64`.
 #[cfg(feature = "alloc")]

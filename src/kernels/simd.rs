@@ -2632,6 +2632,160 @@ unsafe fn dot_rows_i8_avx2(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     }
 }
 
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)` for 16 outputs at a time with
+/// AVX-512F, `M[o]` the fixed-point multiplier `(multiplier[o], exponent[o])`: the same integers
+/// as [`crate::quant::Multiplier::apply`], lane by lane (a group with a positive exponent, which
+/// needs a saturating left shift, is done one output at a time). The steps, per lane:
+/// `acc = dots + bias` (saturating); the doubling high product, its 64-bit products in even and
+/// odd lanes, rounded as gemmlowp's; the rounding right shift by `-exponent`; the zero point and
+/// the clamp.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; every slice has `out.len()` elements; every exponent is in `-31..=30`.
+#[target_feature(enable = "avx512f")]
+unsafe fn requantize_i8_avx512(
+    dots: &[i32],
+    (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
+    (zero, low): (i8, i8),
+    out: &mut [i8],
+) {
+    let n = out.len();
+    // SAFETY (whole body): AVX-512F is present (the contract). Each group reads and writes
+    // lanes `o0..o0 + count` of slices of `n` elements, `count <= 16` and `o0 + count <= n`,
+    // the other lanes masked off.
+    unsafe {
+        let mut o0 = 0;
+        while o0 < n {
+            let count = 16.min(n - o0);
+            let mask: __mmask16 = if count == 16 {
+                0xFFFF
+            } else {
+                (1 << count) - 1
+            };
+            let load = |s: &[i32]| _mm512_maskz_loadu_epi32(mask, s.as_ptr().add(o0));
+            let (d, b, m, e) = (load(dots), load(bias), load(multiplier), load(exponent));
+            if _mm512_mask_cmpgt_epi32_mask(mask, e, _mm512_setzero_si512()) != 0 {
+                for o in o0..o0 + count {
+                    out[o] =
+                        requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
+                }
+                o0 += count;
+                continue;
+            }
+            // acc = d + b, saturating: an overflow has both operands' sign and the other result
+            // sign.
+            let sum = _mm512_add_epi32(d, b);
+            let overflow = _mm512_movepi32_mask(_mm512_and_si512(
+                _mm512_xor_si512(d, sum),
+                _mm512_xor_si512(b, sum),
+            ));
+            let saturated = _mm512_xor_si512(_mm512_srai_epi32(d, 31), _mm512_set1_epi32(i32::MAX));
+            let acc = _mm512_mask_blend_epi32(overflow, sum, saturated);
+            // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
+            let high64 = |p: __m512i| {
+                let negative = _mm512_cmplt_epi64_mask(p, _mm512_setzero_si512());
+                let nudge = _mm512_mask_blend_epi64(
+                    negative,
+                    _mm512_set1_epi64(1 << 30),
+                    _mm512_set1_epi64(1 - (1 << 30)),
+                );
+                let v = _mm512_add_epi64(p, nudge);
+                // Division by 2^31 truncating toward zero: a negative value first adds 2^31 - 1.
+                let v_negative = _mm512_cmplt_epi64_mask(v, _mm512_setzero_si512());
+                let v = _mm512_mask_add_epi64(v, v_negative, v, _mm512_set1_epi64((1 << 31) - 1));
+                _mm512_srai_epi64(v, 31)
+            };
+            let even = high64(_mm512_mul_epi32(acc, m));
+            let odd = high64(_mm512_mul_epi32(
+                _mm512_srli_epi64(acc, 32),
+                _mm512_srli_epi64(m, 32),
+            ));
+            let high = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+            let both_min = _mm512_cmpeq_epi32_mask(acc, _mm512_set1_epi32(i32::MIN))
+                & _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN));
+            let high = _mm512_mask_blend_epi32(both_min, high, _mm512_set1_epi32(i32::MAX));
+            // The rounding right shift by r = -exponent: (x >> r) + (remainder > threshold).
+            let r = _mm512_sub_epi32(_mm512_setzero_si512(), e);
+            let ones = _mm512_set1_epi32(1);
+            let low_bits = _mm512_sub_epi32(_mm512_sllv_epi32(ones, r), ones);
+            let remainder = _mm512_and_si512(high, low_bits);
+            let negative = _mm512_cmplt_epi32_mask(high, _mm512_setzero_si512());
+            let threshold = _mm512_mask_add_epi32(
+                _mm512_srai_epi32(low_bits, 1),
+                negative,
+                _mm512_srai_epi32(low_bits, 1),
+                ones,
+            );
+            let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
+            let shifted = _mm512_srav_epi32(high, r);
+            let y = _mm512_mask_add_epi32(shifted, up, shifted, ones);
+            // zero + y, clamped to [low, 127]: y first clamped to a range where the sum cannot
+            // overflow and the final clamp still decides.
+            let y = _mm512_max_epi32(
+                _mm512_min_epi32(y, _mm512_set1_epi32(1024)),
+                _mm512_set1_epi32(-1024),
+            );
+            let q = _mm512_add_epi32(y, _mm512_set1_epi32(i32::from(zero)));
+            let q = _mm512_max_epi32(
+                _mm512_min_epi32(q, _mm512_set1_epi32(127)),
+                _mm512_set1_epi32(i32::from(low)),
+            );
+            _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
+            o0 += count;
+        }
+    }
+}
+
+/// One output of [`requantize_i8`], the definition: `clamp(zero + M·(dot + bias), low, 127)`.
+#[inline]
+fn requantize_one(dot: i32, bias: i32, multiplier: i32, exponent: i32, zero: i8, low: i8) -> i8 {
+    super::reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
+}
+
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)`: the int8 layers'
+/// requantization, 16 outputs at a time with `isa` when it has AVX-512, one at a time
+/// otherwise.
+///
+/// # Panics
+///
+/// When the slices' lengths differ, or an exponent is outside `-31..=30` (no
+/// [`crate::quant::Multiplier`] has one).
+pub(crate) fn requantize_i8(
+    isa: IsaI8,
+    dots: &[i32],
+    (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
+    (zero, low): (i8, i8),
+    out: &mut [i8],
+) {
+    let n = out.len();
+    assert!(
+        [dots.len(), bias.len(), multiplier.len(), exponent.len()] == [n; 4],
+        "requantizing {n} outputs from slices of other lengths"
+    );
+    assert!(
+        exponent.iter().all(|&e| (-31..=30).contains(&e)),
+        "a multiplier's exponent is from -31 to 30"
+    );
+    match isa {
+        IsaI8::Avx512Bw => {
+            #[cfg(feature = "std")]
+            assert!(
+                std::is_x86_feature_detected!("avx512f"),
+                "the CPU lacks AVX-512F"
+            );
+            // SAFETY: lengths and exponents checked above; AVX-512F is present (AVX-512BW
+            // implies it; checked above with std).
+            unsafe { requantize_i8_avx512(dots, (bias, multiplier, exponent), (zero, low), out) }
+        }
+        IsaI8::Avx2 => {
+            for (o, q) in out.iter_mut().enumerate() {
+                *q = requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
+            }
+        }
+    }
+}
+
 /// `sums[r] = Σ_i weight[r·n + i] · x[i]` with `isa`: the int8 layers' dot products.
 ///
 /// # Panics
@@ -3236,6 +3390,77 @@ mod tests {
                     let mut got = std::vec![i32::MIN; rows]; // stale contents
                     dot_rows_i8(isa, &weight, &x, &mut got);
                     assert_eq!(got, want, "{isa:?}: {rows} rows of {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn int8_requantization_matches_the_definition_on_every_available_instruction_set() {
+        let available = [
+            (IsaI8::Avx512Bw, std::is_x86_feature_detected!("avx512bw")),
+            (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let edges = [i32::MIN, i32::MIN + 1, -1, 0, 1, i32::MAX - 1, i32::MAX];
+        for (isa, present) in available {
+            if !present {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            for n in [1, 7, 16, 17, 40, 128] {
+                for round in 0..200 {
+                    let pick = |v: u64, small: bool| -> i32 {
+                        match v % 4 {
+                            0 => edges[(v >> 8) as usize % edges.len()],
+                            1 if small => ((v >> 8) % 4001) as i32 - 2000,
+                            _ => (v >> 16) as u32 as i32,
+                        }
+                    };
+                    let dots: Vec<i32> = (0..n).map(|_| pick(next(), true)).collect();
+                    let bias: Vec<i32> = (0..n).map(|_| pick(next(), true)).collect();
+                    let multiplier: Vec<i32> = (0..n)
+                        .map(|_| match next() % 5 {
+                            0 => i32::MIN,
+                            1 => 0,
+                            _ => (1 << 30) + (next() % (1 << 30)) as i32,
+                        })
+                        .collect();
+                    // Exponents from -31 to 0, and in some rounds a positive one (the group
+                    // then takes the scalar path).
+                    let exponent: Vec<i32> = (0..n)
+                        .map(|_| {
+                            if round % 10 == 0 && next() % 8 == 0 {
+                                (next() % 5) as i32
+                            } else {
+                                -((next() % 32) as i32)
+                            }
+                        })
+                        .collect();
+                    let zero = (next() % 256) as u8 as i8;
+                    let low = if round % 2 == 0 { -128 } else { zero };
+                    let mut want = std::vec![0_i8; n];
+                    super::super::reference::requantize_i8(
+                        &dots,
+                        (&bias, &multiplier, &exponent),
+                        (zero, low),
+                        &mut want,
+                    );
+                    let mut got = std::vec![99_i8; n]; // stale contents
+                    requantize_i8(
+                        isa,
+                        &dots,
+                        (&bias, &multiplier, &exponent),
+                        (zero, low),
+                        &mut got,
+                    );
+                    assert_eq!(got, want, "{isa:?}, {n} outputs, round {round}");
                 }
             }
         }

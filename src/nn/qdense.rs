@@ -121,19 +121,13 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
             S::vector(&self.multiplier),
             S::vector(&self.exponent),
         );
-        let zero = i32::from(self.output_zero_point);
+        let zero = self.output_zero_point;
         let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
         // Σ_i W_q[o][i]·x_q[i] for every output: i8 products summed in i32.
         let mut dots = [0_i32; O];
         kernels::dot_rows_i8(weight.as_flattened(), x, &mut dots);
-        for (o, (out, &dot)) in y.iter_mut().zip(&dots).enumerate() {
-            let m = Multiplier {
-                multiplier: multiplier[o],
-                exponent: exponent[o],
-            };
-            let q = zero.saturating_add(m.apply(dot.saturating_add(bias[o])));
-            *out = q.clamp(low, 127) as i8;
-        }
+        // q_out[o] = clamp(z_out + M[o]·(dot + b_q[o])).
+        kernels::requantize_i8(&dots, (bias, multiplier, exponent), (zero, low), y);
     }
 }
 

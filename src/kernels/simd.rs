@@ -2455,7 +2455,8 @@ pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
 /// The instruction sets of the int8 kernels, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IsaI8 {
-    /// AVX-512BW: 32 `i8` widened to `i16` per vector, `vpmaddwd` into 16 `i32` sums.
+    /// AVX-512BW (with VL, for the masked 32-byte loads of a row's tail): 32 `i8` widened to
+    /// `i16` per vector, `vpmaddwd` into 16 `i32` sums.
     Avx512Bw,
     /// AVX2: 16 `i8` widened to `i16` per vector, `vpmaddwd` into 8 `i32` sums.
     Avx2,
@@ -2471,7 +2472,9 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
         static DETECTED: AtomicU8 = AtomicU8::new(0);
         let code = match DETECTED.load(Ordering::Relaxed) {
             0 => {
-                let code = if std::is_x86_feature_detected!("avx512bw") {
+                let code = if std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                {
                     3
                 } else if std::is_x86_feature_detected!("avx2") {
                     2
@@ -2491,7 +2494,10 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
     }
     #[cfg(not(feature = "std"))]
     {
-        if cfg!(target_feature = "avx512bw") {
+        if cfg!(all(
+            target_feature = "avx512bw",
+            target_feature = "avx512vl"
+        )) {
             Some(IsaI8::Avx512Bw)
         } else if cfg!(target_feature = "avx2") {
             Some(IsaI8::Avx2)
@@ -2503,7 +2509,7 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
 
 /// Rows of the weight per pass of the int8 kernels: each chunk of `x`, widened once, meets this
 /// many rows.
-const I8_ROWS: usize = 4;
+const I8_ROWS: usize = 8;
 
 /// `R` rows of the int8 dot products from row `r0`, with AVX-512BW: per chunk of 32 inputs, `x`
 /// widened to 16 bits once, and per row the weights widened and multiplied-and-added in pairs
@@ -2555,7 +2561,7 @@ unsafe fn dot_tile_i8_avx512<const R: usize>(weight: &[i8], x: &[i8], sums: &mut
 /// # Safety
 ///
 /// The CPU has AVX-512BW; `weight.len() == sums.len() · x.len()`.
-#[target_feature(enable = "avx512bw")]
+#[target_feature(enable = "avx512bw,avx512vl")]
 unsafe fn dot_rows_i8_avx512(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     let mut r0 = 0;
     // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the contract.
@@ -2804,8 +2810,9 @@ pub(crate) fn dot_rows_i8(isa: IsaI8, weight: &[i8], x: &[i8], sums: &mut [i32])
         IsaI8::Avx512Bw => {
             #[cfg(feature = "std")]
             assert!(
-                std::is_x86_feature_detected!("avx512bw"),
-                "the CPU lacks AVX-512BW"
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl"),
+                "the CPU lacks AVX-512BW or AVX-512VL"
             );
             // SAFETY: lengths checked above; the instruction set is present (detected, or
             // checked above with std; without std, the build targets it).
@@ -3354,7 +3361,11 @@ mod tests {
     #[test]
     fn int8_dot_products_match_the_definition_on_every_available_instruction_set() {
         let available = [
-            (IsaI8::Avx512Bw, std::is_x86_feature_detected!("avx512bw")),
+            (
+                IsaI8::Avx512Bw,
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl"),
+            ),
             (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
         ];
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
@@ -3398,7 +3409,11 @@ mod tests {
     #[test]
     fn int8_requantization_matches_the_definition_on_every_available_instruction_set() {
         let available = [
-            (IsaI8::Avx512Bw, std::is_x86_feature_detected!("avx512bw")),
+            (
+                IsaI8::Avx512Bw,
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl"),
+            ),
             (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
         ];
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;

@@ -10,8 +10,8 @@ use std::cell::Cell;
 
 use constmat::Matrix;
 use constmat::nn::{
-    Adam, Dense, Identity, Layer, Momentum, Optimizer, Predict, RandomInit, Relu, Sgd,
-    SoftmaxCrossEntropy, Train, Trainer,
+    Adam, Dense, Identity, Inline, Layer, Momentum, Optimizer, Predict, RandomInit, Relu, Sgd,
+    SoftmaxCrossEntropy, Train, Trainer, quantize,
 };
 use rand::{SeedableRng, rngs::StdRng};
 
@@ -322,4 +322,45 @@ fn cnn_steps_and_predictions_allocate_nothing() {
 #[test]
 fn strided_cnn_steps_and_predictions_allocate_nothing() {
     cnn_allocates_nothing::<Strided, 2, 12, 12>(16);
+}
+
+/// An int8 prediction (the MLP and the LeNet, quantized, inline as a baked net keeps them)
+/// allocates nothing: the dot products, the requantization and the samples between layers are
+/// on the stack.
+#[test]
+fn int8_predictions_allocate_nothing() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let mlp = Mnist::random(&mut rng);
+    let calibration: Vec<[f32; 784]> = (0..20)
+        .map(|i| std::array::from_fn(|j| ((i * 31 + j * 7) % 255) as f32 / 255.0))
+        .collect();
+    let mlp8 = Box::new(
+        quantize(&mlp, &calibration)
+            .unwrap()
+            .net
+            .to_store::<Inline>(),
+    );
+    let cnn = LeNet::random(&mut rng);
+    let images: Vec<[[[f32; 28]; 28]; 1]> = calibration
+        .iter()
+        .map(|x| {
+            [std::array::from_fn(|r| {
+                std::array::from_fn(|c| x[r * 28 + c])
+            })]
+        })
+        .collect();
+    let cnn8 = Box::new(quantize(&cnn, &images).unwrap().net.to_store::<Inline>());
+    let (x, image) = ([7_i8; 784], [[[-3_i8; 28]; 28]; 1]);
+    let (allocations, deallocations, outputs) = count_allocations(|| {
+        let (mut a, mut b) = ([0_i8; 10], [0_i8; 10]);
+        mlp8.forward_one(&x, &mut a);
+        cnn8.forward_one(&image, &mut b);
+        (a, b)
+    });
+    std::hint::black_box(outputs);
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "allocations and deallocations during two int8 predictions"
+    );
 }

@@ -47,8 +47,9 @@ pub struct Quantization {
 
 impl Quantization {
     /// The parameters that map `[min, max]` onto `-128..=127`, widened to contain 0 (so that
-    /// zero, the padding and ReLU's floor, is exact) and to a range of at least `f32::EPSILON`
-    /// (a constant tensor still gets a usable scale). TensorFlow Lite's choice for activations.
+    /// zero, the padding and ReLU's floor, is exact), with a scale of at least `f32::EPSILON`
+    /// (a constant tensor still gets a usable scale; a range narrower than `255·EPSILON`, about
+    /// `3.0e-5`, gets fewer than 255 steps). TensorFlow Lite's choice for activations.
     ///
     /// A bound that is not finite is treated as 0: a calibration that saw a NaN or an infinity
     /// does not produce a NaN scale (the calibration reports it instead; see docs/quantization.md).
@@ -66,7 +67,8 @@ impl Quantization {
     }
 
     /// Symmetric parameters for values in `[-max_abs, max_abs]` (weights): zero point 0, the
-    /// range onto `-127..=127` (not -128, so that negating a weight cannot overflow).
+    /// range onto `-127..=127` (not -128, so that negating a weight cannot overflow). The scale
+    /// is at least `f32::MIN_POSITIVE`: a row of zeros still gets one.
     #[must_use]
     pub fn symmetric(max_abs: f32) -> Self {
         let max_abs = if max_abs.is_finite() {
@@ -75,7 +77,7 @@ impl Quantization {
             0.0
         };
         Self {
-            scale: (max_abs / 127.0).max(f32::EPSILON),
+            scale: (max_abs / 127.0).max(f32::MIN_POSITIVE),
             zero_point: 0,
         }
     }
@@ -130,9 +132,10 @@ pub struct Multiplier {
 impl Multiplier {
     /// The fixed-point form of `real` (TensorFlow Lite's `QuantizeMultiplier`): `real = f · 2^e`
     /// with `f` in `[0.5, 1)`, `multiplier = round(f · 2^31)` (which may round up to `2^31`:
-    /// then halved, and the exponent raised). A multiplier below `2^-31` (it would shift every
-    /// product to zero) is 0. `real` must be finite and not negative; a requantization
-    /// multiplier `s_in · s_w / s_out` always is.
+    /// then halved, and the exponent raised; a real just below `2^30` that would then need the
+    /// exponent 31 is held at `(2^31 - 1, 30)`, as TensorFlow Lite does). A multiplier below
+    /// `2^-32` (it would shift every product to zero) is 0. `real` must be finite and not
+    /// negative; a requantization multiplier `s_in · s_w / s_out` always is.
     ///
     /// # Panics
     ///
@@ -166,10 +169,14 @@ impl Multiplier {
             q /= 2;
             exponent += 1;
         }
-        debug_assert!(
-            exponent <= 30,
-            "real < 2^30 keeps the left shift below 2^31"
-        );
+        if exponent > 30 {
+            // Only a real in [2^30 - 2^-2, 2^30) gets here: the largest multiplier the left
+            // shift of `apply` allows.
+            return Self {
+                multiplier: i32::MAX,
+                exponent: 30,
+            };
+        }
         if exponent < -31 {
             return Self {
                 multiplier: 0,

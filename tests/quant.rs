@@ -112,11 +112,19 @@ fn multipliers_hold_31_bits_of_the_real_value() {
         let error = (m.to_real() - real).abs() / real;
         assert!(error <= 2f64.powi(-31), "{real}: relative error {error:e}");
     }
+    // Just below 2^30, rounding up would need the exponent 31, which the left shift cannot
+    // take: held at the largest multiplier, as TensorFlow Lite does (the review of issue 11
+    // found the sign flipped there).
+    let top = Multiplier::from_real(1_073_741_824.0 - 2f64.powi(-16));
+    assert_eq!((top.multiplier, top.exponent), (i32::MAX, 30));
+    assert_eq!(top.apply(1), 1 << 30);
     // Rounding up to 2^31 renormalizes: 1 - 2^-33 is 1.0.
     let m = Multiplier::from_real(1.0 - 2f64.powi(-33));
     assert_eq!((m.multiplier, m.exponent), (1 << 30, 1));
-    // Too small to move any i32: zero.
+    // Too small to move any i32 (below 2^-32): zero.
     assert_eq!(Multiplier::from_real(1e-12).multiplier, 0);
+    assert_eq!(Multiplier::from_real(2f64.powi(-33)).multiplier, 0);
+    assert_ne!(Multiplier::from_real(2f64.powi(-32)).multiplier, 0);
     assert_eq!(Multiplier::from_real(0.0).apply(i32::MAX), 0);
 }
 

@@ -191,7 +191,7 @@ fn quantizing_refuses_what_int8_cannot_represent() {
     );
     assert_eq!(
         err.to_string(),
-        "layer 1: a weight is NaN or infinite, which int8 cannot represent"
+        "layer 1: a weight is NaN, infinite or beyond f32's range, which int8 cannot represent"
     );
     // Every output of the last layer's ReLU is 0 (the pre-activations are all negative) while
     // its inputs span thousands: the requantization multiplier is out of range.
@@ -461,24 +461,81 @@ fn int8_nets_take_a_quarter_of_the_memory() {
             + (10_080 + 12 * 84 + 4)
             + (840 + 12 * 10 + 4)
     );
-    // The hidden samples, one byte per value, and a dense layer's i32 dot products, 4 bytes
-    // per output: a chain keeps its first layer's output while either part runs, and the larger
-    // of the two parts' own.
-    let chain = |first_output: usize, first: usize, rest: usize| first_output + first.max(rest);
-    let dense = |outputs: usize| 4 * outputs;
-    let mlp_tail = chain(64, dense(64), dense(10));
+    // The hidden samples, one byte per value, and each dense layer's i32 dot products, 4 bytes
+    // per output, added.
     assert_eq!(
         <Mlp8 as Layer>::WORKING_BYTES,
-        chain(128, dense(128), mlp_tail)
+        (128 + 64) + 4 * (128 + 64 + 10)
     );
-    let dense_tail = chain(120, dense(120), chain(84, dense(84), dense(10)));
-    let images = 6 * 28 * 28 + 6 * 14 * 14 + 16 * 10 * 10 + 16 * 5 * 5 + 400; // no buffers
-    assert_eq!(<Cnn8 as Layer>::WORKING_BYTES, images + dense_tail);
+    let images = 6 * 28 * 28 + 6 * 14 * 14 + 16 * 10 * 10 + 16 * 5 * 5 + 400;
+    assert_eq!(
+        <Cnn8 as Layer>::WORKING_BYTES,
+        images + (120 + 84) + 4 * (120 + 84 + 10)
+    );
     println!(
         "MLP: f32 {} B, int8 {} B; LeNet: f32 {} B, int8 {} B",
         <MnistMlp as Layer>::PARAMETER_BYTES,
         <Mlp8 as Layer>::PARAMETER_BYTES,
         <Cnn as Layer>::PARAMETER_BYTES,
         <Cnn8 as Layer>::PARAMETER_BYTES
+    );
+}
+
+/// A bias that does not fit the accumulator in the row's own scale (a row of zeros; an input
+/// whose calibrated range is a point, after a ReLU that never fired) makes the row's scale
+/// coarser instead of being clamped (the review of issue 11 found both clamped silently).
+#[test]
+fn biases_that_dwarf_their_rows_are_kept() {
+    // A row of zeros with a bias of 1, next to an ordinary row.
+    type Two = constmat::net![Dense<f32, 1, 2>];
+    let net = Two::new(
+        Matrix::from_rows([[0.0], [1.0]]),
+        Matrix::from_rows([[1.0, 0.0]]),
+    );
+    let calibration: Vec<[f32; 1]> = (0..=100).map(|i| [i as f32 / 100.0]).collect();
+    let int8 = quantize(&net, &calibration).unwrap();
+    for x in [[0.0], [0.5], [1.0]] {
+        let mut want = [0.0; 2];
+        net.forward_one(&x, &mut want);
+        let got = int8.forward_float(&x).map(|q| int8.output.dequantize(q));
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g - w).abs() <= int8.output.scale,
+                "{x:?}: int8 {got:?}, float {want:?}"
+            );
+        }
+    }
+    // A ReLU that never fires on the calibration samples, then a layer with a bias.
+    type Dead = constmat::net![Dense<f32, 1, 1, Relu>, Dense<f32, 1, 1>];
+    let dead = Dead::new(
+        Dense::new(Matrix::from_rows([[-1.0]]), Matrix::from_rows([[-1.0]])),
+        Dense::new(Matrix::from_rows([[2.0]]), Matrix::from_rows([[0.5]])),
+    );
+    let int8 = quantize(&dead, &calibration).unwrap();
+    let got = int8.output.dequantize(int8.forward_float(&[0.3])[0]);
+    assert!(
+        (got - 0.5).abs() <= int8.output.scale,
+        "{got} instead of 0.5"
+    );
+}
+
+#[test]
+fn f64_values_beyond_f32_are_refused() {
+    type Wide = constmat::net![Dense<f64, 1, 1>];
+    let net = Wide::new(Matrix::from_rows([[1e40]]), Matrix::from_rows([[0.0]]));
+    assert_eq!(
+        quantize(&net, &[[0.5], [0.25]]),
+        Err(QuantizeError::NotFinite {
+            layer: 0,
+            what: "weight"
+        })
+    );
+    let net = Wide::new(Matrix::from_rows([[1.0]]), Matrix::from_rows([[0.0]]));
+    assert_eq!(
+        quantize(&net, &[[1e300]]),
+        Err(QuantizeError::NotFinite {
+            layer: 0,
+            what: "calibration input"
+        })
     );
 }

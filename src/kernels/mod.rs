@@ -882,24 +882,29 @@ pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
 ///
 /// # Panics
 ///
-/// When the slices' lengths differ (a bug in the caller), or an exponent is above 30.
+/// When the slices' lengths differ (a bug in the caller), or an exponent is outside `-31..=30`
+/// (no [`crate::quant::Multiplier`] has one), on every path.
 pub(crate) fn requantize_i8(
     dots: &[i32],
     parameters: (&[i32], &[i32], &[i32]),
     zero_and_low: (i8, i8),
     out: &mut [i8],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa_i8() {
-        simd::requantize_i8(isa, dots, parameters, zero_and_low, out);
-        return;
-    }
     let (bias, multiplier, exponent) = parameters;
     assert!(
         [dots.len(), bias.len(), multiplier.len(), exponent.len()] == [out.len(); 4],
         "requantizing {} outputs from slices of other lengths",
         out.len()
     );
+    assert!(
+        exponent.iter().all(|&e| (-31..=30).contains(&e)),
+        "a multiplier's exponent is from -31 to 30"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa_i8() {
+        simd::requantize_i8(isa, dots, parameters, zero_and_low, out);
+        return;
+    }
     reference::requantize_i8(dots, parameters, zero_and_low, out);
 }
 

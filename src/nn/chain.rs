@@ -56,14 +56,11 @@ impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
 
     type WithStore<S: Store> = Chain<A::WithStore<S>, N::WithStore<S>>;
 
-    /// The first layer's output, alive while either part runs, and the larger of the two
-    /// parts' own.
-    const WORKING_BYTES: usize = core::mem::size_of::<A::Out>()
-        + if A::WORKING_BYTES > N::WORKING_BYTES {
-            A::WORKING_BYTES
-        } else {
-            N::WORKING_BYTES
-        };
+    /// The first layer's output and both parts' own, added: an optimized build may keep a
+    /// part's buffers while the other part runs (the frames are merged when inlined), so the
+    /// sum is the bound that holds.
+    const WORKING_BYTES: usize =
+        core::mem::size_of::<A::Out>() + A::WORKING_BYTES + N::WORKING_BYTES;
 
     #[inline]
     fn forward<const B: usize>(&self, x: &[A::In; B], y: &mut [N::Out; B]) {

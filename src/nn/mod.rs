@@ -230,11 +230,12 @@ pub trait Layer {
     /// ```
     const PARAMETER_BYTES: usize = core::mem::size_of::<Self::WithStore<Inline>>();
 
-    /// The bytes of working memory (stack) one prediction takes beyond its input and output:
-    /// the samples a chain keeps between its layers (all of them at once: each layer's output
-    /// lives until the rest of the chain has run), plus the stack buffers of the layers'
-    /// kernels (a convolution's, on x86-64). The kernels' own frames, a few hundred bytes to a
-    /// few KiB in an optimized build, come on top. See
+    /// The bytes of working memory (stack) one prediction takes beyond its input and output,
+    /// for its buffers: the samples a chain keeps between its layers and the stack buffers of
+    /// the layers' kernels (a convolution's, on x86-64; an int8 dense layer's `i32` dot
+    /// products), all added (an optimized build may keep any of them alive at once). The
+    /// kernels' own frames come on top: measured by painting the stack in optimized builds,
+    /// 1-2 KiB for the MNIST MLP (f32 or int8); unoptimized builds take hundreds of KiB. See
     /// [`embed::check_memory_budget`](crate::embed::check_memory_budget).
     ///
     /// ```

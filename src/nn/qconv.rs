@@ -93,7 +93,7 @@ impl<
                 .number(C * K * K)
                 .str(" weights could overflow the i32 accumulator (at most ")
                 .number(MOST_PRODUCTS)
-                .str(": that many products of 128 x 127 and a bias of 2^30)")
+                .str(", so that products of at most 128 x 127 sum within 2^30)")
                 .panic()
         }
     };

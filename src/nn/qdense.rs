@@ -86,7 +86,7 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
             .number(I)
             .str(" inputs could overflow the i32 accumulator (at most ")
             .number(MOST_PRODUCTS)
-            .str(": that many products of 128 x 127 and a bias of 2^30)")
+            .str(", so that products of at most 128 x 127 sum within 2^30)")
             .panic()
     };
 

@@ -21,12 +21,12 @@ use crate::quant::{Multiplier, Quantization};
 pub enum QuantizeError {
     /// No calibration samples were given: the activations' ranges cannot be measured.
     NoCalibrationSamples,
-    /// A weight, bias or calibration output of layer `layer` (counted from 0) is NaN or
-    /// infinite.
+    /// A weight, bias, calibration input or calibration output of layer `layer` (counted from
+    /// 0) is NaN, infinite, or (in an `f64` net) beyond `f32`'s range.
     NotFinite {
         /// The layer, counted from the input.
         layer: usize,
-        /// What was not finite: "weight", "bias" or "output".
+        /// What was not finite: "weight", "bias", "calibration input" or "output".
         what: &'static str,
     },
     /// Layer `layer`'s requantization multiplier `s_in·s_w / s_out` is too large for the fixed
@@ -48,7 +48,7 @@ impl fmt::Display for QuantizeError {
             ),
             Self::NotFinite { layer, what } => write!(
                 f,
-                "layer {layer}: a {what} is NaN or infinite, which int8 cannot represent"
+                "layer {layer}: a {what} is NaN, infinite or beyond f32's range, which int8 cannot represent"
             ),
             Self::Multiplier { layer, value } => write!(
                 f,
@@ -177,7 +177,9 @@ fn range_of<S: QuantizeSample>(samples: &[S]) -> Option<Quantization> {
     let finite = samples
         .iter()
         .fold(true, |finite, s| s.widen_range(&mut range) & finite);
-    finite.then(|| Quantization::from_range(range.0 as f32, range.1 as f32))
+    // An f64 value beyond f32's range would become an infinite bound: refused as not finite.
+    let (min, max) = (range.0 as f32, range.1 as f32);
+    (finite && min.is_finite() && max.is_finite()).then(|| Quantization::from_range(min, max))
 }
 
 /// The int8 form of a trained net, calibrated on `calibration` (a few hundred training
@@ -268,8 +270,8 @@ where
     Ok((outputs, output))
 }
 
-/// Checks that a layer's weights and biases are finite (before its calibration, whose outputs
-/// a bad parameter would spoil, so that the error names the cause).
+/// Checks that a layer's weights and biases are finite and within `f32`'s range (before its
+/// calibration, whose outputs a bad parameter would spoil, so that the error names the cause).
 ///
 /// # Errors
 ///
@@ -279,7 +281,12 @@ pub(crate) fn check_parameters<T: Float>(
     weights: &[T],
     bias: &[T],
 ) -> Result<(), QuantizeError> {
-    let finite = |values: &[T]| values.iter().all(|v| v.is_finite());
+    // Finite, and within f32's range: the scales are f32.
+    let finite = |values: &[T]| {
+        values
+            .iter()
+            .all(|v| v.to_f64().is_some_and(|v| (v as f32).is_finite()))
+    };
     let not_finite = |what| QuantizeError::NotFinite { layer, what };
     if !finite(weights) {
         return Err(not_finite("weight"));
@@ -317,14 +324,29 @@ pub(crate) fn quantize_rows<T: Float, const O: usize>(
         .enumerate()
     {
         let max_abs = row.iter().fold(0.0_f64, |m, &w| m.max(to_f64(w).abs()));
-        let w_q = Quantization::symmetric(max_abs as f32);
+        if !(max_abs as f32).is_finite() {
+            return Err(QuantizeError::NotFinite {
+                layer,
+                what: "weight",
+            });
+        }
+        // The row's scale: its largest weight onto 127, or coarser when the bias would not fit
+        // the accumulator (|b_q| <= 2^29) in the scale s_in·s_w: a row of zeros, or an input
+        // whose calibrated range is a point (a ReLU that never fired), with a bias.
+        let bias_scale = (to_f64(bias[o]).abs() / (s_in * f64::from(1_u32 << 29))) as f32;
+        let mut w_q = Quantization::symmetric(max_abs as f32);
+        if bias_scale > w_q.scale {
+            w_q.scale = bias_scale;
+        }
         for (q, &w) in q_row.iter_mut().zip(row) {
             *q = w_q.quantize(to_f64(w) as f32);
         }
         let accumulator_scale = s_in * f64::from(w_q.scale);
-        // b_q = round(b / (s_in·s_w)) - z_in·Σ W_q: the zero point's term folded in.
+        // b_q = round(b / (s_in·s_w)) - z_in·Σ W_q: the zero point's term folded in. The scale
+        // above keeps the first term within 2^29 (the clamp only guards the rounding of the
+        // f32 scale).
         let rounded = Float::round(to_f64(bias[o]) / accumulator_scale)
-            .clamp(f64::from(i32::MIN / 2), f64::from(i32::MAX / 2)) as i32;
+            .clamp(-f64::from(1_u32 << 30), f64::from(1_u32 << 30)) as i32;
         let weight_sum: i32 = q_row.iter().map(|&q| i32::from(q)).sum();
         q_bias[o] = rounded.saturating_sub(i32::from(input.zero_point) * weight_sum);
         let m = accumulator_scale / f64::from(output.scale);

@@ -440,6 +440,20 @@ def run(args):
     if library == "torch":
         import torch
 
+        # The MLP as trained above, quantized to int8 with PyTorch's dynamic quantization
+        # (int8 weights, activations quantized on the fly): its batch-1 forward pass.
+        try:
+            int8 = torch.ao.quantization.quantize_dynamic(
+                mlp.model, {torch.nn.Linear}, dtype=torch.qint8
+            )
+            with torch.inference_mode():
+                int8(single)
+            results["int8_forward_batch1"] = measure(
+                args.budget, lambda: mlp_int8_forward(torch, int8, single)
+            )
+        except (RuntimeError, AttributeError) as error:
+            print(f"torch: no dynamic int8 quantization here ({error})", file=sys.stderr)
+
         cnn_weights = cnn_initial_weights()
         cnn = TorchCnn(cnn_weights)
         for step in range(3):
@@ -459,6 +473,11 @@ def run(args):
         batch = torch.from_numpy(images_of(eval_inputs))
         results["cnn_forward_batch1000"] = measure(args.budget, lambda: cnn.forward_logits(batch))
     return {"impl": library, "results": results}
+
+
+def mlp_int8_forward(torch, model, x):
+    with torch.inference_mode():
+        return model(x)
 
 
 def hexed(array):

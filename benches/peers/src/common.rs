@@ -53,6 +53,10 @@ pub enum Workload {
     CnnForward1,
     /// The CNN's forward pass of 1,000 images.
     CnnForward1000,
+    /// The MLP quantized to int8 (its weights after the epoch's steps, calibrated on the 1,000
+    /// evaluation images), the forward pass of one sample: constmat's `nn::quantize` and
+    /// PyTorch's dynamic quantization.
+    Int8Forward1,
 }
 
 /// A GEMM shape, `(M, K, N)`: `(M x K)·(K x N)`.
@@ -81,6 +85,7 @@ pub fn workloads() -> Vec<Workload> {
         Workload::CnnEpoch,
         Workload::CnnForward1,
         Workload::CnnForward1000,
+        Workload::Int8Forward1,
     ]);
     all
 }
@@ -97,6 +102,7 @@ impl Workload {
             Workload::CnnEpoch => "cnn_epoch_step".into(),
             Workload::CnnForward1 => "cnn_forward_batch1".into(),
             Workload::CnnForward1000 => "cnn_forward_batch1000".into(),
+            Workload::Int8Forward1 => "int8_forward_batch1".into(),
         }
     }
 
@@ -113,6 +119,7 @@ impl Workload {
             }
             Workload::CnnForward1 => "CNN forward, batch 1".into(),
             Workload::CnnForward1000 => "CNN forward, batch 1000".into(),
+            Workload::Int8Forward1 => "int8 MLP forward, batch 1".into(),
         }
     }
 
@@ -124,7 +131,12 @@ impl Workload {
         )
     }
 
-    /// Whether the workload is one of the CNN's, which only some implementations have.
+    /// Whether only some implementations have the workload (the CNN's and the int8 MLP's).
+    pub fn is_optional(self) -> bool {
+        self.is_cnn() || self == Workload::Int8Forward1
+    }
+
+    /// Whether the workload is one of the CNN's.
     pub fn is_cnn(self) -> bool {
         matches!(
             self,
@@ -138,7 +150,7 @@ impl Workload {
             Workload::Gemm(..) => "GFLOP/s",
             Workload::TrainStep => "ms",
             Workload::Epoch | Workload::CnnEpoch => "s",
-            Workload::Forward1 | Workload::CnnForward1 => "µs",
+            Workload::Forward1 | Workload::CnnForward1 | Workload::Int8Forward1 => "µs",
             Workload::Forward1000 | Workload::CnnForward1000 => "samples/s",
         }
     }
@@ -149,7 +161,7 @@ impl Workload {
             Workload::Gemm(m, k, n) => (2 * m * k * n) as f64 / seconds / 1e9,
             Workload::TrainStep => seconds * 1e3,
             Workload::Epoch | Workload::CnnEpoch => seconds * EPOCH_STEPS as f64,
-            Workload::Forward1 | Workload::CnnForward1 => seconds * 1e6,
+            Workload::Forward1 | Workload::CnnForward1 | Workload::Int8Forward1 => seconds * 1e6,
             Workload::Forward1000 | Workload::CnnForward1000 => EVAL as f64 / seconds,
         }
     }
@@ -308,6 +320,16 @@ pub trait Mlp {
     fn forward_eval(&mut self) -> f32;
     /// The logits of the last batch-1000 forward pass, 1000 x 10 row-major.
     fn eval_logits(&self) -> Vec<f32>;
+    /// Quantizes the current net to int8, calibrated on `calibration` (rows of 784), for
+    /// [`Mlp::forward_single_int8`]; `false` when the implementation has no int8 form.
+    fn prepare_int8(&mut self, _calibration: &[f32]) -> bool {
+        false
+    }
+    /// The batch-1 forward pass of the int8 net on the input of [`Mlp::load_single`]: its int8
+    /// outputs.
+    fn forward_single_int8(&mut self) -> [i8; CLASSES] {
+        unreachable!("only called after prepare_int8 returned true")
+    }
 }
 
 /// One product of a GEMM workload, with its operands.
@@ -391,6 +413,14 @@ impl RustPeer {
                 black_box(mlp.forward_eval());
             }),
         ));
+        if mlp.prepare_int8(&ctx.eval_inputs) {
+            times.push((
+                Workload::Int8Forward1,
+                measure(budget, || {
+                    black_box(mlp.forward_single_int8());
+                }),
+            ));
+        }
         if let Some(cnn) = &mut self.cnn {
             crate::cnn::measure_cnn(cnn.as_mut(), ctx, &mut times);
         }

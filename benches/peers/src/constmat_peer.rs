@@ -5,7 +5,8 @@
 
 use constmat::data::mnist;
 use constmat::nn::{
-    Dense, Identity, Layer, Loss, Parameters, Relu, Sgd, SoftmaxCrossEntropy, Train, Trainer,
+    Dense, Identity, Inline, Layer, Loss, Parameters, Quantize, Relu, Sgd, SoftmaxCrossEntropy,
+    Train, Trainer, quantize,
 };
 use constmat::{Matrix, kernels};
 
@@ -78,7 +79,14 @@ pub struct ConstmatMlp {
     x1: [f32; PIXELS],
     x_eval: Matrix<f32, EVAL, PIXELS>,
     ws_eval: <Net as Train<f32, EVAL>>::Workspace,
+    /// The int8 form (`nn::quantize`), inline as a baked net, once prepared.
+    int8: Option<Box<Int8Net>>,
+    /// The batch-1 input, quantized with the int8 net's input quantization.
+    int8_input: [i8; PIXELS],
 }
+
+/// The int8 form of [`Net`], its parameters inline.
+type Int8Net = <<Net as Quantize>::Quantized as Layer>::WithStore<Inline>;
 
 impl ConstmatMlp {
     pub fn new(weights: &Weights) -> Self {
@@ -94,6 +102,8 @@ impl ConstmatMlp {
             x_eval: Matrix::zeros(),
             ws_eval: Train::<f32, EVAL>::workspace(&net),
             net,
+            int8: None,
+            int8_input: [0; PIXELS],
         }
     }
 }
@@ -158,5 +168,24 @@ impl Mlp for ConstmatMlp {
         <Net as Train<f32, EVAL>>::output(&self.ws_eval)
             .as_flattened()
             .to_vec()
+    }
+
+    fn prepare_int8(&mut self, calibration: &[f32]) -> bool {
+        let samples: Vec<[f32; PIXELS]> = calibration
+            .chunks_exact(PIXELS)
+            .map(|row| row.try_into().expect("rows of 784"))
+            .collect();
+        let int8 = quantize(&self.net, &samples).expect("the harness's net quantizes");
+        // Inline, as a baked net keeps it; the input quantized once, as a caller would.
+        self.int8_input = self.x1.map(|v| int8.input.quantize(v));
+        self.int8 = Some(Box::new(int8.net.to_store::<Inline>()));
+        true
+    }
+
+    fn forward_single_int8(&mut self) -> [i8; CLASSES] {
+        let mut out = [0; CLASSES];
+        let net = self.int8.as_ref().expect("prepared");
+        net.forward_one(&self.int8_input, &mut out);
+        out
     }
 }

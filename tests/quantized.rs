@@ -539,3 +539,17 @@ fn f64_values_beyond_f32_are_refused() {
         })
     );
 }
+
+/// `docs/quantization.md`'s usage example runs as a doc test (`src/lib.rs`); an edit that cut
+/// it (one did) would drop that test silently, so its presence is checked here.
+#[test]
+fn the_quantization_guide_keeps_its_tested_example() {
+    let guide = include_str!("../docs/quantization.md");
+    let example = guide
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/quantization.md has a ```rust block");
+    assert!(example.contains("quantize(&net, &calibration)"));
+    assert!(example.contains("to_store::<Inline>()"));
+}

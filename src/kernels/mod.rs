@@ -908,6 +908,17 @@ pub(crate) fn requantize_i8(
     reference::requantize_i8(dots, parameters, zero_and_low, out);
 }
 
+/// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the
+/// fixed-point multiplier `(multiplier, exponent)`.
+#[inline]
+pub(crate) fn requantize_one(
+    dot: i32,
+    (bias, multiplier, exponent): (i32, i32, i32),
+    (zero, low): (i8, i8),
+) -> i8 {
+    reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
+}
+
 /// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
 /// gradients and parameters, on the SIMD path for `f32` and `f64`.
 #[cfg(feature = "alloc")]

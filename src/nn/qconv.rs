@@ -16,6 +16,7 @@ use super::qdense::{MOST_PRODUCTS, QuantizedActivation};
 use super::shape::check_output_size;
 use super::{Identity, Inline, Layer, Store};
 use crate::format::{Dtype, Message, NetSpec, TensorSpec};
+use crate::kernels;
 use crate::quant::Multiplier;
 
 /// A 2-D convolution in int8, for inference: [`Conv2d`](super::Conv2d)'s sizes and layout
@@ -131,14 +132,10 @@ impl<
             S::vector(&self.multiplier),
             S::vector(&self.exponent),
         );
-        let zero = i32::from(self.output_zero_point);
+        let zero = self.output_zero_point;
         let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
         let pad = i32::from(self.input_zero_point);
         for (o, plane) in y.iter_mut().enumerate() {
-            let m = Multiplier {
-                multiplier: multiplier[o],
-                exponent: exponent[o],
-            };
             for (oh, row) in plane.iter_mut().enumerate() {
                 for (ow, out) in row.iter_mut().enumerate() {
                     let mut dot = 0_i32;
@@ -155,8 +152,11 @@ impl<
                             }
                         }
                     }
-                    let q = zero.saturating_add(m.apply(dot.saturating_add(bias[o])));
-                    *out = q.clamp(low, 127) as i8;
+                    *out = kernels::requantize_one(
+                        dot,
+                        (bias[o], multiplier[o], exponent[o]),
+                        (zero, low),
+                    );
                 }
             }
         }

@@ -546,7 +546,7 @@ fn a_saved_cnn_loads_back_and_its_inline_form_computes_the_same() {
     ];
     let net = Cnn::random(&mut StdRng::seed_from_u64(9));
     let bytes = safetensors::to_bytes(&net, &[]);
-    let loaded: Cnn = safetensors::from_bytes::<f32, Cnn>(&bytes).expect("the file just written");
+    let loaded: Cnn = safetensors::from_bytes::<Cnn>(&bytes).expect("the file just written");
     assert_eq!(loaded, net);
     let names: Vec<String> = (0..net.tensor_count())
         .map(|k| {

@@ -12,7 +12,7 @@ use constmat::nn::{
     Dense, Identity, Inline, Layer, QConv2d, QDense, QuantizeError, RandomInit, Relu, Train,
     argmax, quantize,
 };
-use constmat::quant::Multiplier;
+use constmat::quant::{Multiplier, Quantization};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
 /// `QDense`'s output written from the definition, in 64-bit integers: the dot product, the
@@ -38,6 +38,15 @@ fn reference<const I: usize, const O: usize>(
     })
 }
 
+/// A quantization with the zero point `zero_point` (the scale is what the integer forward pass
+/// never reads).
+fn zero_at(zero_point: i8) -> Quantization {
+    Quantization {
+        scale: 0.05,
+        zero_point,
+    }
+}
+
 fn random_layer<const I: usize, const O: usize>(
     rng: &mut StdRng,
 ) -> ([[i8; I]; O], [i32; O], [Multiplier; O], i8) {
@@ -53,8 +62,8 @@ fn a_quantized_dense_layer_computes_its_definition() {
     let (mut saturated_high, mut saturated_low, mut floored) = (0, 0, 0);
     for _ in 0..50 {
         let (weight, bias, multipliers, zero) = random_layer::<37, 9>(&mut rng);
-        let identity = QDense::<37, 9, Identity, Inline>::new(weight, bias, multipliers, zero);
-        let relu = QDense::<37, 9, Relu, Inline>::new(weight, bias, multipliers, zero);
+        let identity = QDense::<37, 9, Identity, Inline>::new(weight, bias, multipliers, zero_at(0), zero_at(zero));
+        let relu = QDense::<37, 9, Relu, Inline>::new(weight, bias, multipliers, zero_at(0), zero_at(zero));
         let x: [[i8; 37]; 4] =
             std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)));
         let (mut y, mut y_relu) = ([[0_i8; 9]; 4], [[0_i8; 9]; 4]);
@@ -88,7 +97,8 @@ fn the_accumulator_holds_the_largest_sums_the_bound_allows() {
         *weight,
         [1 << 29, -(1 << 29)],
         [Multiplier::from_real(1.0 / 8_000_000.0); 2],
-        0,
+        zero_at(0),
+        zero_at(0),
     );
     let x = Box::new([-128_i8; I]);
     let mut y = [0_i8; 2];
@@ -320,16 +330,16 @@ fn a_quantized_convolution_computes_its_definition() {
                 weight,
                 bias,
                 multipliers,
-                z_in,
-                z_out,
+                zero_at(z_in),
+                zero_at(z_out),
             )
             .forward_one(&x, &mut y1);
             QConv2d::<2, 4, 3, 2, 0, 7, 7, 3, 3, Relu, Inline>::new(
                 weight,
                 bias,
                 multipliers,
-                z_in,
-                z_out,
+                zero_at(z_in),
+                zero_at(z_out),
             )
             .forward_one(&x, &mut y2);
         } else {
@@ -337,16 +347,16 @@ fn a_quantized_convolution_computes_its_definition() {
                 weight,
                 bias,
                 multipliers,
-                z_in,
-                z_out,
+                zero_at(z_in),
+                zero_at(z_out),
             )
             .forward_one(&x, &mut y1);
             QConv2d::<2, 4, 3, 2, 0, 7, 7, 3, 3, Identity, Inline>::new(
                 weight,
                 bias,
                 multipliers,
-                z_in,
-                z_out,
+                zero_at(z_in),
+                zero_at(z_out),
             )
             .forward_one(&x, &mut y2);
         }
@@ -447,19 +457,20 @@ fn the_shipped_cnn_in_int8_is_within_0_3_points_of_its_float_accuracy() {
 fn int8_nets_take_a_quarter_of_the_memory() {
     type Mlp8 = <MnistMlp as constmat::nn::Quantize>::Quantized;
     type Cnn8 = <Cnn as constmat::nn::Quantize>::Quantized;
-    // Per layer: the i8 weights, three i32 per output (bias, multiplier, exponent), the zero
-    // points, padded to 4 bytes.
+    // Per layer: the i8 weights, three i32 per output (bias, multiplier, exponent), the input's
+    // and output's quantizations (an f32 scale and an i8 zero point, 8 bytes each), padded to
+    // 4 bytes.
     assert_eq!(
         <Mlp8 as Layer>::PARAMETER_BYTES,
-        (100_352 + 12 * 128 + 4) + (8_192 + 12 * 64 + 4) + (640 + 12 * 10 + 4)
+        (100_352 + 12 * 128 + 16) + (8_192 + 12 * 64 + 16) + (640 + 12 * 10 + 16)
     );
     assert_eq!(
         <Cnn8 as Layer>::PARAMETER_BYTES,
-        (150 + 12 * 6 + 2)
-            + (2_400 + 12 * 16 + 4)
-            + (48_000 + 12 * 120 + 4)
-            + (10_080 + 12 * 84 + 4)
-            + (840 + 12 * 10 + 4)
+        (150 + 12 * 6 + 16 + 2)
+            + (2_400 + 12 * 16 + 16)
+            + (48_000 + 12 * 120 + 16)
+            + (10_080 + 12 * 84 + 16)
+            + (840 + 12 * 10 + 16)
     );
     // The hidden samples, one byte per value, and each dense layer's i32 dot products, 4 bytes
     // per output, added.

@@ -16,7 +16,7 @@ use ::safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use constmat::Matrix;
 use constmat::format::{self, ErrorKind};
 use constmat::io::safetensors::{self as st, Element, WeightsError, WeightsErrorKind};
-use constmat::nn::{Dense, Identity, Layer, Parameters, Relu, Sigmoid, Tanh, Train};
+use constmat::nn::{Dense, Identity, Layer, Parameters, Relu, Sigmoid, Tanh, Train, Weights};
 use proptest::prelude::*;
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
@@ -255,7 +255,7 @@ fn tmp_path(name: &str) -> PathBuf {
 }
 
 /// Round trips `net` through bytes and through a file; checks the header and exact equality.
-fn round_trip<T: Sample, P: Parameters<T> + PartialEq + std::fmt::Debug>(
+fn round_trip<T: Sample, P: Parameters<T> + Weights + PartialEq + std::fmt::Debug>(
     net: &P,
     dtype: Dtype,
     tensors: &[(&str, &[usize])],
@@ -339,7 +339,7 @@ fn build(tensors: &[(String, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
 
 /// Loads `bytes` into a copy of `net` with `load_into`, checks that the copy is unchanged, and
 /// returns the error.
-fn load_into_fails<T: Sample, P: Parameters<T> + Clone>(net: &P, bytes: &[u8]) -> WeightsError {
+fn load_into_fails<T: Sample, P: Parameters<T> + Weights + Clone>(net: &P, bytes: &[u8]) -> WeightsError {
     let mut copy = net.clone();
     let err = st::load_into(&mut copy, bytes).expect_err("the load must fail");
     assert_eq!(
@@ -524,7 +524,7 @@ fn truncated_files_are_reported_with_their_sizes() {
     }
     // Every other length fails too, as truncated (or, past the header, as a short data section).
     for len in 0..bytes.len() {
-        let err = st::from_bytes::<f32, Small>(&bytes[..len]).unwrap_err();
+        let err = st::from_bytes::<Small>(&bytes[..len]).unwrap_err();
         let want = if len < header_end {
             ErrorKind::Truncated
         } else {
@@ -685,7 +685,7 @@ fn an_f64_file_loaded_as_f32_is_a_dtype_mismatch() {
         other => panic!("expected Mismatch, got {other:?}"),
     }
     // And the other way round.
-    let err = st::from_bytes::<f64, Small64>(&st::to_bytes(&net32, &[])).unwrap_err();
+    let err = st::from_bytes::<Small64>(&st::to_bytes(&net32, &[])).unwrap_err();
     assert_eq!(
         err.to_string(),
         "tensor 0.weight: expected f64 [3, 4], found f32 [3, 4]"
@@ -725,7 +725,7 @@ fn a_transposed_weight_is_a_shape_mismatch() {
     // And from a file on disk, where the message starts with the path.
     let path = tmp_path("transposed.safetensors");
     std::fs::write(&path, &bytes).unwrap();
-    let err = st::load::<f32, Mnist>(&path).unwrap_err();
+    let err = st::load::<Mnist>(&path).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -852,7 +852,7 @@ fn an_extra_tensor_is_unexpected() {
 fn io_errors_carry_the_path() {
     let path = tmp_path("no-such-file.safetensors");
     let _ = std::fs::remove_file(&path);
-    let err = st::load::<f32, Small>(&path).unwrap_err();
+    let err = st::load::<Small>(&path).unwrap_err();
     assert!(
         matches!(err.kind(), WeightsErrorKind::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
     );
@@ -876,7 +876,7 @@ fn io_errors_carry_the_path() {
 
     // A directory is not a file.
     let dir = tmp_path("");
-    let err = st::load::<f32, Small>(&dir).unwrap_err();
+    let err = st::load::<Small>(&dir).unwrap_err();
     assert!(matches!(err.kind(), WeightsErrorKind::Io(_)));
     assert!(
         err.to_string().starts_with(&format!("{}: ", dir.display())),
@@ -886,7 +886,7 @@ fn io_errors_carry_the_path() {
     // A corrupt file on disk: the message starts with the path.
     let path = tmp_path("empty.safetensors");
     std::fs::write(&path, b"").unwrap();
-    let err = st::load::<f32, Small>(&path).unwrap_err();
+    let err = st::load::<Small>(&path).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -1001,7 +1001,7 @@ fn tiny_file() -> Vec<u8> {
 
 /// `from_bytes` returns an error, or a net whose parameters are all finite; never panics.
 fn never_panics(bytes: &[u8]) -> Result<(), TestCaseError> {
-    match st::from_bytes::<f32, Tiny>(bytes) {
+    match st::from_bytes::<Tiny>(bytes) {
         Ok(net) => {
             for k in 0..net.tensor_count() {
                 prop_assert!(net.tensor(k).iter().all(|x| x.is_finite()));
@@ -1018,7 +1018,7 @@ fn never_panics(bytes: &[u8]) -> Result<(), TestCaseError> {
         prop_assert_eq!(bit_patterns(&net), bit_patterns(&before));
     }
     // f64 sees the same bytes as the wrong dtype or as corrupt: an error, not a panic.
-    let _ = st::from_bytes::<f64, constmat::net![Dense<f64, 3, 2, Relu>, Dense<f64, 2, 2, Identity>]>(
+    let _ = st::from_bytes::<constmat::net![Dense<f64, 3, 2, Relu>, Dense<f64, 2, 2, Identity>]>(
         bytes,
     );
     Ok(())
@@ -1056,7 +1056,7 @@ proptest! {
     fn truncated_at_any_length(at in any::<prop::sample::Index>()) {
         let bytes = tiny_file();
         let len = at.index(bytes.len());
-        prop_assert!(st::from_bytes::<f32, Tiny>(&bytes[..len]).is_err());
+        prop_assert!(st::from_bytes::<Tiny>(&bytes[..len]).is_err());
         never_panics(&bytes[..len])?;
     }
 
@@ -1064,7 +1064,7 @@ proptest! {
     fn random_bytes_appended(extra in prop::collection::vec(any::<u8>(), 1..64)) {
         let mut bytes = tiny_file();
         bytes.extend_from_slice(&extra);
-        prop_assert!(st::from_bytes::<f32, Tiny>(&bytes).is_err());
+        prop_assert!(st::from_bytes::<Tiny>(&bytes).is_err());
         never_panics(&bytes)?;
     }
 
@@ -1105,7 +1105,7 @@ proptest! {
         let first_bad = (0..net.tensor_count()).find_map(|k| {
             net.tensor(k).iter().position(|x| !x.is_finite()).map(|i| (k, i))
         });
-        match (st::from_bytes::<f32, Tiny>(&bytes), first_bad) {
+        match (st::from_bytes::<Tiny>(&bytes), first_bad) {
             (Ok(back), None) => prop_assert_eq!(bit_patterns(&back), bit_patterns(&net)),
             (Err(err), Some((k, i))) => prop_assert_eq!(
                 err.to_string(),

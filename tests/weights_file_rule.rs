@@ -41,7 +41,7 @@ fn baked(bytes: &[u8]) -> Result<Baked<Small>, format::Error> {
 
 /// The two paths' verdicts on `bytes`, which must agree; returns it.
 fn one_verdict(bytes: &[u8]) -> Result<Small, format::Error> {
-    let run_time = st::from_bytes::<f32, Small>(bytes).map_err(|e| {
+    let run_time = st::from_bytes::<Small>(bytes).map_err(|e| {
         *e.format_error()
             .unwrap_or_else(|| panic!("loading from bytes cannot fail with I/O: {e}"))
     });

@@ -211,3 +211,184 @@ decoders!(
             | (b[7] as u64) << 56
     }
 );
+
+/// The range a tensor's values are checked against: `None` allows every value of the type.
+type Range = Option<(i32, i32)>;
+
+/// Decodes `out.len()` little-endian integers of `SIZE` bytes (1 or 4) from the start of
+/// `bytes`, checking each against `range`; returns the index and value of the first outside
+/// it, if any.
+const fn fill_integers<const SIZE: usize>(
+    bytes: &[u8],
+    out: &mut [i32],
+    range: Range,
+) -> Option<(usize, i32)> {
+    let (chunks, _) = bytes.as_chunks::<SIZE>();
+    let n = if out.len() < chunks.len() {
+        out.len()
+    } else {
+        chunks.len()
+    };
+    let (min, max) = match range {
+        Some(range) => range,
+        None => (i32::MIN, i32::MAX),
+    };
+    let mut i = 0;
+    while i < n {
+        let b = chunks[i];
+        let value = if SIZE == 1 {
+            b[0] as i8 as i32
+        } else {
+            (b[0] as u32 | (b[1] as u32) << 8 | (b[2] as u32) << 16 | (b[3] as u32) << 24) as i32
+        };
+        if value < min || value > max {
+            return Some((i, value));
+        }
+        out[i] = value;
+        i += 1;
+    }
+    None
+}
+
+/// The error for element `index` of `{module}.{field}` holding `value`, outside `range`.
+const fn out_of_range(module: usize, field: &str, index: usize, value: i32, range: Range) -> Error {
+    let (min, max) = match range {
+        Some(range) => range,
+        None => (i32::MIN, i32::MAX),
+    };
+    Error::OutOfRange {
+        name: TensorName::of(module, field),
+        index,
+        value,
+        min,
+        max,
+    }
+}
+
+/// The `I8` tensor `{module}.{field}` of shape `[H, W]` in the safetensors file `bytes`, each
+/// value checked against `range` (an int8 weight: `Some((-127, 127))`).
+///
+/// # Errors
+///
+/// The file's [`Error`] if it is not valid; [`Error::Missing`] or [`Error::Mismatch`] if it
+/// does not hold the tensor with that dtype and shape; [`Error::OutOfRange`] for its first value
+/// outside `range`.
+pub const fn i8_matrix<const H: usize, const W: usize>(
+    bytes: &[u8],
+    module: usize,
+    field: &str,
+    range: Range,
+) -> Result<[[i8; W]; H], Error> {
+    let tensor = match find(bytes, module, field, Dtype::I8, &[H, W]) {
+        Ok(tensor) => tensor,
+        Err(e) => return Err(e),
+    };
+    let mut out = [[0; W]; H];
+    let mut row = 0;
+    while row < H {
+        let mut values = [0; W];
+        let (_, rest) = tensor.data.split_at(row * W);
+        if let Some((i, value)) = fill_integers::<1>(rest, &mut values, range) {
+            return Err(out_of_range(module, field, row * W + i, value, range));
+        }
+        let mut i = 0;
+        while i < W {
+            out[row][i] = values[i] as i8;
+            i += 1;
+        }
+        row += 1;
+    }
+    Ok(out)
+}
+
+/// The `I8` tensor `{module}.{field}` of shape `[A, B, C, D]` in the safetensors file `bytes`
+/// (an int8 convolution's weight, `[out, in, kh, kw]`), each value checked against `range`.
+///
+/// # Errors
+///
+/// As [`i8_matrix`].
+pub const fn i8_tensor4<const A: usize, const B: usize, const C: usize, const D: usize>(
+    bytes: &[u8],
+    module: usize,
+    field: &str,
+    range: Range,
+) -> Result<[[[[i8; D]; C]; B]; A], Error> {
+    let tensor = match find(bytes, module, field, Dtype::I8, &[A, B, C, D]) {
+        Ok(tensor) => tensor,
+        Err(e) => return Err(e),
+    };
+    let mut out = [[[[0; D]; C]; B]; A];
+    let mut row = 0;
+    while row < A * B * C {
+        let mut values = [0; D];
+        let (_, rest) = tensor.data.split_at(row * D);
+        if let Some((i, value)) = fill_integers::<1>(rest, &mut values, range) {
+            return Err(out_of_range(module, field, row * D + i, value, range));
+        }
+        let (a, b, c) = (row / (B * C), row / C % B, row % C);
+        let mut i = 0;
+        while i < D {
+            out[a][b][c][i] = values[i] as i8;
+            i += 1;
+        }
+        row += 1;
+    }
+    Ok(out)
+}
+
+/// The `I32` tensor `{module}.{field}` of shape `[N]` in the safetensors file `bytes`, each
+/// value checked against `range` (a requantization exponent: `Some((-31, 30))`).
+///
+/// # Errors
+///
+/// As [`i8_matrix`].
+pub const fn i32_vector<const N: usize>(
+    bytes: &[u8],
+    module: usize,
+    field: &str,
+    range: Range,
+) -> Result<[i32; N], Error> {
+    let tensor = match find(bytes, module, field, Dtype::I32, &[N]) {
+        Ok(tensor) => tensor,
+        Err(e) => return Err(e),
+    };
+    let mut out = [0; N];
+    match fill_integers::<4>(tensor.data, &mut out, range) {
+        Some((i, value)) => Err(out_of_range(module, field, i, value, range)),
+        None => Ok(out),
+    }
+}
+
+/// The `I8` scalar (shape `[]`, as PyTorch stores a zero point) `{module}.{field}` in the
+/// safetensors file `bytes`.
+///
+/// # Errors
+///
+/// As [`i8_matrix`], without a range.
+pub const fn i8_scalar(bytes: &[u8], module: usize, field: &str) -> Result<i8, Error> {
+    match find(bytes, module, field, Dtype::I8, &[]) {
+        Ok(tensor) => Ok(tensor.data[0] as i8),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `F32` scalar (shape `[]`, as PyTorch stores a scale) `{module}.{field}` in the
+/// safetensors file `bytes`.
+///
+/// # Errors
+///
+/// As [`f32_matrix`].
+pub const fn f32_scalar(bytes: &[u8], module: usize, field: &str) -> Result<f32, Error> {
+    let tensor = match find(bytes, module, field, Dtype::F32, &[]) {
+        Ok(tensor) => tensor,
+        Err(e) => return Err(e),
+    };
+    let mut out = [0.0];
+    match fill_f32(tensor.data, &mut out) {
+        Some(index) => Err(Error::NonFinite {
+            name: TensorName::of(module, field),
+            index,
+        }),
+        None => Ok(out[0]),
+    }
+}

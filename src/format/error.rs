@@ -43,6 +43,9 @@ pub enum ErrorKind {
     Mismatch,
     /// A tensor holds a NaN or an infinity.
     NonFinite,
+    /// An integer tensor holds a value outside the range the net allows (an int8 weight of
+    /// -128, a requantization exponent a shift cannot take).
+    OutOfRange,
     /// The file holds a tensor the net does not have.
     Unexpected,
 }
@@ -180,6 +183,20 @@ pub enum Error {
         /// The element's row-major index.
         index: usize,
     },
+    /// Element `index` (row-major) of the integer tensor `name` is `value`, outside
+    /// `min..=max`.
+    OutOfRange {
+        /// The tensor.
+        name: TensorName,
+        /// The element's row-major index.
+        index: usize,
+        /// The value found.
+        value: i32,
+        /// The least value allowed.
+        min: i32,
+        /// The greatest value allowed.
+        max: i32,
+    },
     /// The file holds tensor `name`, which the net does not have.
     Unexpected {
         /// The tensor.
@@ -206,6 +223,7 @@ impl Error {
             Self::Missing { .. } => ErrorKind::Missing,
             Self::Mismatch { .. } => ErrorKind::Mismatch,
             Self::NonFinite { .. } => ErrorKind::NonFinite,
+            Self::OutOfRange { .. } => ErrorKind::OutOfRange,
             Self::Unexpected { .. } => ErrorKind::Unexpected,
         }
     }
@@ -336,6 +354,23 @@ impl Error {
                 .str(": element ")
                 .number(index)
                 .str(" is not a finite number"),
+            Self::OutOfRange {
+                name,
+                index,
+                value,
+                min,
+                max,
+            } => m
+                .str("tensor ")
+                .name(&name)
+                .str(": element ")
+                .number(index)
+                .str(" is ")
+                .signed(value as i64)
+                .str(", outside ")
+                .signed(min as i64)
+                .str("..=")
+                .signed(max as i64),
             Self::Unexpected { name } => m
                 .str("the file holds tensor ")
                 .name(&name)
@@ -556,6 +591,13 @@ impl Message {
     #[must_use]
     pub const fn number(self, n: usize) -> Self {
         self.digits(n as u64, false)
+    }
+
+    /// Appends `n` in decimal, with its sign when negative: `-31`.
+    #[must_use]
+    pub const fn signed(self, n: i64) -> Self {
+        let m = if n < 0 { self.str("-") } else { self };
+        m.digits(n.unsigned_abs(), false)
     }
 
     /// Appends a count of bytes (or other things) with thousands separators: `401,960`.

@@ -185,18 +185,30 @@ pub const fn parse(bytes: &[u8]) -> Result<Header<'_>, Error> {
 ///
 /// # Errors
 ///
-/// As [`check_layout`]; then [`Error::NonFinite`] for the first NaN or infinity.
+/// As [`check_layout`]; then [`Error::NonFinite`] for the first NaN or infinity, or
+/// [`Error::OutOfRange`] for the first integer outside its tensor's [`range`](super::TensorSpec::range).
 pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
     tri!(check_layout(header, spec));
     let mut k = 0;
     while let Some((module, expected)) = spec.tensor(k) {
-        if let Some(found) = header.find_module(module, expected.field.as_bytes())
-            && let Some(index) = first_non_finite(found.dtype, found.data)
-        {
-            return Err(Error::NonFinite {
-                name: TensorName::of(module, expected.field),
-                index,
-            });
+        if let Some(found) = header.find_module(module, expected.field.as_bytes()) {
+            if let Some(index) = first_non_finite(found.dtype, found.data) {
+                return Err(Error::NonFinite {
+                    name: TensorName::of(module, expected.field),
+                    index,
+                });
+            }
+            if let Some((min, max)) = expected.range
+                && let Some((index, value)) = first_out_of_range(found.dtype, found.data, min, max)
+            {
+                return Err(Error::OutOfRange {
+                    name: TensorName::of(module, expected.field),
+                    index,
+                    value,
+                    min,
+                    max,
+                });
+            }
         }
         k += 1;
     }
@@ -415,6 +427,35 @@ const fn first_non_finite(dtype: Dtype, data: &[u8]) -> Option<usize> {
     while at < end {
         if data[at + high] & high_mask == high_mask && data[at + low] & low_mask == low_mask {
             return Some(at / size);
+        }
+        at += size;
+    }
+    None
+}
+
+/// The index and value of the first element of an `I8` or `I32` tensor outside `min..=max`
+/// (other dtypes have no range).
+const fn first_out_of_range(
+    dtype: Dtype,
+    data: &[u8],
+    min: i32,
+    max: i32,
+) -> Option<(usize, i32)> {
+    let size = match dtype {
+        Dtype::I8 => 1,
+        Dtype::I32 => 4,
+        _ => return None,
+    };
+    let end = data.len() - data.len() % size;
+    let mut at = 0;
+    while at < end {
+        let value = if size == 1 {
+            data[at] as i8 as i32
+        } else {
+            i32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
+        };
+        if value < min || value > max {
+            return Some((at / size, value));
         }
         at += size;
     }

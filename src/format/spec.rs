@@ -74,6 +74,9 @@ pub struct TensorSpec {
     pub dtype: Dtype,
     /// The shape it must have, PyTorch's way (`[out, in]` for a dense weight).
     pub shape: &'static [usize],
+    /// For an integer tensor, the least and greatest values it may hold (an int8 weight is in
+    /// `-127..=127`); `None` for any value of its dtype. (Float tensors must be finite.)
+    pub range: Option<(i32, i32)>,
 }
 
 /// The tensors of a net, in order, named as PyTorch's `nn.Sequential` names them: a layer of a

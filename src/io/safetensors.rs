@@ -1,7 +1,7 @@
 //! Saving and loading parameters as [safetensors](https://github.com/huggingface/safetensors).
 //!
 //! Tensor names and shapes follow PyTorch's `nn.Sequential` (see
-//! [`Parameters`]): the 784-128-64-10 ReLU MLP is
+//! [`Parameters`](crate::nn::Parameters)): the 784-128-64-10 ReLU MLP is
 //! `Sequential(Linear(784, 128), ReLU(), Linear(128, 64), ReLU(), Linear(64, 10))`, with tensors
 //! `0.weight [128, 784]`, `0.bias [128]`, `2.weight [64, 128]`, `2.bias [64]`, `4.weight [10, 64]`,
 //! `4.bias [10]`. So a file written by `safetensors.torch.save_file(model.state_dict(), path)`
@@ -20,7 +20,7 @@
 //! let back: Small = safetensors::from_bytes(&bytes)?;
 //! assert_eq!(back, Small::zeros());
 //!
-//! let err = safetensors::from_bytes::<f32, Other>(&bytes).unwrap_err();
+//! let err = safetensors::from_bytes::<Other>(&bytes).unwrap_err();
 //! assert_eq!(err.to_string(), "tensor 2.weight: expected f32 [3, 3], found f32 [2, 3]");
 //! # Ok::<(), safetensors::WeightsError>(())
 //! ```
@@ -33,7 +33,7 @@ use std::string::{String, ToString};
 use std::vec::Vec;
 
 use crate::format::{self, Dtype};
-use crate::nn::Parameters;
+use crate::nn::Weights;
 
 pub use crate::format::Element;
 
@@ -58,15 +58,19 @@ pub use crate::format::Element;
 /// );
 /// ```
 #[must_use]
-pub fn to_bytes<T: Element, P: Parameters<T>>(net: &P, metadata: &[(&str, &str)]) -> Vec<u8> {
-    let mut tensors: Vec<(String, Dtype, &[usize], &[T])> = (0..net.tensor_count())
+pub fn to_bytes<P: Weights>(net: &P, metadata: &[(&str, &str)]) -> Vec<u8> {
+    let mut tensors: Vec<(String, Dtype, &[usize], Vec<u8>)> = (0..P::SPEC.tensor_count())
         .map(|k| {
-            let info = net.tensor_info(k);
+            let Some((module, spec)) = P::SPEC.tensor(k) else {
+                unreachable!("k is below the net's tensor count")
+            };
+            let mut data = Vec::new();
+            net.write_tensor(k, &mut data);
             (
-                info.name().to_string(),
-                info.spec.dtype,
-                info.shape(),
-                net.tensor(k),
+                format::TensorName::of(module, spec.field).to_string(),
+                spec.dtype,
+                spec.shape,
+                data,
             )
         })
         .collect();
@@ -87,8 +91,7 @@ pub fn to_bytes<T: Element, P: Parameters<T>>(net: &P, metadata: &[(&str, &str)]
     }
     header.push('}');
     let mut offset = 0;
-    for (name, dtype, shape, values) in &tensors {
-        let len = size_of_val(*values);
+    for (name, dtype, shape, data) in &tensors {
         header.push(',');
         push_json_string(&mut header, name);
         header.push_str(":{\"dtype\":");
@@ -102,9 +105,9 @@ pub fn to_bytes<T: Element, P: Parameters<T>>(net: &P, metadata: &[(&str, &str)]
         }
         header.push_str(&std::format!(
             "],\"data_offsets\":[{offset},{}]}}",
-            offset + len
+            offset + data.len()
         ));
-        offset += len;
+        offset += data.len();
     }
     header.push('}');
     while !header.len().is_multiple_of(8) {
@@ -114,10 +117,8 @@ pub fn to_bytes<T: Element, P: Parameters<T>>(net: &P, metadata: &[(&str, &str)]
     let mut bytes = Vec::with_capacity(8 + header.len() + offset);
     bytes.extend_from_slice(&(header.len() as u64).to_le_bytes());
     bytes.extend_from_slice(header.as_bytes());
-    for (_, _, _, values) in &tensors {
-        for &x in *values {
-            x.extend_le(&mut bytes);
-        }
+    for (_, _, _, data) in &tensors {
+        bytes.extend_from_slice(data);
     }
     bytes
 }
@@ -146,7 +147,7 @@ fn push_json_string(out: &mut String, s: &str) {
 /// # Errors
 ///
 /// [`WeightsErrorKind::Io`] when the file cannot be written.
-pub fn save<T: Element, P: Parameters<T>>(
+pub fn save<P: Weights>(
     net: &P,
     path: impl AsRef<Path>,
     metadata: &[(&str, &str)],
@@ -166,10 +167,17 @@ pub fn save<T: Element, P: Parameters<T>>(
 /// A [`WeightsError`] of kind [`WeightsErrorKind::Format`] for the first problem found: the
 /// file is truncated or corrupt, a tensor is missing, has another dtype or shape than `P`
 /// needs, holds a NaN or infinite value, or the file holds a tensor `P` does not have.
-pub fn from_bytes<T: Element, P: Parameters<T>>(bytes: &[u8]) -> Result<P, WeightsError> {
-    let mut net = P::zeros();
-    load_into(&mut net, bytes)?;
-    Ok(net)
+pub fn from_bytes<P: Weights>(bytes: &[u8]) -> Result<P, WeightsError> {
+    let header = format::validate(bytes, &P::SPEC)?;
+    Ok(P::read_tensors(&mut |k| {
+        let Some((module, spec)) = P::SPEC.tensor(k) else {
+            unreachable!("k is below the net's tensor count")
+        };
+        let Some(tensor) = header.find_module(module, spec.field.as_bytes()) else {
+            unreachable!("format::validate found every tensor of the net")
+        };
+        tensor.data
+    }))
 }
 
 /// Reads a net of type `P` from the safetensors file at `path`.
@@ -178,7 +186,7 @@ pub fn from_bytes<T: Element, P: Parameters<T>>(bytes: &[u8]) -> Result<P, Weigh
 ///
 /// As [`from_bytes`], plus [`WeightsErrorKind::Io`] when the file cannot be read; the error
 /// carries the path.
-pub fn load<T: Element, P: Parameters<T>>(path: impl AsRef<Path>) -> Result<P, WeightsError> {
+pub fn load<P: Weights>(path: impl AsRef<Path>) -> Result<P, WeightsError> {
     let path = path.as_ref();
     let bytes = std::fs::read(path)
         .map_err(|e| WeightsError::new(WeightsErrorKind::Io(e)).with_path(path))?;
@@ -191,26 +199,8 @@ pub fn load<T: Element, P: Parameters<T>>(path: impl AsRef<Path>) -> Result<P, W
 /// # Errors
 ///
 /// As [`from_bytes`].
-pub fn load_into<T: Element, P: Parameters<T>>(
-    net: &mut P,
-    bytes: &[u8],
-) -> Result<(), WeightsError> {
-    let header = format::validate(bytes, &P::SPEC)?;
-    for k in 0..P::SPEC.tensor_count() {
-        let Some((module, spec)) = P::SPEC.tensor(k) else {
-            unreachable!("k is below the net's tensor count")
-        };
-        let Some(tensor) = header.find_module(module, spec.field.as_bytes()) else {
-            unreachable!("format::validate found every tensor of the net")
-        };
-        for (dst, src) in net
-            .tensor_mut(k)
-            .iter_mut()
-            .zip(tensor.data.chunks_exact(size_of::<T>()))
-        {
-            *dst = T::from_le(src);
-        }
-    }
+pub fn load_into<P: Weights>(net: &mut P, bytes: &[u8]) -> Result<(), WeightsError> {
+    *net = from_bytes(bytes)?;
     Ok(())
 }
 
@@ -258,7 +248,7 @@ impl WeightsError {
     /// use constmat::io::safetensors;
     /// use constmat::nn::Dense;
     ///
-    /// let err = safetensors::from_bytes::<f32, Dense<f32, 2, 2>>(b"garbage").unwrap_err();
+    /// let err = safetensors::from_bytes::<Dense<f32, 2, 2>>(b"garbage").unwrap_err();
     /// assert_eq!(err.format_error().map(|e| e.kind()), Some(ErrorKind::Truncated));
     /// ```
     #[must_use]

@@ -193,6 +193,24 @@ impl<T, A: Parameters<T>, N: Parameters<T> + Layer<In = A::Out>> Parameters<T> f
     }
 }
 
+#[cfg(feature = "alloc")]
+impl<A: super::Weights, N: super::Weights + Layer<In = A::Out>> super::Weights for Chain<A, N> {
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        let split = A::SPEC.tensor_count();
+        if k < split {
+            self.first.write_tensor(k, out);
+        } else {
+            self.rest.write_tensor(k - split, out);
+        }
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        let split = A::SPEC.tensor_count();
+        let first = A::read_tensors(tensor);
+        Self::new(first, N::read_tensors(&mut |k| tensor(k + split)))
+    }
+}
+
 impl<F, A, N> Bake<F> for Chain<A, N>
 where
     F: SafetensorsFile,

@@ -455,12 +455,14 @@ where
                 field: "weight",
                 dtype: T::DTYPE,
                 shape: &[OC, C, K, K],
+                range: None,
             },
             TensorSpec {
                 module: 0,
                 field: "bias",
                 dtype: T::DTYPE,
                 shape: &[OC],
+                range: None,
             },
         ],
     };
@@ -783,6 +785,35 @@ where
             S::matrix_filled([[T::ZERO; K]; K]),
             S::vector_filled(T::ZERO),
         )
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> super::Weights for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        super::write_parameters::<T, _>(self, k, out);
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        super::read_parameters::<T, _>(tensor)
     }
 }
 

@@ -119,12 +119,14 @@ where
                 field: "weight",
                 dtype: T::DTYPE,
                 shape: &[O, I],
+                range: None,
             },
             TensorSpec {
                 module: 0,
                 field: "bias",
                 dtype: T::DTYPE,
                 shape: &[O],
+                range: None,
             },
         ],
     };
@@ -279,6 +281,22 @@ where
 
     fn zeros() -> Self {
         Self::new(S::matrix_filled(T::ZERO), S::vector_filled(T::ZERO))
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<T, const I: usize, const O: usize, A, S> super::Weights for Dense<T, I, O, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        super::write_parameters::<T, _>(self, k, out);
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        super::read_parameters::<T, _>(tensor)
     }
 }
 

@@ -95,6 +95,19 @@ impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize, 
     }
 }
 
+#[cfg(feature = "alloc")]
+impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize> super::Weights
+    for Flatten<T, C, H, W, N>
+{
+    fn write_tensor(&self, k: usize, _out: &mut alloc::vec::Vec<u8>) {
+        panic!("flatten has no tensors; asked for tensor {k}")
+    }
+
+    fn read_tensors<'a>(_tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        Self::new()
+    }
+}
+
 impl<F: SafetensorsFile, T: Sample, const C: usize, const H: usize, const W: usize, const N: usize>
     Bake<F> for Flatten<T, C, H, W, N>
 {

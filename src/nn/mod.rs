@@ -138,6 +138,7 @@ pub use shape::{__output_size, __output_size_unchecked};
 pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
 pub use train::{Train, zeroed_batch};
+
 #[cfg(feature = "alloc")]
 pub use trainer::{Diverged, StepError, Trainer};
 
@@ -221,11 +222,11 @@ pub trait Layer {
     /// assert_eq!(Net::PARAMETER_BYTES, 401_920 + 33_024 + 2_624);
     /// assert_eq!(Baked::<Net>::PARAMETER_BYTES, Net::PARAMETER_BYTES);
     /// // Its int8 form: per layer i8 weights, three i32 per output (bias, multiplier, exponent),
-    /// // and the output's zero point (padded to 4 bytes).
+    /// // and the input's and output's quantizations (an f32 scale, an i8 zero point: 8 bytes).
     /// type Int8 = constmat::net![QDense<784, 128, Relu>, QDense<128, 64, Relu>, QDense<64, 10>];
     /// assert_eq!(
     ///     Int8::PARAMETER_BYTES,
-    ///     (100_352 + 12 * 128 + 4) + (8_192 + 12 * 64 + 4) + (640 + 12 * 10 + 4)
+    ///     (100_352 + 12 * 128 + 16) + (8_192 + 12 * 64 + 16) + (640 + 12 * 10 + 16)
     /// );
     /// ```
     const PARAMETER_BYTES: usize = core::mem::size_of::<Self::WithStore<Inline>>();
@@ -323,6 +324,75 @@ pub trait Parameters<T>: Layer + Sized {
             ),
         }
     }
+}
+
+/// A layer or net that a weights file holds: its tensors written and read as the file's
+/// little-endian bytes, whatever their element types (an `f32` net's `F32` tensors; an int8
+/// net's `I8` weights, `I32` biases and `F32` scales). What
+/// [`io::safetensors`](crate::io::safetensors) saves and loads; implemented by every layer
+/// kind, in the order of its [`SPEC`](Layer::SPEC), and by [`Chain`].
+///
+/// ```
+/// use constmat::nn::{Dense, Layer, Parameters, Weights};
+///
+/// let mut layer = Dense::<f32, 2, 1>::zeros();
+/// layer.bias[(0, 0)] = 1.5;
+/// let mut bytes = Vec::new();
+/// layer.write_tensor(1, &mut bytes); // tensor 1 of the SPEC: the bias
+/// assert_eq!(bytes, 1.5_f32.to_le_bytes());
+///
+/// let weight = [0_u8; 8];
+/// let back = Dense::<f32, 2, 1>::read_tensors(&mut |k| if k == 0 { &weight } else { &bytes });
+/// assert_eq!(back, layer);
+/// ```
+#[cfg(feature = "alloc")]
+pub trait Weights: Layer + Sized {
+    /// Appends the little-endian bytes of tensor `k` (numbered as in [`Layer::SPEC`]) to
+    /// `out`. Panics when the net has no tensor `k`.
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>);
+
+    /// The layer whose tensor `k` has the little-endian bytes `tensor(k)`: exactly what the
+    /// tensor's dtype and shape take, with values its spec allows, as
+    /// [`format::validate`](crate::format::validate) checks a file before a loader calls this.
+    ///
+    /// # Panics
+    ///
+    /// When a tensor has fewer bytes than its shape takes.
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self;
+}
+
+/// [`Weights::write_tensor`] for a layer of [`Parameters`] of one element type.
+#[cfg(feature = "alloc")]
+pub(crate) fn write_parameters<T: crate::format::Element, P: Parameters<T>>(
+    layer: &P,
+    k: usize,
+    out: &mut alloc::vec::Vec<u8>,
+) {
+    for &x in layer.tensor(k) {
+        x.extend_le(out);
+    }
+}
+
+/// [`Weights::read_tensors`] for a layer of [`Parameters`] of one element type.
+#[cfg(feature = "alloc")]
+pub(crate) fn read_parameters<'a, T: crate::format::Element, P: Parameters<T>>(
+    tensor: &mut dyn FnMut(usize) -> &'a [u8],
+) -> P {
+    let mut layer = P::zeros();
+    for k in 0..P::SPEC.tensor_count() {
+        let bytes = tensor(k);
+        let values = layer.tensor_mut(k);
+        assert!(
+            bytes.len() >= size_of_val(values),
+            "tensor {k} needs {} bytes, got {}",
+            size_of_val(values),
+            bytes.len()
+        );
+        for (value, bytes) in values.iter_mut().zip(bytes.chunks_exact(size_of::<T>())) {
+            *value = T::from_le(bytes);
+        }
+    }
+    layer
 }
 
 /// The name, dtype and shape of one parameter tensor (see [`Parameters`]).

@@ -200,6 +200,27 @@ impl<
     }
 }
 
+#[cfg(feature = "alloc")]
+impl<
+    T: Sample + PartialOrd,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> super::Weights for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+{
+    fn write_tensor(&self, k: usize, _out: &mut alloc::vec::Vec<u8>) {
+        panic!("max pooling has no tensors; asked for tensor {k}")
+    }
+
+    fn read_tensors<'a>(_tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        Self::new()
+    }
+}
+
 impl<
     F: SafetensorsFile,
     T: Sample + PartialOrd,

@@ -12,28 +12,31 @@
 //! term is the same constant for every position: folded into `b_q`. Derivation:
 //! `docs/quantization.md`.
 
-use super::qdense::{MOST_PRODUCTS, QuantizedActivation};
+use super::qdense::{MOST_PRODUCTS, QuantizedActivation, Requantization, WEIGHT_RANGE, int8_tensors};
 use super::shape::check_output_size;
-use super::{Identity, Inline, Layer, Store};
-use crate::format::{Dtype, Message, NetSpec, TensorSpec};
+use super::{Bake, Identity, Inline, Layer, SafetensorsFile, Store};
+use crate::format::{Error, Message, NetSpec, decode};
 use crate::kernels;
-use crate::quant::Multiplier;
+use crate::quant::{Multiplier, Quantization};
 
 /// A 2-D convolution in int8, for inference: [`Conv2d`](super::Conv2d)'s sizes and layout
 /// (`C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`, padding `PAD`, `H x W`
 /// images giving `OH x OW`), the activation `A` (identity or ReLU), parameters in `S`.
 ///
 /// Built by [`quantize`](super::quantize) from a trained `Conv2d`. Images are
-/// `[[[i8; W]; H]; C]` in and `[[[i8; OW]; OH]; OC]` out.
+/// `[[[i8; W]; H]; C]` in and `[[[i8; OW]; OH]; OC]` out. Its tensors in a weights file are
+/// [`QDense`'s](super::QDense#weights-file), the weight `I8 [OC, C, K, K]`.
 ///
 /// ```
 /// use constmat::nn::{Identity, Inline, Layer, QConv2d};
-/// use constmat::quant::Multiplier;
+/// use constmat::quant::{Multiplier, Quantization};
 ///
 /// // One 3x3 filter that sums its window, padding 1; the input's zero point is -10, so the
 /// // padding reads as -10 and the bias holds +10 per weight: the border sums like the inside.
+/// let input = Quantization { scale: 0.1, zero_point: -10 };
+/// let output = Quantization { scale: 0.1, zero_point: 0 };
 /// let layer: QConv2d<1, 1, 3, 1, 1, 4, 4, 4, 4, Identity, Inline> =
-///     QConv2d::new([[[[1; 3]; 3]; 1]; 1], [90], [Multiplier::from_real(1.0)], -10, 0);
+///     QConv2d::new([[[[1; 3]; 3]; 1]; 1], [90], [Multiplier::from_real(1.0)], input, output);
 /// let image = [[[-10; 4]; 4]; 1]; // all real zeros
 /// let mut out = [[[0; 4]; 4]; 1];
 /// layer.forward_one(&image, &mut out);
@@ -61,10 +64,10 @@ pub struct QConv2d<
     pub multiplier: S::Vector<i32, OC>,
     /// `M[o]`'s powers of two.
     pub exponent: S::Vector<i32, OC>,
-    /// `z_in`: the value the padding reads as.
-    pub input_zero_point: i8,
-    /// `z_out`: the output's zero point.
-    pub output_zero_point: i8,
+    /// The input's quantization `(s_in, z_in)`: the padding reads as `z_in` (the real 0).
+    pub input: Quantization,
+    /// The output's quantization `(s_out, z_out)`: `z_out` is added to every output.
+    pub output: Quantization,
     /// The activation (a zero-sized marker).
     pub activation: A,
 }
@@ -100,15 +103,15 @@ impl<
     };
 
     /// A layer from its integer parameters: the weight `[OC][C][K][K]`, the bias with the
-    /// input's zero point folded in, the per-filter multipliers, and the zero points of the
-    /// input (what the padding reads as) and the output.
+    /// input's zero point folded in, the per-filter multipliers, and the quantizations of the
+    /// input (whose zero point the padding reads as) and the output.
     #[must_use]
     pub fn new(
         weight: [[[[i8; K]; K]; C]; OC],
         bias: [i32; OC],
         multipliers: [Multiplier; OC],
-        input_zero_point: i8,
-        output_zero_point: i8,
+        input: Quantization,
+        output: Quantization,
     ) -> Self {
         let () = Self::SHAPE;
         Self {
@@ -116,8 +119,8 @@ impl<
             bias: S::vector_copied(&bias),
             multiplier: S::vector_copied(&multipliers.map(|m| m.multiplier)),
             exponent: S::vector_copied(&multipliers.map(|m| m.exponent)),
-            input_zero_point,
-            output_zero_point,
+            input,
+            output,
             activation: A::VALUE,
         }
     }
@@ -132,9 +135,9 @@ impl<
             S::vector(&self.multiplier),
             S::vector(&self.exponent),
         );
-        let zero = self.output_zero_point;
+        let zero = self.output.zero_point;
         let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
-        let pad = i32::from(self.input_zero_point);
+        let pad = i32::from(self.input.zero_point);
         for (o, plane) in y.iter_mut().enumerate() {
             for (oh, row) in plane.iter_mut().enumerate() {
                 for (ow, out) in row.iter_mut().enumerate() {
@@ -180,37 +183,12 @@ impl<
     type In = [[[i8; W]; H]; C];
     type Out = [[[i8; OW]; OH]; OC];
 
-    /// `Conv2d(C, OC, K)` then the activation's module, in int8: the weight (`I8`), the bias with
-    /// the input's zero point folded in, and the multipliers' significands and exponents
-    /// (`I32`).
+    /// `Conv2d(C, OC, K)` then the activation's module, in int8: the weight (`I8 [OC, C, K, K]`,
+    /// values in `-127..=127`), then [the tensors every int8 layer
+    /// has](crate::nn::QDense#weights-file).
     const SPEC: NetSpec = NetSpec::Layer {
         modules: 1 + A::TORCH_MODULE.is_some() as usize,
-        tensors: &[
-            TensorSpec {
-                module: 0,
-                field: "weight",
-                dtype: Dtype::I8,
-                shape: &[OC, C, K, K],
-            },
-            TensorSpec {
-                module: 0,
-                field: "bias",
-                dtype: Dtype::I32,
-                shape: &[OC],
-            },
-            TensorSpec {
-                module: 0,
-                field: "multiplier",
-                dtype: Dtype::I32,
-                shape: &[OC],
-            },
-            TensorSpec {
-                module: 0,
-                field: "exponent",
-                dtype: Dtype::I32,
-                shape: &[OC],
-            },
-        ],
+        tensors: &int8_tensors!([OC, C, K, K], OC),
     };
 
     type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
@@ -227,11 +205,110 @@ impl<
             bias: S2::vector_copied(S::vector(&self.bias)),
             multiplier: S2::vector_copied(S::vector(&self.multiplier)),
             exponent: S2::vector_copied(S::vector(&self.exponent)),
-            input_zero_point: self.input_zero_point,
-            output_zero_point: self.output_zero_point,
+            input: self.input,
+            output: self.output,
             activation: A::VALUE,
         }
     }
+}
+
+#[cfg(feature = "alloc")]
+impl<
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A: QuantizedActivation,
+    S: Store,
+> super::Weights for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        super::qdense::bytes::write(
+            k,
+            S::matrix(&self.weight)
+                .as_flattened()
+                .as_flattened()
+                .as_flattened(),
+            (
+                S::vector(&self.bias),
+                S::vector(&self.multiplier),
+                S::vector(&self.exponent),
+            ),
+            (self.input, self.output),
+            out,
+        );
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        let mut weight = [[[[0; K]; K]; C]; OC];
+        let r = super::qdense::bytes::read::<OC>(
+            tensor,
+            weight.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
+        );
+        let () = Self::SHAPE;
+        Self {
+            weight: S::matrix_copied(&weight),
+            bias: S::vector_copied(&r.bias),
+            multiplier: S::vector_copied(&r.multiplier),
+            exponent: S::vector_copied(&r.exponent),
+            input: r.input,
+            output: r.output,
+            activation: A::VALUE,
+        }
+    }
+}
+
+/// A baked int8 convolution's weight, other tensors and first problem, decoded from the file
+/// `F` in one pass.
+struct Decoded<F, const C: usize, const OC: usize, const K: usize>(
+    core::marker::PhantomData<fn() -> F>,
+);
+
+impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize> Decoded<F, C, OC, K> {
+    #[allow(clippy::type_complexity)]
+    const PARTS: ([[[[i8; K]; K]; C]; OC], Requantization<OC>, Option<Error>) =
+        match decode::i8_tensor4(F::BYTES, F::FIRST_MODULE, "weight", WEIGHT_RANGE) {
+            Err(e) => ([[[[0; K]; K]; C]; OC], Requantization::ZERO, Some(e)),
+            Ok(weight) => match Requantization::decode(F::BYTES, F::FIRST_MODULE) {
+                Err(e) => (weight, Requantization::ZERO, Some(e)),
+                Ok(r) => (weight, r, None),
+            },
+        };
+}
+
+impl<
+    F: SafetensorsFile,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A: QuantizedActivation,
+> Bake<F> for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Inline>
+{
+    const BAKED: Self = {
+        let () = Self::SHAPE;
+        let (weight, r, _) = Decoded::<F, C, OC, K>::PARTS;
+        Self {
+            weight,
+            bias: r.bias,
+            multiplier: r.multiplier,
+            exponent: r.exponent,
+            input: r.input,
+            output: r.output,
+            activation: A::VALUE,
+        }
+    };
+    const ERROR: Option<Error> = Decoded::<F, C, OC, K>::PARTS.2;
 }
 
 #[cfg(feature = "alloc")]
@@ -298,8 +375,8 @@ mod quantize {
                 bias: Heap::vector_copied(&bias),
                 multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
                 exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
-                input_zero_point: input.zero_point,
-                output_zero_point: output.zero_point,
+                input,
+                output,
                 activation: A::VALUE,
             };
             Ok((net, output, outputs))

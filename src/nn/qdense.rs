@@ -13,10 +13,10 @@
 //! [`Multiplier`]; ReLU is the lower clamp at `z_out` (0 in real terms). Derivation and choices:
 //! `docs/quantization.md`.
 
-use super::{Identity, Inline, Layer, Relu, Sample, Store};
-use crate::format::{Dtype, Message, NetSpec, TensorSpec};
+use super::{Bake, Identity, Inline, Layer, Relu, SafetensorsFile, Sample, Store};
+use crate::format::{Error, Message, NetSpec, decode};
 use crate::kernels;
-use crate::quant::Multiplier;
+use crate::quant::{Multiplier, Quantization};
 
 /// The most products of an `i8` and a weight in `-127..=127` an `i32` accumulator sums without
 /// overflowing, with room for a bias of up to `2^30`: `2^30 / (128 · 127)`.
@@ -47,20 +47,36 @@ impl QuantizedActivation for Relu {
 ///
 /// ```
 /// use constmat::nn::{Identity, Inline, Layer, QDense};
+/// use constmat::quant::{Multiplier, Quantization};
 ///
 /// // Two outputs: the sum and the difference of two inputs (M = 1), zero points 0.
-/// let layer: QDense<2, 2, Identity, Inline> = QDense::new(
-///     [[1, 1], [1, -1]],
-///     [0, 0],
-///     [constmat::quant::Multiplier::from_real(1.0); 2],
-///     0,
-/// );
+/// let q = Quantization { scale: 0.5, zero_point: 0 };
+/// let layer: QDense<2, 2, Identity, Inline> =
+///     QDense::new([[1, 1], [1, -1]], [0, 0], [Multiplier::from_real(1.0); 2], q, q);
 /// let mut out = [0; 2];
 /// layer.forward_one(&[100, 20], &mut out);
 /// assert_eq!(out, [120, 80]);
 /// layer.forward_one(&[127, 127], &mut out);
 /// assert_eq!(out, [127, 0]); // 254 saturates at 127
 /// ```
+///
+/// # Weights file
+///
+/// An int8 layer's tensors, named as the float layer's `nn.Sequential` module `{m}` (so the
+/// int8 file of a net has the float file's names, and more):
+///
+/// | tensor | dtype, shape | values |
+/// | --- | --- | --- |
+/// | `{m}.weight` | `I8 [O, I]` (a convolution's `[OC, C, K, K]`) | `-127..=127` |
+/// | `{m}.bias` | `I32 [O]` | the input's zero point folded in |
+/// | `{m}.multiplier` | `I32 [O]` | `0..=2^31-1` |
+/// | `{m}.exponent` | `I32 [O]` | `-31..=30`, so that the shifts fit |
+/// | `{m}.input_scale`, `{m}.input_zero_point` | `F32 []`, `I8 []` | the input's quantization |
+/// | `{m}.output_scale`, `{m}.output_zero_point` | `F32 []`, `I8 []` | the output's quantization |
+///
+/// The scales are what the integers stand for (PyTorch's quantized modules store theirs as
+/// 0-dimensional tensors too); inference reads none of them, only the zero points. Loading
+/// and baking reject a value outside its range ([`format::Error::OutOfRange`](crate::format::Error::OutOfRange)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QDense<const I: usize, const O: usize, A = Identity, S: Store = Inline> {
     /// `W_q`, `[O][I]`: each row quantized symmetrically with its own scale.
@@ -71,8 +87,13 @@ pub struct QDense<const I: usize, const O: usize, A = Identity, S: Store = Inlin
     pub multiplier: S::Vector<i32, O>,
     /// `M[o]`'s powers of two.
     pub exponent: S::Vector<i32, O>,
-    /// `z_out`: the output's zero point.
-    pub output_zero_point: i8,
+    /// The input's quantization `(s_in, z_in)`. The forward pass does not read it (`z_in` is
+    /// folded into the bias, `s_in` into the multipliers); it says how to quantize the net's
+    /// input when this is its first layer.
+    pub input: Quantization,
+    /// The output's quantization `(s_out, z_out)`: `z_out` is added to every output (and is
+    /// ReLU's floor), `s_out` says what the outputs stand for.
+    pub output: Quantization,
     /// The activation (a zero-sized marker).
     pub activation: A,
 }
@@ -91,13 +112,15 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
     };
 
     /// A layer from its integer parameters: the weight `[O][I]`, the bias with the input's zero
-    /// point folded in, the per-output multipliers, and the output's zero point.
+    /// point folded in, the per-output multipliers, and the quantizations of the input and the
+    /// output.
     #[must_use]
     pub fn new(
         weight: [[i8; I]; O],
         bias: [i32; O],
         multipliers: [Multiplier; O],
-        output_zero_point: i8,
+        input: Quantization,
+        output: Quantization,
     ) -> Self {
         let () = Self::ACCUMULATOR_FITS;
         Self {
@@ -105,7 +128,8 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
             bias: S::vector_copied(&bias),
             multiplier: S::vector_copied(&multipliers.map(|m| m.multiplier)),
             exponent: S::vector_copied(&multipliers.map(|m| m.exponent)),
-            output_zero_point,
+            input,
+            output,
             activation: A::VALUE,
         }
     }
@@ -121,7 +145,7 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
             S::vector(&self.multiplier),
             S::vector(&self.exponent),
         );
-        let zero = self.output_zero_point;
+        let zero = self.output.zero_point;
         let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
         // Σ_i W_q[o][i]·x_q[i] for every output: i8 products summed in i32.
         let mut dots = [0_i32; O];
@@ -137,37 +161,11 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> Layer
     type In = [i8; I];
     type Out = [i8; O];
 
-    /// `Linear(I, O)` then the activation's module, in int8: the weight (`I8`), the bias with
-    /// the input's zero point folded in, and the multipliers' significands and exponents
-    /// (`I32`). (Saving and loading int8 files comes with the int8 weights file.)
+    /// `Linear(I, O)` then the activation's module, in int8: the weight (`I8 [O, I]`, values in
+    /// `-127..=127`), then [the tensors every int8 layer has](crate::nn::QDense#weights-file).
     const SPEC: NetSpec = NetSpec::Layer {
         modules: 1 + A::TORCH_MODULE.is_some() as usize,
-        tensors: &[
-            TensorSpec {
-                module: 0,
-                field: "weight",
-                dtype: Dtype::I8,
-                shape: &[O, I],
-            },
-            TensorSpec {
-                module: 0,
-                field: "bias",
-                dtype: Dtype::I32,
-                shape: &[O],
-            },
-            TensorSpec {
-                module: 0,
-                field: "multiplier",
-                dtype: Dtype::I32,
-                shape: &[O],
-            },
-            TensorSpec {
-                module: 0,
-                field: "exponent",
-                dtype: Dtype::I32,
-                shape: &[O],
-            },
-        ],
+        tensors: &int8_tensors!([O, I], O),
     };
 
     type WithStore<S2: Store> = QDense<I, O, A, S2>;
@@ -187,10 +185,239 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> Layer
             bias: S2::vector_copied(S::vector(&self.bias)),
             multiplier: S2::vector_copied(S::vector(&self.multiplier)),
             exponent: S2::vector_copied(S::vector(&self.exponent)),
-            output_zero_point: self.output_zero_point,
+            input: self.input,
+            output: self.output,
             activation: A::VALUE,
         }
     }
+}
+
+/// The ranges of an int8 layer's integer tensors (see [`QDense`'s weights file](QDense#weights-file)).
+pub(crate) const WEIGHT_RANGE: Option<(i32, i32)> = Some((-127, 127));
+pub(crate) const MULTIPLIER_RANGE: Option<(i32, i32)> = Some((0, i32::MAX));
+pub(crate) const EXPONENT_RANGE: Option<(i32, i32)> = Some((-31, 30));
+
+/// The tensors of an int8 layer whose weight has the shape `$weight` and which has `$n`
+/// outputs (or filters), in the order of its [`SPEC`](Layer::SPEC).
+macro_rules! int8_tensors {
+    ([$($weight:expr),+], $n:expr) => {
+        [
+            $crate::format::TensorSpec {
+                module: 0,
+                field: "weight",
+                dtype: $crate::format::Dtype::I8,
+                shape: &[$($weight),+],
+                range: $crate::nn::qdense::WEIGHT_RANGE,
+            },
+            $crate::nn::qdense::int8_tensor!("bias", I32, [$n], None),
+            $crate::nn::qdense::int8_tensor!("multiplier", I32, [$n], $crate::nn::qdense::MULTIPLIER_RANGE),
+            $crate::nn::qdense::int8_tensor!("exponent", I32, [$n], $crate::nn::qdense::EXPONENT_RANGE),
+            $crate::nn::qdense::int8_tensor!("input_scale", F32, [], None),
+            $crate::nn::qdense::int8_tensor!("input_zero_point", I8, [], None),
+            $crate::nn::qdense::int8_tensor!("output_scale", F32, [], None),
+            $crate::nn::qdense::int8_tensor!("output_zero_point", I8, [], None),
+        ]
+    };
+}
+pub(crate) use int8_tensors;
+
+/// One tensor of [`int8_tensors!`], on the layer's first module.
+macro_rules! int8_tensor {
+    ($field:literal, $dtype:ident, [$($dim:expr),*], $range:expr) => {
+        $crate::format::TensorSpec {
+            module: 0,
+            field: $field,
+            dtype: $crate::format::Dtype::$dtype,
+            shape: &[$($dim),*],
+            range: $range,
+        }
+    };
+}
+pub(crate) use int8_tensor;
+
+/// What an int8 layer has besides its weight, for `N` outputs: tensors 1 to 7 of
+/// [`int8_tensors!`].
+#[derive(Clone, Copy)]
+pub(crate) struct Requantization<const N: usize> {
+    pub(crate) bias: [i32; N],
+    pub(crate) multiplier: [i32; N],
+    pub(crate) exponent: [i32; N],
+    pub(crate) input: Quantization,
+    pub(crate) output: Quantization,
+}
+
+impl<const N: usize> Requantization<N> {
+    /// All zeros, scales 0: what a layer that could not be baked holds (its error says why).
+    pub(crate) const ZERO: Self = Self {
+        bias: [0; N],
+        multiplier: [0; N],
+        exponent: [0; N],
+        input: Quantization {
+            scale: 0.0,
+            zero_point: 0,
+        },
+        output: Quantization {
+            scale: 0.0,
+            zero_point: 0,
+        },
+    };
+
+    /// Tensors 1 to 7 read from the file `bytes` at compile time, for the layer at `module`.
+    pub(crate) const fn decode(bytes: &[u8], module: usize) -> Result<Self, Error> {
+        macro_rules! tri {
+            ($e:expr) => {
+                match $e {
+                    Ok(value) => value,
+                    Err(e) => return Err(e),
+                }
+            };
+        }
+        Ok(Self {
+            bias: tri!(decode::i32_vector(bytes, module, "bias", None)),
+            multiplier: tri!(decode::i32_vector(bytes, module, "multiplier", MULTIPLIER_RANGE)),
+            exponent: tri!(decode::i32_vector(bytes, module, "exponent", EXPONENT_RANGE)),
+            input: Quantization {
+                scale: tri!(decode::f32_scalar(bytes, module, "input_scale")),
+                zero_point: tri!(decode::i8_scalar(bytes, module, "input_zero_point")),
+            },
+            output: Quantization {
+                scale: tri!(decode::f32_scalar(bytes, module, "output_scale")),
+                zero_point: tri!(decode::i8_scalar(bytes, module, "output_zero_point")),
+            },
+        })
+    }
+}
+
+/// Writing and reading int8 layers' tensors as a file's bytes.
+#[cfg(feature = "alloc")]
+pub(crate) mod bytes {
+    use alloc::vec::Vec;
+
+    use crate::quant::Quantization;
+
+    /// Appends tensor `k` (0 the weight, then as [`int8_tensors!`](super::int8_tensors)) of an
+    /// int8 layer.
+    pub(crate) fn write(
+        k: usize,
+        weight: &[i8],
+        (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
+        (input, output): (Quantization, Quantization),
+        out: &mut Vec<u8>,
+    ) {
+        let words = |values: &[i32], out: &mut Vec<u8>| {
+            for v in values {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        };
+        match k {
+            0 => out.extend(weight.iter().map(|&w| w as u8)),
+            1 => words(bias, out),
+            2 => words(multiplier, out),
+            3 => words(exponent, out),
+            4 => out.extend_from_slice(&input.scale.to_le_bytes()),
+            5 => out.push(input.zero_point as u8),
+            6 => out.extend_from_slice(&output.scale.to_le_bytes()),
+            7 => out.push(output.zero_point as u8),
+            _ => panic!("an int8 layer has 8 tensors; asked for tensor {k}"),
+        }
+    }
+
+    /// Fills `weight` from tensor 0 and returns tensors 1 to 7.
+    pub(crate) fn read<'a, const N: usize>(
+        tensor: &mut dyn FnMut(usize) -> &'a [u8],
+        weight: &mut [i8],
+    ) -> super::Requantization<N> {
+        let bytes = tensor(0);
+        assert!(bytes.len() >= weight.len(), "an int8 weight of {} bytes", weight.len());
+        for (w, &b) in weight.iter_mut().zip(bytes) {
+            *w = b as i8;
+        }
+        let mut words = |k: usize| -> [i32; N] {
+            let bytes = tensor(k);
+            core::array::from_fn(|i| {
+                i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+            })
+        };
+        let (bias, multiplier, exponent) = (words(1), words(2), words(3));
+        let mut quantization = |k: usize| Quantization {
+            scale: f32::from_le_bytes(tensor(k)[..4].try_into().expect("4 bytes")),
+            zero_point: tensor(k + 1)[0] as i8,
+        };
+        let (input, output) = (quantization(4), quantization(6));
+        super::Requantization {
+            bias,
+            multiplier,
+            exponent,
+            input,
+            output,
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> super::Weights
+    for QDense<I, O, A, S>
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        bytes::write(
+            k,
+            S::matrix(&self.weight).as_flattened(),
+            (
+                S::vector(&self.bias),
+                S::vector(&self.multiplier),
+                S::vector(&self.exponent),
+            ),
+            (self.input, self.output),
+            out,
+        );
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        let mut weight = [[0; I]; O];
+        let r = bytes::read::<O>(tensor, weight.as_flattened_mut());
+        Self {
+            weight: S::matrix_copied(&weight),
+            bias: S::vector_copied(&r.bias),
+            multiplier: S::vector_copied(&r.multiplier),
+            exponent: S::vector_copied(&r.exponent),
+            input: r.input,
+            output: r.output,
+            activation: A::VALUE,
+        }
+    }
+}
+
+/// A baked int8 dense layer's weight, other tensors and first problem, decoded from the file
+/// `F` in one pass.
+struct Decoded<F, const I: usize, const O: usize>(core::marker::PhantomData<fn() -> F>);
+
+impl<F: SafetensorsFile, const I: usize, const O: usize> Decoded<F, I, O> {
+    const PARTS: ([[i8; I]; O], Requantization<O>, Option<Error>) =
+        match decode::i8_matrix(F::BYTES, F::FIRST_MODULE, "weight", WEIGHT_RANGE) {
+            Err(e) => ([[0; I]; O], Requantization::ZERO, Some(e)),
+            Ok(weight) => match Requantization::decode(F::BYTES, F::FIRST_MODULE) {
+                Err(e) => (weight, Requantization::ZERO, Some(e)),
+                Ok(r) => (weight, r, None),
+            },
+        };
+}
+
+impl<F: SafetensorsFile, const I: usize, const O: usize, A: QuantizedActivation> Bake<F>
+    for QDense<I, O, A, Inline>
+{
+    const BAKED: Self = {
+        let (weight, r, _) = Decoded::<F, I, O>::PARTS;
+        Self {
+            weight,
+            bias: r.bias,
+            multiplier: r.multiplier,
+            exponent: r.exponent,
+            input: r.input,
+            output: r.output,
+            activation: A::VALUE,
+        }
+    };
+    const ERROR: Option<Error> = Decoded::<F, I, O>::PARTS.2;
 }
 
 impl Sample for i8 {
@@ -247,7 +474,8 @@ mod quantize {
                 bias: Heap::vector_copied(&bias),
                 multiplier: Heap::vector_copied(&multipliers.map(|m| m.multiplier)),
                 exponent: Heap::vector_copied(&multipliers.map(|m| m.exponent)),
-                output_zero_point: output.zero_point,
+                input,
+                output,
                 activation: A::VALUE,
             };
             Ok((net, output, outputs))

@@ -9,8 +9,8 @@ use constmat::Matrix;
 use constmat::data::mnist::{self, Mnist};
 use constmat::io::safetensors as st;
 use constmat::nn::{
-    Dense, Identity, Inline, Layer, QConv2d, QDense, QuantizeError, RandomInit, Relu, Train,
-    argmax, quantize,
+    Dense, Identity, Inline, Layer, QConv2d, QDense, Quantize, QuantizeError, RandomInit, Relu,
+    Train, argmax, quantize,
 };
 use constmat::quant::{Multiplier, Quantization};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -234,6 +234,12 @@ fn the_shipped_mlp_in_int8_is_within_0_3_points_of_its_float_accuracy() {
     let calibration: Vec<[f32; mnist::PIXELS]> =
         data.train.images()[..500].iter().map(scale).collect();
     let int8 = quantize(&net, &calibration).expect("the shipped model quantizes");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10-int8.safetensors");
+    let shipped: <MnistMlp as Quantize>::Quantized = st::load(file).expect("the int8 MLP loads");
+    assert!(
+        shipped == int8.net,
+        "models/mnist-784-128-64-10-int8.safetensors is what `--example quantize` writes"
+    );
     let test = &data.test;
     let (mut float_correct, mut int8_correct) = (0, 0);
     let mut ws = Train::<f32, 1>::workspace(&net);
@@ -419,6 +425,12 @@ fn the_shipped_cnn_in_int8_is_within_0_3_points_of_its_float_accuracy() {
     };
     let calibration: Vec<_> = data.train.images()[..500].iter().map(image).collect();
     let int8 = quantize(&net, &calibration).expect("the shipped CNN quantizes");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-cnn-lenet5-int8.safetensors");
+    let shipped: <Cnn as Quantize>::Quantized = st::load(file).expect("the int8 CNN loads");
+    assert!(
+        shipped == int8.net,
+        "models/mnist-cnn-lenet5-int8.safetensors is what `--example quantize` writes"
+    );
     let test = &data.test;
     // The whole test set in optimized builds (`.ci/run` runs this file with `--release`); the
     // first 1,000 images in debug builds, where the int8 convolutions' plain loops take two
@@ -563,4 +575,134 @@ fn the_quantization_guide_keeps_its_tested_example() {
         .expect("docs/quantization.md has a ```rust block");
     assert!(example.contains("quantize(&net, &calibration)"));
     assert!(example.contains("to_store::<Inline>()"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The int8 weights file.
+// ---------------------------------------------------------------------------------------------
+
+type SmallCnn = constmat::net![
+    Input<f32, 1, 8, 8>,
+    Conv2d<1, 2, 3, 1, 1, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<32, 3>,
+];
+
+/// The names, dtypes and shapes in a file's header, sorted by name.
+fn header_of(bytes: &[u8]) -> Vec<(String, String, Vec<usize>)> {
+    let file = ::safetensors::SafeTensors::deserialize(bytes).expect("the reference crate reads it");
+    let mut tensors: Vec<_> = file
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| (name, format!("{:?}", view.dtype()), view.shape().to_vec()))
+        .collect();
+    tensors.sort();
+    tensors
+}
+
+#[test]
+fn int8_files_hold_the_net_exactly() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let mlp = quantize(&Mlp::random(&mut rng), &samples(&mut rng, 200)).unwrap();
+    let bytes = st::to_bytes(&mlp.net, &[]);
+    assert_eq!(st::to_bytes(&mlp.net, &[]), bytes, "the same net, the same bytes");
+    let back: <Mlp as Quantize>::Quantized = st::from_bytes(&bytes).unwrap();
+    assert!(back == mlp.net);
+    // The first layer's input quantization is the net's.
+    assert_eq!(back.first.input, mlp.input);
+    assert_eq!(back.rest.rest.output, mlp.output);
+    let layer: Vec<_> = header_of(&bytes).into_iter().filter(|(n, _, _)| n.starts_with("2.")).collect();
+    let want = [
+        ("2.bias", "I32", vec![8]),
+        ("2.exponent", "I32", vec![8]),
+        ("2.input_scale", "F32", vec![]),
+        ("2.input_zero_point", "I8", vec![]),
+        ("2.multiplier", "I32", vec![8]),
+        ("2.output_scale", "F32", vec![]),
+        ("2.output_zero_point", "I8", vec![]),
+        ("2.weight", "I8", vec![8, 16]),
+    ]
+    .map(|(n, d, s)| (n.to_string(), d.to_string(), s));
+    assert_eq!(layer, want);
+    // Inline storage writes the same file.
+    assert_eq!(st::to_bytes(&mlp.net.to_store::<Inline>(), &[]), bytes);
+
+    let images: Vec<[[[f32; 8]; 8]; 1]> = (0..200)
+        .map(|_| [std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(0.0..1.0)))])
+        .collect();
+    let cnn = quantize(&SmallCnn::random(&mut rng), &images).unwrap();
+    let bytes = st::to_bytes(&cnn.net, &[]);
+    let back: <SmallCnn as Quantize>::Quantized = st::from_bytes(&bytes).unwrap();
+    assert!(back == cnn.net);
+    let names: Vec<String> = header_of(&bytes).into_iter().map(|(n, _, _)| n).collect();
+    // Conv2d 0, ReLU 1, MaxPool2d 2, Flatten 3, Linear 4: PyTorch's numbering, 8 tensors each.
+    assert_eq!(names.len(), 16);
+    assert!(names.contains(&"0.weight".to_string()) && names.contains(&"4.output_zero_point".to_string()));
+    let mut out = [0_i8; 3];
+    back.forward_one(&images[0].map(|c| c.map(|r| r.map(|v| cnn.input.quantize(v)))), &mut out);
+    assert_eq!(out, cnn.forward_float(&images[0]));
+}
+
+#[test]
+fn int8_values_outside_their_ranges_are_refused() {
+    type One = QDense<4, 2>;
+    let q = zero_at(0);
+    let good = One::new([[1; 4]; 2], [0; 2], [Multiplier::from_real(0.5); 2], q, q);
+    let mut cases: Vec<(One, &str)> = Vec::new();
+    let mut layer = good.clone();
+    layer.weight[1][2] = -128;
+    cases.push((layer, "tensor 0.weight: element 6 is -128, outside -127..=127"));
+    let mut layer = good.clone();
+    layer.exponent[1] = 31;
+    cases.push((layer, "tensor 0.exponent: element 1 is 31, outside -31..=30"));
+    let mut layer = good.clone();
+    layer.exponent[0] = i32::MIN;
+    cases.push((layer, "tensor 0.exponent: element 0 is -2147483648, outside -31..=30"));
+    let mut layer = good.clone();
+    layer.multiplier[0] = -5;
+    cases.push((layer, "tensor 0.multiplier: element 0 is -5, outside 0..=2147483647"));
+    let mut layer = good.clone();
+    layer.output.scale = f32::NAN;
+    cases.push((layer, "tensor 0.output_scale: element 0 is not a finite number"));
+    for (layer, message) in cases {
+        let bytes = st::to_bytes(&layer, &[]);
+        let mut net = good.clone();
+        let err = st::load_into(&mut net, &bytes).unwrap_err();
+        assert_eq!(err.to_string(), message);
+        assert!(net == good, "a failed load leaves the net as it was");
+        let kind = err.format_error().map(|e| e.kind());
+        let want = if message.contains("finite") {
+            constmat::format::ErrorKind::NonFinite
+        } else {
+            constmat::format::ErrorKind::OutOfRange
+        };
+        assert_eq!(kind, Some(want), "{message}");
+    }
+    assert!(st::from_bytes::<One>(&st::to_bytes(&good, &[])).is_ok());
+}
+
+type Int8Mlp = <MnistMlp as Quantize>::Quantized;
+type Int8Cnn = <Cnn as Quantize>::Quantized;
+
+static BAKED_MLP: constmat::embed::Baked<Int8Mlp> =
+    constmat::include_net!("../models/mnist-784-128-64-10-int8.safetensors");
+static BAKED_CNN: constmat::embed::Baked<Int8Cnn> =
+    constmat::include_net!("../models/mnist-cnn-lenet5-int8.safetensors");
+
+#[test]
+fn baked_int8_nets_are_the_files_numbers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mlp: Int8Mlp = st::load(root.join("models/mnist-784-128-64-10-int8.safetensors")).unwrap();
+    assert!(mlp.to_store::<Inline>() == BAKED_MLP);
+    let cnn: Int8Cnn = st::load(root.join("models/mnist-cnn-lenet5-int8.safetensors")).unwrap();
+    // Compared layer by layer: the whole inline CNN is too large for a debug build's stack.
+    let inline = Box::new(cnn.to_store::<Inline>());
+    assert!(inline.first == BAKED_CNN.first);
+    assert!(*inline == BAKED_CNN);
+    // A baked int8 net runs: the input quantization is the first layer's.
+    let input = BAKED_MLP.first.input;
+    assert!(input.scale > 0.0);
+    let mut out = [0_i8; 10];
+    BAKED_MLP.forward_one(&[input.quantize(0.0); 784], &mut out);
 }

@@ -1,21 +1,24 @@
-//! Quantizes the two shipped MNIST nets to int8 and compares them with their f32 originals.
+//! Quantizes the two shipped MNIST nets to int8, writes the int8 files, and compares them with
+//! their f32 originals.
 //!
 //! ```text
-//! cargo run --release --example quantize [-- --data DIR --calibration 500]
+//! cargo run --release --example quantize [-- --data DIR --calibration 500 --out models]
 //! ```
 //!
 //! The data is found (or downloaded) as `mnist_static` finds it. Each net (the MLP
 //! `models/mnist-784-128-64-10.safetensors` and the LeNet-5 `models/mnist-cnn-lenet5.safetensors`)
-//! is quantized with `nn::quantize`, calibrated on the first training images, and both forms are
-//! measured on the 10,000 test images. The last lines, one per net, are meant for scripts:
+//! is quantized with `nn::quantize`, calibrated on the first training images, written next to
+//! its original with `-int8` in its name (`--out` picks another directory; it is checked before
+//! any work), read back and compared, and both forms are measured on the 10,000 test images. The
+//! last lines, one per net, are meant for scripts:
 //!
 //! ```text
 //! mlp: f32 98.10%, int8 98.16%, 427 KiB -> 109 KiB, 3.1 µs -> 1.6 µs
 //! cnn: f32 99.42%, int8 99.42%, 241 KiB -> 63 KiB, 14.5 µs -> 240 µs
 //! ```
 //!
-//! (accuracy, the parameters' read-only memory baked, one prediction's time). Writing the int8
-//! nets to files comes with the int8 weights file (`docs/quantization.md`).
+//! (accuracy, the parameters' read-only memory baked, one prediction's time). The files' layout:
+//! `docs/quantization.md`, "The int8 weights file".
 
 #[path = "../mnist_common/mod.rs"]
 #[allow(dead_code)] // the training session is not used here
@@ -57,17 +60,20 @@ Usage: cargo run --release --example quantize [-- OPTIONS]
 Options:
   --data DIR          where the MNIST files are (else $MNIST_DIR, data/mnist, or downloaded)
   --calibration N     training images the activations' ranges are measured on (default 500)
+  --out DIR           where the int8 files are written (default: models/, next to the f32 files)
   -h, --help          this text
 
 Exit codes:
-  0  quantized and measured both nets
-  1  failed while running: the data, a model file, or a net that cannot be quantized
+  0  quantized, wrote and measured both nets
+  1  failed while running: the data, a model file, an output file, or a net that cannot be
+     quantized
   2  a bad command line (nothing was run)
 ";
 
 struct Options {
     data: Option<PathBuf>,
     calibration: usize,
+    out: PathBuf,
 }
 
 /// The options, `None` for `--help`.
@@ -75,6 +81,7 @@ fn parse_args() -> Result<Option<Options>, String> {
     let mut options = Options {
         data: None,
         calibration: 500,
+        out: model(""),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -82,6 +89,7 @@ fn parse_args() -> Result<Option<Options>, String> {
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
             "--data" => options.data = Some(PathBuf::from(value("--data")?)),
+            "--out" => options.out = PathBuf::from(value("--out")?),
             "--calibration" => {
                 let text = value("--calibration")?;
                 options.calibration = match text.parse() {
@@ -143,7 +151,38 @@ fn model(file: &str) -> PathBuf {
         .join(file)
 }
 
-fn mlp(data: &Mnist, calibration: usize) -> Result<String, String> {
+/// Writes `net` to `dir/file` with metadata saying how it was made, reads it back, and checks
+/// that the file holds exactly `net`.
+fn write_int8<Q: constmat::nn::Weights + PartialEq>(
+    net: &Q,
+    dir: &Path,
+    file: &str,
+    (source, calibration): (&str, usize),
+) -> Result<(), String> {
+    let path = dir.join(file);
+    let calibrated = format!("the first {calibration} MNIST training images, pixels scaled to [0, 1]");
+    let command = format!(
+        "cargo run --release --example quantize -- --calibration {calibration}"
+    );
+    st::save(
+        net,
+        &path,
+        &[
+            ("quantized_from", source),
+            ("calibration", &calibrated),
+            ("made_by", &command),
+        ],
+    )
+    .map_err(|e| e.to_string())?;
+    let back: Q = st::load(&path).map_err(|e| e.to_string())?;
+    if back != *net {
+        return Err(format!("{}: the file read back differs from the net", path.display()));
+    }
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+fn mlp(data: &Mnist, calibration: usize, out: &Path) -> Result<String, String> {
     let path = model("mnist-784-128-64-10.safetensors");
     let net: Mlp = st::load(&path).map_err(|e| e.to_string())?;
     let samples: Vec<[f32; PIXELS]> = data.train.images()[..calibration]
@@ -151,6 +190,12 @@ fn mlp(data: &Mnist, calibration: usize) -> Result<String, String> {
         .map(scaled)
         .collect();
     let int8 = quantize(&net, &samples).map_err(|e| format!("the MLP: {e}"))?;
+    write_int8(
+        &int8.net,
+        out,
+        "mnist-784-128-64-10-int8.safetensors",
+        ("mnist-784-128-64-10.safetensors", calibration),
+    )?;
     let baked = Box::new(int8.net.to_store::<Inline>());
     let test: &Split = &data.test;
     let mut ws = Train::<f32, 1>::workspace(&net);
@@ -179,7 +224,7 @@ fn mlp(data: &Mnist, calibration: usize) -> Result<String, String> {
     ))
 }
 
-fn cnn(data: &Mnist, calibration: usize) -> Result<String, String> {
+fn cnn(data: &Mnist, calibration: usize, out: &Path) -> Result<String, String> {
     const BATCH: usize = 100;
     let path = model("mnist-cnn-lenet5.safetensors");
     let net: LeNet = st::load(&path).map_err(|e| e.to_string())?;
@@ -188,6 +233,12 @@ fn cnn(data: &Mnist, calibration: usize) -> Result<String, String> {
         .map(image)
         .collect();
     let int8 = quantize(&net, &samples).map_err(|e| format!("the CNN: {e}"))?;
+    write_int8(
+        &int8.net,
+        out,
+        "mnist-cnn-lenet5-int8.safetensors",
+        ("mnist-cnn-lenet5.safetensors", calibration),
+    )?;
     let baked = Box::new(int8.net.to_store::<Inline>());
     let test: &Split = &data.test;
     let mut ws = Train::<f32, BATCH>::workspace(&net);
@@ -236,6 +287,12 @@ fn main() -> ExitCode {
         }
     };
     let run = || -> Result<(), String> {
+        // The output directory is checked before the work: a file that cannot be written is
+        // found now, not after quantizing.
+        let probe = options.out.join(".quantize-write-check");
+        std::fs::write(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| format!("cannot write to --out {}: {e}", options.out.display()))?;
         let dir = common::fetch::mnist_dir(options.data.as_deref()).map_err(|e| e.to_string())?;
         let data = Mnist::load(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         println!(
@@ -244,8 +301,8 @@ fn main() -> ExitCode {
             options.calibration
         );
         let lines = [
-            mlp(&data, options.calibration)?,
-            cnn(&data, options.calibration)?,
+            mlp(&data, options.calibration, &options.out)?,
+            cnn(&data, options.calibration, &options.out)?,
         ];
         for line in lines {
             println!("{line}");

@@ -1,6 +1,6 @@
 //! A `#![no_std]` library without `alloc` that classifies handwritten digits with the MNIST
-//! models shipped in `models/` (the MLP and the convolutional net), baked into the library at
-//! compile time.
+//! models shipped in `models/` (the MLP and the convolutional net, each in f32 and in int8),
+//! baked into the library at compile time.
 //!
 //! Nothing here allocates, reads a file or needs an operating system: the weights are a
 //! `static` in read-only memory, decoded by the compiler from the safetensors file, and a
@@ -10,7 +10,8 @@
 #![no_std]
 
 use constmat::embed::Baked;
-use constmat::nn::{Dense, Predict, Relu};
+use constmat::nn::{Dense, Flatten, Layer, MaxPool2d, Predict, QConv2d, QDense, Relu, argmax};
+use constmat::quant::Quantization;
 
 /// The shipped model's type, as it was trained: 28x28 pixels in [0, 1] -> logits of the digits
 /// 0-9. Its layers' default storage is the heap, which this crate does not have: the type can
@@ -70,6 +71,74 @@ pub fn probabilities(pixels: &[u8; 784]) -> [f32; 10] {
     NET.predict_proba(&input(pixels))
 }
 
+/// The shipped MLP in int8 (`cargo run --release --example quantize` writes its file):
+/// `i8` pixels in, `i8` logits out, integers only in between.
+pub type Int8Mnist = constmat::net![QDense<784, 128, Relu>, QDense<128, 64, Relu>, QDense<64, 10>];
+
+/// The int8 MLP, decoded at compile time.
+pub static INT8: Baked<Int8Mnist> =
+    constmat::include_net!("../../../models/mnist-784-128-64-10-int8.safetensors");
+
+/// LeNet-5 in int8, its image sizes written out (`net!`'s image form computes them for float
+/// nets; here each is checked against the layer before by a `const` assertion).
+pub type Int8Cnn = constmat::net![
+    QConv2d<1, 6, 5, 1, 2, 28, 28, 28, 28, Relu>,
+    MaxPool2d<i8, 6, 2, 2, 28, 28, 14, 14>,
+    QConv2d<6, 16, 5, 1, 0, 14, 14, 10, 10, Relu>,
+    MaxPool2d<i8, 16, 2, 2, 10, 10, 5, 5>,
+    Flatten<i8, 16, 5, 5, 400>,
+    QDense<400, 120, Relu>,
+    QDense<120, 84, Relu>,
+    QDense<84, 10>,
+];
+
+/// The int8 LeNet-5, decoded at compile time.
+pub static INT8_CNN: Baked<Int8Cnn> =
+    constmat::include_net!("../../../models/mnist-cnn-lenet5-int8.safetensors");
+
+/// What each pixel value 0-255 (the real `p / 255`) quantizes to, with the input quantization
+/// of a net's first layer: computed by the compiler, so that classifying needs no float.
+#[must_use]
+pub const fn pixel_table(input: Quantization) -> [i8; 256] {
+    let mut table = [0; 256];
+    let mut p = 0;
+    while p < 256 {
+        // As `Quantization::quantize`: the real value over the scale in f64, rounded half away
+        // from zero (the value is not negative), plus the zero point, clamped.
+        let steps = (p as f32 / 255.0) as f64 / input.scale as f64;
+        let q = (steps + 0.5) as i64 + input.zero_point as i64;
+        table[p] = if q > 127 { 127 } else { q as i8 };
+        p += 1;
+    }
+    table
+}
+
+/// Pixels to the int8 MLP's input.
+static PIXELS_INT8: [i8; 256] = pixel_table(INT8.first.input);
+
+/// Pixels to the int8 CNN's input.
+static PIXELS_INT8_CNN: [i8; 256] = pixel_table(INT8_CNN.first.input);
+
+/// The digit shown in a 28x28 grayscale image, by the int8 MLP: no floating point at all.
+#[must_use]
+pub fn classify_int8(pixels: &[u8; 784]) -> u8 {
+    let x: [i8; 784] = core::array::from_fn(|i| PIXELS_INT8[usize::from(pixels[i])]);
+    let mut logits = [0; 10];
+    INT8.forward_one(&x, &mut logits);
+    argmax(&logits) as u8
+}
+
+/// The digit shown in a 28x28 grayscale image, by the int8 CNN: no floating point at all.
+#[must_use]
+pub fn classify_int8_cnn(pixels: &[u8; 784]) -> u8 {
+    let image: [[[i8; 28]; 28]; 1] = [core::array::from_fn(|r| {
+        core::array::from_fn(|c| PIXELS_INT8_CNN[usize::from(pixels[r * 28 + c])])
+    })];
+    let mut logits = [0; 10];
+    INT8_CNN.forward_one(&image, &mut logits);
+    argmax(&logits) as u8
+}
+
 #[cfg(test)]
 mod tests {
     // The tests run on the host, with std.
@@ -81,7 +150,7 @@ mod tests {
     use constmat::Matrix;
     use constmat::data::{idx, mnist};
     use constmat::io::safetensors;
-    use constmat::nn::{Train, argmax};
+    use constmat::nn::{Layer, Train, argmax};
 
     use super::{Cnn, Mnist};
 
@@ -186,5 +255,54 @@ mod tests {
             correct.abs_diff(9942) <= 3 && correct >= 9920,
             "{correct} correct"
         );
+    }
+
+    /// The compile-time pixel tables are `Quantization::quantize` of `p / 255`, exactly.
+    #[test]
+    fn the_pixel_tables_quantize_as_the_library_does() {
+        for net_input in [super::INT8.first.input, super::INT8_CNN.first.input] {
+            let table = super::pixel_table(net_input);
+            for p in 0..=255_u8 {
+                assert_eq!(table[usize::from(p)], net_input.quantize(f32::from(p) / 255.0), "pixel {p}");
+            }
+        }
+    }
+
+    /// Every MNIST test image through both int8 nets: the classes of the integer-only baked nets
+    /// are those of the int8 nets loaded at run time from the same files, and as accurate as
+    /// `cargo run --release --example quantize` reports (98.16% and 99.42%).
+    #[test]
+    fn the_int8_nets_classify_the_mnist_test_set_as_their_files_say() {
+        type HeapInt8 = constmat::net![
+            constmat::nn::QDense<784, 128, constmat::nn::Relu, constmat::nn::Heap>,
+            constmat::nn::QDense<128, 64, constmat::nn::Relu, constmat::nn::Heap>,
+            constmat::nn::QDense<64, 10, constmat::nn::Identity, constmat::nn::Heap>,
+        ];
+        let Some(dir) = std::env::var_os("MNIST_DIR").filter(|d| !d.is_empty()) else {
+            println!("skipping: MNIST_DIR is not set");
+            return;
+        };
+        let [_, _, images, labels] = mnist::Mnist::locate(&dir).unwrap();
+        let test = mnist::Split::new(
+            idx::read_images_from_path(images).unwrap(),
+            idx::read_labels_from_path(labels).unwrap(),
+        )
+        .unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+        let heap: HeapInt8 =
+            safetensors::load(root.join("mnist-784-128-64-10-int8.safetensors")).unwrap();
+        let input = heap.first.input;
+        let (mut mlp, mut cnn) = (0, 0);
+        for (index, (pixels, &label)) in test.images().iter().zip(test.labels()).enumerate() {
+            let x = pixels.map(|p| input.quantize(f32::from(p) / 255.0));
+            let mut logits = [0; 10];
+            heap.forward_one(&x, &mut logits);
+            let class = super::classify_int8(pixels);
+            assert_eq!(usize::from(class), argmax(&logits), "test image {index}");
+            mlp += usize::from(class == label);
+            cnn += usize::from(super::classify_int8_cnn(pixels) == label);
+        }
+        println!("int8 MLP {mlp} / 10000, int8 CNN {cnn} / 10000");
+        assert_eq!((mlp, cnn), (9816, 9942));
     }
 }

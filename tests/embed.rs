@@ -531,6 +531,30 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         assert_eq!(loaded.is_err(), case.verdict.is_some(), "{}", case.name);
         expected.push((case.name.to_string(), loaded.err().map(|e| e.to_string())));
     }
+    // An int8 file holding an exponent no shift can take: the same range rule both ways.
+    let int8 = {
+        let q = constmat::quant::Quantization {
+            scale: 0.1,
+            zero_point: 0,
+        };
+        let multiplier = constmat::quant::Multiplier::from_real(0.5);
+        let mut layer = nn::QDense::<4, 2>::new([[1; 4]; 2], [0; 2], [multiplier; 2], q, q);
+        layer.exponent[1] = 40;
+        st::to_bytes(&layer, &[])
+    };
+    std::fs::write(krate.join("INT8_EXPONENT.safetensors"), &int8).unwrap();
+    main.push_str(
+        "#[cfg(not(any(let_only, bake_only)))]\npub static INT8_EXPONENT: Baked<constmat::nn::QDense<4, 2>> = \
+         constmat::include_net!(\"../INT8_EXPONENT.safetensors\");\n\n",
+    );
+    let message = st::from_bytes::<nn::QDense<4, 2>>(&int8)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "tensor 0.exponent: element 1 is 40, outside -31..=30"
+    );
+    expected.push(("INT8_EXPONENT".to_string(), Some(message)));
     for (name, ty, file, message) in TYPE_CASES {
         writeln!(
             main,

@@ -62,8 +62,20 @@ fn a_quantized_dense_layer_computes_its_definition() {
     let (mut saturated_high, mut saturated_low, mut floored) = (0, 0, 0);
     for _ in 0..50 {
         let (weight, bias, multipliers, zero) = random_layer::<37, 9>(&mut rng);
-        let identity = QDense::<37, 9, Identity, Inline>::new(weight, bias, multipliers, zero_at(0), zero_at(zero));
-        let relu = QDense::<37, 9, Relu, Inline>::new(weight, bias, multipliers, zero_at(0), zero_at(zero));
+        let identity = QDense::<37, 9, Identity, Inline>::new(
+            weight,
+            bias,
+            multipliers,
+            zero_at(0),
+            zero_at(zero),
+        );
+        let relu = QDense::<37, 9, Relu, Inline>::new(
+            weight,
+            bias,
+            multipliers,
+            zero_at(0),
+            zero_at(zero),
+        );
         let x: [[i8; 37]; 4] =
             std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)));
         let (mut y, mut y_relu) = ([[0_i8; 9]; 4], [[0_i8; 9]; 4]);
@@ -234,7 +246,8 @@ fn the_shipped_mlp_in_int8_is_within_0_3_points_of_its_float_accuracy() {
     let calibration: Vec<[f32; mnist::PIXELS]> =
         data.train.images()[..500].iter().map(scale).collect();
     let int8 = quantize(&net, &calibration).expect("the shipped model quantizes");
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10-int8.safetensors");
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-784-128-64-10-int8.safetensors");
     let shipped: <MnistMlp as Quantize>::Quantized = st::load(file).expect("the int8 MLP loads");
     assert!(
         shipped == int8.net,
@@ -425,7 +438,8 @@ fn the_shipped_cnn_in_int8_is_within_0_3_points_of_its_float_accuracy() {
     };
     let calibration: Vec<_> = data.train.images()[..500].iter().map(image).collect();
     let int8 = quantize(&net, &calibration).expect("the shipped CNN quantizes");
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-cnn-lenet5-int8.safetensors");
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("models/mnist-cnn-lenet5-int8.safetensors");
     let shipped: <Cnn as Quantize>::Quantized = st::load(file).expect("the int8 CNN loads");
     assert!(
         shipped == int8.net,
@@ -591,7 +605,8 @@ type SmallCnn = constmat::net![
 
 /// The names, dtypes and shapes in a file's header, sorted by name.
 fn header_of(bytes: &[u8]) -> Vec<(String, String, Vec<usize>)> {
-    let file = ::safetensors::SafeTensors::deserialize(bytes).expect("the reference crate reads it");
+    let file =
+        ::safetensors::SafeTensors::deserialize(bytes).expect("the reference crate reads it");
     let mut tensors: Vec<_> = file
         .tensors()
         .into_iter()
@@ -606,13 +621,20 @@ fn int8_files_hold_the_net_exactly() {
     let mut rng = StdRng::seed_from_u64(21);
     let mlp = quantize(&Mlp::random(&mut rng), &samples(&mut rng, 200)).unwrap();
     let bytes = st::to_bytes(&mlp.net, &[]);
-    assert_eq!(st::to_bytes(&mlp.net, &[]), bytes, "the same net, the same bytes");
+    assert_eq!(
+        st::to_bytes(&mlp.net, &[]),
+        bytes,
+        "the same net, the same bytes"
+    );
     let back: <Mlp as Quantize>::Quantized = st::from_bytes(&bytes).unwrap();
     assert!(back == mlp.net);
     // The first layer's input quantization is the net's.
     assert_eq!(back.first.input, mlp.input);
     assert_eq!(back.rest.rest.output, mlp.output);
-    let layer: Vec<_> = header_of(&bytes).into_iter().filter(|(n, _, _)| n.starts_with("2.")).collect();
+    let layer: Vec<_> = header_of(&bytes)
+        .into_iter()
+        .filter(|(n, _, _)| n.starts_with("2."))
+        .collect();
     let want = [
         ("2.bias", "I32", vec![8]),
         ("2.exponent", "I32", vec![8]),
@@ -629,7 +651,11 @@ fn int8_files_hold_the_net_exactly() {
     assert_eq!(st::to_bytes(&mlp.net.to_store::<Inline>(), &[]), bytes);
 
     let images: Vec<[[[f32; 8]; 8]; 1]> = (0..200)
-        .map(|_| [std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(0.0..1.0)))])
+        .map(|_| {
+            [std::array::from_fn(|_| {
+                std::array::from_fn(|_| rng.random_range(0.0..1.0))
+            })]
+        })
         .collect();
     let cnn = quantize(&SmallCnn::random(&mut rng), &images).unwrap();
     let bytes = st::to_bytes(&cnn.net, &[]);
@@ -638,9 +664,15 @@ fn int8_files_hold_the_net_exactly() {
     let names: Vec<String> = header_of(&bytes).into_iter().map(|(n, _, _)| n).collect();
     // Conv2d 0, ReLU 1, MaxPool2d 2, Flatten 3, Linear 4: PyTorch's numbering, 8 tensors each.
     assert_eq!(names.len(), 16);
-    assert!(names.contains(&"0.weight".to_string()) && names.contains(&"4.output_zero_point".to_string()));
+    assert!(
+        names.contains(&"0.weight".to_string())
+            && names.contains(&"4.output_zero_point".to_string())
+    );
     let mut out = [0_i8; 3];
-    back.forward_one(&images[0].map(|c| c.map(|r| r.map(|v| cnn.input.quantize(v)))), &mut out);
+    back.forward_one(
+        &images[0].map(|c| c.map(|r| r.map(|v| cnn.input.quantize(v)))),
+        &mut out,
+    );
     assert_eq!(out, cnn.forward_float(&images[0]));
 }
 
@@ -652,19 +684,34 @@ fn int8_values_outside_their_ranges_are_refused() {
     let mut cases: Vec<(One, &str)> = Vec::new();
     let mut layer = good.clone();
     layer.weight[1][2] = -128;
-    cases.push((layer, "tensor 0.weight: element 6 is -128, outside -127..=127"));
+    cases.push((
+        layer,
+        "tensor 0.weight: element 6 is -128, outside -127..=127",
+    ));
     let mut layer = good.clone();
     layer.exponent[1] = 31;
-    cases.push((layer, "tensor 0.exponent: element 1 is 31, outside -31..=30"));
+    cases.push((
+        layer,
+        "tensor 0.exponent: element 1 is 31, outside -31..=30",
+    ));
     let mut layer = good.clone();
     layer.exponent[0] = i32::MIN;
-    cases.push((layer, "tensor 0.exponent: element 0 is -2147483648, outside -31..=30"));
+    cases.push((
+        layer,
+        "tensor 0.exponent: element 0 is -2147483648, outside -31..=30",
+    ));
     let mut layer = good.clone();
     layer.multiplier[0] = -5;
-    cases.push((layer, "tensor 0.multiplier: element 0 is -5, outside 0..=2147483647"));
+    cases.push((
+        layer,
+        "tensor 0.multiplier: element 0 is -5, outside 0..=2147483647",
+    ));
     let mut layer = good.clone();
     layer.output.scale = f32::NAN;
-    cases.push((layer, "tensor 0.output_scale: element 0 is not a finite number"));
+    cases.push((
+        layer,
+        "tensor 0.output_scale: element 0 is not a finite number",
+    ));
     for (layer, message) in cases {
         let bytes = st::to_bytes(&layer, &[]);
         let mut net = good.clone();

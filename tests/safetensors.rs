@@ -339,7 +339,10 @@ fn build(tensors: &[(String, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
 
 /// Loads `bytes` into a copy of `net` with `load_into`, checks that the copy is unchanged, and
 /// returns the error.
-fn load_into_fails<T: Sample, P: Parameters<T> + Weights + Clone>(net: &P, bytes: &[u8]) -> WeightsError {
+fn load_into_fails<T: Sample, P: Parameters<T> + Weights + Clone>(
+    net: &P,
+    bytes: &[u8],
+) -> WeightsError {
     let mut copy = net.clone();
     let err = st::load_into(&mut copy, bytes).expect_err("the load must fail");
     assert_eq!(
@@ -1018,9 +1021,8 @@ fn never_panics(bytes: &[u8]) -> Result<(), TestCaseError> {
         prop_assert_eq!(bit_patterns(&net), bit_patterns(&before));
     }
     // f64 sees the same bytes as the wrong dtype or as corrupt: an error, not a panic.
-    let _ = st::from_bytes::<constmat::net![Dense<f64, 3, 2, Relu>, Dense<f64, 2, 2, Identity>]>(
-        bytes,
-    );
+    let _ =
+        st::from_bytes::<constmat::net![Dense<f64, 3, 2, Relu>, Dense<f64, 2, 2, Identity>]>(bytes);
     Ok(())
 }
 

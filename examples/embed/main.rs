@@ -1,9 +1,11 @@
 //! Classifies a handwritten digit with an MNIST model baked into this program at compile time:
-//! the 784-128-64-10 MLP, or LeNet-5 (`--net cnn`).
+//! the 784-128-64-10 MLP, or LeNet-5 (`--net cnn`), in f32 or in int8 (`--net mlp-int8`,
+//! `--net cnn-int8`: integer arithmetic only, from the files `examples/quantize` writes).
 //!
 //! ```text
 //! cargo run --release --example embed -- digit.png
 //! cargo run --release --example embed -- --net cnn digit.png
+//! cargo run --release --example embed -- --net mlp-int8 digit.png
 //! ```
 //!
 //! The image can be a PGM (`P2` or `P5`) or a PNG (gray, gray + alpha, RGB, RGBA, palette; any
@@ -14,9 +16,9 @@
 //! `examples/embed/seven.png` is a sample to try: a 7 drawn by a short script (three
 //! anti-aliased strokes, dark on light gray, 100x140 pixels), not taken from MNIST.
 //!
-//! The weights are not read when the program runs: `include_net!` decoded
-//! `models/mnist-784-128-64-10.safetensors` and `models/mnist-cnn-lenet5.safetensors` into the
-//! `static`s below while the program was compiled, and a prediction allocates nothing.
+//! The weights are not read when the program runs: `include_net!` decoded the four files of
+//! `models/` into the `static`s below while the program was compiled, and a prediction allocates
+//! nothing.
 
 mod preprocess;
 
@@ -25,7 +27,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use constmat::embed::Baked;
-use constmat::nn::{Dense, Predict, Relu};
+use constmat::nn::{Dense, Layer, Predict, Quantize, Relu, argmax, softmax_in_place};
 
 /// The shipped model, as it was trained: 28x28 pixels in [0, 1] -> logits of the digits 0-9.
 type Mnist = constmat::net![
@@ -53,27 +55,79 @@ type Cnn = constmat::net![
 /// Its layers with their weights in arrays, decoded from the file at compile time.
 static CNN: Baked<Cnn> = constmat::include_net!("../../models/mnist-cnn-lenet5.safetensors");
 
-/// Which of the two baked nets classifies.
+/// The MLP in int8, as `cargo run --release --example quantize` wrote it: `i8` in and out.
+static INT8: Baked<<Mnist as Quantize>::Quantized> =
+    constmat::include_net!("../../models/mnist-784-128-64-10-int8.safetensors");
+
+/// LeNet-5 in int8.
+static INT8_CNN: Baked<<Cnn as Quantize>::Quantized> =
+    constmat::include_net!("../../models/mnist-cnn-lenet5-int8.safetensors");
+
+/// Which of the baked nets classifies.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Which {
     Mlp,
     Cnn,
+    MlpInt8,
+    CnnInt8,
+}
+
+/// A net's input, ready for it: floats, or their int8 quantization (made once, before timing).
+enum Input {
+    Mlp([f32; 784]),
+    Cnn([[[f32; 28]; 28]; 1]),
+    MlpInt8([i8; 784]),
+    CnnInt8([[[i8; 28]; 28]; 1]),
 }
 
 impl Which {
-    fn probabilities(self, pixels: &[f32; 784]) -> [f32; 10] {
+    fn input(self, pixels: &[f32; 784]) -> Input {
         match self {
-            Which::Mlp => NET.predict_proba(pixels),
-            Which::Cnn => CNN.predict_proba(&image(pixels)),
+            Which::Mlp => Input::Mlp(*pixels),
+            Which::Cnn => Input::Cnn(image(pixels)),
+            Which::MlpInt8 => Input::MlpInt8(pixels.map(|p| INT8.first.input.quantize(p))),
+            Which::CnnInt8 => {
+                let q = INT8_CNN.first.input;
+                Input::CnnInt8(image(pixels).map(|c| c.map(|row| row.map(|p| q.quantize(p)))))
+            }
         }
+    }
+}
+
+impl Input {
+    /// The ten probabilities: the softmax of the logits (an int8 net's dequantized first).
+    fn probabilities(&self) -> [f32; 10] {
+        let mut logits = match self {
+            Input::Mlp(x) => return NET.predict_proba(x),
+            Input::Cnn(x) => return CNN.predict_proba(x),
+            Input::MlpInt8(x) => {
+                let q = INT8.rest.rest.output;
+                int8_logits(&INT8, x).map(|v| q.dequantize(v))
+            }
+            Input::CnnInt8(x) => {
+                let q = INT8_CNN.rest.rest.rest.rest.rest.rest.rest.output;
+                int8_logits(&INT8_CNN, x).map(|v| q.dequantize(v))
+            }
+        };
+        softmax_in_place(&mut logits);
+        logits
     }
 
-    fn predict(self, pixels: &[f32; 784]) -> usize {
+    fn predict(&self) -> usize {
         match self {
-            Which::Mlp => NET.predict(pixels),
-            Which::Cnn => CNN.predict(&image(pixels)),
+            Input::Mlp(x) => NET.predict(x),
+            Input::Cnn(x) => CNN.predict(x),
+            Input::MlpInt8(x) => argmax(&int8_logits(&INT8, x)),
+            Input::CnnInt8(x) => argmax(&int8_logits(&INT8_CNN, x)),
         }
     }
+}
+
+/// An int8 net's logits, integers only.
+fn int8_logits<N: Layer<Out = [i8; 10]>>(net: &N, x: &N::In) -> [i8; 10] {
+    let mut logits = [0; 10];
+    net.forward_one(x, &mut logits);
+    logits
 }
 
 /// The 784 pixels as the convolutional net's 1x28x28 image.
@@ -89,10 +143,11 @@ const TIMED_CALLS: usize = 10_001;
 const USAGE: &str = "\
 Classifies a handwritten digit with the MNIST model baked into this program.
 
-Usage: cargo run --release --example embed -- [--net mlp|cnn] IMAGE
+Usage: cargo run --release --example embed -- [--net mlp|cnn|mlp-int8|cnn-int8] IMAGE
 
 IMAGE is a PGM (P2 or P5) or PNG file of any size: one digit, white on black or dark on light.
---net chooses the baked net: the 784-128-64-10 MLP (mlp, the default) or LeNet-5 (cnn).
+--net chooses the baked net: the 784-128-64-10 MLP (mlp, the default) or LeNet-5 (cnn), in
+f32 or in int8 (integer arithmetic only).
 ";
 
 fn main() -> ExitCode {
@@ -106,8 +161,12 @@ fn main() -> ExitCode {
         [flag, net, path] if flag == "--net" && !path.starts_with('-') => match net.as_str() {
             "mlp" => (Which::Mlp, PathBuf::from(path)),
             "cnn" => (Which::Cnn, PathBuf::from(path)),
+            "mlp-int8" => (Which::MlpInt8, PathBuf::from(path)),
+            "cnn-int8" => (Which::CnnInt8, PathBuf::from(path)),
             other => {
-                eprint!("error: --net: expected mlp or cnn, found `{other}`\n\n{USAGE}");
+                eprint!(
+                    "error: --net: expected mlp, cnn, mlp-int8 or cnn-int8, found `{other}`\n\n{USAGE}"
+                );
                 return ExitCode::from(2);
             }
         },
@@ -147,8 +206,9 @@ fn run(which: Which, path: &std::path::Path) -> Result<(), preprocess::ImageErro
     );
     print!("{}", preprocess::terminal_art(&prepared.pixels));
 
-    let probabilities = which.probabilities(&prepared.pixels);
-    let digit = which.predict(&prepared.pixels);
+    let input = which.input(&prepared.pixels);
+    let probabilities = input.probabilities();
+    let digit = input.predict();
     println!();
     for (d, &p) in probabilities.iter().enumerate() {
         let bar = "#".repeat((p * 40.0).round() as usize);
@@ -157,7 +217,7 @@ fn run(which: Which, path: &std::path::Path) -> Result<(), preprocess::ImageErro
     }
     println!("digit: {digit}");
 
-    let (median, fastest) = time_one_prediction(which, &prepared.pixels);
+    let (median, fastest) = time_one_prediction(&input);
     println!(
         "one prediction: {:.2} µs (median of {TIMED_CALLS} calls; fastest {:.2} µs){}",
         micros(median),
@@ -171,16 +231,17 @@ fn run(which: Which, path: &std::path::Path) -> Result<(), preprocess::ImageErro
     Ok(())
 }
 
-/// The median and the fastest of [`TIMED_CALLS`] single predictions, each timed on its own.
-fn time_one_prediction(which: Which, x: &[f32; 784]) -> (Duration, Duration) {
+/// The median and the fastest of [`TIMED_CALLS`] single predictions, each timed on its own
+/// (an int8 net's input is quantized before).
+fn time_one_prediction(input: &Input) -> (Duration, Duration) {
     // Warm the caches (the weights come from read-only memory the first time).
     for _ in 0..100 {
-        std::hint::black_box(which.predict(std::hint::black_box(x)));
+        std::hint::black_box(std::hint::black_box(input).predict());
     }
     let mut times: Vec<Duration> = (0..TIMED_CALLS)
         .map(|_| {
             let start = Instant::now();
-            std::hint::black_box(which.predict(std::hint::black_box(x)));
+            std::hint::black_box(std::hint::black_box(input).predict());
             start.elapsed()
         })
         .collect();

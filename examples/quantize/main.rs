@@ -160,10 +160,9 @@ fn write_int8<Q: constmat::nn::Weights + PartialEq>(
     (source, calibration): (&str, usize),
 ) -> Result<(), String> {
     let path = dir.join(file);
-    let calibrated = format!("the first {calibration} MNIST training images, pixels scaled to [0, 1]");
-    let command = format!(
-        "cargo run --release --example quantize -- --calibration {calibration}"
-    );
+    let calibrated =
+        format!("the first {calibration} MNIST training images, pixels scaled to [0, 1]");
+    let command = format!("cargo run --release --example quantize -- --calibration {calibration}");
     st::save(
         net,
         &path,
@@ -176,7 +175,10 @@ fn write_int8<Q: constmat::nn::Weights + PartialEq>(
     .map_err(|e| e.to_string())?;
     let back: Q = st::load(&path).map_err(|e| e.to_string())?;
     if back != *net {
-        return Err(format!("{}: the file read back differs from the net", path.display()));
+        return Err(format!(
+            "{}: the file read back differs from the net",
+            path.display()
+        ));
     }
     println!("wrote {}", path.display());
     Ok(())

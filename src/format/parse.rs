@@ -435,12 +435,7 @@ const fn first_non_finite(dtype: Dtype, data: &[u8]) -> Option<usize> {
 
 /// The index and value of the first element of an `I8` or `I32` tensor outside `min..=max`
 /// (other dtypes have no range).
-const fn first_out_of_range(
-    dtype: Dtype,
-    data: &[u8],
-    min: i32,
-    max: i32,
-) -> Option<(usize, i32)> {
+const fn first_out_of_range(dtype: Dtype, data: &[u8], min: i32, max: i32) -> Option<(usize, i32)> {
     let size = match dtype {
         Dtype::I8 => 1,
         Dtype::I32 => 4,

@@ -12,7 +12,9 @@
 //! term is the same constant for every position: folded into `b_q`. Derivation:
 //! `docs/quantization.md`.
 
-use super::qdense::{MOST_PRODUCTS, QuantizedActivation, Requantization, WEIGHT_RANGE, int8_tensors};
+use super::qdense::{
+    MOST_PRODUCTS, QuantizedActivation, Requantization, WEIGHT_RANGE, int8_tensors,
+};
 use super::shape::check_output_size;
 use super::{Bake, Identity, Inline, Layer, SafetensorsFile, Store};
 use crate::format::{Error, Message, NetSpec, decode};
@@ -248,7 +250,10 @@ impl<
         let mut weight = [[[[0; K]; K]; C]; OC];
         let r = super::qdense::bytes::read::<OC>(
             tensor,
-            weight.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
+            weight
+                .as_flattened_mut()
+                .as_flattened_mut()
+                .as_flattened_mut(),
         );
         let () = Self::SHAPE;
         Self {

@@ -263,6 +263,7 @@ impl<const N: usize> Requantization<N> {
     };
 
     /// Tensors 1 to 7 read from the file `bytes` at compile time, for the layer at `module`.
+    #[allow(clippy::result_large_err)] // `format::Error` is `Copy` and heap-free on purpose
     pub(crate) const fn decode(bytes: &[u8], module: usize) -> Result<Self, Error> {
         macro_rules! tri {
             ($e:expr) => {
@@ -274,8 +275,18 @@ impl<const N: usize> Requantization<N> {
         }
         Ok(Self {
             bias: tri!(decode::i32_vector(bytes, module, "bias", None)),
-            multiplier: tri!(decode::i32_vector(bytes, module, "multiplier", MULTIPLIER_RANGE)),
-            exponent: tri!(decode::i32_vector(bytes, module, "exponent", EXPONENT_RANGE)),
+            multiplier: tri!(decode::i32_vector(
+                bytes,
+                module,
+                "multiplier",
+                MULTIPLIER_RANGE
+            )),
+            exponent: tri!(decode::i32_vector(
+                bytes,
+                module,
+                "exponent",
+                EXPONENT_RANGE
+            )),
             input: Quantization {
                 scale: tri!(decode::f32_scalar(bytes, module, "input_scale")),
                 zero_point: tri!(decode::i8_scalar(bytes, module, "input_zero_point")),
@@ -328,7 +339,11 @@ pub(crate) mod bytes {
         weight: &mut [i8],
     ) -> super::Requantization<N> {
         let bytes = tensor(0);
-        assert!(bytes.len() >= weight.len(), "an int8 weight of {} bytes", weight.len());
+        assert!(
+            bytes.len() >= weight.len(),
+            "an int8 weight of {} bytes",
+            weight.len()
+        );
         for (w, &b) in weight.iter_mut().zip(bytes) {
             *w = b as i8;
         }

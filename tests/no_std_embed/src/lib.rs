@@ -263,7 +263,11 @@ mod tests {
         for net_input in [super::INT8.first.input, super::INT8_CNN.first.input] {
             let table = super::pixel_table(net_input);
             for p in 0..=255_u8 {
-                assert_eq!(table[usize::from(p)], net_input.quantize(f32::from(p) / 255.0), "pixel {p}");
+                assert_eq!(
+                    table[usize::from(p)],
+                    net_input.quantize(f32::from(p) / 255.0),
+                    "pixel {p}"
+                );
             }
         }
     }

@@ -729,6 +729,29 @@ fn int8_values_outside_their_ranges_are_refused() {
     assert!(st::from_bytes::<One>(&st::to_bytes(&good, &[])).is_ok());
 }
 
+/// `net!` with an `i8` input: the int8 forms of the same layers, the sizes computed as for the
+/// float net.
+type Int8LeNet = constmat::net![
+    Input<i8, 1, 28, 28>,
+    Conv2d<1, 6, 5, 1, 2, Relu>,
+    MaxPool2d<2>,
+    Conv2d<6, 16, 5, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<400, 120, Relu>,
+    Dense<120, 84, Relu>,
+    Dense<84, 10>,
+];
+
+#[test]
+fn net_spells_int8_nets_like_float_ones() {
+    // The same type as the quantizer's output for the float LeNet, baked.
+    let same: fn(constmat::embed::Baked<<Cnn as Quantize>::Quantized>) -> Int8LeNet = |net| net;
+    let _ = same;
+    assert_eq!(Int8LeNet::SPEC, <Cnn as Quantize>::Quantized::SPEC);
+    assert_eq!(Int8LeNet::SPEC.modules(), Cnn::SPEC.modules());
+}
+
 type Int8Mlp = <MnistMlp as Quantize>::Quantized;
 type Int8Cnn = <Cnn as Quantize>::Quantized;
 

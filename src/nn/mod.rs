@@ -506,6 +506,26 @@ impl TensorInfo {
 /// assert_eq!(LeNet::SPEC.modules(), 12); // PyTorch's numbering: 0.weight, 3.weight, 7.weight, ...
 /// ```
 ///
+/// With an `i8` input, `Input<i8, C, H, W>`, the same layers are spelled the same way and the
+/// macro writes their int8 forms ([`QConv2d`], [`QDense`]): the type of a quantized net
+/// baked, as a `no_std` crate without `alloc` names it (where the quantizer's
+/// `<Net as Quantize>::Quantized` is not available).
+///
+/// ```
+/// use constmat::nn::{MaxPool2d, QConv2d, QDense, Relu};
+///
+/// type Int8 = constmat::net![Input<i8, 1, 8, 8>, Conv2d<1, 2, 3, Relu>, MaxPool2d<2>, Flatten, Dense<18, 4>];
+/// type Spelled = constmat::nn::Chain<
+///     QConv2d<1, 2, 3, 1, 0, 8, 8, 6, 6, Relu>,
+///     constmat::nn::Chain<
+///         MaxPool2d<i8, 2, 2, 2, 6, 6, 3, 3>,
+///         constmat::nn::Chain<constmat::nn::Flatten<i8, 2, 3, 3, 18>, QDense<18, 4>>,
+///     >,
+/// >;
+/// let same: fn(Int8) -> Spelled = |net| net;
+/// # let _ = same;
+/// ```
+///
 /// A `Dense` whose input width is not what `Flatten` gives does not compile:
 ///
 /// ```compile_fail,E0271
@@ -535,6 +555,10 @@ impl TensorInfo {
 /// ```
 #[macro_export]
 macro_rules! net {
+    // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
+    (Input<i8, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@image (i8) ($c) ($h) ($w) $($($rest)*)?)
+    };
     (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@image ($t) ($c) ($h) ($w) $($($rest)*)?)
     };
@@ -566,12 +590,12 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
         $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, $s, $p, $a) $($rest)*)
     };
-    (@conv ($t:ty) $c:tt ($h:tt) ($w:tt) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+    (@conv $t:tt $c:tt ($h:tt) ($w:tt) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::Conv2d<$t, $ci, $co, $k, $s, $p, $h, $w,
+            ($crate::__net_image!(@conv_type $t ($ci, $co, $k, $s, $p, $h, $w,
                 { $crate::nn::__output_size("Conv2d", "height", $h, $k, $s, $p) },
-                { $crate::nn::__output_size("Conv2d", "width", $w, $k, $s, $p) }, $a>)
-            (@image ($t) ($co)
+                { $crate::nn::__output_size("Conv2d", "width", $w, $k, $s, $p) }, $a)))
+            (@image $t ($co)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, $p) })
                 ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) }))
             $($rest)*)
@@ -583,30 +607,41 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
         $crate::__net_image!(@pool $t $c $h $w ($k, $s) $($rest)*)
     };
-    (@pool ($t:ty) ($c:tt) ($h:tt) ($w:tt) ($k:tt, $s:tt) $($rest:tt)*) => {
+    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::MaxPool2d<$t, $c, $k, $s, $h, $w,
+            ($crate::nn::MaxPool2d<$($t)+, $c, $k, $s, $h, $w,
                 { $crate::nn::__output_size("MaxPool2d", "height", $h, $k, $s, 0) },
                 { $crate::nn::__output_size("MaxPool2d", "width", $w, $k, $s, 0) }>)
-            (@image ($t) ($c)
+            (@image ($($t)+) ($c)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, 0) })
                 ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) }))
             $($rest)*)
     };
     // Flatten: the image becomes a vector of C·H·W.
-    (@image ($t:ty) ($c:tt) ($h:tt) ($w:tt) Flatten $($rest:tt)*) => {
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) Flatten $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::Flatten<$t, $c, $h, $w, { $c * $h * $w }>)
-            (@vector ($t))
+            ($crate::nn::Flatten<$($t)+, $c, $h, $w, { $c * $h * $w }>)
+            (@vector ($($t)+))
             $($rest)*)
     };
     // Dense layers, on vectors: (in, out[, activation]).
-    (@vector ($t:ty) Dense<$i:tt, $o:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@emit ($crate::nn::Dense<$t, $i, $o>) (@vector ($t)) $($rest)*)
+    (@vector $t:tt Dense<$i:tt, $o:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::__net_image!(@dense_type $t ($i, $o, $crate::nn::Identity)))
+            (@vector $t) $($rest)*)
     };
-    (@vector ($t:ty) Dense<$i:tt, $o:tt, $a:ty> $($rest:tt)*) => {
-        $crate::__net_image!(@emit ($crate::nn::Dense<$t, $i, $o, $a>) (@vector ($t)) $($rest)*)
+    (@vector $t:tt Dense<$i:tt, $o:tt, $a:ty> $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::__net_image!(@dense_type $t ($i, $o, $a))) (@vector $t) $($rest)*)
     };
+    // The layer types: float, or int8 for an `Input<i8, ..>`.
+    (@conv_type (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::QConv2d<$ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    };
+    (@conv_type ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::Conv2d<$t, $ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    };
+    (@dense_type (i8) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::QDense<$i, $o, $a> };
+    (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
     // Mistakes of order.
     (@image $t:tt $c:tt $h:tt $w:tt Dense $($rest:tt)*) => {
         ::core::compile_error!("`Dense` takes a vector: put `Flatten` between the image layers and it")

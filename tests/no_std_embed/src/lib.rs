@@ -10,7 +10,7 @@
 #![no_std]
 
 use constmat::embed::Baked;
-use constmat::nn::{Dense, Flatten, Layer, MaxPool2d, Predict, QConv2d, QDense, Relu, argmax};
+use constmat::nn::{Dense, Layer, Predict, QDense, Relu, argmax};
 use constmat::quant::Quantization;
 
 /// The shipped model's type, as it was trained: 28x28 pixels in [0, 1] -> logits of the digits
@@ -79,17 +79,18 @@ pub type Int8Mnist = constmat::net![QDense<784, 128, Relu>, QDense<128, 64, Relu
 pub static INT8: Baked<Int8Mnist> =
     constmat::include_net!("../../../models/mnist-784-128-64-10-int8.safetensors");
 
-/// LeNet-5 in int8, its image sizes written out (`net!`'s image form computes them for float
-/// nets; here each is checked against the layer before by a `const` assertion).
+/// LeNet-5 in int8: `net!` with an `i8` input gives each layer its int8 form (`QConv2d`,
+/// `QDense`) and computes the image sizes, as for the float net.
 pub type Int8Cnn = constmat::net![
-    QConv2d<1, 6, 5, 1, 2, 28, 28, 28, 28, Relu>,
-    MaxPool2d<i8, 6, 2, 2, 28, 28, 14, 14>,
-    QConv2d<6, 16, 5, 1, 0, 14, 14, 10, 10, Relu>,
-    MaxPool2d<i8, 16, 2, 2, 10, 10, 5, 5>,
-    Flatten<i8, 16, 5, 5, 400>,
-    QDense<400, 120, Relu>,
-    QDense<120, 84, Relu>,
-    QDense<84, 10>,
+    Input<i8, 1, 28, 28>,
+    Conv2d<1, 6, 5, 1, 2, Relu>,
+    MaxPool2d<2>,
+    Conv2d<6, 16, 5, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<400, 120, Relu>,
+    Dense<120, 84, Relu>,
+    Dense<84, 10>,
 ];
 
 /// The int8 LeNet-5, decoded at compile time.

@@ -62,6 +62,7 @@ fn builds(name: &str, dependencies: &str, main: &str) {
     for model in [
         "mnist-784-128-64-10.safetensors",
         "mnist-cnn-lenet5.safetensors",
+        "mnist-cnn-lenet5-int8.safetensors",
     ] {
         std::fs::copy(
             root.join("models").join(model),
@@ -106,6 +107,11 @@ fn the_guides_programs_build_with_the_guides_dependencies() {
         "guide-cnn",
         &dependencies(&guide, r#"["std"]"#, root),
         &program(&guide, "static CNN: Baked<LeNet> = constmat::include_net!"),
+    );
+    builds(
+        "guide-int8",
+        &dependencies(&guide, r#"["std"]"#, root),
+        &program(&guide, "static CNN: Baked<Int8LeNet> =\n    constmat::include_net!"),
     );
     builds(
         "guide-runtime-load",

@@ -111,7 +111,10 @@ fn the_guides_programs_build_with_the_guides_dependencies() {
     builds(
         "guide-int8",
         &dependencies(&guide, r#"["std"]"#, root),
-        &program(&guide, "static CNN: Baked<Int8LeNet> =\n    constmat::include_net!"),
+        &program(
+            &guide,
+            "static CNN: Baked<Int8LeNet> =\n    constmat::include_net!",
+        ),
     );
     builds(
         "guide-runtime-load",

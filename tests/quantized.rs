@@ -776,3 +776,45 @@ fn baked_int8_nets_are_the_files_numbers() {
     let mut out = [0_i8; 10];
     BAKED_MLP.forward_one(&[input.quantize(0.0); 784], &mut out);
 }
+
+/// Int8 files with random bytes overwritten in their data: each loads or is refused, and a net
+/// that loads predicts without panicking (debug builds check every integer operation).
+#[test]
+fn corrupted_int8_files_load_or_are_refused_never_panic() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let int8 = quantize(&Mlp::random(&mut rng), &samples(&mut rng, 100)).unwrap();
+    let bytes = st::to_bytes(&int8.net, &[]);
+    let data_start =
+        8 + usize::try_from(u64::from_le_bytes(bytes[..8].try_into().unwrap())).unwrap();
+    let (mut loaded, mut refused) = (0, 0);
+    for _ in 0..2000 {
+        let mut corrupt = bytes.clone();
+        for _ in 0..rng.random_range(1..8) {
+            let at = rng.random_range(data_start..corrupt.len());
+            corrupt[at] = rng.random();
+        }
+        match st::from_bytes::<<Mlp as Quantize>::Quantized>(&corrupt) {
+            Ok(net) => {
+                loaded += 1;
+                let mut out = [0_i8; 4];
+                net.forward_one(&[rng.random(); 12], &mut out);
+            }
+            Err(e) => {
+                refused += 1;
+                let kind = e.format_error().map(|e| e.kind());
+                assert!(
+                    matches!(
+                        kind,
+                        Some(
+                            constmat::format::ErrorKind::OutOfRange
+                                | constmat::format::ErrorKind::NonFinite
+                        )
+                    ),
+                    "{e}"
+                );
+            }
+        }
+    }
+    println!("{loaded} corrupted files loaded, {refused} refused");
+    assert!(loaded > 0 && refused > 0);
+}

@@ -896,15 +896,16 @@ pub(crate) fn requantize_i8(
         "requantizing {} outputs from slices of other lengths",
         out.len()
     );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa_i8() {
+        // The SIMD kernels check the exponents as they load them.
+        simd::requantize_i8(isa, dots, parameters, zero_and_low, out);
+        return;
+    }
     assert!(
         exponent.iter().all(|&e| (-31..=30).contains(&e)),
         "a multiplier's exponent is from -31 to 30"
     );
-    #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa_i8() {
-        simd::requantize_i8(isa, dots, parameters, zero_and_low, out);
-        return;
-    }
     reference::requantize_i8(dots, parameters, zero_and_low, out);
 }
 

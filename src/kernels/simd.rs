@@ -2455,6 +2455,10 @@ pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
 /// The instruction sets of the int8 kernels, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IsaI8 {
+    /// AVX-512 VNNI (with BW and VL): `vpdpbusd` multiplies 64 unsigned by 64 signed bytes and
+    /// adds them in fours into 16 `i32` sums, one instruction (the inputs offset by 128 to
+    /// make them unsigned, the offset's term `128·Σw` subtracted at the end).
+    Avx512Vnni,
     /// AVX-512BW (with VL, for the masked 32-byte loads of a row's tail): 32 `i8` widened to
     /// `i16` per vector, `vpmaddwd` into 16 `i32` sums.
     Avx512Bw,
@@ -2468,13 +2472,15 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
     #[cfg(feature = "std")]
     {
         use core::sync::atomic::{AtomicU8, Ordering};
-        // 0: not yet detected, 1: none, 2: AVX2, 3: AVX-512BW.
+        // 0: not yet detected, 1: none, 2: AVX2, 3: AVX-512BW, 4: AVX-512 VNNI.
         static DETECTED: AtomicU8 = AtomicU8::new(0);
         let code = match DETECTED.load(Ordering::Relaxed) {
             0 => {
-                let code = if std::is_x86_feature_detected!("avx512bw")
-                    && std::is_x86_feature_detected!("avx512vl")
-                {
+                let bw = std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl");
+                let code = if bw && std::is_x86_feature_detected!("avx512vnni") {
+                    4
+                } else if bw {
                     3
                 } else if std::is_x86_feature_detected!("avx2") {
                     2
@@ -2487,6 +2493,7 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
             code => code,
         };
         match code {
+            4 => Some(IsaI8::Avx512Vnni),
             3 => Some(IsaI8::Avx512Bw),
             2 => Some(IsaI8::Avx2),
             _ => None,
@@ -2495,6 +2502,12 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
     #[cfg(not(feature = "std"))]
     {
         if cfg!(all(
+            target_feature = "avx512bw",
+            target_feature = "avx512vl",
+            target_feature = "avx512vnni"
+        )) {
+            Some(IsaI8::Avx512Vnni)
+        } else if cfg!(all(
             target_feature = "avx512bw",
             target_feature = "avx512vl"
         )) {
@@ -2577,6 +2590,85 @@ unsafe fn dot_rows_i8_avx512(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     }
 }
 
+/// `R` rows of the int8 dot products from row `r0`, with AVX-512 VNNI: per chunk of 64 inputs,
+/// `u = x + 128` (unsigned) once, and per row two `vpdpbusd`, one adding `u · w` and one adding
+/// `1 · w` (the row's sum), in fours into 16 lanes of 32-bit sums; at the end
+/// `Σ x·w = Σ u·w - 128·Σ w`. The sums wrap modulo `2^32` (`vpdpbusd` does not saturate), so
+/// the result is exact whenever the true dot product fits an `i32`, whatever the values.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW, VL and VNNI; `weight.len() == sums.len() · x.len()`;
+/// `r0 + R <= sums.len()`.
+#[inline(always)]
+unsafe fn dot_tile_i8_vnni<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [i32], r0: usize) {
+    let n = x.len();
+    let whole = n - n % 64;
+    let tail = n % 64;
+    // SAFETY (whole body): the instruction sets are present (the contract). Every load reads 64
+    // bytes at `i` with `i + 64 <= whole <= n`, or at `whole` the `tail` bytes a mask selects
+    // (the others are not read), of `x` or of a row `r0 + r < sums.len()` of `weight`, which
+    // exists since `weight.len() == sums.len() · n`.
+    unsafe {
+        let (wp, xp) = (weight.as_ptr(), x.as_ptr());
+        let rows: [*const i8; R] = core::array::from_fn(|r| wp.add((r0 + r) * n));
+        let offset = _mm512_set1_epi8(-128);
+        let ones = _mm512_set1_epi8(1);
+        let mut acc = [_mm512_setzero_si512(); R];
+        let mut row_sums = [_mm512_setzero_si512(); R];
+        let mut i = 0;
+        while i < whole {
+            // x + 128 as an unsigned byte: the sign bit flipped.
+            let u = _mm512_xor_si512(_mm512_loadu_si512(xp.add(i).cast()), offset);
+            for r in 0..R {
+                let w = _mm512_loadu_si512(rows[r].add(i).cast());
+                acc[r] = _mm512_dpbusd_epi32(acc[r], u, w);
+                row_sums[r] = _mm512_dpbusd_epi32(row_sums[r], ones, w);
+            }
+            i += 64;
+        }
+        if tail > 0 {
+            let mask: __mmask64 = (1_u64 << tail) - 1;
+            // Masked-off bytes load as 0 in both, adding nothing.
+            let u = _mm512_xor_si512(
+                _mm512_maskz_loadu_epi8(mask, xp.add(whole)),
+                _mm512_maskz_mov_epi8(mask, offset),
+            );
+            for r in 0..R {
+                let w = _mm512_maskz_loadu_epi8(mask, rows[r].add(whole));
+                acc[r] = _mm512_dpbusd_epi32(acc[r], u, w);
+                row_sums[r] = _mm512_dpbusd_epi32(row_sums[r], ones, w);
+            }
+        }
+        for r in 0..R {
+            let with_offset = _mm512_reduce_add_epi32(acc[r]);
+            let row_sum = _mm512_reduce_add_epi32(row_sums[r]);
+            sums[r0 + r] = with_offset.wrapping_sub(row_sum.wrapping_mul(128));
+        }
+    }
+}
+
+/// [`dot_rows_i8_avx512`] with AVX-512 VNNI.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW, VL and VNNI; `weight.len() == sums.len() · x.len()`.
+#[target_feature(enable = "avx512bw,avx512vl,avx512vnni")]
+unsafe fn dot_rows_i8_vnni(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    let mut r0 = 0;
+    // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the contract.
+    unsafe {
+        while r0 + I8_ROWS <= sums.len() {
+            dot_tile_i8_vnni::<I8_ROWS>(weight, x, sums, r0);
+            r0 += I8_ROWS;
+        }
+        while r0 < sums.len() {
+            dot_tile_i8_vnni::<1>(weight, x, sums, r0);
+            r0 += 1;
+        }
+    }
+}
+
 /// [`dot_tile_i8_avx512`] with AVX2: chunks of 16 inputs, 8 lanes of 32-bit sums; the tail of
 /// fewer than 16 inputs in plain code.
 ///
@@ -2648,8 +2740,12 @@ unsafe fn dot_rows_i8_avx2(weight: &[i8], x: &[i8], sums: &mut [i32]) {
 ///
 /// # Safety
 ///
-/// The CPU has AVX-512F; every slice has `out.len()` elements; every exponent is in `-31..=30`.
-#[target_feature(enable = "avx512f")]
+/// The CPU has AVX-512BW and VL; every slice has `out.len()` elements.
+///
+/// # Panics
+///
+/// When an exponent is outside `-31..=30` (checked 16 at a time, as the group is loaded).
+#[target_feature(enable = "avx512bw,avx512vl")]
 unsafe fn requantize_i8_avx512(
     dots: &[i32],
     (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
@@ -2657,9 +2753,9 @@ unsafe fn requantize_i8_avx512(
     out: &mut [i8],
 ) {
     let n = out.len();
-    // SAFETY (whole body): AVX-512F is present (the contract). Each group reads and writes
-    // lanes `o0..o0 + count` of slices of `n` elements, `count <= 16` and `o0 + count <= n`,
-    // the other lanes masked off.
+    // SAFETY (whole body): AVX-512BW and VL are present (the contract). Each group reads and
+    // writes lanes `o0..o0 + count` of slices of `n` elements, `count <= 16` and
+    // `o0 + count <= n`, the other lanes masked off.
     unsafe {
         let mut o0 = 0;
         while o0 < n {
@@ -2671,6 +2767,12 @@ unsafe fn requantize_i8_avx512(
             };
             let load = |s: &[i32]| _mm512_maskz_loadu_epi32(mask, s.as_ptr().add(o0));
             let (d, b, m, e) = (load(dots), load(bias), load(multiplier), load(exponent));
+            let out_of_range = _mm512_mask_cmpgt_epi32_mask(mask, e, _mm512_set1_epi32(30))
+                | _mm512_mask_cmplt_epi32_mask(mask, e, _mm512_set1_epi32(-31));
+            assert!(
+                out_of_range == 0,
+                "a multiplier's exponent is from -31 to 30"
+            );
             if _mm512_mask_cmpgt_epi32_mask(mask, e, _mm512_setzero_si512()) != 0 {
                 for o in o0..o0 + count {
                     out[o] =
@@ -2682,10 +2784,10 @@ unsafe fn requantize_i8_avx512(
             // acc = d + b, saturating: an overflow has both operands' sign and the other result
             // sign.
             let sum = _mm512_add_epi32(d, b);
-            let overflow = _mm512_movepi32_mask(_mm512_and_si512(
-                _mm512_xor_si512(d, sum),
-                _mm512_xor_si512(b, sum),
-            ));
+            let overflow = _mm512_cmplt_epi32_mask(
+                _mm512_and_si512(_mm512_xor_si512(d, sum), _mm512_xor_si512(b, sum)),
+                _mm512_setzero_si512(),
+            );
             let saturated = _mm512_xor_si512(_mm512_srai_epi32(d, 31), _mm512_set1_epi32(i32::MAX));
             let acc = _mm512_mask_blend_epi32(overflow, sum, saturated);
             // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
@@ -2769,22 +2871,24 @@ pub(crate) fn requantize_i8(
         [dots.len(), bias.len(), multiplier.len(), exponent.len()] == [n; 4],
         "requantizing {n} outputs from slices of other lengths"
     );
-    assert!(
-        exponent.iter().all(|&e| (-31..=30).contains(&e)),
-        "a multiplier's exponent is from -31 to 30"
-    );
     match isa {
-        IsaI8::Avx512Bw => {
+        IsaI8::Avx512Vnni | IsaI8::Avx512Bw => {
             #[cfg(feature = "std")]
             assert!(
-                std::is_x86_feature_detected!("avx512f"),
-                "the CPU lacks AVX-512F"
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl"),
+                "the CPU lacks AVX-512BW or AVX-512VL"
             );
-            // SAFETY: lengths and exponents checked above; AVX-512F is present (AVX-512BW
-            // implies it; checked above with std).
+            // SAFETY: lengths checked above; AVX-512BW and VL are present (detected, or
+            // checked above with std; without std, the build targets them). The kernel checks
+            // the exponents itself.
             unsafe { requantize_i8_avx512(dots, (bias, multiplier, exponent), (zero, low), out) }
         }
         IsaI8::Avx2 => {
+            assert!(
+                exponent.iter().all(|&e| (-31..=30).contains(&e)),
+                "a multiplier's exponent is from -31 to 30"
+            );
             for (o, q) in out.iter_mut().enumerate() {
                 *q = requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
             }
@@ -2807,6 +2911,18 @@ pub(crate) fn dot_rows_i8(isa: IsaI8, weight: &[i8], x: &[i8], sums: &mut [i32])
         x.len()
     );
     match isa {
+        IsaI8::Avx512Vnni => {
+            #[cfg(feature = "std")]
+            assert!(
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512vnni"),
+                "the CPU lacks AVX-512BW, AVX-512VL or AVX-512 VNNI"
+            );
+            // SAFETY: lengths checked above; the instruction sets are present (detected, or
+            // checked above with std; without std, the build targets them).
+            unsafe { dot_rows_i8_vnni(weight, x, sums) }
+        }
         IsaI8::Avx512Bw => {
             #[cfg(feature = "std")]
             assert!(
@@ -3362,6 +3478,12 @@ mod tests {
     fn int8_dot_products_match_the_definition_on_every_available_instruction_set() {
         let available = [
             (
+                IsaI8::Avx512Vnni,
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512vnni"),
+            ),
+            (
                 IsaI8::Avx512Bw,
                 std::is_x86_feature_detected!("avx512bw")
                     && std::is_x86_feature_detected!("avx512vl"),
@@ -3380,14 +3502,20 @@ mod tests {
                 std::eprintln!("skipping {isa:?}: not on this CPU");
                 continue;
             }
-            for n in [0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 100, 784] {
-                for rows in [1, 3, 4, 5, 9] {
-                    // Random values, and the extremes (-128 x -127 is the largest product).
+            for n in [
+                0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 784,
+            ] {
+                for rows in [1, 3, 4, 5, 9, 10] {
+                    // Random values, and the extremes (-128 x -128 is the largest product).
                     let mut weight: Vec<i8> = (0..rows * n).map(|_| next()).collect();
                     let mut x: Vec<i8> = (0..n).map(|_| next()).collect();
                     if rows == 9 {
                         weight.iter_mut().for_each(|w| *w = -127);
                         x.iter_mut().for_each(|v| *v = -128);
+                    }
+                    if rows == 10 {
+                        weight.iter_mut().for_each(|w| *w = -128);
+                        x.iter_mut().for_each(|v| *v = 127);
                     }
                     let want: Vec<i32> = (0..rows)
                         .map(|r| {
@@ -3407,8 +3535,42 @@ mod tests {
     }
 
     #[test]
+    fn int8_requantization_refuses_exponents_no_multiplier_has() {
+        let isas = [
+            (
+                IsaI8::Avx512Vnni,
+                std::is_x86_feature_detected!("avx512vnni"),
+            ),
+            (IsaI8::Avx512Bw, std::is_x86_feature_detected!("avx512bw")),
+            (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
+        ];
+        for (isa, present) in isas {
+            if !present {
+                continue;
+            }
+            for bad in [31, -32, i32::MIN, i32::MAX] {
+                // The bad exponent in the second group of 16, at its last lane.
+                let mut exponent = std::vec![-5; 20];
+                exponent[19] = bad;
+                let ones = std::vec![1 << 30; 20];
+                let result = std::panic::catch_unwind(|| {
+                    let mut out = [0_i8; 20];
+                    requantize_i8(isa, &ones, (&ones, &ones, &exponent), (0, -128), &mut out);
+                });
+                assert!(result.is_err(), "{isa:?} took the exponent {bad}");
+            }
+        }
+    }
+
+    #[test]
     fn int8_requantization_matches_the_definition_on_every_available_instruction_set() {
         let available = [
+            (
+                IsaI8::Avx512Vnni,
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512vnni"),
+            ),
             (
                 IsaI8::Avx512Bw,
                 std::is_x86_feature_detected!("avx512bw")

@@ -322,6 +322,55 @@ fn conv_reference<
     out
 }
 
+/// A window of more than 4,096 values (460 channels of 3x3) takes the plain loops instead of
+/// the stack buffer: the same definition.
+#[test]
+fn a_quantized_convolution_with_a_large_window_computes_its_definition() {
+    const C: usize = 460;
+    let mut rng = StdRng::seed_from_u64(9);
+    let weight: Box<[[[[i8; 3]; 3]; C]; 2]> = Box::new(std::array::from_fn(|_| {
+        std::array::from_fn(|_| {
+            std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-127..=127)))
+        })
+    }));
+    let bias = [1_000, -2_000];
+    let multipliers = [Multiplier::from_real(0.001), Multiplier::from_real(0.0004)];
+    let x: Box<[[[i8; 4]; 4]; C]> = Box::new(std::array::from_fn(|_| {
+        std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)))
+    }));
+    let layer = Box::new(QConv2d::<
+        C,
+        2,
+        3,
+        1,
+        1,
+        4,
+        4,
+        4,
+        4,
+        Identity,
+        constmat::nn::Heap,
+    >::new(
+        *weight, bias, multipliers, zero_at(-7), zero_at(3)
+    ));
+    assert_eq!(
+        <QConv2d<C, 2, 3, 1, 1, 4, 4, 4, 4> as Layer>::WORKING_BYTES,
+        0
+    );
+    let mut y = Box::new([[[0_i8; 4]; 4]; 2]);
+    layer.forward_one(&x, &mut y);
+    let want = conv_reference(
+        &weight,
+        &bias,
+        &multipliers,
+        (1, 1),
+        (-7, 3, false),
+        &x,
+        (4, 4),
+    );
+    assert_eq!(y.as_flattened().as_flattened(), &want[..]);
+}
+
 #[test]
 fn a_quantized_convolution_computes_its_definition() {
     let mut rng = StdRng::seed_from_u64(5);
@@ -504,10 +553,12 @@ fn int8_nets_take_a_quarter_of_the_memory() {
         <Mlp8 as Layer>::WORKING_BYTES,
         (128 + 64) + 4 * (128 + 64 + 10)
     );
+    // The CNN: plus each convolution's window buffer (4,096 bytes) and a block's dot products
+    // and parameters (64 positions of four i32).
     let images = 6 * 28 * 28 + 6 * 14 * 14 + 16 * 10 * 10 + 16 * 5 * 5 + 400;
     assert_eq!(
         <Cnn8 as Layer>::WORKING_BYTES,
-        images + (120 + 84) + 4 * (120 + 84 + 10)
+        images + (120 + 84) + 4 * (120 + 84 + 10) + 2 * (4096 + 64 * 16)
     );
     println!(
         "MLP: f32 {} B, int8 {} B; LeNet: f32 {} B, int8 {} B",

@@ -129,8 +129,90 @@ impl<
 
     /// The outputs of one image: per filter and position, the window's dot product (the
     /// padding read as `z_in`), the bias, the requantization, the clamp.
+    ///
+    /// Windows of up to [`PATCH_BYTES`] values are copied, a block of positions at a time, into
+    /// a stack buffer of rows (one per position), so that each filter's dot products with a
+    /// whole block are one call of the int8 kernels (`kernels::dot_rows_i8`) and their
+    /// requantization another; larger windows take plain loops.
     fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
+        if C * K * K <= PATCH_BYTES {
+            self.forward_blocks(x, y);
+        } else {
+            self.forward_plain(x, y);
+        }
+    }
+
+    /// [`forward_sample`](Self::forward_sample) a block of positions at a time.
+    fn forward_blocks(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
+        let window = C * K * K;
+        let block = (PATCH_BYTES / window).min(PATCH_POSITIONS);
+        let weight = S::matrix(&self.weight);
+        let (bias, multiplier, exponent) = (
+            S::vector(&self.bias),
+            S::vector(&self.multiplier),
+            S::vector(&self.exponent),
+        );
+        let zero = self.output.zero_point;
+        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
+        let pad = self.input.zero_point;
+        let mut patches = [0_i8; PATCH_BYTES];
+        let mut dots = [0_i32; PATCH_POSITIONS];
+        let mut start = 0;
+        while start < OH * OW {
+            let count = block.min(OH * OW - start);
+            // Row `p` of `patches`: the window of position `start + p`, channel by channel, row
+            // by row, as a filter's weights are laid out.
+            for (p, patch) in patches[..count * window]
+                .chunks_exact_mut(window)
+                .enumerate()
+            {
+                let (oh, ow) = ((start + p) / OW, (start + p) % OW);
+                for (image, channel) in x.iter().zip(patch.chunks_exact_mut(K * K)) {
+                    for (ky, row) in channel.chunks_exact_mut(K).enumerate() {
+                        let Some(line) = (oh * STRIDE + ky)
+                            .checked_sub(PAD)
+                            .and_then(|iy| image.get(iy))
+                        else {
+                            row.fill(pad);
+                            continue;
+                        };
+                        let left = ow * STRIDE;
+                        if left >= PAD && left - PAD + K <= W {
+                            row.copy_from_slice(&line[left - PAD..left - PAD + K]);
+                        } else {
+                            for (kx, v) in row.iter_mut().enumerate() {
+                                let ix = (left + kx).checked_sub(PAD).filter(|&i| i < W);
+                                *v = ix.map_or(pad, |ix| line[ix]);
+                            }
+                        }
+                    }
+                }
+            }
+            for (o, plane) in y.iter_mut().enumerate() {
+                let filter = weight[o].as_flattened().as_flattened();
+                kernels::dot_rows_i8(&patches[..count * window], filter, &mut dots[..count]);
+                // One filter's parameters for every position of the block.
+                let uniform = |v: i32| [v; PATCH_POSITIONS];
+                let (b, m, e) = (
+                    uniform(bias[o]),
+                    uniform(multiplier[o]),
+                    uniform(exponent[o]),
+                );
+                kernels::requantize_i8(
+                    &dots[..count],
+                    (&b[..count], &m[..count], &e[..count]),
+                    (zero, low),
+                    &mut plane.as_flattened_mut()[start..start + count],
+                );
+            }
+            start += count;
+        }
+    }
+
+    /// [`forward_sample`](Self::forward_sample) one output at a time, for windows too large for
+    /// the stack buffer.
+    fn forward_plain(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let weight = S::matrix(&self.weight);
         let (bias, multiplier, exponent) = (
             S::vector(&self.bias),
@@ -168,6 +250,13 @@ impl<
     }
 }
 
+/// The bytes of the stack buffer [`QConv2d`] copies windows into: windows up to this size take
+/// the int8 kernels.
+const PATCH_BYTES: usize = 4096;
+
+/// The most positions of one block of [`QConv2d`]'s forward pass.
+const PATCH_POSITIONS: usize = 64;
+
 impl<
     const C: usize,
     const OC: usize,
@@ -194,6 +283,14 @@ impl<
     };
 
     type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
+
+    /// The windows' buffer and a block's dot products and per-position parameters (when the
+    /// window takes the int8 kernels).
+    const WORKING_BYTES: usize = if C * K * K <= PATCH_BYTES {
+        PATCH_BYTES + 4 * 4 * PATCH_POSITIONS
+    } else {
+        0
+    };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         for (x, y) in x.iter().zip(y) {

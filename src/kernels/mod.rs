@@ -875,44 +875,6 @@ pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     reference::dot_rows_i8(weight, x, sums);
 }
 
-/// The longest filter [`windows_dot_filter_i8`] takes on SIMD: 64 words of four values.
-pub(crate) const MAX_LANE_WINDOW: usize = 256;
-
-/// Whether [`windows_dot_filter_i8`] runs on SIMD here (AVX-512 VNNI): the int8 convolution
-/// then lays its windows out for it; elsewhere it takes [`dot_rows_i8`], one window per row.
-pub(crate) fn int8_windows_in_lanes() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if simd::detected_isa_i8() == Some(simd::IsaI8::Avx512Vnni) {
-        return true;
-    }
-    false
-}
-
-/// `dots[p] = Σ_k x(k, p) · filter[k]` for `P = dots.len()` positions of an int8 convolution,
-/// their windows laid out positions-in-lanes: element `k` of position `p`'s window, offset by
-/// 128 to be unsigned (`x ^ 0x80`), is byte `k % 4` of the 32-bit word `k / 4 · P + p` of
-/// `windows` (bytes past the window are 0). With AVX-512 VNNI, 16 positions per vector and
-/// four window elements per `vpdpbusd`, no sum across lanes; plain loops elsewhere.
-///
-/// # Panics
-///
-/// When `windows` has fewer than `filter.len().div_ceil(4) · P` words (a bug in the caller).
-pub(crate) fn windows_dot_filter_i8(windows: &[u8], filter: &[i8], dots: &mut [i32]) {
-    assert!(
-        windows.len() >= filter.len().div_ceil(4) * dots.len() * 4,
-        "{} bytes of windows for {} positions of {} values",
-        windows.len(),
-        dots.len(),
-        filter.len()
-    );
-    #[cfg(target_arch = "x86_64")]
-    if simd::detected_isa_i8() == Some(simd::IsaI8::Avx512Vnni) {
-        simd::windows_dot_filter_i8(windows, filter, dots);
-        return;
-    }
-    reference::windows_dot_filter_i8(windows, filter, dots);
-}
-
 /// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)`, `M[o]` the fixed-point
 /// multiplier `(multiplier[o], exponent[o])` ([`crate::quant::Multiplier::apply`]): the int8
 /// layers' requantization, 16 outputs at a time on AVX-512, one at a time elsewhere, the same
@@ -930,7 +892,9 @@ pub(crate) fn requantize_i8(
 ) {
     let (bias, multiplier, exponent) = parameters;
     assert!(
-        [dots.len(), bias.len(), multiplier.len(), exponent.len()] == [out.len(); 4],
+        // Compared one by one: an array comparison here stalls on its stores (measured).
+        (dots.len(), bias.len(), multiplier.len(), exponent.len())
+            == (out.len(), out.len(), out.len(), out.len()),
         "requantizing {} outputs from slices of other lengths",
         out.len()
     );

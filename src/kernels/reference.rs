@@ -256,24 +256,6 @@ pub fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     }
 }
 
-/// `dots[p] = Σ_k (u(k, p) - 128) · filter[k]`: the dot products of one int8 filter with the
-/// windows of `dots.len()` positions laid out positions-in-lanes, `u(k, p)` being byte `k % 4`
-/// of the 32-bit word `k / 4 · positions + p` of `windows` (each input offset by 128, so
-/// unsigned; see [`super::windows_dot_filter_i8`]).
-pub fn windows_dot_filter_i8(windows: &[u8], filter: &[i8], dots: &mut [i32]) {
-    let positions = dots.len();
-    for (p, dot) in dots.iter_mut().enumerate() {
-        *dot = filter
-            .iter()
-            .enumerate()
-            .map(|(k, &w)| {
-                let u = windows[(k / 4 * positions + p) * 4 + k % 4];
-                (i32::from(u) - 128) * i32::from(w)
-            })
-            .sum();
-    }
-}
-
 /// One output of the int8 layers' requantization, the definition:
 /// `clamp(zero + M·(dot + bias), low, 127)` with `M = (multiplier, exponent)` in fixed point
 /// ([`crate::quant::Multiplier::apply`]), the sums saturating.

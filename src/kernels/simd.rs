@@ -34,7 +34,7 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::{Conv, MAX_LANE_WINDOW};
+use super::Conv;
 
 /// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -2701,87 +2701,6 @@ unsafe fn dot_rows_i8_vnni(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     }
 }
 
-/// [`super::windows_dot_filter_i8`] with AVX-512 VNNI: per 64 positions, four accumulators of
-/// 16 lanes; per word of the filter (broadcast), one `vpdpbusd` each; then `- 128·Σ filter`.
-///
-/// # Panics
-///
-/// When the filter is longer than [`MAX_LANE_WINDOW`], `windows` is shorter than the layout
-/// needs, or the CPU lacks AVX-512BW, VL or VNNI.
-pub(crate) fn windows_dot_filter_i8(windows: &[u8], filter: &[i8], dots: &mut [i32]) {
-    let positions = dots.len();
-    let words = filter.len().div_ceil(4);
-    assert!(
-        filter.len() <= MAX_LANE_WINDOW && windows.len() >= words * positions * 4,
-        "windows of {} bytes, a filter of {}, {positions} positions",
-        windows.len(),
-        filter.len()
-    );
-    #[cfg(feature = "std")]
-    assert!(
-        std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("avx512vnni"),
-        "the CPU lacks AVX-512BW, AVX-512VL or AVX-512 VNNI"
-    );
-    // The filter as words of four values (zeros past its end), and its sum.
-    let mut filter_words = [0_i32; MAX_LANE_WINDOW / 4];
-    for (word, values) in filter_words.iter_mut().zip(filter.chunks(4)) {
-        let mut bytes = [0_u8; 4];
-        for (b, &v) in bytes.iter_mut().zip(values) {
-            *b = v as u8;
-        }
-        *word = i32::from_le_bytes(bytes);
-    }
-    let filter_sum: i32 = filter.iter().map(|&w| i32::from(w)).sum();
-    // SAFETY: the lengths were checked above, and the instruction sets are present (detected
-    // by the caller, or checked above with std; without std, the build targets them).
-    unsafe { windows_dot_filter_i8_vnni(windows, &filter_words[..words], filter_sum, dots) }
-}
-
-/// # Safety
-///
-/// The CPU has AVX-512BW, VL and VNNI; `windows` holds `filter_words.len() · dots.len()` words.
-#[target_feature(enable = "avx512bw,avx512vl,avx512vnni")]
-unsafe fn windows_dot_filter_i8_vnni(
-    windows: &[u8],
-    filter_words: &[i32],
-    filter_sum: i32,
-    dots: &mut [i32],
-) {
-    let positions = dots.len();
-    let offset = _mm512_set1_epi32(filter_sum.wrapping_mul(128));
-    // SAFETY (whole body): the instruction sets are present (the contract). Every load reads
-    // the 16 words at `j · positions + p0 + 16v`, masked to the positions below `positions`,
-    // within the `filter_words.len() · positions` words of `windows`; every store writes masked
-    // lanes of `dots` below `positions`.
-    unsafe {
-        let wp = windows.as_ptr().cast::<i32>();
-        let mut p0 = 0;
-        while p0 < positions {
-            let masks: [__mmask16; 4] = core::array::from_fn(|v| {
-                let start = p0 + 16 * v;
-                let count = positions.saturating_sub(start).min(16);
-                ((1_u32 << count) - 1) as __mmask16
-            });
-            let mut acc = [_mm512_setzero_si512(); 4];
-            for (j, &word) in filter_words.iter().enumerate() {
-                let w = _mm512_set1_epi32(word);
-                let row = wp.add(j * positions + p0);
-                for v in 0..4 {
-                    let u = _mm512_maskz_loadu_epi32(masks[v], row.add(16 * v));
-                    acc[v] = _mm512_dpbusd_epi32(acc[v], u, w);
-                }
-            }
-            for v in 0..4 {
-                let out = _mm512_sub_epi32(acc[v], offset);
-                _mm512_mask_storeu_epi32(dots.as_mut_ptr().add(p0 + 16 * v), masks[v], out);
-            }
-            p0 += 64;
-        }
-    }
-}
-
 /// [`dot_tile_i8_avx512`] with AVX2: chunks of 16 inputs, 8 lanes of 32-bit sums; the tail of
 /// fewer than 16 inputs in plain code.
 ///
@@ -2981,7 +2900,7 @@ pub(crate) fn requantize_i8(
 ) {
     let n = out.len();
     assert!(
-        [dots.len(), bias.len(), multiplier.len(), exponent.len()] == [n; 4],
+        (dots.len(), bias.len(), multiplier.len(), exponent.len()) == (n, n, n, n),
         "requantizing {n} outputs from slices of other lengths"
     );
     match isa {
@@ -3643,45 +3562,6 @@ mod tests {
                     dot_rows_i8(isa, &weight, &x, &mut got);
                     assert_eq!(got, want, "{isa:?}: {rows} rows of {n}");
                 }
-            }
-        }
-    }
-
-    #[test]
-    fn int8_windows_in_lanes_match_the_definition() {
-        if !std::is_x86_feature_detected!("avx512vnni") {
-            std::eprintln!("skipping: no AVX-512 VNNI on this CPU");
-            return;
-        }
-        let mut state = 0x1234_5678_9abc_def1_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        };
-        for window in [1_usize, 3, 4, 5, 25, 64, 150, 255, 256] {
-            for positions in [1, 15, 16, 17, 63, 64, 65, 100, 130] {
-                let words = window.div_ceil(4);
-                let mut windows: Vec<u8> = (0..4 * words * positions).map(|_| next()).collect();
-                // Past the window's end, in its last word: 0.
-                for p in 0..positions {
-                    for k in window..4 * words {
-                        windows[4 * ((k / 4) * positions + p) + k % 4] = 0;
-                    }
-                }
-                let mut filter: Vec<i8> = (0..window).map(|_| next() as i8).collect();
-                if positions == 130 {
-                    filter.iter_mut().for_each(|w| *w = -128);
-                    windows
-                        .iter_mut()
-                        .for_each(|u| *u = if *u == 0 { 0 } else { 255 });
-                }
-                let mut want = std::vec![0; positions];
-                crate::kernels::reference::windows_dot_filter_i8(&windows, &filter, &mut want);
-                let mut got = std::vec![i32::MIN; positions];
-                windows_dot_filter_i8(&windows, &filter, &mut got);
-                assert_eq!(got, want, "{positions} positions of {window}");
             }
         }
     }

@@ -136,81 +136,54 @@ impl<
     /// requantization another; larger windows take plain loops.
     fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
-        let window = C * K * K;
-        if window <= kernels::MAX_LANE_WINDOW && kernels::int8_windows_in_lanes() {
-            self.forward_lanes(x, y);
-        } else if window <= PATCH_BYTES {
+        if C * K * K <= PATCH_BYTES {
             self.forward_blocks(x, y);
         } else {
             self.forward_plain(x, y);
         }
     }
 
-    /// [`forward_sample`](Self::forward_sample) with the windows of a block of positions laid
-    /// out positions-in-lanes (`kernels::windows_dot_filter_i8`: 16 positions per vector, no
-    /// sums across lanes), where the CPU has the instructions for it.
-    fn forward_lanes(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
-        let window = C * K * K;
-        let words = window.div_ceil(4);
-        // A multiple of 16 positions (whole vectors), as many as the buffer holds.
-        let block = (PATCH_BYTES / (4 * words) / 16 * 16).clamp(16, PATCH_POSITIONS);
-        let weight = S::matrix(&self.weight);
-        let (bias, multiplier, exponent) = (
-            S::vector(&self.bias),
-            S::vector(&self.multiplier),
-            S::vector(&self.exponent),
-        );
-        let zero = self.output.zero_point;
-        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
-        // Inputs are stored offset by 128, unsigned: the sign bit flipped.
-        let unsigned = |v: i8| (v as u8) ^ 0x80;
-        let pad = unsigned(self.input.zero_point);
-        let mut windows = [0_u8; PATCH_BYTES];
-        let mut dots = [0_i32; PATCH_POSITIONS];
-        let mut start = 0;
-        while start < OH * OW {
-            let count = block.min(OH * OW - start);
-            let layout = &mut windows[..4 * words * count];
-            // The bytes past the window's end, in its last word, must be 0.
-            layout[4 * (words - 1) * count..].fill(0);
-            for p in 0..count {
-                let (oh, ow) = ((start + p) / OW, (start + p) % OW);
-                let mut k = 0;
-                for image in x {
-                    for ky in 0..K {
-                        let line = (oh * STRIDE + ky)
-                            .checked_sub(PAD)
-                            .and_then(|iy| image.get(iy));
-                        for kx in 0..K {
-                            let ix = (ow * STRIDE + kx).checked_sub(PAD).filter(|&i| i < W);
-                            let v = match (line, ix) {
-                                (Some(line), Some(ix)) => unsigned(line[ix]),
-                                _ => pad,
-                            };
-                            layout[4 * (k / 4 * count + p) + k % 4] = v;
-                            k += 1;
-                        }
+    /// Copies the window of the output position `(oh, ow)` into `patch` (`C·K·K` values,
+    /// channel by channel, row by row, as a filter's weights are laid out), the padding read
+    /// as `pad`.
+    #[inline]
+    fn gather_window(x: &[[[i8; W]; H]; C], (oh, ow): (usize, usize), pad: i8, patch: &mut [i8]) {
+        for (image, channel) in x.iter().zip(patch.chunks_exact_mut(K * K)) {
+            for (ky, row) in channel.chunks_exact_mut(K).enumerate() {
+                let Some(line) = (oh * STRIDE + ky)
+                    .checked_sub(PAD)
+                    .and_then(|iy| image.get(iy))
+                else {
+                    row.fill(pad);
+                    continue;
+                };
+                let left = ow * STRIDE;
+                if left >= PAD && left - PAD + K <= W {
+                    row.copy_from_slice(&line[left - PAD..left - PAD + K]);
+                } else {
+                    for (kx, v) in row.iter_mut().enumerate() {
+                        let ix = (left + kx).checked_sub(PAD).filter(|&i| i < W);
+                        *v = ix.map_or(pad, |ix| line[ix]);
                     }
                 }
             }
-            for (o, plane) in y.iter_mut().enumerate() {
-                let filter = weight[o].as_flattened().as_flattened();
-                kernels::windows_dot_filter_i8(layout, filter, &mut dots[..count]);
-                let uniform = |v: i32| [v; PATCH_POSITIONS];
-                let (b, m, e) = (
-                    uniform(bias[o]),
-                    uniform(multiplier[o]),
-                    uniform(exponent[o]),
-                );
-                kernels::requantize_i8(
-                    &dots[..count],
-                    (&b[..count], &m[..count], &e[..count]),
-                    (zero, low),
-                    &mut plane.as_flattened_mut()[start..start + count],
-                );
-            }
-            start += count;
         }
+    }
+
+    /// The outputs of filter `o` at a block of positions, from their dot products.
+    #[inline]
+    fn requantize_block(&self, o: usize, dots: &[i32], out: &mut [i8]) {
+        let zero = self.output.zero_point;
+        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
+        // The filter's parameters for every position of the block.
+        let uniform = |v: &S::Vector<i32, OC>| [S::vector(v)[o]; PATCH_POSITIONS];
+        let (b, m, e) = (
+            uniform(&self.bias),
+            uniform(&self.multiplier),
+            uniform(&self.exponent),
+        );
+        let n = dots.len();
+        kernels::requantize_i8(dots, (&b[..n], &m[..n], &e[..n]), (zero, low), out);
     }
 
     /// [`forward_sample`](Self::forward_sample) a block of positions at a time.
@@ -218,61 +191,25 @@ impl<
         let window = C * K * K;
         let block = (PATCH_BYTES / window).min(PATCH_POSITIONS);
         let weight = S::matrix(&self.weight);
-        let (bias, multiplier, exponent) = (
-            S::vector(&self.bias),
-            S::vector(&self.multiplier),
-            S::vector(&self.exponent),
-        );
-        let zero = self.output.zero_point;
-        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
-        let pad = self.input.zero_point;
         let mut patches = [0_i8; PATCH_BYTES];
         let mut dots = [0_i32; PATCH_POSITIONS];
         let mut start = 0;
         while start < OH * OW {
             let count = block.min(OH * OW - start);
-            // Row `p` of `patches`: the window of position `start + p`, channel by channel, row
-            // by row, as a filter's weights are laid out.
+            // Row `p` of `patches`: the window of position `start + p`.
             for (p, patch) in patches[..count * window]
                 .chunks_exact_mut(window)
                 .enumerate()
             {
-                let (oh, ow) = ((start + p) / OW, (start + p) % OW);
-                for (image, channel) in x.iter().zip(patch.chunks_exact_mut(K * K)) {
-                    for (ky, row) in channel.chunks_exact_mut(K).enumerate() {
-                        let Some(line) = (oh * STRIDE + ky)
-                            .checked_sub(PAD)
-                            .and_then(|iy| image.get(iy))
-                        else {
-                            row.fill(pad);
-                            continue;
-                        };
-                        let left = ow * STRIDE;
-                        if left >= PAD && left - PAD + K <= W {
-                            row.copy_from_slice(&line[left - PAD..left - PAD + K]);
-                        } else {
-                            for (kx, v) in row.iter_mut().enumerate() {
-                                let ix = (left + kx).checked_sub(PAD).filter(|&i| i < W);
-                                *v = ix.map_or(pad, |ix| line[ix]);
-                            }
-                        }
-                    }
-                }
+                let position = ((start + p) / OW, (start + p) % OW);
+                Self::gather_window(x, position, self.input.zero_point, patch);
             }
             for (o, plane) in y.iter_mut().enumerate() {
                 let filter = weight[o].as_flattened().as_flattened();
                 kernels::dot_rows_i8(&patches[..count * window], filter, &mut dots[..count]);
-                // One filter's parameters for every position of the block.
-                let uniform = |v: i32| [v; PATCH_POSITIONS];
-                let (b, m, e) = (
-                    uniform(bias[o]),
-                    uniform(multiplier[o]),
-                    uniform(exponent[o]),
-                );
-                kernels::requantize_i8(
+                self.requantize_block(
+                    o,
                     &dots[..count],
-                    (&b[..count], &m[..count], &e[..count]),
-                    (zero, low),
                     &mut plane.as_flattened_mut()[start..start + count],
                 );
             }
@@ -562,8 +499,8 @@ mod tests {
     use crate::nn::{Inline, Relu};
     use crate::quant::{Multiplier, Quantization};
 
-    /// The three ways of computing a convolution (windows in lanes, windows as rows, plain
-    /// loops) give the same integers, whichever this CPU would pick.
+    /// The two ways of computing a convolution (windows as rows of the int8 kernels, plain
+    /// loops) give the same integers.
     #[test]
     fn every_path_computes_the_same_outputs() {
         fn check<const C: usize, const S: usize, const P: usize, const OH: usize>(seed: u32) {
@@ -597,17 +534,12 @@ mod tests {
             let mut blocks = [[[1; OH]; OH]; 5];
             layer.forward_blocks(&x, &mut blocks);
             assert_eq!(blocks, plain, "windows as rows, {C} channels");
-            if C * 9 <= crate::kernels::MAX_LANE_WINDOW && crate::kernels::int8_windows_in_lanes() {
-                let mut lanes = [[[1; OH]; OH]; 5];
-                layer.forward_lanes(&x, &mut lanes);
-                assert_eq!(lanes, plain, "windows in lanes, {C} channels");
-            }
         }
         for seed in 1..6 {
             check::<1, 1, 1, 9>(seed);
             check::<3, 2, 0, 4>(seed);
             check::<7, 1, 0, 7>(seed);
-            check::<29, 1, 1, 9>(seed); // 261 values per window: past the lanes' limit
+            check::<29, 1, 1, 9>(seed);
         }
     }
 }

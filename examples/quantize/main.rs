@@ -13,8 +13,8 @@
 //! last lines, one per net, are meant for scripts:
 //!
 //! ```text
-//! mlp: f32 98.10%, int8 98.16%, 427 KiB -> 109 KiB, 3.1 µs -> 1.6 µs
-//! cnn: f32 99.42%, int8 99.42%, 241 KiB -> 63 KiB, 14.5 µs -> 240 µs
+//! mlp: f32 98.10%, int8 98.16%, 427 KiB -> 109 KiB, 4.8 µs -> 1.4 µs
+//! cnn: f32 99.42%, int8 99.42%, 241 KiB -> 63 KiB, 13.5 µs -> 24.1 µs
 //! ```
 //!
 //! (accuracy, the parameters' read-only memory baked, one prediction's time). The files' layout:

@@ -2456,8 +2456,8 @@ pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum IsaI8 {
     /// AVX-512 VNNI (with BW and VL): `vpdpbusd` multiplies 64 unsigned by 64 signed bytes and
-    /// adds them in fours into 16 `i32` sums, one instruction (the inputs offset by 128 to
-    /// make them unsigned, the offset's term `128·Σw` subtracted at the end).
+    /// adds them in fours into 16 `i32` sums, one instruction (the weights offset by 128 to
+    /// make them unsigned, the offset's term `128·Σx` subtracted at the end).
     Avx512Vnni,
     /// AVX-512BW (with VL, for the masked 32-byte loads of a row's tail): 32 `i8` widened to
     /// `i16` per vector, `vpmaddwd` into 16 `i32` sums.
@@ -2623,11 +2623,12 @@ unsafe fn dot_rows_i8_avx512(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     }
 }
 
-/// `R` rows of the int8 dot products from row `r0`, with AVX-512 VNNI: per chunk of 64 inputs,
-/// `u = x + 128` (unsigned) once, and per row two `vpdpbusd`, one adding `u · w` and one adding
-/// `1 · w` (the row's sum), in fours into 16 lanes of 32-bit sums; at the end
-/// `Σ x·w = Σ u·w - 128·Σ w`. The sums wrap modulo `2^32` (`vpdpbusd` does not saturate), so
-/// the result is exact whenever the true dot product fits an `i32`, whatever the values.
+/// `R` rows of the int8 dot products from row `r0`, with AVX-512 VNNI: per chunk of 64 inputs
+/// and per row, the weights offset by 128 to be unsigned (`w ^ 0x80`, one `vpxord`) and one
+/// `vpdpbusd` adding `(w + 128) · x` in fours into 16 lanes of 32-bit sums; at the end
+/// `Σ w·x = Σ (w + 128)·x - 128·Σ x`, where `Σ x` (one more `vpdpbusd` per chunk, for all the
+/// rows) is shared by every row. The sums wrap modulo `2^32` (`vpdpbusd` does not saturate),
+/// so the result is exact whenever the true dot product fits an `i32`, whatever the values.
 ///
 /// # Safety
 ///
@@ -2648,34 +2649,30 @@ unsafe fn dot_tile_i8_vnni<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [
         let offset = _mm512_set1_epi8(-128);
         let ones = _mm512_set1_epi8(1);
         let mut acc = [_mm512_setzero_si512(); R];
-        let mut row_sums = [_mm512_setzero_si512(); R];
+        let mut x_sum = _mm512_setzero_si512();
         let mut i = 0;
         while i < whole {
-            // x + 128 as an unsigned byte: the sign bit flipped.
-            let u = _mm512_xor_si512(_mm512_loadu_si512(xp.add(i).cast()), offset);
+            let xv = _mm512_loadu_si512(xp.add(i).cast());
+            x_sum = _mm512_dpbusd_epi32(x_sum, ones, xv);
             for r in 0..R {
-                let w = _mm512_loadu_si512(rows[r].add(i).cast());
-                acc[r] = _mm512_dpbusd_epi32(acc[r], u, w);
-                row_sums[r] = _mm512_dpbusd_epi32(row_sums[r], ones, w);
+                let u = _mm512_xor_si512(_mm512_loadu_si512(rows[r].add(i).cast()), offset);
+                acc[r] = _mm512_dpbusd_epi32(acc[r], u, xv);
             }
             i += 64;
         }
         if tail > 0 {
             let mask: __mmask64 = (1_u64 << tail) - 1;
-            // Masked-off bytes load as 0 in both, adding nothing.
-            let u = _mm512_xor_si512(
-                _mm512_maskz_loadu_epi8(mask, xp.add(whole)),
-                _mm512_maskz_mov_epi8(mask, offset),
-            );
+            // Masked-off inputs load as 0, adding nothing whatever the weight's offset.
+            let xv = _mm512_maskz_loadu_epi8(mask, xp.add(whole));
+            x_sum = _mm512_dpbusd_epi32(x_sum, ones, xv);
             for r in 0..R {
                 let w = _mm512_maskz_loadu_epi8(mask, rows[r].add(whole));
-                acc[r] = _mm512_dpbusd_epi32(acc[r], u, w);
-                row_sums[r] = _mm512_dpbusd_epi32(row_sums[r], ones, w);
+                acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_xor_si512(w, offset), xv);
             }
         }
-        // Σ u·w - 128·Σ w, lane by lane, then the lanes summed.
-        let dots: [__m512i; R] =
-            core::array::from_fn(|r| _mm512_sub_epi32(acc[r], _mm512_slli_epi32(row_sums[r], 7)));
+        // Σ (w + 128)·x - 128·Σ x, lane by lane, then the lanes summed.
+        let correction = _mm512_slli_epi32(x_sum, 7);
+        let dots: [__m512i; R] = core::array::from_fn(|r| _mm512_sub_epi32(acc[r], correction));
         store_lane_sums(&dots, sums.as_mut_ptr().add(r0));
     }
 }

@@ -922,6 +922,26 @@ pub(crate) fn requantize_one(
     reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
 }
 
+/// Max pooling of one row of 2 x 2 windows with stride 2: `out[j]` is the first maximum of
+/// `top[2j], top[2j + 1], bottom[2j], bottom[2j + 1]` (a NaN, the first, if there is one).
+/// Returns `false`, writing nothing, unless `T` is `f32` and the CPU has AVX-512 (the caller
+/// then pools with its generic code, which gives the same values).
+pub(crate) fn max_pool_2x2<T: 'static>(top: &[T], bottom: &[T], out: &mut [T]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa @ simd::Isa::Avx512) = simd::detected_isa()
+        && let (Some(top), Some(bottom), Some(out)) = (
+            simd::same_type_slice::<T, f32>(top),
+            simd::same_type_slice::<T, f32>(bottom),
+            simd::same_type_slice_mut::<T, f32>(out),
+        )
+    {
+        simd::max_pool_2x2_f32(isa, top, bottom, out);
+        return true;
+    }
+    let _ = (top, bottom, out);
+    false
+}
+
 /// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
 /// gradients and parameters, on the SIMD path for `f32` and `f64`.
 #[cfg(feature = "alloc")]

@@ -2449,6 +2449,72 @@ pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Max pooling over 2 x 2 windows with stride 2, in f32.
+// ---------------------------------------------------------------------------------------------
+
+/// `out[j]` = the first maximum of `top[2j], top[2j + 1], bottom[2j], bottom[2j + 1]` in that
+/// order, a NaN (the first) if there is one: the generic pooling's result, bit for bit, 16
+/// outputs per step (each pair of rows de-interleaved into even and odd columns).
+///
+/// # Panics
+///
+/// When a row has fewer than `2 · out.len()` values, or `isa` is not AVX-512 or not present.
+pub(crate) fn max_pool_2x2_f32(isa: Isa, top: &[f32], bottom: &[f32], out: &mut [f32]) {
+    assert!(
+        top.len() >= 2 * out.len() && bottom.len() >= 2 * out.len(),
+        "rows of {} and {} values for {} outputs",
+        top.len(),
+        bottom.len(),
+        out.len()
+    );
+    assert!(isa == Isa::Avx512, "max pooling has an AVX-512 kernel only");
+    assert_isa(isa);
+    // SAFETY: the lengths were checked above and AVX-512F is present (`assert_isa`).
+    unsafe { max_pool_2x2_avx512(top, bottom, out) }
+}
+
+/// # Safety
+///
+/// The CPU has AVX-512F; both rows hold at least `2 · out.len()` values.
+#[target_feature(enable = "avx512f")]
+unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
+    // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
+    // `2·j0 .. 2·j0 + 2·count` of each row and writes outputs `j0 .. j0 + count`, masked to
+    // those, `j0 + count <= out.len()`.
+    unsafe {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        // `v` takes over from `best` when larger, or when a NaN meets a number: `max(v, best)`
+        // is `v > best ? v : best`, and the NaN case is blended in.
+        let larger = |best: __m512, v: __m512| {
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v)
+                & !_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(best, best);
+            _mm512_mask_mov_ps(_mm512_max_ps(v, best), nan, v)
+        };
+        let mut j0 = 0;
+        while j0 < out.len() {
+            let count = (out.len() - j0).min(16);
+            let low = ((1_u32 << (2 * count).min(16)) - 1) as __mmask16;
+            let high = ((1_u64 << (2 * count).saturating_sub(16)) - 1) as __mmask16;
+            let row = |r: &[f32]| {
+                let a = _mm512_maskz_loadu_ps(low, r.as_ptr().add(2 * j0));
+                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().add(2 * j0 + 16));
+                (
+                    _mm512_permutex2var_ps(a, even, b),
+                    _mm512_permutex2var_ps(a, odd, b),
+                )
+            };
+            let (t0, t1) = row(top);
+            let (b0, b1) = row(bottom);
+            let best = larger(larger(larger(t0, t1), b0), b1);
+            let mask = ((1_u32 << count) - 1) as __mmask16;
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(j0), mask, best);
+            j0 += count;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Int8 dot products: the hot loop of the int8 layers.
 // ---------------------------------------------------------------------------------------------
 
@@ -3559,6 +3625,60 @@ mod tests {
                     dot_rows_i8(isa, &weight, &x, &mut got);
                     assert_eq!(got, want, "{isa:?}: {rows} rows of {n}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn max_pooling_keeps_the_first_maximum_and_the_first_nan_bit_for_bit() {
+        if detected_isa() != Some(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        let mut state = 0x0123_4567_89ab_cdef_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Values drawn from few choices, so that ties, signed zeros and NaNs (with different
+        // payloads) meet in windows.
+        let choices = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            2.5,
+            f32::NAN,
+            f32::from_bits(0x7fc0_0001),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        for n in 0..40 {
+            for _ in 0..50 {
+                let mut pick = || choices[(next() % choices.len() as u64) as usize];
+                let top: Vec<f32> = (0..2 * n + 1).map(|_| pick()).collect();
+                let bottom: Vec<f32> = (0..2 * n + 1).map(|_| pick()).collect();
+                let want: Vec<u32> = (0..n)
+                    .map(|j| {
+                        let window = [top[2 * j], top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1]];
+                        window[1..]
+                            .iter()
+                            .fold(window[0], |m, &v| {
+                                if v > m || (v.is_nan() && !m.is_nan()) {
+                                    v
+                                } else {
+                                    m
+                                }
+                            })
+                            .to_bits()
+                    })
+                    .collect();
+                let mut out = std::vec![7.0_f32; n];
+                max_pool_2x2_f32(Isa::Avx512, &top, &bottom, &mut out);
+                let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "{n} windows: {top:?} / {bottom:?}");
             }
         }
     }

@@ -16,6 +16,7 @@
 
 use super::shape::check_output_size;
 use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store};
+use crate::kernels;
 
 /// Max pooling over `K x K` windows with stride `STRIDE`, on `C` channels of `H x W`, giving
 /// `OH x OW`: PyTorch's `nn.MaxPool2d(K, stride=STRIDE)` (no padding, no dilation).
@@ -157,6 +158,10 @@ impl<
             for (x, y) in x.iter().zip(y) {
                 for (oh, y) in y.iter_mut().enumerate() {
                     let top = oh * STRIDE;
+                    // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same values.
+                    if K == 2 && STRIDE == 2 && kernels::max_pool_2x2(&x[top], &x[top + 1], y) {
+                        continue;
+                    }
                     *y = core::array::from_fn(|ow| x[top][ow * STRIDE]);
                     for (i, row) in x[top..top + K].iter().enumerate() {
                         for j in (0..K).filter(|&j| (i, j) != (0, 0)) {

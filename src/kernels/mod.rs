@@ -942,6 +942,35 @@ pub(crate) fn max_pool_2x2<T: 'static>(top: &[T], bottom: &[T], out: &mut [T]) -
     false
 }
 
+/// The backward pass of [`max_pool_2x2`]: each window's gradient `dy[j]` to the first maximum
+/// of its window (`0 + dy[j]`), 0 to its other inputs, in values `0..2 · dy.len()` of the rows
+/// `d_top` and `d_bottom`. Returns `false`, writing nothing, unless `T` is `f32` and the CPU has
+/// AVX-512.
+#[cfg(feature = "alloc")]
+pub(crate) fn max_pool_2x2_backward<T: 'static>(
+    rows: (&[T], &[T]),
+    dy: &[T],
+    d_rows: (&mut [T], &mut [T]),
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa @ simd::Isa::Avx512) = simd::detected_isa()
+        && let (Some(top), Some(bottom), Some(dy)) = (
+            simd::same_type_slice::<T, f32>(rows.0),
+            simd::same_type_slice::<T, f32>(rows.1),
+            simd::same_type_slice::<T, f32>(dy),
+        )
+        && let (Some(d_top), Some(d_bottom)) = (
+            simd::same_type_slice_mut::<T, f32>(&mut *d_rows.0),
+            simd::same_type_slice_mut::<T, f32>(&mut *d_rows.1),
+        )
+    {
+        simd::max_pool_2x2_backward_f32(isa, (top, bottom), dy, (d_top, d_bottom));
+        return true;
+    }
+    let _ = (rows, dy, d_rows);
+    false
+}
+
 /// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
 /// gradients and parameters, on the SIMD path for `f32` and `f64`.
 #[cfg(feature = "alloc")]

@@ -2514,6 +2514,99 @@ unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
     }
 }
 
+/// The backward pass of [`max_pool_2x2_f32`]: each window's gradient `dy[j]` goes to its first
+/// maximum (the first value whose bits are the maximum's: the first NaN, if any), the other three
+/// inputs get 0, as `0 + dy[j]` and `0` exactly as the generic code writes them. Writes values
+/// `0..2 · dy.len()` of both rows of `dx`.
+///
+/// # Panics
+///
+/// When a row is shorter than `2 · dy.len()`, or `isa` is not AVX-512 or not present.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) fn max_pool_2x2_backward_f32(
+    isa: Isa,
+    (top, bottom): (&[f32], &[f32]),
+    dy: &[f32],
+    (d_top, d_bottom): (&mut [f32], &mut [f32]),
+) {
+    let n = 2 * dy.len();
+    assert!(
+        top.len() >= n && bottom.len() >= n && d_top.len() >= n && d_bottom.len() >= n,
+        "rows too short for {} windows",
+        dy.len()
+    );
+    assert!(isa == Isa::Avx512, "max pooling has an AVX-512 kernel only");
+    assert_isa(isa);
+    // SAFETY: the lengths were checked above and AVX-512F is present (`assert_isa`).
+    unsafe { max_pool_2x2_backward_avx512((top, bottom), dy, (d_top, d_bottom)) }
+}
+
+/// # Safety
+///
+/// The CPU has AVX-512F; the four rows hold at least `2 · dy.len()` values.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[target_feature(enable = "avx512f")]
+unsafe fn max_pool_2x2_backward_avx512(
+    (top, bottom): (&[f32], &[f32]),
+    dy: &[f32],
+    (d_top, d_bottom): (&mut [f32], &mut [f32]),
+) {
+    // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
+    // `2·j0 .. 2·j0 + 2·count` of each input row and `j0 .. j0 + count` of `dy`, and writes the
+    // same values of each gradient row, masked to those, `j0 + count <= dy.len()`.
+    unsafe {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let first_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        let second_half =
+            _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        let larger = |best: __m512, v: __m512| {
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v)
+                & !_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(best, best);
+            _mm512_mask_mov_ps(_mm512_max_ps(v, best), nan, v)
+        };
+        let same_bits = |a: __m512, b: __m512| {
+            _mm512_cmpeq_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(b))
+        };
+        let zero = _mm512_setzero_ps();
+        let mut j0 = 0;
+        while j0 < dy.len() {
+            let count = (dy.len() - j0).min(16);
+            let low = ((1_u32 << (2 * count).min(16)) - 1) as __mmask16;
+            let high = ((1_u64 << (2 * count).saturating_sub(16)) - 1) as __mmask16;
+            let row = |r: &[f32]| {
+                let a = _mm512_maskz_loadu_ps(low, r.as_ptr().add(2 * j0));
+                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().add(2 * j0 + 16));
+                (
+                    _mm512_permutex2var_ps(a, even, b),
+                    _mm512_permutex2var_ps(a, odd, b),
+                )
+            };
+            let (t0, t1) = row(top);
+            let (b0, b1) = row(bottom);
+            let best = larger(larger(larger(t0, t1), b0), b1);
+            let d = _mm512_maskz_loadu_ps(((1_u32 << count) - 1) as __mmask16, dy.as_ptr().add(j0));
+            // The first input with the maximum's bits takes the gradient.
+            let (e0, e1, e2) = (
+                same_bits(t0, best),
+                same_bits(t1, best),
+                same_bits(b0, best),
+            );
+            let takes = [e0, e1 & !e0, e2 & !(e0 | e1), !(e0 | e1 | e2)];
+            let [g0, g1, g2, g3] = takes.map(|take| _mm512_maskz_add_ps(take, zero, d));
+            let store = |out: &mut [f32], even_values: __m512, odd_values: __m512| {
+                let a = _mm512_permutex2var_ps(even_values, first_half, odd_values);
+                let b = _mm512_permutex2var_ps(even_values, second_half, odd_values);
+                _mm512_mask_storeu_ps(out.as_mut_ptr().add(2 * j0), low, a);
+                _mm512_mask_storeu_ps(out.as_mut_ptr().add(2 * j0 + 16), high, b);
+            };
+            store(d_top, g0, g1);
+            store(d_bottom, g2, g3);
+            j0 += count;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Int8 dot products: the hot loop of the int8 layers.
 // ---------------------------------------------------------------------------------------------
@@ -3679,6 +3772,50 @@ mod tests {
                 max_pool_2x2_f32(Isa::Avx512, &top, &bottom, &mut out);
                 let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
                 assert_eq!(got, want, "{n} windows: {top:?} / {bottom:?}");
+
+                // The backward pass: the gradient to the window's first maximum as the generic
+                // code finds it (the last input that took over), `0 + dy` there, 0 elsewhere.
+                let dy: Vec<f32> = (0..n)
+                    .map(|_| [-0.0, 1.5, -2.0][(next() % 3) as usize])
+                    .collect();
+                let (mut want_top, mut want_bottom) =
+                    (std::vec![0_u32; 2 * n], std::vec![0_u32; 2 * n]);
+                for j in 0..n {
+                    let window = [top[2 * j], top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1]];
+                    let (mut best, mut at) = (window[0], 0);
+                    for (p, &v) in window.iter().enumerate().skip(1) {
+                        if v > best || (v.is_nan() && !best.is_nan()) {
+                            (best, at) = (v, p);
+                        }
+                    }
+                    let value = (0.0 + dy[j]).to_bits();
+                    match at {
+                        0 => want_top[2 * j] = value,
+                        1 => want_top[2 * j + 1] = value,
+                        2 => want_bottom[2 * j] = value,
+                        _ => want_bottom[2 * j + 1] = value,
+                    }
+                }
+                let (mut d_top, mut d_bottom) =
+                    (std::vec![9.0_f32; 2 * n + 1], std::vec![9.0_f32; 2 * n + 1]);
+                max_pool_2x2_backward_f32(
+                    Isa::Avx512,
+                    (&top, &bottom),
+                    &dy,
+                    (&mut d_top, &mut d_bottom),
+                );
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+                assert_eq!(bits(&d_top[..2 * n]), want_top, "backward, {n} windows");
+                assert_eq!(
+                    bits(&d_bottom[..2 * n]),
+                    want_bottom,
+                    "backward, {n} windows"
+                );
+                assert_eq!(
+                    (d_top[2 * n], d_bottom[2 * n]),
+                    (9.0, 9.0),
+                    "nothing past the windows"
+                );
             }
         }
     }

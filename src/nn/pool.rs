@@ -317,6 +317,16 @@ mod train {
                 for ((x, dy), dx) in x.iter().zip(dy).zip(dx.iter_mut()) {
                     for (oh, dy) in dy.iter().enumerate() {
                         let top = oh * STRIDE;
+                        if K == 2 && STRIDE == 2 {
+                            // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same
+                            // values.
+                            let (upper, lower) = dx.split_at_mut(top + 1);
+                            let rows = (&x[top][..], &x[top + 1][..]);
+                            let d_rows = (&mut upper[top][..], &mut lower[0][..]);
+                            if crate::kernels::max_pool_2x2_backward(rows, dy, d_rows) {
+                                continue;
+                            }
+                        }
                         let mut best: [T; OW] = core::array::from_fn(|ow| x[top][ow * STRIDE]);
                         // Window positions as u32 (vector lanes twice as many as usize's): a
                         // window has at most 65,535² positions (checked where this compiles).

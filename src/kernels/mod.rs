@@ -971,6 +971,33 @@ pub(crate) fn max_pool_2x2_backward<T: 'static>(
     false
 }
 
+/// `dx += col2im(d_patches)` for a stride-1 convolution of `shape` (`d_patches` is
+/// `C·K·K x OH·OW`, `dx` the `C x H x W` input gradient): each row `(c, ky, kx)` added, output
+/// row by output row, to the input row it met, on AVX-512. Returns `false`, changing nothing,
+/// unless `T` is `f32` or `f64` and the CPU has AVX-512 (the caller's generic code then does the
+/// same additions in the same order).
+///
+/// # Panics
+///
+/// When the slices' lengths do not fit `shape` (a bug in the caller).
+#[cfg(feature = "alloc")]
+pub(crate) fn col2im_stride1<T: 'static>(shape: &Conv, d_patches: &[T], dx: &mut [T]) -> bool {
+    let taps = shape.channels * shape.kernel * shape.kernel;
+    assert!(
+        d_patches.len() == taps * shape.out_height() * shape.out_width()
+            && dx.len() == shape.channels * shape.height * shape.width,
+        "col2im: {} patch values and {} input values for {shape:?}",
+        d_patches.len(),
+        dx.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd::Isa::Avx512) = simd::detected_isa() {
+        return simd::col2im_stride1_avx512(shape, d_patches, dx);
+    }
+    let _ = (d_patches, dx);
+    false
+}
+
 /// Whether every value is finite (no NaN, no infinity): the check a training step makes of its
 /// gradients and parameters, on the SIMD path for `f32` and `f64`.
 #[cfg(feature = "alloc")]

@@ -2449,6 +2449,142 @@ pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
+// col2im of a stride-1 convolution's backward pass.
+// ---------------------------------------------------------------------------------------------
+
+/// `dx += col2im(d_patches)` for a stride-1 convolution with AVX-512: per channel, kernel row
+/// and output row, the input row it meets is loaded once, a vector of columns at a time, and the
+/// `K` rows `(c, ky, kx)` of `d_patches` are added to it, each shifted by `kx - padding` (masked
+/// to the columns it reaches), before it is stored. Each input value receives its terms in the
+/// generic code's order (by `ky`, then `kx`), so the sums are the same bit for bit; and no load
+/// reads back a value just stored at another offset (which stalls).
+macro_rules! col2im_entry {
+    ($name:ident, $e:ty, $lanes:expr, $mask:ty, $load:ident, $add:ident, $store:ident) => {
+        /// # Safety
+        ///
+        /// The CPU has AVX-512F; `d_patches` holds `C·K·K·OH·OW` values and `dx` `C·H·W`
+        /// (checked by [`col2im_stride1_avx512`]).
+        #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn $name(shape: &Conv, d_patches: &[$e], dx: &mut [$e]) {
+            let Conv {
+                channels,
+                kernel: k,
+                padding: pad,
+                height: h,
+                width: w,
+                ..
+            } = *shape;
+            let (out_height, out_width) = (shape.out_height(), shape.out_width());
+            let positions = out_height * out_width;
+            let lanes_between = |lo: isize, hi: isize, n: usize| -> $mask {
+                let (lo, hi) = (lo.clamp(0, n as isize) as u32, hi.clamp(0, n as isize) as u32);
+                if lo >= hi {
+                    0
+                } else {
+                    (((1_u32 << hi) - 1) & !((1_u32 << lo) - 1)) as $mask
+                }
+            };
+            // SAFETY (whole body): AVX-512F is present (the contract). Each load or store of
+            // `dx` covers lanes `0..n` at `(c·H + ih)·W + j0` with `ih < H`, `j0 + n <= W`. Each
+            // load of `d_patches` is masked to the lanes `l` whose output column
+            // `j0 + l + pad - kx` lies in `0..OW`, at row `(c, ky, kx)` and output row
+            // `oh < OH`: inside the patch row; the pointer to lane 0 may lie outside it and is
+            // formed with `wrapping_add`, never read there.
+            unsafe {
+                let (dp, xp) = (d_patches.as_ptr(), dx.as_mut_ptr());
+                for c in 0..channels {
+                    for ky in 0..k {
+                        for oh in 0..out_height {
+                            let Some(ih) = (oh + ky).checked_sub(pad).filter(|&ih| ih < h) else {
+                                continue;
+                            };
+                            let row = xp.add((c * h + ih) * w);
+                            let mut j0 = 0;
+                            while j0 < w {
+                                let n = (w - j0).min($lanes);
+                                let all = ((1_u32 << n) - 1) as $mask;
+                                let mut acc = $load(all, row.add(j0));
+                                for kx in 0..k {
+                                    let shift = kx as isize - pad as isize - j0 as isize;
+                                    let reach = lanes_between(shift, shift + out_width as isize, n);
+                                    if reach == 0 {
+                                        continue;
+                                    }
+                                    let patch = ((c * k + ky) * k + kx) * positions + oh * out_width;
+                                    let src = dp.wrapping_add(patch).wrapping_offset(-shift);
+                                    acc = $add(acc, $load(reach, src));
+                                }
+                                $store(row.add(j0), all, acc);
+                                j0 += n;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+}
+
+col2im_entry!(
+    col2im_stride1_avx512_f32,
+    f32,
+    16,
+    __mmask16,
+    _mm512_maskz_loadu_ps,
+    _mm512_add_ps,
+    _mm512_mask_storeu_ps
+);
+col2im_entry!(
+    col2im_stride1_avx512_f64,
+    f64,
+    8,
+    __mmask8,
+    _mm512_maskz_loadu_pd,
+    _mm512_add_pd,
+    _mm512_mask_storeu_pd
+);
+
+/// [`super::col2im_stride1`] for `f32` (`E = f32`) or `f64` on AVX-512.
+///
+/// # Panics
+///
+/// When the lengths do not fit `shape`, or the CPU lacks AVX-512F.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) fn col2im_stride1_avx512<E: 'static>(
+    shape: &Conv,
+    d_patches: &[E],
+    dx: &mut [E],
+) -> bool {
+    let taps = shape.channels * shape.kernel * shape.kernel;
+    assert!(
+        d_patches.len() == taps * shape.out_height() * shape.out_width()
+            && dx.len() == shape.channels * shape.height * shape.width,
+        "col2im: {} patch values and {} input values for {shape:?}",
+        d_patches.len(),
+        dx.len()
+    );
+    assert_isa(Isa::Avx512);
+    if let (Some(d), Some(x)) = (
+        same_type_slice::<E, f32>(d_patches),
+        same_type_slice_mut::<E, f32>(&mut *dx),
+    ) {
+        // SAFETY: AVX-512F is present (`assert_isa`) and the lengths were checked above.
+        unsafe { col2im_stride1_avx512_f32(shape, d, x) };
+        return true;
+    }
+    if let (Some(d), Some(x)) = (
+        same_type_slice::<E, f64>(d_patches),
+        same_type_slice_mut::<E, f64>(&mut *dx),
+    ) {
+        // SAFETY: as above.
+        unsafe { col2im_stride1_avx512_f64(shape, d, x) };
+        return true;
+    }
+    false
+}
+
+// ---------------------------------------------------------------------------------------------
 // Max pooling over 2 x 2 windows with stride 2, in f32.
 // ---------------------------------------------------------------------------------------------
 
@@ -3719,6 +3855,95 @@ mod tests {
                     assert_eq!(got, want, "{isa:?}: {rows} rows of {n}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn col2im_adds_each_patch_value_to_the_input_it_came_from() {
+        if detected_isa() != Some(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        for (channels, kernel, padding, height, width) in [
+            (1, 5, 2, 28, 28),
+            (6, 5, 0, 14, 14),
+            (2, 3, 1, 5, 7),
+            (3, 1, 0, 4, 19),
+            (2, 4, 3, 3, 2),
+        ] {
+            let shape = Conv {
+                channels,
+                filters: 1,
+                kernel,
+                padding,
+                height,
+                width,
+            };
+            let (oh, ow) = (shape.out_height(), shape.out_width());
+            let d_patches: Vec<f64> = (0..channels * kernel * kernel * oh * ow)
+                .map(|i| ((i * 37 % 101) as f64 - 50.0) / 8.0)
+                .collect();
+            let start: Vec<f64> = (0..channels * height * width)
+                .map(|i| i as f64 / 3.0)
+                .collect();
+            // The definition, one value at a time, in the generic code's order.
+            let mut want = start.clone();
+            for c in 0..channels {
+                for ky in 0..kernel {
+                    for kx in 0..kernel {
+                        let row = (c * kernel + ky) * kernel + kx;
+                        for y in 0..oh {
+                            for x in 0..ow {
+                                let (iy, ix) = (
+                                    (y + ky) as isize - padding as isize,
+                                    (x + kx) as isize - padding as isize,
+                                );
+                                if (0..height as isize).contains(&iy)
+                                    && (0..width as isize).contains(&ix)
+                                {
+                                    want[(c * height + iy as usize) * width + ix as usize] +=
+                                        d_patches[row * oh * ow + y * ow + x];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let mut got = start.clone();
+            assert!(col2im_stride1_avx512(&shape, &d_patches, &mut got));
+            assert_eq!(got, want, "{shape:?}");
+            let d32: Vec<f32> = d_patches.iter().map(|&v| v as f32).collect();
+            let mut got32: Vec<f32> = start.iter().map(|&v| v as f32).collect();
+            assert!(col2im_stride1_avx512(&shape, &d32, &mut got32));
+            let want32: Vec<f32> = {
+                let mut w: Vec<f32> = start.iter().map(|&v| v as f32).collect();
+                let mut shape_sum = 0;
+                for c in 0..channels {
+                    for ky in 0..kernel {
+                        for kx in 0..kernel {
+                            let row = (c * kernel + ky) * kernel + kx;
+                            for y in 0..oh {
+                                for x in 0..ow {
+                                    let (iy, ix) = (
+                                        (y + ky) as isize - padding as isize,
+                                        (x + kx) as isize - padding as isize,
+                                    );
+                                    if (0..height as isize).contains(&iy)
+                                        && (0..width as isize).contains(&ix)
+                                    {
+                                        w[(c * height + iy as usize) * width + ix as usize] +=
+                                            d32[row * oh * ow + y * ow + x];
+                                        shape_sum += 1;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                assert!(shape_sum > 0);
+                w
+            };
+            assert_eq!(got32, want32, "{shape:?}, f32");
         }
     }
 

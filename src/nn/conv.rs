@@ -390,6 +390,10 @@ where
     /// it was copied from; padding positions dropped.
     #[cfg(feature = "alloc")]
     fn col2im(d_patches: &[T], dx: &mut [[[T; W]; H]; C]) {
+        let flat = dx.as_flattened_mut().as_flattened_mut();
+        if STRIDE == 1 && kernels::col2im_stride1(&Self::DIRECT, d_patches, flat) {
+            return;
+        }
         let positions = OH * OW;
         for (row, patch_row) in d_patches.chunks_exact(positions).enumerate() {
             let (c, kh, kw) = (row / (K * K), row / K % K, row % K);

@@ -869,3 +869,22 @@ fn corrupted_int8_files_load_or_are_refused_never_panic() {
     println!("{loaded} corrupted files loaded, {refused} refused");
     assert!(loaded > 0 && refused > 0);
 }
+
+/// A large int8 layer with heap storage loads on a small stack: its weight is filled where it
+/// is stored, not built as a temporary array.
+#[test]
+fn a_large_int8_layer_loads_on_a_small_stack() {
+    use constmat::nn::{Heap, Weights};
+    type Big = QDense<2048, 1024, Relu, Heap>;
+    let handle = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            let zeros = vec![0_u8; 2048 * 1024];
+            let layer = Big::read_tensors(&mut |_| &zeros[..]);
+            let bytes = st::to_bytes(&layer, &[]);
+            let back: Big = st::from_bytes(&bytes).expect("a valid file");
+            assert!(back == layer);
+        })
+        .unwrap();
+    handle.join().expect("no stack overflow");
+}

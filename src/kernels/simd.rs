@@ -2616,7 +2616,8 @@ pub(crate) fn max_pool_2x2_f32(isa: Isa, top: &[f32], bottom: &[f32], out: &mut 
 unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
     // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
     // `2·j0 .. 2·j0 + 2·count` of each row and writes outputs `j0 .. j0 + count`, masked to
-    // those, `j0 + count <= out.len()`.
+    // those, `j0 + count <= out.len()`. The pointer to the second vector of a row may lie past
+    // its end when `count <= 8` (its mask is then empty): formed with `wrapping_add`, not read.
     unsafe {
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -2634,7 +2635,7 @@ unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
             let high = ((1_u64 << (2 * count).saturating_sub(16)) - 1) as __mmask16;
             let row = |r: &[f32]| {
                 let a = _mm512_maskz_loadu_ps(low, r.as_ptr().add(2 * j0));
-                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().add(2 * j0 + 16));
+                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().wrapping_add(2 * j0 + 16));
                 (
                     _mm512_permutex2var_ps(a, even, b),
                     _mm512_permutex2var_ps(a, odd, b),
@@ -2689,7 +2690,9 @@ unsafe fn max_pool_2x2_backward_avx512(
 ) {
     // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
     // `2·j0 .. 2·j0 + 2·count` of each input row and `j0 .. j0 + count` of `dy`, and writes the
-    // same values of each gradient row, masked to those, `j0 + count <= dy.len()`.
+    // same values of each gradient row, masked to those, `j0 + count <= dy.len()`. The pointers
+    // to the second vector of a row may lie past its end when `count <= 8` (their mask is then
+    // empty): formed with `wrapping_add`, never dereferenced there.
     unsafe {
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -2712,7 +2715,7 @@ unsafe fn max_pool_2x2_backward_avx512(
             let high = ((1_u64 << (2 * count).saturating_sub(16)) - 1) as __mmask16;
             let row = |r: &[f32]| {
                 let a = _mm512_maskz_loadu_ps(low, r.as_ptr().add(2 * j0));
-                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().add(2 * j0 + 16));
+                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().wrapping_add(2 * j0 + 16));
                 (
                     _mm512_permutex2var_ps(a, even, b),
                     _mm512_permutex2var_ps(a, odd, b),
@@ -2734,7 +2737,7 @@ unsafe fn max_pool_2x2_backward_avx512(
                 let a = _mm512_permutex2var_ps(even_values, first_half, odd_values);
                 let b = _mm512_permutex2var_ps(even_values, second_half, odd_values);
                 _mm512_mask_storeu_ps(out.as_mut_ptr().add(2 * j0), low, a);
-                _mm512_mask_storeu_ps(out.as_mut_ptr().add(2 * j0 + 16), high, b);
+                _mm512_mask_storeu_ps(out.as_mut_ptr().wrapping_add(2 * j0 + 16), high, b);
             };
             store(d_top, g0, g1);
             store(d_bottom, g2, g3);

@@ -361,9 +361,26 @@ pub trait Weights: Layer + Sized {
     fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self;
 }
 
-/// [`Weights::write_tensor`] for a layer of [`Parameters`] of one element type.
+/// [`Weights::write_tensor`] for a layer of [`Parameters`] of one element type: what a float
+/// layer of your own writes in its `Weights` implementation.
+///
+/// ```
+/// use constmat::nn::{Dense, Parameters, read_parameters, write_parameters};
+///
+/// let mut layer = Dense::<f64, 2, 1>::zeros();
+/// layer.weight[(0, 1)] = -3.0;
+/// let tensors: Vec<Vec<u8>> = (0..2)
+///     .map(|k| {
+///         let mut bytes = Vec::new();
+///         write_parameters::<f64, _>(&layer, k, &mut bytes);
+///         bytes
+///     })
+///     .collect();
+/// let back: Dense<f64, 2, 1> = read_parameters::<f64, _>(&mut |k| &tensors[k][..]);
+/// assert_eq!(back, layer);
+/// ```
 #[cfg(feature = "alloc")]
-pub(crate) fn write_parameters<T: crate::format::Element, P: Parameters<T>>(
+pub fn write_parameters<T: crate::format::Element, P: Parameters<T>>(
     layer: &P,
     k: usize,
     out: &mut alloc::vec::Vec<u8>,
@@ -373,9 +390,14 @@ pub(crate) fn write_parameters<T: crate::format::Element, P: Parameters<T>>(
     }
 }
 
-/// [`Weights::read_tensors`] for a layer of [`Parameters`] of one element type.
+/// [`Weights::read_tensors`] for a layer of [`Parameters`] of one element type (see
+/// [`write_parameters`]).
+///
+/// # Panics
+///
+/// When a tensor has fewer bytes than its shape takes.
 #[cfg(feature = "alloc")]
-pub(crate) fn read_parameters<'a, T: crate::format::Element, P: Parameters<T>>(
+pub fn read_parameters<'a, T: crate::format::Element, P: Parameters<T>>(
     tensor: &mut dyn FnMut(usize) -> &'a [u8],
 ) -> P {
     let mut layer = P::zeros();

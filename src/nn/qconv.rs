@@ -351,17 +351,18 @@ impl<
     }
 
     fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
-        let mut weight = [[[[0; K]; K]; C]; OC];
+        let () = Self::SHAPE;
+        // Filled in its storage (on the heap for `Heap`), not as a temporary on the stack.
+        let mut weight = S::matrix_filled::<[[i8; K]; K], OC, C>([[0; K]; K]);
         let r = super::qdense::bytes::read::<OC>(
             tensor,
-            weight
+            S::matrix_mut(&mut weight)
                 .as_flattened_mut()
                 .as_flattened_mut()
                 .as_flattened_mut(),
         );
-        let () = Self::SHAPE;
         Self {
-            weight: S::matrix_copied(&weight),
+            weight,
             bias: S::vector_copied(&r.bias),
             multiplier: S::vector_copied(&r.multiplier),
             exponent: S::vector_copied(&r.exponent),

@@ -388,10 +388,12 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> super::We
     }
 
     fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
-        let mut weight = [[0; I]; O];
-        let r = bytes::read::<O>(tensor, weight.as_flattened_mut());
+        // Filled in its storage (on the heap for `Heap`): a large weight would overflow the
+        // stack as a temporary array.
+        let mut weight = S::matrix_filled::<i8, O, I>(0);
+        let r = bytes::read::<O>(tensor, S::matrix_mut(&mut weight).as_flattened_mut());
         Self {
-            weight: S::matrix_copied(&weight),
+            weight,
             bias: S::vector_copied(&r.bias),
             multiplier: S::vector_copied(&r.multiplier),
             exponent: S::vector_copied(&r.exponent),

@@ -2452,12 +2452,12 @@ pub(crate) fn all_finite<E: FiniteCheck>(isa: Isa, values: &[E]) -> bool {
 // col2im of a stride-1 convolution's backward pass.
 // ---------------------------------------------------------------------------------------------
 
-/// `dx += col2im(d_patches)` for a stride-1 convolution with AVX-512: per channel, kernel row
-/// and output row, the input row it meets is loaded once, a vector of columns at a time, and the
-/// `K` rows `(c, ky, kx)` of `d_patches` are added to it, each shifted by `kx - padding` (masked
-/// to the columns it reaches), before it is stored. Each input value receives its terms in the
-/// generic code's order (by `ky`, then `kx`), so the sums are the same bit for bit; and no load
-/// reads back a value just stored at another offset (which stalls).
+/// `dx += col2im(d_patches)` for a stride-1 convolution with AVX-512: each input row is loaded
+/// once, a vector of columns at a time, every patch row that met it (`(c, ky, kx)` at output
+/// row `ih + padding - ky`) is added to it, shifted by `kx - padding` and masked to the columns
+/// it reaches, and it is stored once. Each input value receives its terms in the generic code's
+/// order (by `ky`, then `kx`), so the sums are the same bit for bit; and no load reads back a
+/// value just stored (a masked store does not forward to a load: it stalls until it retires).
 macro_rules! col2im_entry {
     ($name:ident, $e:ty, $lanes:expr, $mask:ty, $load:ident, $add:ident, $store:ident) => {
         /// # Safety
@@ -2489,22 +2489,24 @@ macro_rules! col2im_entry {
             // `dx` covers lanes `0..n` at `(c·H + ih)·W + j0` with `ih < H`, `j0 + n <= W`. Each
             // load of `d_patches` is masked to the lanes `l` whose output column
             // `j0 + l + pad - kx` lies in `0..OW`, at row `(c, ky, kx)` and output row
-            // `oh < OH`: inside the patch row; the pointer to lane 0 may lie outside it and is
+            // `oh < OH` (filtered): inside the patch row; the pointer to lane 0 may lie outside it and is
             // formed with `wrapping_add`, never read there.
             unsafe {
                 let (dp, xp) = (d_patches.as_ptr(), dx.as_mut_ptr());
                 for c in 0..channels {
-                    for ky in 0..k {
-                        for oh in 0..out_height {
-                            let Some(ih) = (oh + ky).checked_sub(pad).filter(|&ih| ih < h) else {
-                                continue;
-                            };
-                            let row = xp.add((c * h + ih) * w);
-                            let mut j0 = 0;
-                            while j0 < w {
-                                let n = (w - j0).min($lanes);
-                                let all = ((1_u32 << n) - 1) as $mask;
-                                let mut acc = $load(all, row.add(j0));
+                    for ih in 0..h {
+                        let row = xp.add((c * h + ih) * w);
+                        let mut j0 = 0;
+                        while j0 < w {
+                            let n = (w - j0).min($lanes);
+                            let all = ((1_u32 << n) - 1) as $mask;
+                            let mut acc = $load(all, row.add(j0));
+                            // The output rows that met input row `ih`: `oh = ih + pad - ky`.
+                            for ky in 0..k {
+                                let Some(oh) = (ih + pad).checked_sub(ky).filter(|&oh| oh < out_height)
+                                else {
+                                    continue;
+                                };
                                 for kx in 0..k {
                                     let shift = kx as isize - pad as isize - j0 as isize;
                                     let reach = lanes_between(shift, shift + out_width as isize, n);
@@ -2515,9 +2517,9 @@ macro_rules! col2im_entry {
                                     let src = dp.wrapping_add(patch).wrapping_offset(-shift);
                                     acc = $add(acc, $load(reach, src));
                                 }
-                                $store(row.add(j0), all, acc);
-                                j0 += n;
                             }
+                            $store(row.add(j0), all, acc);
+                            j0 += n;
                         }
                     }
                 }

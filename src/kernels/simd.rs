@@ -2611,41 +2611,62 @@ pub(crate) fn max_pool_2x2_f32(isa: Isa, top: &[f32], bottom: &[f32], out: &mut 
     unsafe { max_pool_2x2_avx512(top, bottom, out) }
 }
 
+/// Up to 16 of a row pair's 2 x 2 windows from window `j0`, as max pooling's kernels read
+/// them: each of the four inputs of every window (`top[2j]`, `top[2j + 1]`, `bottom[2j]`,
+/// `bottom[2j + 1]`: each pair of rows de-interleaved into even and odd columns), their first
+/// maximum (a NaN, the first, if any: `max(v, best)` is `v > best ? v : best`, and a NaN meeting
+/// a number is blended in), and the masks of the `2·count` values of each row.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; both rows hold at least `2·(j0 + count)` values, `count <= 16`. The
+/// pointer to a row's second vector may lie past its end when `count <= 8` (its mask is then
+/// empty): it is formed with `wrapping_add` and not read.
+#[inline(always)]
+unsafe fn pool_windows_2x2(
+    (top, bottom): (&[f32], &[f32]),
+    j0: usize,
+    count: usize,
+) -> ([__m512; 4], __m512, (__mmask16, __mmask16)) {
+    // SAFETY: as the contract says; the loads are masked to values `2·j0 .. 2·(j0 + count)`.
+    unsafe {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let low = ((1_u32 << (2 * count).min(16)) - 1) as __mmask16;
+        let high = ((1_u64 << (2 * count).saturating_sub(16)) - 1) as __mmask16;
+        let row = |r: &[f32]| {
+            let a = _mm512_maskz_loadu_ps(low, r.as_ptr().add(2 * j0));
+            let b = _mm512_maskz_loadu_ps(high, r.as_ptr().wrapping_add(2 * j0 + 16));
+            (
+                _mm512_permutex2var_ps(a, even, b),
+                _mm512_permutex2var_ps(a, odd, b),
+            )
+        };
+        let larger = |best: __m512, v: __m512| {
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v)
+                & !_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(best, best);
+            _mm512_mask_mov_ps(_mm512_max_ps(v, best), nan, v)
+        };
+        let (t0, t1) = row(top);
+        let (b0, b1) = row(bottom);
+        let best = larger(larger(larger(t0, t1), b0), b1);
+        ([t0, t1, b0, b1], best, (low, high))
+    }
+}
+
 /// # Safety
 ///
 /// The CPU has AVX-512F; both rows hold at least `2 · out.len()` values.
 #[target_feature(enable = "avx512f")]
 unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
     // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
-    // `2·j0 .. 2·j0 + 2·count` of each row and writes outputs `j0 .. j0 + count`, masked to
-    // those, `j0 + count <= out.len()`. The pointer to the second vector of a row may lie past
-    // its end when `count <= 8` (its mask is then empty): formed with `wrapping_add`, not read.
+    // `2·j0 .. 2·j0 + 2·count` of each row (`pool_windows_2x2`) and writes outputs
+    // `j0 .. j0 + count`, masked to those, `j0 + count <= out.len()`.
     unsafe {
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        // `v` takes over from `best` when larger, or when a NaN meets a number: `max(v, best)`
-        // is `v > best ? v : best`, and the NaN case is blended in.
-        let larger = |best: __m512, v: __m512| {
-            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v)
-                & !_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(best, best);
-            _mm512_mask_mov_ps(_mm512_max_ps(v, best), nan, v)
-        };
         let mut j0 = 0;
         while j0 < out.len() {
             let count = (out.len() - j0).min(16);
-            let low = ((1_u32 << (2 * count).min(16)) - 1) as __mmask16;
-            let high = ((1_u64 << (2 * count).saturating_sub(16)) - 1) as __mmask16;
-            let row = |r: &[f32]| {
-                let a = _mm512_maskz_loadu_ps(low, r.as_ptr().add(2 * j0));
-                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().wrapping_add(2 * j0 + 16));
-                (
-                    _mm512_permutex2var_ps(a, even, b),
-                    _mm512_permutex2var_ps(a, odd, b),
-                )
-            };
-            let (t0, t1) = row(top);
-            let (b0, b1) = row(bottom);
-            let best = larger(larger(larger(t0, t1), b0), b1);
+            let (_, best, _) = pool_windows_2x2((top, bottom), j0, count);
             let mask = ((1_u32 << count) - 1) as __mmask16;
             _mm512_mask_storeu_ps(out.as_mut_ptr().add(j0), mask, best);
             j0 += count;
@@ -2691,21 +2712,14 @@ unsafe fn max_pool_2x2_backward_avx512(
     (d_top, d_bottom): (&mut [f32], &mut [f32]),
 ) {
     // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
-    // `2·j0 .. 2·j0 + 2·count` of each input row and `j0 .. j0 + count` of `dy`, and writes the
-    // same values of each gradient row, masked to those, `j0 + count <= dy.len()`. The pointers
-    // to the second vector of a row may lie past its end when `count <= 8` (their mask is then
-    // empty): formed with `wrapping_add`, never dereferenced there.
+    // `2·j0 .. 2·j0 + 2·count` of each input row (`pool_windows_2x2`) and `j0 .. j0 + count` of
+    // `dy`, and writes the same values of each gradient row, masked to those,
+    // `j0 + count <= dy.len()`. The pointer to a gradient row's second vector may lie past its
+    // end when `count <= 8` (its mask is then empty): formed with `wrapping_add`, not written.
     unsafe {
-        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         let first_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
         let second_half =
             _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-        let larger = |best: __m512, v: __m512| {
-            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v)
-                & !_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(best, best);
-            _mm512_mask_mov_ps(_mm512_max_ps(v, best), nan, v)
-        };
         let same_bits = |a: __m512, b: __m512| {
             _mm512_cmpeq_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(b))
         };
@@ -2713,19 +2727,7 @@ unsafe fn max_pool_2x2_backward_avx512(
         let mut j0 = 0;
         while j0 < dy.len() {
             let count = (dy.len() - j0).min(16);
-            let low = ((1_u32 << (2 * count).min(16)) - 1) as __mmask16;
-            let high = ((1_u64 << (2 * count).saturating_sub(16)) - 1) as __mmask16;
-            let row = |r: &[f32]| {
-                let a = _mm512_maskz_loadu_ps(low, r.as_ptr().add(2 * j0));
-                let b = _mm512_maskz_loadu_ps(high, r.as_ptr().wrapping_add(2 * j0 + 16));
-                (
-                    _mm512_permutex2var_ps(a, even, b),
-                    _mm512_permutex2var_ps(a, odd, b),
-                )
-            };
-            let (t0, t1) = row(top);
-            let (b0, b1) = row(bottom);
-            let best = larger(larger(larger(t0, t1), b0), b1);
+            let ([t0, t1, b0, _], best, (low, high)) = pool_windows_2x2((top, bottom), j0, count);
             let d = _mm512_maskz_loadu_ps(((1_u32 << count) - 1) as __mmask16, dy.as_ptr().add(j0));
             // The first input with the maximum's bits takes the gradient.
             let (e0, e1, e2) = (

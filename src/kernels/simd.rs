@@ -3894,62 +3894,41 @@ mod tests {
                 .map(|i| i as f64 / 3.0)
                 .collect();
             // The definition, one value at a time, in the generic code's order.
-            let mut want = start.clone();
-            for c in 0..channels {
-                for ky in 0..kernel {
-                    for kx in 0..kernel {
-                        let row = (c * kernel + ky) * kernel + kx;
-                        for y in 0..oh {
-                            for x in 0..ow {
-                                let (iy, ix) = (
-                                    (y + ky) as isize - padding as isize,
-                                    (x + kx) as isize - padding as isize,
-                                );
-                                if (0..height as isize).contains(&iy)
-                                    && (0..width as isize).contains(&ix)
-                                {
-                                    want[(c * height + iy as usize) * width + ix as usize] +=
-                                        d_patches[row * oh * ow + y * ow + x];
-                                }
+            fn definition<T: Copy + core::ops::AddAssign>(
+                shape: &Conv,
+                d_patches: &[T],
+                dx: &mut [T],
+            ) {
+                let (oh, ow) = (shape.out_height(), shape.out_width());
+                let (k, p) = (shape.kernel as isize, shape.padding as isize);
+                let (h, w) = (shape.height as isize, shape.width as isize);
+                for (row, patch) in d_patches.chunks_exact(oh * ow).enumerate() {
+                    let (c, ky, kx) = (
+                        row as isize / (k * k),
+                        row as isize / k % k,
+                        row as isize % k,
+                    );
+                    for y in 0..oh as isize {
+                        for x in 0..ow as isize {
+                            let (iy, ix) = (y + ky - p, x + kx - p);
+                            if (0..h).contains(&iy) && (0..w).contains(&ix) {
+                                dx[((c * h + iy) * w + ix) as usize] +=
+                                    patch[(y * ow as isize + x) as usize];
                             }
                         }
                     }
                 }
             }
+            let mut want = start.clone();
+            definition(&shape, &d_patches, &mut want);
             let mut got = start.clone();
             assert!(col2im_stride1_avx512(&shape, &d_patches, &mut got));
             assert_eq!(got, want, "{shape:?}");
             let d32: Vec<f32> = d_patches.iter().map(|&v| v as f32).collect();
             let mut got32: Vec<f32> = start.iter().map(|&v| v as f32).collect();
             assert!(col2im_stride1_avx512(&shape, &d32, &mut got32));
-            let want32: Vec<f32> = {
-                let mut w: Vec<f32> = start.iter().map(|&v| v as f32).collect();
-                let mut shape_sum = 0;
-                for c in 0..channels {
-                    for ky in 0..kernel {
-                        for kx in 0..kernel {
-                            let row = (c * kernel + ky) * kernel + kx;
-                            for y in 0..oh {
-                                for x in 0..ow {
-                                    let (iy, ix) = (
-                                        (y + ky) as isize - padding as isize,
-                                        (x + kx) as isize - padding as isize,
-                                    );
-                                    if (0..height as isize).contains(&iy)
-                                        && (0..width as isize).contains(&ix)
-                                    {
-                                        w[(c * height + iy as usize) * width + ix as usize] +=
-                                            d32[row * oh * ow + y * ow + x];
-                                        shape_sum += 1;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                assert!(shape_sum > 0);
-                w
-            };
+            let mut want32: Vec<f32> = start.iter().map(|&v| v as f32).collect();
+            definition(&shape, &d32, &mut want32);
             assert_eq!(got32, want32, "{shape:?}, f32");
         }
     }

@@ -9,8 +9,8 @@ use constmat::Matrix;
 use constmat::data::mnist::{self, Mnist};
 use constmat::io::safetensors as st;
 use constmat::nn::{
-    Dense, Identity, Inline, Layer, QConv2d, QDense, Quantize, QuantizeError, RandomInit, Relu,
-    Train, argmax, quantize,
+    Dense, Identity, Inline, Layer, QConv2d, QDense, Quantize, QuantizeError, QuantizedActivation,
+    RandomInit, Relu, Train, argmax, quantize,
 };
 use constmat::quant::{Multiplier, Quantization};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -392,42 +392,38 @@ fn a_quantized_convolution_computes_its_definition() {
         let flat = |y: &[[[i8; 7]; 7]; 4]| y.as_flattened().as_flattened().to_vec();
         let flat2 = |y: &[[[i8; 3]; 3]; 4]| y.as_flattened().as_flattened().to_vec();
         let relu = round % 2 == 1;
-        let (mut y1, mut y2) = ([[[0; 7]; 7]; 4], [[[0; 3]; 3]; 4]);
-        if relu {
-            QConv2d::<2, 4, 3, 1, 1, 7, 7, 7, 7, Relu, Inline>::new(
-                weight,
-                bias,
-                multipliers,
-                zero_at(z_in),
-                zero_at(z_out),
+        // Both layers with the activation `A`: 7x7 out (stride 1, padding 1), 3x3 (stride 2).
+        #[allow(clippy::type_complexity)]
+        fn both<A: QuantizedActivation>(
+            (weight, bias, multipliers): (&[[[[i8; 3]; 3]; 2]; 4], &[i32; 4], &[Multiplier; 4]),
+            (z_in, z_out): (i8, i8),
+            x: &[[[i8; 7]; 7]; 2],
+        ) -> ([[[i8; 7]; 7]; 4], [[[i8; 3]; 3]; 4]) {
+            let (mut y1, mut y2) = ([[[0; 7]; 7]; 4], [[[0; 3]; 3]; 4]);
+            let (q_in, q_out) = (zero_at(z_in), zero_at(z_out));
+            QConv2d::<2, 4, 3, 1, 1, 7, 7, 7, 7, A, Inline>::new(
+                *weight,
+                *bias,
+                *multipliers,
+                q_in,
+                q_out,
             )
-            .forward_one(&x, &mut y1);
-            QConv2d::<2, 4, 3, 2, 0, 7, 7, 3, 3, Relu, Inline>::new(
-                weight,
-                bias,
-                multipliers,
-                zero_at(z_in),
-                zero_at(z_out),
+            .forward_one(x, &mut y1);
+            QConv2d::<2, 4, 3, 2, 0, 7, 7, 3, 3, A, Inline>::new(
+                *weight,
+                *bias,
+                *multipliers,
+                q_in,
+                q_out,
             )
-            .forward_one(&x, &mut y2);
-        } else {
-            QConv2d::<2, 4, 3, 1, 1, 7, 7, 7, 7, Identity, Inline>::new(
-                weight,
-                bias,
-                multipliers,
-                zero_at(z_in),
-                zero_at(z_out),
-            )
-            .forward_one(&x, &mut y1);
-            QConv2d::<2, 4, 3, 2, 0, 7, 7, 3, 3, Identity, Inline>::new(
-                weight,
-                bias,
-                multipliers,
-                zero_at(z_in),
-                zero_at(z_out),
-            )
-            .forward_one(&x, &mut y2);
+            .forward_one(x, &mut y2);
+            (y1, y2)
         }
+        let (y1, y2) = if relu {
+            both::<Relu>(params, (z_in, z_out), &x)
+        } else {
+            both::<Identity>(params, (z_in, z_out), &x)
+        };
         assert_eq!(
             flat(&y1),
             conv_reference(

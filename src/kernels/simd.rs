@@ -2903,27 +2903,48 @@ unsafe fn store_lane_sums<const R: usize>(v: &[__m512i; R], out: *mut i32) {
     }
 }
 
-/// `sums[r] = Σ_i weight[r·n + i] · x[i]` for the rows `r` of `weight` (`n = x.len()`), with
-/// AVX-512BW: tiles of [`I8_ROWS`] rows sharing each widened chunk of `x`, then single rows.
-///
-/// # Safety
-///
-/// The CPU has AVX-512BW; `weight.len() == sums.len() · x.len()`.
-#[target_feature(enable = "avx512bw,avx512vl")]
-unsafe fn dot_rows_i8_avx512(weight: &[i8], x: &[i8], sums: &mut [i32]) {
-    let mut r0 = 0;
-    // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the contract.
-    unsafe {
-        while r0 + I8_ROWS <= sums.len() {
-            dot_tile_i8_avx512::<I8_ROWS>(weight, x, sums, r0);
-            r0 += I8_ROWS;
+/// Defines `$name`: `sums[r] = Σ_i weight[r·n + i] · x[i]` for the rows `r` of `weight`
+/// (`n = x.len()`) with `$tile`: tiles of [`I8_ROWS`] rows sharing each chunk of `x`, then
+/// single rows.
+macro_rules! dot_rows_i8_driver {
+    ($name:ident, $tile:ident, $features:literal, $isa:literal) => {
+        #[doc = concat!("The int8 dot products of every row with ", $isa, ".")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("The CPU has ", $isa, "; `weight.len() == sums.len() · x.len()`.")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+            let mut r0 = 0;
+            // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the
+            // contract.
+            unsafe {
+                while r0 + I8_ROWS <= sums.len() {
+                    $tile::<I8_ROWS>(weight, x, sums, r0);
+                    r0 += I8_ROWS;
+                }
+                while r0 < sums.len() {
+                    $tile::<1>(weight, x, sums, r0);
+                    r0 += 1;
+                }
+            }
         }
-        while r0 < sums.len() {
-            dot_tile_i8_avx512::<1>(weight, x, sums, r0);
-            r0 += 1;
-        }
-    }
+    };
 }
+
+dot_rows_i8_driver!(
+    dot_rows_i8_avx512,
+    dot_tile_i8_avx512,
+    "avx512bw,avx512vl",
+    "AVX-512BW and VL"
+);
+dot_rows_i8_driver!(
+    dot_rows_i8_vnni,
+    dot_tile_i8_vnni,
+    "avx512bw,avx512vl,avx512vnni",
+    "AVX-512BW, VL and VNNI"
+);
+dot_rows_i8_driver!(dot_rows_i8_avx2, dot_tile_i8_avx2, "avx2", "AVX2");
 
 /// `R` rows of the int8 dot products from row `r0`, with AVX-512 VNNI: per chunk of 64 inputs
 /// and per row, the weights offset by 128 to be unsigned (`w ^ 0x80`, one `vpxord`) and one
@@ -2979,27 +3000,6 @@ unsafe fn dot_tile_i8_vnni<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [
     }
 }
 
-/// [`dot_rows_i8_avx512`] with AVX-512 VNNI.
-///
-/// # Safety
-///
-/// The CPU has AVX-512BW, VL and VNNI; `weight.len() == sums.len() · x.len()`.
-#[target_feature(enable = "avx512bw,avx512vl,avx512vnni")]
-unsafe fn dot_rows_i8_vnni(weight: &[i8], x: &[i8], sums: &mut [i32]) {
-    let mut r0 = 0;
-    // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the contract.
-    unsafe {
-        while r0 + I8_ROWS <= sums.len() {
-            dot_tile_i8_vnni::<I8_ROWS>(weight, x, sums, r0);
-            r0 += I8_ROWS;
-        }
-        while r0 < sums.len() {
-            dot_tile_i8_vnni::<1>(weight, x, sums, r0);
-            r0 += 1;
-        }
-    }
-}
-
 /// [`dot_tile_i8_avx512`] with AVX2: chunks of 16 inputs, 8 lanes of 32-bit sums; the tail of
 /// fewer than 16 inputs in plain code.
 ///
@@ -3036,27 +3036,6 @@ unsafe fn dot_tile_i8_avx2<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [
                 .map(|(&w, &x)| i32::from(w) * i32::from(x))
                 .sum();
             sums[r0 + r] = lanes.iter().sum::<i32>() + rest;
-        }
-    }
-}
-
-/// [`dot_rows_i8_avx512`] with AVX2.
-///
-/// # Safety
-///
-/// The CPU has AVX2; `weight.len() == sums.len() · x.len()`.
-#[target_feature(enable = "avx2")]
-unsafe fn dot_rows_i8_avx2(weight: &[i8], x: &[i8], sums: &mut [i32]) {
-    let mut r0 = 0;
-    // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the contract.
-    unsafe {
-        while r0 + I8_ROWS <= sums.len() {
-            dot_tile_i8_avx2::<I8_ROWS>(weight, x, sums, r0);
-            r0 += I8_ROWS;
-        }
-        while r0 < sums.len() {
-            dot_tile_i8_avx2::<1>(weight, x, sums, r0);
-            r0 += 1;
         }
     }
 }

@@ -2462,8 +2462,9 @@ macro_rules! col2im_entry {
     ($name:ident, $e:ty, $lanes:expr, $mask:ty, $load:ident, $add:ident, $store:ident) => {
         /// # Safety
         ///
-        /// The CPU has AVX-512F; `d_patches` holds `C·K·K·OH·OW` values and `dx` `C·H·W`
-        /// (checked by [`col2im_stride1_avx512`]).
+        /// The CPU has AVX-512F; `d_patches` holds `C·K·K·OH·OW` values and `dx` `C·H·W`, and
+        /// the kernel is at most [`COL2IM_MAX_KERNEL`] wide (checked by
+        /// [`col2im_stride1_avx512`]).
         #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
         #[target_feature(enable = "avx512f")]
         unsafe fn $name(shape: &Conv, d_patches: &[$e], dx: &mut [$e]) {
@@ -2485,48 +2486,59 @@ macro_rules! col2im_entry {
                     (((1_u32 << hi) - 1) & !((1_u32 << lo) - 1)) as $mask
                 }
             };
-            // SAFETY (whole body): AVX-512F is present (the contract). Each load or store of
-            // `dx` covers lanes `0..n` at `(c·H + ih)·W + j0` with `ih < H`, `j0 + n <= W`. Each
-            // load of `d_patches` is masked to the lanes `l` whose output column
-            // `j0 + l + pad - kx` lies in `0..OW`, at row `(c, ky, kx)` and output row
-            // `oh < OH` (filtered): inside the patch row; the pointer to lane 0 may lie outside it and is
-            // formed with `wrapping_add`, never read there.
+            // Each kernel column's lanes and offset depend on `kx` and the block `j0` only:
+            // computed once per block, not once per patch row (the scalar bookkeeping cost
+            // several times the adds).
+            let mut reach: [$mask; COL2IM_MAX_KERNEL] = [0; COL2IM_MAX_KERNEL];
+            let mut offset = [0_isize; COL2IM_MAX_KERNEL];
+            // SAFETY (whole body): AVX-512F is present (the contract); `k <= COL2IM_MAX_KERNEL`
+            // (checked by the caller). Each load or store of `dx` covers lanes `0..n` at
+            // `(c·H + ih)·W + j0` with `ih < H`, `j0 + n <= W`. Each load of `d_patches` is masked
+            // to the lanes `l` whose output column `j0 + l + pad - kx` lies in `0..OW`, at row
+            // `(c, ky, kx)` and output row `oh < OH` (filtered): inside the patch row; the
+            // pointer to lane 0 may lie outside it and is formed with `wrapping_offset`, never
+            // read there.
             unsafe {
                 let (dp, xp) = (d_patches.as_ptr(), dx.as_mut_ptr());
-                for c in 0..channels {
-                    for ih in 0..h {
-                        let row = xp.add((c * h + ih) * w);
-                        let mut j0 = 0;
-                        while j0 < w {
-                            let n = (w - j0).min($lanes);
-                            let all = ((1_u32 << n) - 1) as $mask;
-                            let mut acc = $load(all, row.add(j0));
+                let mut j0 = 0;
+                while j0 < w {
+                    let n = (w - j0).min($lanes);
+                    let all = ((1_u32 << n) - 1) as $mask;
+                    for kx in 0..k {
+                        let shift = kx as isize - pad as isize - j0 as isize;
+                        reach[kx] = lanes_between(shift, shift + out_width as isize, n);
+                        offset[kx] = (kx * positions) as isize - shift;
+                    }
+                    for c in 0..channels {
+                        for ih in 0..h {
+                            let row = xp.add((c * h + ih) * w + j0);
+                            let mut acc = $load(all, row);
                             // The output rows that met input row `ih`: `oh = ih + pad - ky`.
                             for ky in 0..k {
                                 let Some(oh) = (ih + pad).checked_sub(ky).filter(|&oh| oh < out_height)
                                 else {
                                     continue;
                                 };
-                                for kx in 0..k {
-                                    let shift = kx as isize - pad as isize - j0 as isize;
-                                    let reach = lanes_between(shift, shift + out_width as isize, n);
-                                    if reach == 0 {
-                                        continue;
+                                let first = dp.wrapping_add((c * k + ky) * k * positions + oh * out_width);
+                                for (&reach, &offset) in reach[..k].iter().zip(&offset[..k]) {
+                                    if reach != 0 {
+                                        acc = $add(acc, $load(reach, first.wrapping_offset(offset)));
                                     }
-                                    let patch = ((c * k + ky) * k + kx) * positions + oh * out_width;
-                                    let src = dp.wrapping_add(patch).wrapping_offset(-shift);
-                                    acc = $add(acc, $load(reach, src));
                                 }
                             }
-                            $store(row.add(j0), all, acc);
-                            j0 += n;
+                            $store(row, all, acc);
                         }
                     }
+                    j0 += n;
                 }
             }
         }
     };
 }
+
+/// The largest kernel the AVX-512 `col2im` takes (its per-column masks live in fixed arrays);
+/// larger ones take the generic loop.
+const COL2IM_MAX_KERNEL: usize = 16;
 
 col2im_entry!(
     col2im_stride1_avx512_f32,
@@ -2567,6 +2579,9 @@ pub(crate) fn col2im_stride1_avx512<E: 'static>(
         dx.len()
     );
     assert_isa(Isa::Avx512);
+    if shape.kernel > COL2IM_MAX_KERNEL {
+        return false;
+    }
     if let (Some(d), Some(x)) = (
         same_type_slice::<E, f32>(d_patches),
         same_type_slice_mut::<E, f32>(&mut *dx),
@@ -3910,6 +3925,21 @@ mod tests {
             definition(&shape, &d32, &mut want32);
             assert_eq!(got32, want32, "{shape:?}, f32");
         }
+        // A kernel wider than the per-column arrays is left to the generic loop.
+        let wide = Conv {
+            channels: 1,
+            filters: 1,
+            kernel: COL2IM_MAX_KERNEL + 1,
+            padding: 0,
+            height: COL2IM_MAX_KERNEL + 1,
+            width: COL2IM_MAX_KERNEL + 1,
+        };
+        let (d_patches, mut dx) = (
+            std::vec![1.0_f32; wide.kernel * wide.kernel],
+            std::vec![0.0_f32; wide.kernel * wide.kernel],
+        );
+        assert!(!col2im_stride1_avx512(&wide, &d_patches, &mut dx));
+        assert!(dx.iter().all(|&v| v == 0.0));
     }
 
     #[test]

@@ -744,9 +744,11 @@ pub(crate) fn pad<T: Copy>(shape: &Conv, x: &[T], padded: &mut [T]) {
 /// patches `X̂`. Fast without padding: a padded convolution's caller passes the padded images
 /// (and padding 0).
 ///
-/// With many filters and narrow images the SIMD kernel puts the filters in the lanes: it wants
-/// `dz` position-major, and transposes it into `dz_scratch` when that has `dz`'s length (see
-/// [`conv_weight_gradient_scratch`]); otherwise it takes the kernel with positions in the lanes.
+/// The SIMD kernels want `dz` laid out for them in `dz_scratch` (see
+/// [`conv_weight_gradient_scratch`]): with many filters and narrow images they put the filters
+/// in the lanes and want it position-major; otherwise they put the positions in the lanes and
+/// want each output row at the image's row stride. With a scratch of another length the
+/// generic loops run.
 ///
 /// # Panics
 ///
@@ -797,16 +799,22 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     }
 }
 
-/// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`:
-/// `dz`'s length when it puts the filters in the lanes, else 0.
+/// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`,
+/// to lay `dz` out as its SIMD kernel wants: `dz`'s length when it puts the filters in the
+/// lanes (position-major), `dz`'s rows at the padded image's row stride when it puts the
+/// positions in the lanes (flat), 0 without SIMD kernels.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = simd::detected_isa() {
         let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
             || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
-        if simd_type && simd::filters_in_lanes::<T>(isa, &shape.padded()) {
+        let padded = shape.padded();
+        if simd_type && simd::filters_in_lanes::<T>(isa, &padded) {
             return batch * shape.output_len();
+        }
+        if simd_type {
+            return batch * padded.filters * padded.out_height() * padded.width;
         }
     }
     let _ = (shape, batch);
@@ -838,12 +846,25 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
         simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dz_scratch, dw, accumulate);
         return;
     }
+    let flat_len = batch * shape.filters * shape.out_height() * shape.width;
+    if dz_scratch.len() == flat_len && shape.out_width() > 0 {
+        // dZ with each output row at the image's row stride, zeros between the rows (the
+        // layout of the kernel's flat positions).
+        let rows = dz.chunks_exact(shape.out_width());
+        for (row, flat_row) in rows.zip(dz_scratch.chunks_exact_mut(shape.width)) {
+            let (values, gap) = flat_row.split_at_mut(row.len());
+            values.copy_from_slice(row);
+            gap.fill(E::zero());
+        }
+        simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz_scratch, dw, accumulate);
+        return;
+    }
     let images = per_image(x, batch, shape.image_len());
     for (b, (x, dz)) in images
         .zip(per_image(dz, batch, shape.output_len()))
         .enumerate()
     {
-        simd::conv2d_weight_gradient_stride1(isa, shape, x, dz, dw, accumulate || b > 0);
+        reference::conv2d_weight_gradient_stride1(shape, x, dz, dw, accumulate || b > 0);
     }
     if batch == 0 && !accumulate {
         dw.fill(E::zero());

@@ -943,52 +943,57 @@ pub(crate) fn requantize_one(
     reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
 }
 
-/// Max pooling of one row of 2 x 2 windows with stride 2: `out[j]` is the first maximum of
-/// `top[2j], top[2j + 1], bottom[2j], bottom[2j + 1]` (a NaN, the first, if there is one).
-/// Returns `false`, writing nothing, unless `T` is `f32` and the CPU has AVX-512 (the caller
-/// then pools with its generic code, which gives the same values).
-pub(crate) fn max_pool_2x2<T: 'static>(top: &[T], bottom: &[T], out: &mut [T]) -> bool {
+/// Max pooling with 2 x 2 windows and stride 2 of whole planes of `height x width` (a batch's
+/// channels one after the other) into planes of `height / 2 x width / 2`: `out[j]` is the first
+/// maximum of `top[2j], top[2j + 1], bottom[2j], bottom[2j + 1]` of each pair of rows (a NaN,
+/// the first, if there is one). Returns `false`, writing nothing, unless `T` is `f32` and the
+/// CPU has AVX-512 (the caller then pools with its generic code, which gives the same values).
+///
+/// # Panics
+///
+/// When the slices are not whole planes (a bug in the caller).
+pub(crate) fn max_pool_2x2<T: 'static>(x: &[T], size: (usize, usize), out: &mut [T]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa @ simd::Isa::Avx512) = simd::detected_isa()
-        && let (Some(top), Some(bottom), Some(out)) = (
-            simd::same_type_slice::<T, f32>(top),
-            simd::same_type_slice::<T, f32>(bottom),
+        && let (Some(x), Some(out)) = (
+            simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice_mut::<T, f32>(out),
         )
     {
-        simd::max_pool_2x2_f32(isa, top, bottom, out);
+        simd::max_pool_2x2_f32(isa, x, size, out);
         return true;
     }
-    let _ = (top, bottom, out);
+    let _ = (x, size, out);
     false
 }
 
 /// The backward pass of [`max_pool_2x2`]: each window's gradient `dy[j]` to the first maximum
-/// of its window (`0 + dy[j]`), 0 to its other inputs, in values `0..2 · dy.len()` of the rows
-/// `d_top` and `d_bottom`. Returns `false`, writing nothing, unless `T` is `f32` and the CPU has
-/// AVX-512.
+/// of its window (`0 + dy[j]`), 0 to its other inputs, in `dx` (planes like `x`'s; an odd last
+/// row or column is not written). Returns `false`, writing nothing, unless `T` is `f32` and the
+/// CPU has AVX-512.
+///
+/// # Panics
+///
+/// When the slices are not whole planes (a bug in the caller).
 #[cfg(feature = "alloc")]
 pub(crate) fn max_pool_2x2_backward<T: 'static>(
-    rows: (&[T], &[T]),
+    x: &[T],
+    size: (usize, usize),
     dy: &[T],
-    d_rows: (&mut [T], &mut [T]),
+    dx: &mut [T],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa @ simd::Isa::Avx512) = simd::detected_isa()
-        && let (Some(top), Some(bottom), Some(dy)) = (
-            simd::same_type_slice::<T, f32>(rows.0),
-            simd::same_type_slice::<T, f32>(rows.1),
+        && let (Some(x), Some(dy), Some(dx)) = (
+            simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice::<T, f32>(dy),
-        )
-        && let (Some(d_top), Some(d_bottom)) = (
-            simd::same_type_slice_mut::<T, f32>(&mut *d_rows.0),
-            simd::same_type_slice_mut::<T, f32>(&mut *d_rows.1),
+            simd::same_type_slice_mut::<T, f32>(dx),
         )
     {
-        simd::max_pool_2x2_backward_f32(isa, (top, bottom), dy, (d_top, d_bottom));
+        simd::max_pool_2x2_backward_f32(isa, x, size, dy, dx);
         return true;
     }
-    let _ = (rows, dy, d_rows);
+    let _ = (x, size, dy, dx);
     false
 }
 

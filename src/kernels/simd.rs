@@ -79,26 +79,29 @@ pub(crate) enum Isa {
 
 /// The best instruction set this CPU has, detected once (with `std`), or the one the build targets
 /// (without `std`, where run-time detection is not available).
+// Inlined: the kernels' entry points ask once per call, some once per row.
+#[inline]
 pub(crate) fn detected_isa() -> Option<Isa> {
     #[cfg(feature = "std")]
     {
         use core::sync::atomic::{AtomicU8, Ordering};
         // 0: not yet detected, 1: none, 2: AVX2+FMA, 3: AVX-512F.
         static DETECTED: AtomicU8 = AtomicU8::new(0);
+        #[cold]
+        fn detect() -> u8 {
+            let code = if std::is_x86_feature_detected!("avx512f") {
+                3
+            } else if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+            {
+                2
+            } else {
+                1
+            };
+            DETECTED.store(code, Ordering::Relaxed);
+            code
+        }
         let code = match DETECTED.load(Ordering::Relaxed) {
-            0 => {
-                let code = if std::is_x86_feature_detected!("avx512f") {
-                    3
-                } else if std::is_x86_feature_detected!("avx2")
-                    && std::is_x86_feature_detected!("fma")
-                {
-                    2
-                } else {
-                    1
-                };
-                DETECTED.store(code, Ordering::Relaxed);
-                code
-            }
+            0 => detect(),
             code => code,
         };
         match code {
@@ -2664,25 +2667,62 @@ pub(crate) fn col2im_stride1_avx512<E: 'static>(
 // Max pooling over 2 x 2 windows with stride 2, in f32.
 // ---------------------------------------------------------------------------------------------
 
+/// Max pooling of planes of `height x width` (`x` holds whole planes) with 2 x 2 windows and
+/// stride 2 into planes of `height / 2 x width / 2` (an odd last row or column is left out):
 /// `out[j]` = the first maximum of `top[2j], top[2j + 1], bottom[2j], bottom[2j + 1]` in that
-/// order, a NaN (the first) if there is one: the generic pooling's result, bit for bit, 16
-/// outputs per step (each pair of rows de-interleaved into even and odd columns).
+/// order for each pair of rows, a NaN (the first) if there is one: the generic pooling's result,
+/// bit for bit, 16 outputs per step (each pair of rows de-interleaved into even and odd
+/// columns). One call for a whole batch: a call per row cost more than the row's work.
 ///
 /// # Panics
 ///
-/// When a row has fewer than `2 · out.len()` values, or `isa` is not AVX-512 or not present.
-pub(crate) fn max_pool_2x2_f32(isa: Isa, top: &[f32], bottom: &[f32], out: &mut [f32]) {
-    assert!(
-        top.len() >= 2 * out.len() && bottom.len() >= 2 * out.len(),
-        "rows of {} and {} values for {} outputs",
-        top.len(),
-        bottom.len(),
-        out.len()
-    );
+/// When `x` is not whole planes, `out` not as many pooled planes, or `isa` is not AVX-512 or
+/// not present.
+pub(crate) fn max_pool_2x2_f32(
+    isa: Isa,
+    x: &[f32],
+    (height, width): (usize, usize),
+    out: &mut [f32],
+) {
+    let planes = pooled_planes(x.len(), (height, width), out.len());
     assert!(isa == Isa::Avx512, "max pooling has an AVX-512 kernel only");
     assert_isa(isa);
-    // SAFETY: the lengths were checked above and AVX-512F is present (`assert_isa`).
-    unsafe { max_pool_2x2_avx512(top, bottom, out) }
+    // SAFETY: AVX-512F is present (`assert_isa`); the slices are `planes` whole planes.
+    unsafe { max_pool_2x2_planes_avx512(x, (height, width), out, planes) }
+}
+
+/// The number of planes of `height x width` in `len` values, checked to be whole and to match
+/// `pooled_len` values of pooled planes.
+fn pooled_planes(len: usize, (height, width): (usize, usize), pooled_len: usize) -> usize {
+    let planes = len.checked_div(height * width).unwrap_or(0);
+    assert!(
+        len == planes * height * width && pooled_len == planes * (height / 2) * (width / 2),
+        "{len} values of {height} x {width} planes pooled into {pooled_len}"
+    );
+    planes
+}
+
+/// # Safety
+///
+/// The CPU has AVX-512F; `x` holds `planes` planes of `height x width`, `out` as many of
+/// `height / 2 x width / 2`.
+#[target_feature(enable = "avx512f")]
+unsafe fn max_pool_2x2_planes_avx512(
+    x: &[f32],
+    (height, width): (usize, usize),
+    out: &mut [f32],
+    planes: usize,
+) {
+    let (out_height, out_width) = (height / 2, width / 2);
+    for p in 0..planes {
+        for r in 0..out_height {
+            let top = &x[(p * height + 2 * r) * width..][..width];
+            let bottom = &x[(p * height + 2 * r + 1) * width..][..width];
+            let out = &mut out[(p * out_height + r) * out_width..][..out_width];
+            // SAFETY: AVX-512F is present (the contract); each row holds `2·out.len()` values.
+            unsafe { max_pool_2x2_avx512(top, bottom, out) }
+        }
+    }
 }
 
 /// Up to 16 of a row pair's 2 x 2 windows from window `j0`, as max pooling's kernels read
@@ -2750,29 +2790,57 @@ unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
 
 /// The backward pass of [`max_pool_2x2_f32`]: each window's gradient `dy[j]` goes to its first
 /// maximum (the first value whose bits are the maximum's: the first NaN, if any), the other three
-/// inputs get 0, as `0 + dy[j]` and `0` exactly as the generic code writes them. Writes values
-/// `0..2 · dy.len()` of both rows of `dx`.
+/// inputs get 0, as `0 + dy[j]` and `0` exactly as the generic code writes them. Writes the
+/// windows' values of `dx` (planes like `x`'s), not an odd last row or column.
 ///
 /// # Panics
 ///
-/// When a row is shorter than `2 · dy.len()`, or `isa` is not AVX-512 or not present.
+/// When `x` and `dx` are not whole planes, `dy` not as many pooled planes, or `isa` is not
+/// AVX-512 or not present.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) fn max_pool_2x2_backward_f32(
     isa: Isa,
-    (top, bottom): (&[f32], &[f32]),
+    x: &[f32],
+    (height, width): (usize, usize),
     dy: &[f32],
-    (d_top, d_bottom): (&mut [f32], &mut [f32]),
+    dx: &mut [f32],
 ) {
-    let n = 2 * dy.len();
-    assert!(
-        top.len() >= n && bottom.len() >= n && d_top.len() >= n && d_bottom.len() >= n,
-        "rows too short for {} windows",
-        dy.len()
+    let planes = pooled_planes(x.len(), (height, width), dy.len());
+    assert_eq!(
+        dx.len(),
+        x.len(),
+        "the input gradient is not the input's size"
     );
     assert!(isa == Isa::Avx512, "max pooling has an AVX-512 kernel only");
     assert_isa(isa);
-    // SAFETY: the lengths were checked above and AVX-512F is present (`assert_isa`).
-    unsafe { max_pool_2x2_backward_avx512((top, bottom), dy, (d_top, d_bottom)) }
+    // SAFETY: AVX-512F is present (`assert_isa`); the slices are `planes` whole planes.
+    unsafe { max_pool_2x2_backward_planes_avx512(x, (height, width), dy, dx, planes) }
+}
+
+/// # Safety
+///
+/// The CPU has AVX-512F; `x` and `dx` hold `planes` planes of `height x width`, `dy` as many of
+/// `height / 2 x width / 2`.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[target_feature(enable = "avx512f")]
+unsafe fn max_pool_2x2_backward_planes_avx512(
+    x: &[f32],
+    (height, width): (usize, usize),
+    dy: &[f32],
+    dx: &mut [f32],
+    planes: usize,
+) {
+    let (out_height, out_width) = (height / 2, width / 2);
+    for p in 0..planes {
+        for r in 0..out_height {
+            let top = (p * height + 2 * r) * width;
+            let rows = (&x[top..][..width], &x[top + width..][..width]);
+            let dy = &dy[(p * out_height + r) * out_width..][..out_width];
+            let (upper, lower) = dx[top..][..2 * width].split_at_mut(width);
+            // SAFETY: AVX-512F is present (the contract); each row holds `2·dy.len()` values.
+            unsafe { max_pool_2x2_backward_avx512(rows, dy, (upper, lower)) }
+        }
+    }
 }
 
 /// # Safety
@@ -4074,10 +4142,28 @@ mod tests {
                             .to_bits()
                     })
                     .collect();
+                // One plane of three rows (the last, odd one left out) and 2n + 1 columns.
+                let third: Vec<f32> = (0..2 * n + 1).map(|_| pick()).collect();
+                let plane = [&top[..], &bottom[..], &third[..]].concat();
+                let size = (3, 2 * n + 1);
                 let mut out = std::vec![7.0_f32; n];
-                max_pool_2x2_f32(Isa::Avx512, &top, &bottom, &mut out);
+                max_pool_2x2_f32(Isa::Avx512, &plane, size, &mut out);
                 let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
                 assert_eq!(got, want, "{n} windows: {top:?} / {bottom:?}");
+                // Two planes in one call: each pooled on its own.
+                let mut two = std::vec![7.0_f32; 2 * n];
+                max_pool_2x2_f32(
+                    Isa::Avx512,
+                    &[&plane[..], &plane[..]].concat(),
+                    size,
+                    &mut two,
+                );
+                let got: Vec<u32> = two.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(
+                    got,
+                    [&want[..], &want[..]].concat(),
+                    "two planes of {n} windows"
+                );
 
                 // The backward pass: the gradient to the window's first maximum as the generic
                 // code finds it (the last input that took over), `0 + dy` there, 0 elsewhere.
@@ -4102,13 +4188,13 @@ mod tests {
                         _ => want_bottom[2 * j + 1] = value,
                     }
                 }
-                let (mut d_top, mut d_bottom) =
-                    (std::vec![9.0_f32; 2 * n + 1], std::vec![9.0_f32; 2 * n + 1]);
-                max_pool_2x2_backward_f32(
-                    Isa::Avx512,
-                    (&top, &bottom),
-                    &dy,
-                    (&mut d_top, &mut d_bottom),
+                let mut d_plane = std::vec![9.0_f32; plane.len()];
+                max_pool_2x2_backward_f32(Isa::Avx512, &plane, size, &dy, &mut d_plane);
+                let (d_top, rest) = d_plane.split_at(2 * n + 1);
+                let (d_bottom, d_third) = rest.split_at(2 * n + 1);
+                assert!(
+                    d_third.iter().all(|&v| v == 9.0),
+                    "the odd row is left alone"
                 );
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
                 assert_eq!(bits(&d_top[..2 * n]), want_top, "backward, {n} windows");

@@ -154,14 +154,22 @@ impl<
         // windows at a time, each window's elements in its row-major order for all of the row's
         // windows together, so that the first maximum (and the first NaN) is kept, bit for bit,
         // as the backward pass finds it.
+        // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same values, the whole batch
+        // in one call.
+        if K == 2
+            && STRIDE == 2
+            && kernels::max_pool_2x2(
+                x.as_flattened().as_flattened().as_flattened(),
+                (H, W),
+                y.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
+            )
+        {
+            return;
+        }
         for (x, y) in x.iter().zip(y) {
             for (x, y) in x.iter().zip(y) {
                 for (oh, y) in y.iter_mut().enumerate() {
                     let top = oh * STRIDE;
-                    // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same values.
-                    if K == 2 && STRIDE == 2 && kernels::max_pool_2x2(&x[top], &x[top + 1], y) {
-                        continue;
-                    }
                     *y = core::array::from_fn(|ow| x[top][ow * STRIDE]);
                     for (i, row) in x[top..top + K].iter().enumerate() {
                         for j in (0..K).filter(|&j| (i, j) != (0, 0)) {
@@ -312,21 +320,28 @@ mod train {
             // dX: each output's gradient, to the first maximum of its window (found again). A row
             // of windows at a time, each window's elements in order for all of the row's
             // windows together: independent selects, no data-dependent branch.
+            if K == 2 && STRIDE == 2 {
+                // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same values, the
+                // whole batch in one call.
+                let dx = d_input
+                    .as_flattened_mut()
+                    .as_flattened_mut()
+                    .as_flattened_mut();
+                dx.fill(T::ZERO);
+                if crate::kernels::max_pool_2x2_backward(
+                    x.as_flattened().as_flattened().as_flattened(),
+                    (H, W),
+                    d_output.as_flattened().as_flattened().as_flattened(),
+                    dx,
+                ) {
+                    return;
+                }
+            }
             for ((x, dy), dx) in x.iter().zip(d_output).zip(d_input) {
                 *dx = [[[T::ZERO; W]; H]; C];
                 for ((x, dy), dx) in x.iter().zip(dy).zip(dx.iter_mut()) {
                     for (oh, dy) in dy.iter().enumerate() {
                         let top = oh * STRIDE;
-                        if K == 2 && STRIDE == 2 {
-                            // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same
-                            // values.
-                            let (upper, lower) = dx.split_at_mut(top + 1);
-                            let rows = (&x[top][..], &x[top + 1][..]);
-                            let d_rows = (&mut upper[top][..], &mut lower[0][..]);
-                            if crate::kernels::max_pool_2x2_backward(rows, dy, d_rows) {
-                                continue;
-                            }
-                        }
                         let mut best: [T; OW] = core::array::from_fn(|ow| x[top][ow * STRIDE]);
                         // Window positions as u32 (vector lanes twice as many as usize's): a
                         // window has at most 65,535² positions (checked where this compiles).

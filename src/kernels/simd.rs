@@ -190,6 +190,38 @@ trait Simd {
     unsafe fn store(p: *mut Self::E, v: Self::V);
     /// The lanes selected by `m` must be valid for writing; the others are not touched.
     unsafe fn store_masked(p: *mut Self::E, m: Self::Mask, v: Self::V);
+    /// Stores `rows` transposed: lane `l < count` of `rows[i]` to `out[l·stride + i]`.
+    /// `rows.len() <= LANES`, `count <= LANES`, and those elements must be valid for writing.
+    #[inline(always)]
+    unsafe fn store_transposed(rows: &[Self::V], out: *mut Self::E, stride: usize, count: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { store_transposed_lanes::<Self>(rows, out, stride, count) }
+    }
+}
+
+/// [`Simd::store_transposed`] a lane at a time, through a buffer.
+///
+/// # Safety
+///
+/// As [`Simd::store_transposed`].
+#[inline(always)]
+unsafe fn store_transposed_lanes<S: Simd + ?Sized>(
+    rows: &[S::V],
+    out: *mut S::E,
+    stride: usize,
+    count: usize,
+) {
+    // SAFETY: the instruction set is present and the elements written are valid (the
+    // caller's contract); `lanes` holds the LANES <= 16 elements stored.
+    unsafe {
+        let mut lanes = [S::E::default(); 16];
+        for (i, &row) in rows.iter().enumerate() {
+            S::store(lanes.as_mut_ptr(), row);
+            for (lane, &value) in lanes[..count].iter().enumerate() {
+                *out.add(lane * stride + i) = value;
+            }
+        }
+    }
 }
 
 macro_rules! avx512 {
@@ -272,10 +304,18 @@ macro_rules! avx512 {
                 // lanes are not accessed.
                 unsafe { avx512!(@op mask_storeu, $suffix)(p, m, v) }
             }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn store_transposed(rows: &[$v], out: *mut $e, stride: usize, count: usize) {
+                // SAFETY: the caller's contract.
+                unsafe { avx512!(@store_transposed, $suffix)(rows, out, stride, count) }
+            }
         }
     };
     (@sum4, ps) => { sum4_avx512_ps };
     (@sum4, pd) => { sum4_avx512_pd };
+    (@store_transposed, ps) => { store_transposed_avx512_ps };
+    (@store_transposed, pd) => { store_transposed_lanes::<Avx512F64> };
     (@op $op:ident, ps) => { pastey_ps!($op) };
     (@op $op:ident, pd) => { pastey_pd!($op) };
 }
@@ -336,6 +376,63 @@ macro_rules! pastey_pd {
 
 /// Four horizontal sums at once: two rounds of 128-bit block shuffles leave each input's partial
 /// sums in one block, two in-block permutes finish them, one permute gathers the four results.
+/// [`Simd::store_transposed`] for `f32` on AVX-512: the rows (zeros past `rows.len()`)
+/// transposed as a 16 x 16 block in registers (64 shuffles), then one masked store per column
+/// written, instead of 16 scalar stores per row (which the compiler turns into scatters, slow on
+/// some CPUs).
+///
+/// # Safety
+///
+/// As [`Simd::store_transposed`].
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_transposed_avx512_ps(rows: &[__m512], out: *mut f32, stride: usize, count: usize) {
+    let mut r = [_mm512_setzero_ps(); 16];
+    r[..rows.len()].copy_from_slice(rows);
+    // Per 128-bit block k: columns 4k, 4k+1 (then 4k+2, 4k+3) of rows 2i, 2i+1 interleaved.
+    let t: [__m512; 16] = core::array::from_fn(|i| {
+        let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_ps(a, b)
+        } else {
+            _mm512_unpackhi_ps(a, b)
+        }
+    });
+    // u[g][j], block k: column 4k + j of rows 4g..4g+3.
+    let u: [[__m512; 4]; 4] = core::array::from_fn(|g| {
+        core::array::from_fn(|j| {
+            let (a, b) = (
+                _mm512_castps_pd(t[4 * g + j / 2]),
+                _mm512_castps_pd(t[4 * g + 2 + j / 2]),
+            );
+            _mm512_castpd_ps(if j % 2 == 0 {
+                _mm512_unpacklo_pd(a, b)
+            } else {
+                _mm512_unpackhi_pd(a, b)
+            })
+        })
+    });
+    let mut columns = [_mm512_setzero_ps(); 16];
+    for j in 0..4 {
+        // Blocks: columns j, 8+j, j, 8+j (even) or 4+j, 12+j, 4+j, 12+j (odd) of rows 0-3,
+        // 0-3, 4-7, 4-7 (v, w) or 8-11, 8-11, 12-15, 12-15 (v2, w2).
+        let v = _mm512_shuffle_f32x4::<0b10_00_10_00>(u[0][j], u[1][j]);
+        let w = _mm512_shuffle_f32x4::<0b11_01_11_01>(u[0][j], u[1][j]);
+        let v2 = _mm512_shuffle_f32x4::<0b10_00_10_00>(u[2][j], u[3][j]);
+        let w2 = _mm512_shuffle_f32x4::<0b11_01_11_01>(u[2][j], u[3][j]);
+        columns[j] = _mm512_shuffle_f32x4::<0b10_00_10_00>(v, v2);
+        columns[8 + j] = _mm512_shuffle_f32x4::<0b11_01_11_01>(v, v2);
+        columns[4 + j] = _mm512_shuffle_f32x4::<0b10_00_10_00>(w, w2);
+        columns[12 + j] = _mm512_shuffle_f32x4::<0b11_01_11_01>(w, w2);
+    }
+    let mask = ((1_u32 << rows.len()) - 1) as __mmask16;
+    for (lane, &column) in columns[..count].iter().enumerate() {
+        // SAFETY: lanes i < rows.len() of column `lane` go to out[lane·stride + i], valid for
+        // writing (the caller's contract); the other lanes are masked off.
+        unsafe { _mm512_mask_storeu_ps(out.add(lane * stride), mask, column) };
+    }
+}
+
 /// About 9 instructions instead of 4 separate reductions' 32.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -2002,14 +2099,8 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
                 }
             }
         }
-        let mut lanes = [S::E::default(); 16];
-        for (i, &acc_i) in acc.iter().enumerate() {
-            S::store(lanes.as_mut_ptr(), acc_i);
-            let first = out.add(f0 * plane_out + oh * shape.out_width() + ow0 + i);
-            for (lane, &value) in lanes[..count].iter().enumerate() {
-                *first.add(lane * plane_out) = value;
-            }
-        }
+        let first = out.add(f0 * plane_out + oh * shape.out_width() + ow0);
+        S::store_transposed(&acc, first, plane_out, count);
     }
 }
 
@@ -4009,6 +4100,31 @@ mod tests {
                     dot_rows_i8(isa, &weight, &x, &mut got);
                     assert_eq!(got, want, "{isa:?}: {rows} rows of {n}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn transposed_stores_in_registers_match_the_lane_by_lane_ones() {
+        if detected_isa() != Some(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        let values: Vec<f32> = (0..256).map(|i| i as f32 + 0.5).collect();
+        for n in 0..=16 {
+            for count in 0..=16 {
+                let mut want = std::vec![-1.0_f32; 16 * 17];
+                let mut got = want.clone();
+                // SAFETY: AVX-512F is present (checked above); the loads read 16 of the 256
+                // values, and the stores write lanes l < 16 of rows i < 16 at l·17 + i < 16·17.
+                unsafe {
+                    let rows: Vec<__m512> = (0..n)
+                        .map(|i| _mm512_loadu_ps(values[16 * i..].as_ptr()))
+                        .collect();
+                    store_transposed_lanes::<Avx512F32>(&rows, want.as_mut_ptr(), 17, count);
+                    Avx512F32::store_transposed(&rows, got.as_mut_ptr(), 17, count);
+                }
+                assert_eq!(got, want, "{n} rows, {count} lanes");
             }
         }
     }

@@ -473,6 +473,10 @@ const TYPE_CASES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// How many mutated files `files_that_do_not_fit_fail_the_build_at_the_users_line` bakes
+/// (`malformed::mutated(0..MUTATED_FILES)`; `tests/weights_file_rule.rs` loads the same ones).
+const MUTATED_FILES: u64 = 300;
+
 /// What the build reports for the `static` on `line` of `src/lib.rs`: the error's message, if
 /// the error's primary location is that line.
 fn error_at(stderr: &str, line: usize) -> Option<String> {
@@ -530,6 +534,23 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         let loaded = st::from_bytes::<Small>(&case.bytes);
         assert_eq!(loaded.is_err(), case.verdict.is_some(), "{}", case.name);
         expected.push((case.name.to_string(), loaded.err().map(|e| e.to_string())));
+    }
+    // Mutated files (the kinds of `tests/weights_file_rule.rs`'s property test, drawn from
+    // fixed seeds): the real `include_net!`, expanded and evaluated by the compiler, gives the
+    // run-time loader's verdict and message on every one.
+    for seed in 0..MUTATED_FILES {
+        let bytes = malformed::mutated(seed);
+        let name = format!("MUTATED_{seed}");
+        std::fs::write(krate.join(format!("{name}.safetensors")), &bytes).unwrap();
+        writeln!(
+            main,
+            "#[cfg(not(any(let_only, bake_only)))]\npub static {name}: Baked<Small> = constmat::include_net!(\"../{name}.safetensors\");\n"
+        )
+        .unwrap();
+        expected.push((
+            name,
+            st::from_bytes::<Small>(&bytes).err().map(|e| e.to_string()),
+        ));
     }
     // An int8 file holding an exponent no shift can take: the same range rule both ways.
     let int8 = {

@@ -2,9 +2,12 @@
 //! turns the bytes of a file into the arrays of a `static`.
 //!
 //! `const` code cannot call trait methods, so there is one set of functions per element type.
-//! Each checks the values as it decodes them, with [`check_net`](super::check_net)'s rule and
-//! error ([`Error::NonFinite`]: the first NaN or infinity, by row-major index), so that a baked
-//! net reads its values once. The rest of the file (names, dtypes, shapes) is checked before,
+//! Each checks the values as it decodes them, so that a baked net reads its values once: a
+//! NaN or an infinity is [`Error::NonFinite`], an integer outside its tensor's
+//! [`range`](super::TensorSpec::range) [`Error::OutOfRange`], each for the first such element
+//! by row-major index. This module holds the one definition of that value rule: the run-time
+//! loader's [`check_net`](super::check_net) runs the same decoding functions over each tensor
+//! (into a scratch buffer), so the two paths cannot disagree on a value. The rest of the file (names, dtypes, shapes) is checked before,
 //! by [`validate_layout`](super::validate_layout), where [`include_net!`](crate::include_net)
 //! is written; a tensor these functions do not find with the dtype and shape they decode is
 //! reported as [`Error::Missing`] or [`Error::Mismatch`] all the same.
@@ -263,6 +266,85 @@ const fn out_of_range(module: usize, field: &str, index: usize, value: i32, rang
         min,
         max,
     }
+}
+
+/// Elements decoded at a time by [`check_values`]: its scratch buffer, on the stack.
+const CHECK_CHUNK: usize = 256;
+
+/// Checks the values of a tensor with the rule the decoders apply (they are the ones that run
+/// here, into a scratch buffer): the first NaN or infinity of a float tensor, or the first
+/// integer outside `range`, as [`Error::NonFinite`] or [`Error::OutOfRange`] naming
+/// `{module}.{field}`. `data` holds little-endian elements of `dtype`; the dtypes no layer
+/// holds have no value rule here (a net's tensors never have them: their dtypes are checked
+/// first).
+///
+/// What [`check_net`](super::check_net) evaluates for each of a net's tensors at run time.
+pub(crate) const fn check_values(
+    dtype: Dtype,
+    data: &[u8],
+    module: usize,
+    field: &str,
+    range: Range,
+) -> Result<(), Error> {
+    let size = match dtype {
+        Dtype::F32 | Dtype::I32 => 4,
+        Dtype::F64 => 8,
+        Dtype::I8 => 1,
+        _ => return Ok(()),
+    };
+    let count = data.len() / size;
+    let mut start = 0;
+    while start < count {
+        let n = if count - start < CHECK_CHUNK {
+            count - start
+        } else {
+            CHECK_CHUNK
+        };
+        let (_, rest) = data.split_at(start * size);
+        let bad = match dtype {
+            Dtype::F32 => {
+                let mut scratch = [0.0; CHECK_CHUNK];
+                match fill_f32(rest, scratch.split_at_mut(n).0) {
+                    Some(i) => Some((i, None)),
+                    None => None,
+                }
+            }
+            Dtype::F64 => {
+                let mut scratch = [0.0; CHECK_CHUNK];
+                match fill_f64(rest, scratch.split_at_mut(n).0) {
+                    Some(i) => Some((i, None)),
+                    None => None,
+                }
+            }
+            _ => {
+                let mut scratch = [0; CHECK_CHUNK];
+                let out = scratch.split_at_mut(n).0;
+                let bad = if size == 1 {
+                    fill_integers::<1>(rest, out, range)
+                } else {
+                    fill_integers::<4>(rest, out, range)
+                };
+                match bad {
+                    Some((i, value)) => Some((i, Some(value))),
+                    None => None,
+                }
+            }
+        };
+        match bad {
+            Some((i, None)) => {
+                return Err(Error::NonFinite {
+                    name: TensorName::of(module, field),
+                    index: start + i,
+                });
+            }
+            Some((i, Some(value))) => {
+                return Err(out_of_range(module, field, start + i, value, range));
+            }
+            None => {}
+        }
+        start += n;
+    }
+    Ok(())
 }
 
 /// The `I8` tensor `{module}.{field}` of shape `[H, W]` in the safetensors file `bytes`, each

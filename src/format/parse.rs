@@ -192,23 +192,13 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
     let mut k = 0;
     while let Some((module, expected)) = spec.tensor(k) {
         if let Some(found) = header.find_module(module, expected.field.as_bytes()) {
-            if let Some(index) = first_non_finite(found.dtype, found.data) {
-                return Err(Error::NonFinite {
-                    name: TensorName::of(module, expected.field),
-                    index,
-                });
-            }
-            if let Some((min, max)) = expected.range
-                && let Some((index, value)) = first_out_of_range(found.dtype, found.data, min, max)
-            {
-                return Err(Error::OutOfRange {
-                    name: TensorName::of(module, expected.field),
-                    index,
-                    value,
-                    min,
-                    max,
-                });
-            }
+            tri!(super::decode::check_values(
+                found.dtype,
+                found.data,
+                module,
+                expected.field,
+                expected.range,
+            ));
         }
         k += 1;
     }
@@ -406,55 +396,6 @@ pub(crate) const fn parse_name(name: &[u8]) -> Option<(usize, &[u8])> {
         return None;
     }
     Some((module, name.split_at(at + 1).1))
-}
-
-/// The index of the first NaN or infinity in `data` (little-endian elements of `dtype`), or
-/// `None`. Only the exponent bits are read: all ones means NaN or infinity.
-const fn first_non_finite(dtype: Dtype, data: &[u8]) -> Option<usize> {
-    // (element size, index of the byte holding the exponent's top bits and its mask, index of
-    // the byte holding its low bits and their mask)
-    let (size, high, high_mask, low, low_mask) = match dtype {
-        Dtype::F64 => (8, 7, 0x7f, 6, 0xf0),
-        Dtype::F32 => (4, 3, 0x7f, 2, 0x80),
-        Dtype::F16 => (2, 1, 0x7c, 1, 0x7c),
-        Dtype::BF16 => (2, 1, 0x7f, 0, 0x80),
-        _ => return None,
-    };
-    // Steps of whole elements up to a bound computed once: at compile time this loop is
-    // interpreted, and every call or extra comparison per element costs.
-    let end = data.len() - data.len() % size;
-    let mut at = 0;
-    while at < end {
-        if data[at + high] & high_mask == high_mask && data[at + low] & low_mask == low_mask {
-            return Some(at / size);
-        }
-        at += size;
-    }
-    None
-}
-
-/// The index and value of the first element of an `I8` or `I32` tensor outside `min..=max`
-/// (other dtypes have no range).
-const fn first_out_of_range(dtype: Dtype, data: &[u8], min: i32, max: i32) -> Option<(usize, i32)> {
-    let size = match dtype {
-        Dtype::I8 => 1,
-        Dtype::I32 => 4,
-        _ => return None,
-    };
-    let end = data.len() - data.len() % size;
-    let mut at = 0;
-    while at < end {
-        let value = if size == 1 {
-            data[at] as i8 as i32
-        } else {
-            i32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
-        };
-        if value < min || value > max {
-            return Some((at / size, value));
-        }
-        at += size;
-    }
-    None
 }
 
 /// A tensor's name and offsets, kept while parsing (`name` is a range of the header).

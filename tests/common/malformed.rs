@@ -148,6 +148,27 @@ pub fn cases() -> Vec<Case> {
             Some(Metadata),
         ),
         case(
+            "METADATA_A_STRING",
+            file(&edit(r#"{"format":"pt"}"#, r#""pt""#), &d),
+            Some(Metadata),
+        ),
+        case(
+            "METADATA_AN_ARRAY",
+            file(&edit(r#"{"format":"pt"}"#, r#"["format","pt"]"#), &d),
+            Some(Metadata),
+        ),
+        case(
+            "METADATA_A_NESTED_MAP",
+            file(&edit(r#"{"format":"pt"}"#, r#"{"format":{"name":"pt"}}"#), &d),
+            Some(Metadata),
+        ),
+        // The end before the start: no tensor can be read from it.
+        case(
+            "REVERSED_OFFSETS",
+            file(&edit(r#""data_offsets":[0,12]"#, r#""data_offsets":[12,0]"#), &d),
+            Some(TensorSize),
+        ),
+        case(
             "BYTES_AFTER_THE_JSON",
             file(&format!("{}x", valid_header()), &d),
             Some(Syntax),
@@ -246,4 +267,142 @@ pub fn cases() -> Vec<Case> {
         ),
         case("NAN", file(&valid_header(), &nan), Some(NonFinite)),
     ]
+}
+
+/// Characters a JSON header is made of, to mutate a header into other near-valid headers.
+pub const JSON_CHARS: &[u8] = b"{}[]:,\"\\0123456789FIU_.-e abdfhilmnoprstuwxyz";
+
+/// A mutation of the valid file.
+#[derive(Debug, Clone)]
+pub enum Mutation {
+    /// Flip one bit of the byte at this index (of the whole file).
+    Flip(usize, u8),
+    /// Replace a header byte.
+    Replace(usize, u8),
+    /// Insert a byte into the header (the length prefix adjusted).
+    Insert(usize, u8),
+    /// Remove a header byte (the length prefix adjusted).
+    Remove(usize),
+    /// Cut the file.
+    Truncate(usize),
+    /// Append bytes to the data.
+    Append(Vec<u8>),
+    /// Add a number to one of the numbers of the header.
+    Bump(usize, i8),
+}
+
+/// The header (JSON, without padding) and data of a file.
+pub fn split(bytes: &[u8]) -> (String, Vec<u8>) {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = String::from_utf8_lossy(&bytes[8..8 + n]).into_owned();
+    (header, bytes[8 + n..].to_vec())
+}
+
+/// A header and data put back together, the length prefix recomputed (no padding added).
+fn join(header: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.extend_from_slice(data);
+    bytes
+}
+
+/// `bytes` (a file whose header length fits it) with the mutation `m` applied.
+pub fn apply(mut bytes: Vec<u8>, m: &Mutation) -> Vec<u8> {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    match m {
+        Mutation::Flip(i, bit) => {
+            let i = index(*i, bytes.len());
+            bytes[i] ^= 1 << bit;
+            bytes
+        }
+        Mutation::Replace(i, c) => {
+            bytes[8 + index(*i, n)] = *c;
+            bytes
+        }
+        Mutation::Insert(i, c) => {
+            let mut header = bytes[8..8 + n].to_vec();
+            header.insert(index(*i, n + 1), *c);
+            join(&header, &bytes[8 + n..])
+        }
+        Mutation::Remove(i) => {
+            let mut header = bytes[8..8 + n].to_vec();
+            header.remove(index(*i, n));
+            join(&header, &bytes[8 + n..])
+        }
+        Mutation::Truncate(i) => {
+            bytes.truncate(index(*i, bytes.len()));
+            bytes
+        }
+        Mutation::Append(extra) => {
+            bytes.extend_from_slice(extra);
+            bytes
+        }
+        Mutation::Bump(i, delta) => {
+            let (header, data) = split(&bytes);
+            // The numbers of the header, as (start, end) byte ranges.
+            let mut numbers = Vec::new();
+            let mut start = None;
+            for (at, c) in header.char_indices() {
+                match (c.is_ascii_digit(), start) {
+                    (true, None) => start = Some(at),
+                    (false, Some(s)) => {
+                        numbers.push((s, at));
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            if numbers.is_empty() {
+                return bytes;
+            }
+            let (s, e) = numbers[index(*i, numbers.len())];
+            let value: i64 = header[s..e].parse().unwrap_or(0);
+            let bumped = (value + i64::from(*delta)).max(0).to_string();
+            let header = format!("{}{}{}", &header[..s], bumped, &header[e..]);
+            join(header.as_bytes(), &data)
+        }
+    }
+}
+
+/// `i` scaled into `0..len` (`len` > 0): how a mutation's random index picks a position.
+fn index(i: usize, len: usize) -> usize {
+    i % len
+}
+
+/// Whether `bytes` starts with a header length that fits the file: what a mutation needs.
+pub fn has_header(bytes: &[u8]) -> bool {
+    bytes.len() >= 8
+        && u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize <= bytes.len() - 8
+}
+
+/// The valid file with one to three mutations drawn from `seed` (SplitMix64: the same files on
+/// every machine): what `tests/embed.rs` bakes with the compiler, `tests/weights_file_rule.rs`
+/// draws the same kinds of mutations with proptest.
+pub fn mutated(seed: u64) -> Vec<u8> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) as usize
+    };
+    let mut bytes = valid();
+    for _ in 0..1 + next() % 3 {
+        if !has_header(&bytes) {
+            break;
+        }
+        let (i, byte) = (next(), JSON_CHARS[next() % JSON_CHARS.len()]);
+        let m = match next() % 7 {
+            0 => Mutation::Flip(i, (next() % 8) as u8),
+            1 => Mutation::Replace(i, byte),
+            2 => Mutation::Insert(i, byte),
+            3 => Mutation::Remove(i),
+            4 => Mutation::Truncate(i),
+            5 => Mutation::Append((0..1 + next() % 15).map(|_| next() as u8).collect()),
+            _ => Mutation::Bump(i, (next() % 24) as i8 - 12),
+        };
+        bytes = apply(bytes, &m);
+    }
+    bytes
 }

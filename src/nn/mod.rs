@@ -57,8 +57,8 @@
 //! ```
 //!
 //! A layer whose input width differs from the previous layer's output width does not compile;
-//! the message names the two widths (`expected an array with a size of 128, found one with a
-//! size of 100`).
+//! the message names the layer and the two widths (`` `Dense<f32, 100, 10>` takes 100 inputs,
+//! but the layer before it gives 128 ``).
 //!
 //! # A training step
 //!
@@ -134,7 +134,9 @@ pub use qdense::{QDense, QuantizedActivation};
 pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize};
 pub use schedule::Schedule;
 #[doc(hidden)]
-pub use shape::{__output_size, __output_size_unchecked};
+pub use shape::{
+    __flattened_inputs, __input_channels, __inputs, __output_size, __output_size_unchecked,
+};
 pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
 pub use train::{Train, zeroed_batch};
@@ -550,14 +552,14 @@ impl TensorInfo {
 ///
 /// A `Dense` whose input width is not what `Flatten` gives does not compile:
 ///
-/// ```compile_fail,E0271
+/// ```compile_fail,E0080
 /// # use constmat::nn::{Parameters, Relu};
 /// type Wrong = constmat::net![
 ///     Input<f32, 1, 28, 28>,
 ///     Conv2d<1, 6, 5, Relu>,   // 6 x 24 x 24
 ///     MaxPool2d<2>,            // 6 x 12 x 12
 ///     Flatten,                 // 864
-///     Dense<784, 10>,          // expected an array with a size of 864, found one with a size of 784
+///     Dense<784, 10>,          // `Dense<784, 10>` takes 784 inputs, but `Flatten` gives 6 x 12 x 12 = 864
 /// ];
 /// let _ = Wrong::zeros();
 /// ```
@@ -584,8 +586,38 @@ macro_rules! net {
     (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@image ($t) ($c) ($h) ($w) $($($rest)*)?)
     };
+    // Dense layers whose widths are literals: each one's inputs are checked against the
+    // outputs of the one before, where the net is written.
+    (Dense<$t:ty, $i:tt, $o:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_dense!(($o) (Dense<$t, $i, $o $(, $a)?>) $(, $($rest)*)?)
+    };
     ($layer:ty $(,)?) => { $layer };
     ($layer:ty, $($rest:ty),+ $(,)?) => { $crate::nn::Chain<$layer, $crate::net!($($rest),+)> };
+}
+
+/// The plain form of [`net!`](crate::net) after a `Dense` layer whose output width is the
+/// literal `$o`: a next `Dense` written with literal widths has its inputs checked against it
+/// (the check returns `$o`, so that the type chains and a mistake is one error, where the net
+/// is written). Not for direct use.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __net_dense {
+    (($o:tt) ($($layer:tt)*) $(,)?) => { $($layer)* };
+    (($o:tt) ($($layer:tt)*), Dense<$t:ty, $i:literal, $o2:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
+        $crate::nn::Chain<$($layer)*, $crate::__net_dense!(($o2) (Dense<$t, {
+            $crate::nn::__inputs(
+                ::core::concat!(
+                    "Dense<", ::core::stringify!($t), ", ", ::core::stringify!($i), ", ",
+                    ::core::stringify!($o2) $(, ", ", ::core::stringify!($a))?, ">"
+                ),
+                $i,
+                $o,
+            )
+        }, $o2 $(, $a)?>) $(, $($rest)*)?)>
+    };
+    (($o:tt) ($($layer:tt)*), $($rest:tt)+) => {
+        $crate::nn::Chain<$($layer)*, $crate::net!($($rest)+)>
+    };
 }
 
 /// The image form of [`net!`](crate::net): reads one layer, computes the size it gives, and
@@ -595,7 +627,8 @@ macro_rules! net {
 macro_rules! __net_image {
     // Convolutions: (in, out, kernel[, stride, padding][, activation]).
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
+        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k))
+            ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
         ::core::compile_error!(::core::concat!(
@@ -604,17 +637,23 @@ macro_rules! __net_image {
         ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, 1, 0, $a) $($rest)*)
+        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
+            ($ci, $co, $k, 1, 0, $a) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
+        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
+            ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($ci, $co, $k, $s, $p, $a) $($rest)*)
+        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p, $a))
+            ($ci, $co, $k, $s, $p, $a) $($rest)*)
     };
-    (@conv $t:tt $c:tt ($h:tt) ($w:tt) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+    // The input channels are checked against the channels that reach the layer (and the type
+    // takes the latter, so that a mistake is one error, here).
+    (@conv $t:tt ($c:tt) ($h:tt) ($w:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::__net_image!(@conv_type $t ($ci, $co, $k, $s, $p, $h, $w,
+            ($crate::__net_image!(@conv_type $t ({ $crate::nn::__input_channels($name, $ci, $c) },
+                $co, $k, $s, $p, $h, $w,
                 { $crate::nn::__output_size("Conv2d", "height", $h, $k, $s, $p) },
                 { $crate::nn::__output_size("Conv2d", "width", $w, $k, $s, $p) }, $a)))
             (@image $t ($co)
@@ -643,17 +682,37 @@ macro_rules! __net_image {
     (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) Flatten $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::Flatten<$($t)+, $c, $h, $w, { $c * $h * $w }>)
-            (@vector ($($t)+))
+            (@vector ($($t)+) (flatten $c $h $w))
             $($rest)*)
     };
-    // Dense layers, on vectors: (in, out[, activation]).
-    (@vector $t:tt Dense<$i:tt, $o:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@emit
-            ($crate::__net_image!(@dense_type $t ($i, $o, $crate::nn::Identity)))
-            (@vector $t) $($rest)*)
+    // Dense layers, on vectors: (in, out[, activation]); the inputs checked against what
+    // reaches the layer.
+    (@vector $t:tt $given:tt Dense<$i:tt, $o:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@dense $t $given ($crate::__net_image!(@name Dense $i, $o))
+            ($i, $o, $crate::nn::Identity) $($rest)*)
     };
-    (@vector $t:tt Dense<$i:tt, $o:tt, $a:ty> $($rest:tt)*) => {
-        $crate::__net_image!(@emit ($crate::__net_image!(@dense_type $t ($i, $o, $a))) (@vector $t) $($rest)*)
+    (@vector $t:tt $given:tt Dense<$i:tt, $o:tt, $a:ty> $($rest:tt)*) => {
+        $crate::__net_image!(@dense $t $given ($crate::__net_image!(@name Dense $i, $o, $a))
+            ($i, $o, $a) $($rest)*)
+    };
+    (@dense $t:tt $given:tt ($name:expr) ($i:tt, $o:tt, $a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::__net_image!(@dense_type $t
+                ({ $crate::__net_image!(@inputs $given $name, $i) }, $o, $a)))
+            (@vector $t (dense $o)) $($rest)*)
+    };
+    (@inputs (flatten $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
+        $crate::nn::__flattened_inputs($name, $i, ($c, $h, $w))
+    };
+    (@inputs (dense $o:tt) $name:expr, $i:tt) => {
+        $crate::nn::__inputs($name, $i, $o)
+    };
+    // A layer as written, for messages: `Conv2d<8, 16, 5, Relu>`.
+    (@name $kind:ident $first:tt $(, $arg:tt)*) => {
+        ::core::concat!(
+            ::core::stringify!($kind), "<", ::core::stringify!($first)
+            $(, ", ", ::core::stringify!($arg))*, ">"
+        )
     };
     // The layer types: float, or int8 for an `Input<i8, ..>`.
     (@conv_type (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
@@ -668,14 +727,14 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt Dense $($rest:tt)*) => {
         ::core::compile_error!("`Dense` takes a vector: put `Flatten` between the image layers and it")
     };
-    (@vector $t:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
+    (@vector $t:tt $given:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
         ::core::compile_error!(::core::concat!(
             "`Dense<", ::core::stringify!($t2, $i, $o $(, $a)?), ">`: in `net!`'s image form a dense layer is ",
             "`Dense<inputs, outputs>` or `Dense<inputs, outputs, Activation>`; ",
             "its element type is `Input`'s"
         ))
     };
-    (@vector $t:tt $layer:ident $($rest:tt)*) => {
+    (@vector $t:tt $given:tt $layer:ident $($rest:tt)*) => {
         ::core::compile_error!(::core::concat!(
             "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers take a vector"
         ))

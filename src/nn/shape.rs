@@ -134,3 +134,72 @@ pub(crate) const fn check_output_size(
 const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     crate::format::bytes_eq(a, b)
 }
+
+/// For [`net!`](crate::net): `written`, the input channels a convolution is written with,
+/// checked against `given`, the channels the layer before it gives (or the `Input`'s). Returns
+/// `given`, so that the net's type chains even where the check fails (one error, here).
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __input_channels(layer: &str, written: usize, given: usize) -> usize {
+    if written != given {
+        Message::new()
+            .str("`")
+            .str(layer)
+            .str("` takes ")
+            .number(written)
+            .str(" input channels, but the layer before it gives ")
+            .number(given)
+            .panic()
+    }
+    given
+}
+
+/// For [`net!`](crate::net): `written`, the inputs a dense layer is written with, checked
+/// against `given`, the width of the dense layer before it. Returns `given`.
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
+    if written != given {
+        Message::new()
+            .str("`")
+            .str(layer)
+            .str("` takes ")
+            .number(written)
+            .str(" inputs, but the layer before it gives ")
+            .number(given)
+            .panic()
+    }
+    given
+}
+
+/// For [`net!`](crate::net): `written`, the inputs of the dense layer after `Flatten`, checked
+/// against what `Flatten` gives, `channels x height x width`. Returns that width.
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __flattened_inputs(
+    layer: &str,
+    written: usize,
+    (channels, height, width): (usize, usize, usize),
+) -> usize {
+    let given = channels * height * width;
+    if written != given {
+        Message::new()
+            .str("`")
+            .str(layer)
+            .str("` takes ")
+            .number(written)
+            .str(" inputs, but `Flatten` gives ")
+            .number(channels)
+            .str(" x ")
+            .number(height)
+            .str(" x ")
+            .number(width)
+            .str(" = ")
+            .number(given)
+            .panic()
+    }
+    given
+}

@@ -150,17 +150,6 @@ fn runs_that_explode_or_stall_are_stopped_with_an_honest_hint() {
 fn an_image_file_declaring_other_sizes_is_refused_from_its_header() {
     use std::io::Read;
 
-    struct Counting<R> {
-        inner: R,
-        read: u64,
-    }
-    impl<R: Read> Read for Counting<R> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = self.inner.read(buf)?;
-            self.read += n as u64;
-            Ok(n)
-        }
-    }
     let mut header = vec![0, 0, 8, 3];
     for d in [65_536_u32, 256, 256] {
         header.extend(d.to_be_bytes());
@@ -246,6 +235,143 @@ fn a_mnist_directory_holding_a_bomb_fails_fast() {
     );
 }
 
+/// The issue's own bomb (65,536 images of 256 x 256: 4 GiB) was exactly `MAX_DATA_BYTES`, so
+/// the plain readers accepted its header and decompressed it whole. They now hold headers to
+/// `DEFAULT_LIMIT_BYTES` (256 MiB, what MNIST-like sets need) unless told otherwise: of a reader
+/// that would yield 4 GiB, only the 16 header bytes are read.
+#[test]
+fn the_plain_readers_refuse_a_bomb_from_its_header() {
+    use std::io::Read;
+
+    use constmat::data::idx::{self, DEFAULT_LIMIT_BYTES, IdxErrorKind};
+
+    let mut header = vec![0, 0, 8, 3];
+    for d in [65_536_u32, 256, 256] {
+        header.extend(d.to_be_bytes());
+    }
+    let mut bomb = Counting {
+        inner: (&header[..]).chain(std::io::repeat(0).take(1 << 32)),
+        read: 0,
+    };
+    let err = idx::read_images(&mut bomb).unwrap_err();
+    assert!(
+        matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes, .. } if *limit_bytes == DEFAULT_LIMIT_BYTES),
+        "{err:?}"
+    );
+    assert_eq!(bomb.read, 16, "only the header was read");
+
+    // The same gzipped in a file (4 MB of zeros after the header, 4 KB compressed).
+    let path = scratch("bomb-images-idx3-ubyte.gz");
+    let mut body = header.clone();
+    body.extend(std::iter::repeat_n(0, 4 << 20));
+    std::fs::write(&path, gzip(&body)).unwrap();
+    let err = idx::read_images_from_path(&path).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: IDX data too large: dimensions 65536 x 256 x 256 exceed the limit of \
+             268435456 bytes",
+            path.display()
+        )
+    );
+
+    // A caller's own limit, lower or higher, for each reader.
+    let labels = [0, 0, 8, 1, 0x10, 0, 0, 0]; // 268,435,456 labels declared
+    let mut counted = Counting {
+        inner: (&labels[..]).chain(std::io::repeat(1).take(1 << 28)),
+        read: 0,
+    };
+    let err = idx::read_labels_with_limit(&mut counted, 60_000).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            IdxErrorKind::TooLarge {
+                limit_bytes: 60_000,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(counted.read, 8);
+    let mut one = vec![0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 28, 0, 0, 0, 28];
+    one.extend([9; 784]);
+    assert!(idx::read_images_with_limit(&one[..], 783).is_err());
+    assert_eq!(
+        idx::read_images_with_limit(&one[..], 784).unwrap().count(),
+        1
+    );
+}
+
+/// A 261 KB train-labels-idx1-ubyte.gz declaring 268 million labels was decompressed whole
+/// (264 MB allocated) before `Mnist::load` found that the image file holds 2 images. All four
+/// headers are now read and checked against each other before any data: the labels' body here
+/// turns corrupt after 2 MiB, which reading it would report; the error is the count mismatch.
+#[test]
+fn a_mnist_directory_holding_a_labels_bomb_fails_from_the_headers() {
+    use constmat::data::mnist::Mnist;
+
+    let dir = scratch("labels-bomb-mnist");
+    std::fs::create_dir_all(&dir).unwrap();
+    let images = |n: u32| {
+        let mut b = vec![0, 0, 8, 3];
+        for d in [n, 28, 28] {
+            b.extend(d.to_be_bytes());
+        }
+        b.extend(std::iter::repeat_n(0, n as usize * 784));
+        b
+    };
+    let labels = |n: u32| {
+        let mut b = vec![0, 0, 8, 1];
+        b.extend(n.to_be_bytes());
+        b.extend(std::iter::repeat_n(3, n as usize));
+        b
+    };
+    let mut bomb = vec![0, 0, 8, 1];
+    bomb.extend((1_u32 << 28).to_be_bytes());
+    bomb.extend(std::iter::repeat_n(0, 2 << 20));
+    let mut bomb = gzip(&bomb);
+    bomb.truncate(bomb.len() - 8); // cut inside the stream: a body read to its end is corrupt
+    std::fs::write(dir.join("train-images-idx3-ubyte.gz"), gzip(&images(2))).unwrap();
+    std::fs::write(dir.join("train-labels-idx1-ubyte.gz"), &bomb).unwrap();
+    std::fs::write(dir.join("t10k-images-idx3-ubyte.gz"), gzip(&images(1))).unwrap();
+    std::fs::write(dir.join("t10k-labels-idx1-ubyte.gz"), gzip(&labels(1))).unwrap();
+    let message = Mnist::load(&dir).unwrap_err().to_string();
+    assert!(
+        message.ends_with(
+            "train-labels-idx1-ubyte.gz: image and label counts differ: 2 images, 268435456 labels"
+        ),
+        "{message}"
+    );
+
+    // A set that fits the limit loads; the same with a smaller limit is refused from the header.
+    std::fs::write(dir.join("train-labels-idx1-ubyte.gz"), gzip(&labels(2))).unwrap();
+    let mnist = Mnist::load(&dir).unwrap();
+    assert_eq!((mnist.train.len(), mnist.test.len()), (2, 1));
+    let message = Mnist::load_with_limit(&dir, 784).unwrap_err().to_string();
+    assert!(
+        message.ends_with(
+            "train-images-idx3-ubyte.gz: IDX data too large: dimensions 2 x 28 x 28 exceed the \
+             limit of 784 bytes"
+        ),
+        "{message}"
+    );
+    // A bomb in the test set is found before the training set's data is read: here that data
+    // is corrupt, and the error is the test set's.
+    std::fs::write(
+        dir.join("train-images-idx3-ubyte.gz"),
+        &gzip(&images(2))[..40],
+    )
+    .unwrap();
+    std::fs::write(dir.join("t10k-labels-idx1-ubyte.gz"), gzip(&labels(3))).unwrap();
+    let message = Mnist::load(&dir).unwrap_err().to_string();
+    assert!(
+        message.ends_with(
+            "t10k-labels-idx1-ubyte.gz: image and label counts differ: 1 images, 3 labels"
+        ),
+        "{message}"
+    );
+}
+
 /// Integer products and sums that overflow: `checked_matmul` and `checked_sum` say so in every
 /// build (the operators panic in debug builds and wrap in release builds, as Rust's integers do).
 #[test]
@@ -274,33 +400,50 @@ fn threads_can_be_configured_after_products_ran() {
     assert_eq!(&a * &a, before);
 }
 
-/// A corrupt gzip stream read through a reader that returns a few bytes per call was reported
-/// as "invalid IDX magic" (the garbage decoded before the corruption) instead of the gzip error:
-/// 479 of 40,000 mutated files with 3-byte reads. Every mutated file now gets the same kind of
-/// error whatever the reader's pace.
-#[test]
-fn a_corrupt_gzip_stream_is_reported_as_such_whatever_the_reads() {
-    use std::io::{Read, Write};
+/// A reader handing out at most `.1` bytes per call.
+struct Trickle<'a>(&'a [u8], usize);
 
-    use constmat::data::idx;
-
-    /// A reader handing out at most `step` bytes per call.
-    struct Trickle<'a>(&'a [u8], usize);
-    impl Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = self.1.min(buf.len()).min(self.0.len());
-            buf[..n].copy_from_slice(&self.0[..n]);
-            self.0 = &self.0[n..];
-            Ok(n)
-        }
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.1.min(buf.len()).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
     }
-    let mut plain = vec![0_u8, 0, 8, 1, 0, 0, 0, 200];
-    plain.extend((0..200).map(|i| (i % 10) as u8));
+}
+
+/// A reader that counts the bytes it hands out.
+struct Counting<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(&plain).unwrap();
-    let gz = encoder.finish().unwrap();
-    // The first file the fuzzing found, then more of the same kind (a tiny generator, so that
-    // the test needs no dependency).
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// Whether the gzip stream `bytes` fails to decompress to its end.
+fn corrupt(bytes: &[u8]) -> bool {
+    use std::io::Read;
+    flate2::read::MultiGzDecoder::new(bytes)
+        .read_to_end(&mut Vec::new())
+        .is_err()
+}
+
+/// Mutations of `gz`: one to three random bytes changed after the gzip magic (a tiny generator,
+/// so that the test needs no dependency).
+fn mutations(gz: &[u8], cases: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
     let mut next = move |bound: usize| {
         state ^= state << 13;
@@ -308,23 +451,50 @@ fn a_corrupt_gzip_stream_is_reported_as_such_whatever_the_reads() {
         state ^= state << 17;
         (state % bound as u64) as usize
     };
-    let mut differing = Vec::new();
-    for case in 0..3000 {
-        let mut m = gz.clone();
+    (0..cases).map(move |_| {
+        let mut m = gz.to_vec();
         for _ in 0..1 + next(3) {
             let i = 2 + next(m.len() - 2);
             m[i] = next(256) as u8;
         }
-        let whole = idx::read_labels(&m[..]).map_err(|e| e.to_string());
+        m
+    })
+}
+
+/// The kind of an error, from its message (the text before the first colon).
+fn kind_of<T>(result: &Result<T, constmat::data::idx::IdxError>) -> Option<String> {
+    result
+        .as_ref()
+        .err()
+        .map(|e| e.to_string().split(':').next().unwrap().to_string())
+}
+
+/// A corrupt gzip stream read through a reader that returns a few bytes per call was reported
+/// as "invalid IDX magic" (the garbage decoded before the corruption) instead of the gzip error:
+/// 479 of 40,000 mutated files with 3-byte reads. Every mutated file now gets the same kind of
+/// error whatever the reader's pace, and a stream that does not decompress is reported as
+/// corrupt gzip data.
+#[test]
+fn a_corrupt_gzip_stream_is_reported_as_such_whatever_the_reads() {
+    use constmat::data::idx;
+
+    let mut plain = vec![0_u8, 0, 8, 1, 0, 0, 0, 200];
+    plain.extend((0..200).map(|i| (i % 10) as u8));
+    let mut differing = Vec::new();
+    for (case, m) in mutations(&gzip(&plain), 3000).enumerate() {
+        let whole = kind_of(&idx::read_labels(&m[..]));
+        let expected = if corrupt(&m) {
+            Some("corrupt gzip data".to_string())
+        } else {
+            whole.clone()
+        };
+        let mut kinds = vec![(0, whole)];
         for step in [1, 3, 7] {
-            let trickled = idx::read_labels(Trickle(&m, step)).map_err(|e| e.to_string());
-            let kind = |r: &Result<Vec<u8>, String>| {
-                r.as_ref()
-                    .err()
-                    .map(|e| e.split(':').next().unwrap().to_string())
-            };
-            if kind(&whole) != kind(&trickled) {
-                differing.push((case, step, whole.clone(), trickled));
+            kinds.push((step, kind_of(&idx::read_labels(Trickle(&m, step)))));
+        }
+        for (step, kind) in kinds {
+            if kind != expected {
+                differing.push((case, step, kind, expected.clone()));
             }
         }
     }
@@ -332,6 +502,45 @@ fn a_corrupt_gzip_stream_is_reported_as_such_whatever_the_reads() {
         differing.is_empty(),
         "{} cases differ, the first: {:?}",
         differing.len(),
+        differing[0]
+    );
+}
+
+/// The same through the reader `Mnist::load` uses, which checks the image size and count from
+/// the header: a corrupt stream was reported as "wrong image size" or "image and label counts
+/// differ" (the garbage decoded before the corruption) in about a fifth of mutated files.
+#[test]
+fn a_corrupt_gzip_stream_is_reported_as_such_when_sizes_are_expected() {
+    use constmat::data::idx;
+
+    // Three 4 x 4 images.
+    let mut plain = vec![0_u8, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 4];
+    plain.extend((0..48).map(|i| (i * 7 % 256) as u8));
+    let gz = gzip(&plain);
+    let (mut differing, mut cases) = (Vec::new(), 0);
+    for (case, m) in mutations(&gz, 3000).enumerate() {
+        if !corrupt(&m) {
+            continue;
+        }
+        cases += 1;
+        for step in [0, 1, 3, 7] {
+            let result = if step == 0 {
+                idx::read_images_expecting(&m[..], 4, 4, Some(3))
+            } else {
+                idx::read_images_expecting(Trickle(&m, step), 4, 4, Some(3))
+            };
+            let kind = kind_of(&result);
+            if kind.as_deref() != Some("corrupt gzip data") {
+                differing.push((case, step, kind));
+            }
+        }
+    }
+    assert!(cases > 1000, "only {cases} corrupt streams");
+    assert!(
+        differing.is_empty(),
+        "{} of {} reads differ, the first: {:?}",
+        differing.len(),
+        4 * cases,
         differing[0]
     );
 }

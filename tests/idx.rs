@@ -7,7 +7,9 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use constmat::Matrix;
-use constmat::data::idx::{self, IdxArray, IdxError, IdxErrorKind, MAX_DATA_BYTES};
+use constmat::data::idx::{
+    self, DEFAULT_LIMIT_BYTES, IdxArray, IdxError, IdxErrorKind, MAX_DATA_BYTES,
+};
 use constmat::data::mnist::{self, Mnist, MnistError, Split};
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -399,9 +401,10 @@ fn truncated_data() {
 
 #[test]
 fn a_huge_declared_size_with_little_data_is_truncated_not_allocated() {
-    // One billion declared bytes, ten present: a Truncated error, quickly.
+    // One billion declared bytes (allowed by the limit), ten present: a Truncated error,
+    // quickly.
     let bytes = images_bytes(1_000_000_000, 1, 1, &[7; 10]);
-    let err = idx::read_images(&bytes[..]).unwrap_err();
+    let err = idx::read_images_with_limit(&bytes[..], MAX_DATA_BYTES).unwrap_err();
     assert!(matches!(
         err.kind(),
         IdxErrorKind::Truncated {
@@ -434,28 +437,52 @@ fn trailing_bytes() {
 #[test]
 fn too_large() {
     let bytes = idx_bytes(8, &[u32::MAX, u32::MAX, u32::MAX], &[]);
-    let err = idx::read_images(&bytes[..]).unwrap_err();
-    match err.kind() {
-        IdxErrorKind::TooLarge { dims, limit_bytes } => {
-            assert_eq!(dims, &[u32::MAX; 3]);
-            assert_eq!(*limit_bytes, MAX_DATA_BYTES);
+    for limit in [None, Some(MAX_DATA_BYTES), Some(u64::MAX)] {
+        let err = match limit {
+            None => idx::read_images(&bytes[..]),
+            Some(limit) => idx::read_images_with_limit(&bytes[..], limit),
         }
-        other => panic!("expected TooLarge, got {other:?}"),
+        .unwrap_err();
+        // A limit above the largest counts as the largest.
+        let limit = limit.map_or(DEFAULT_LIMIT_BYTES, |l| l.min(MAX_DATA_BYTES));
+        match err.kind() {
+            IdxErrorKind::TooLarge { dims, limit_bytes } => {
+                assert_eq!(dims, &[u32::MAX; 3]);
+                assert_eq!(*limit_bytes, limit);
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "IDX data too large: dimensions 4294967295 x 4294967295 x 4294967295 exceed the \
+                 limit of {limit} bytes"
+            )
+        );
     }
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "IDX data too large: dimensions 4294967295 x 4294967295 x 4294967295 exceed the \
-             limit of {MAX_DATA_BYTES} bytes"
-        )
-    );
 
-    // At the limit: accepted as a size (and then truncated, without allocating 4 GiB); one
-    // element more: refused before reading.
+    // At the limit: accepted as a size (and then truncated, without allocating it); one
+    // element more: refused before reading. The default limit, then the largest one.
+    assert_eq!(DEFAULT_LIMIT_BYTES, 1 << 28);
+    let err = idx::read_idx(&idx_bytes(8, &[2, 1 << 27], &[1, 2])[..]).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            IdxErrorKind::Truncated { expected_bytes, found_bytes: 14 }
+                if *expected_bytes == (1 << 28) + 12
+        ),
+        "{err:?}"
+    );
+    let err = idx::read_idx(&idx_bytes(8, &[2, (1 << 27) + 1], &[1, 2])[..]).unwrap_err();
+    assert!(
+        matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes, .. } if *limit_bytes == DEFAULT_LIMIT_BYTES),
+        "{err:?}"
+    );
     #[cfg(target_pointer_width = "64")]
     {
         assert_eq!(MAX_DATA_BYTES, 1 << 32);
-        let err = idx::read_idx(&idx_bytes(8, &[2, 1 << 31], &[1, 2])[..]).unwrap_err();
+        let at_max = idx_bytes(8, &[2, 1 << 31], &[1, 2]);
+        let err = idx::read_idx_with_limit(&at_max[..], MAX_DATA_BYTES).unwrap_err();
         assert!(
             matches!(
                 err.kind(),
@@ -464,12 +491,26 @@ fn too_large() {
             ),
             "{err:?}"
         );
-        let err = idx::read_idx(&idx_bytes(8, &[2, (1 << 31) + 1], &[1, 2])[..]).unwrap_err();
+        let over = idx_bytes(8, &[2, (1 << 31) + 1], &[1, 2]);
+        let err = idx::read_idx_with_limit(&over[..], u64::MAX).unwrap_err();
         assert!(
-            matches!(err.kind(), IdxErrorKind::TooLarge { .. }),
+            matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes, .. } if *limit_bytes == MAX_DATA_BYTES),
             "{err:?}"
         );
     }
+
+    // Labels: a count above the limit is refused from the header, by every label reader.
+    let labels = idx_bytes(8, &[(1 << 28) + 1], &[]);
+    let err = idx::read_labels(&labels[..]).unwrap_err();
+    assert!(
+        matches!(err.kind(), IdxErrorKind::TooLarge { .. }),
+        "{err:?}"
+    );
+    let err = idx::read_labels_with_limit(&idx_bytes(8, &[3], &[1, 2, 3])[..], 2).unwrap_err();
+    assert!(
+        matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 2, .. }),
+        "{err:?}"
+    );
 
     // No images, but each image would be too large to index: fine as IDX, refused as images.
     let bytes = images_bytes(0, 65_536, 65_537, &[]);
@@ -1031,7 +1072,7 @@ proptest! {
         flipped[position.index(plain.len())] ^= 1 << bit;
         // (Images also refuse a single image larger than the limit, even when there are none.)
         let expected = reference(&flipped).filter(|(d, _)| {
-            d.len() == 3 && u64::from(d[1]) * u64::from(d[2]) <= MAX_DATA_BYTES
+            d.len() == 3 && u64::from(d[1]) * u64::from(d[2]) <= DEFAULT_LIMIT_BYTES
         });
         let result = idx::read_images(&flipped[..]);
         let got = result.ok().map(|im| {

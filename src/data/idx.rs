@@ -12,8 +12,13 @@
 //! decompressed on the fly. Every function checks the magic number, the element type, the number
 //! of dimensions and that the data is exactly as long as the header says, and reports anything
 //! else as an [`IdxError`]: a malformed file is never a panic and never a silently wrong read.
-//! Only the bytes actually present are allocated, so a header that declares gigabytes of data
-//! in a short file costs nothing (and sizes above [`MAX_DATA_BYTES`] are refused outright).
+//!
+//! The cost of reading an untrusted file is bounded by its header. A header that declares more
+//! data than a limit ([`DEFAULT_LIMIT_BYTES`], 256 MiB, unless a reader's `_with_limit` form sets
+//! another) is refused before anything else is read or decompressed; only the bytes actually
+//! present are allocated, so a header that declares more than a short file holds costs nothing;
+//! and at most [`TRAILING_BYTES_COUNTED`] bytes past the declared data are read (a gzip bomb
+//! that holds more than it declares is not decompressed to its end).
 //!
 //! Every reader takes any [`std::io::Read`]; a byte slice `&[u8]` is one:
 //!
@@ -41,11 +46,12 @@ use std::vec::Vec;
 
 use flate2::read::MultiGzDecoder;
 
-/// The largest amount of data (the product of the dimensions, in bytes) a header may declare.
+/// The largest limit a reader takes: the most data (the product of the dimensions, in bytes)
+/// a header may declare under any limit. A larger limit given to a `_with_limit` reader counts
+/// as this one.
 ///
-/// 4 GiB on 64-bit targets (and `isize::MAX` bytes on smaller ones): far above any IDX data set
-/// in use (MNIST's training images are 47 MB), so that a corrupt header is refused with
-/// [`IdxErrorKind::TooLarge`] before anything is read.
+/// 4 GiB on 64-bit targets (and `isize::MAX` bytes on smaller ones, so that the data can be
+/// indexed). Readers refuse less by default: [`DEFAULT_LIMIT_BYTES`].
 ///
 /// ```
 /// assert!(constmat::data::idx::MAX_DATA_BYTES >= 60_000 * 28 * 28);
@@ -55,6 +61,35 @@ pub const MAX_DATA_BYTES: u64 = if usize::BITS >= 64 {
 } else {
     isize::MAX as u64
 };
+
+/// The most data (the product of the dimensions, in bytes) a reader accepts unless told
+/// otherwise: 256 MiB.
+///
+/// What MNIST-like data sets need, and a bound on what an untrusted file can cost: MNIST's
+/// training images are 47 MB (60,000 x 28 x 28), as are Fashion-MNIST's and Kuzushiji-MNIST's;
+/// the limit leaves room for 5.7 times as many (342,000 images of 28 x 28 in one file), EMNIST's
+/// digits, letters and balanced sets included (up to 188 MB). A header that declares more, such
+/// as a 4 MB gzip bomb declaring 65,536 images of 256 x 256 (4 GiB), is refused with
+/// [`IdxErrorKind::TooLarge`] before any data is read or decompressed. For larger sets (EMNIST's
+/// byclass and bymerge training images are 547 MB), or to hold untrusted files to less, pass
+/// another limit to a reader's `_with_limit` form ([`read_images_with_limit`],
+/// [`read_labels_with_limit`], [`read_idx_with_limit`], their `_from_path` forms,
+/// [`Mnist::load_with_limit`](super::mnist::Mnist::load_with_limit)), up to
+/// [`MAX_DATA_BYTES`].
+///
+/// ```
+/// use constmat::data::idx::{self, DEFAULT_LIMIT_BYTES, IdxErrorKind};
+///
+/// assert_eq!(DEFAULT_LIMIT_BYTES, 256 << 20);
+/// // A header declaring 65,536 images of 256 x 256 (4 GiB).
+/// let mut header = vec![0, 0, 8, 3];
+/// for d in [65_536_u32, 256, 256] {
+///     header.extend(d.to_be_bytes());
+/// }
+/// let err = idx::read_images(&header[..]).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: DEFAULT_LIMIT_BYTES, .. }));
+/// ```
+pub const DEFAULT_LIMIT_BYTES: u64 = 1 << 28;
 
 /// Bytes after the declared data are counted up to this many; beyond it the reader stops
 /// ([`IdxErrorKind::ManyTrailingBytes`]), so that what is read (and decompressed) is bounded by
@@ -290,12 +325,13 @@ pub enum IdxErrorKind {
         /// The file is longer than this.
         more_than_bytes: u64,
     },
-    /// The header declares more data than [`MAX_DATA_BYTES`] (so it is not read at all), or,
-    /// for images, a single image larger than that.
+    /// The header declares more data than the reader's limit (so none of it is read or
+    /// decompressed), or, for images, a single image larger than that. The limit is
+    /// [`DEFAULT_LIMIT_BYTES`] unless the reader's `_with_limit` form set another.
     TooLarge {
         /// The dimension sizes in the header.
         dims: Vec<u32>,
-        /// The limit that was exceeded: [`MAX_DATA_BYTES`].
+        /// The limit that was exceeded, in bytes (at most [`MAX_DATA_BYTES`]).
         limit_bytes: u64,
     },
     /// The images are not of the size required (28x28 for MNIST).
@@ -527,7 +563,8 @@ impl Images {
     /// ```
     #[must_use]
     pub fn pixels_per_image(&self) -> usize {
-        // `read_images` checked that this product is at most `MAX_DATA_BYTES`, so it fits.
+        // The readers checked that this product is within their limit, at most
+        // `MAX_DATA_BYTES`, so it fits.
         self.rows as usize * self.cols as usize
     }
 
@@ -638,7 +675,9 @@ impl Images {
 /// Reads an IDX file of unsigned bytes with any number of dimensions, plain or gzipped, to its
 /// end.
 ///
-/// The reader must reach its end: bytes after the declared data are an error.
+/// The reader must reach its end: bytes after the declared data are an error. A header that
+/// declares more than [`DEFAULT_LIMIT_BYTES`] of data is refused before anything else is read;
+/// [`read_idx_with_limit`] sets another limit.
 ///
 /// # Errors
 ///
@@ -656,7 +695,29 @@ impl Images {
 /// # Ok::<(), idx::IdxError>(())
 /// ```
 pub fn read_idx<R: Read>(reader: R) -> Result<IdxArray, IdxError> {
-    read_any(reader, None, NO_CHECK).map_err(IdxError::new)
+    read_idx_with_limit(reader, DEFAULT_LIMIT_BYTES)
+}
+
+/// Reads an IDX stream as [`read_idx`] does, refusing from its header data larger than
+/// `limit_bytes` (rather than [`DEFAULT_LIMIT_BYTES`]): lower for a caller that knows how large
+/// its files can be, so that a file declaring more (a decompression bomb) costs less; higher for
+/// a larger data set. A limit above [`MAX_DATA_BYTES`] counts as [`MAX_DATA_BYTES`].
+///
+/// # Errors
+///
+/// As [`read_idx`]; [`IdxErrorKind::TooLarge`] names the limit.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// let two_by_three = [0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6];
+/// assert!(idx::read_idx_with_limit(&two_by_three[..], 6).is_ok());
+/// let err = idx::read_idx_with_limit(&two_by_three[..], 5).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 5, .. }));
+/// assert_eq!(err.to_string(), "IDX data too large: dimensions 2 x 3 exceed the limit of 5 bytes");
+/// ```
+pub fn read_idx_with_limit<R: Read>(reader: R, limit_bytes: u64) -> Result<IdxArray, IdxError> {
+    read_any(reader, None, NO_CHECK, limit_bytes).map_err(IdxError::new)
 }
 
 /// Reads the IDX file at `path` with [`read_idx`]; errors name the path.
@@ -676,17 +737,45 @@ pub fn read_idx<R: Read>(reader: R) -> Result<IdxArray, IdxError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_idx_from_path<P: AsRef<Path>>(path: P) -> Result<IdxArray, IdxError> {
-    read_path(path.as_ref(), None, NO_CHECK)
+    read_idx_from_path_with_limit(path, DEFAULT_LIMIT_BYTES)
+}
+
+/// Reads the IDX file at `path` with [`read_idx_with_limit`]; errors name the path.
+///
+/// # Errors
+///
+/// As [`read_idx_from_path`]; [`IdxErrorKind::TooLarge`] names `limit_bytes`.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// let path = std::env::temp_dir().join("constmat-doc-read_idx_from_path_with_limit.idx");
+/// std::fs::write(&path, [0, 0, 8, 1, 0, 0, 0, 2, 9, 8])?;
+/// assert_eq!(idx::read_idx_from_path_with_limit(&path, 2)?.data(), &[9, 8]);
+/// let err = idx::read_idx_from_path_with_limit(&path, 1).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 1, .. }));
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_idx_from_path_with_limit<P: AsRef<Path>>(
+    path: P,
+    limit_bytes: u64,
+) -> Result<IdxArray, IdxError> {
+    read_path(path.as_ref(), None, NO_CHECK, limit_bytes)
 }
 
 /// Reads an image file: IDX unsigned bytes with three dimensions (count, rows, columns), plain or
 /// gzipped, to the end of the reader.
 ///
+/// A header that declares more than [`DEFAULT_LIMIT_BYTES`] of pixels is refused before any
+/// pixel is read (or decompressed); [`read_images_with_limit`] sets another limit, and
+/// [`read_images_expecting`] checks the image size and count too.
+///
 /// # Errors
 ///
 /// Those of [`read_idx`], [`IdxErrorKind::WrongDimensionCount`] for any other number of
 /// dimensions (a label file, say), and [`IdxErrorKind::TooLarge`] if a single image would
-/// exceed [`MAX_DATA_BYTES`].
+/// exceed the limit (even in a file of no images).
 ///
 /// ```
 /// use constmat::data::idx::{self, IdxErrorKind};
@@ -701,8 +790,35 @@ pub fn read_idx_from_path<P: AsRef<Path>>(path: P) -> Result<IdxArray, IdxError>
 /// # Ok::<(), idx::IdxError>(())
 /// ```
 pub fn read_images<R: Read>(reader: R) -> Result<Images, IdxError> {
-    read_any(reader, Some(3), NO_CHECK)
-        .and_then(into_images)
+    read_images_with_limit(reader, DEFAULT_LIMIT_BYTES)
+}
+
+/// Reads an image file as [`read_images`] does, refusing from its header pixels larger than
+/// `limit_bytes` (rather than [`DEFAULT_LIMIT_BYTES`]). A limit above [`MAX_DATA_BYTES`] counts
+/// as [`MAX_DATA_BYTES`].
+///
+/// # Errors
+///
+/// As [`read_images`]; [`IdxErrorKind::TooLarge`] names the limit.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// // A header declaring 65,536 images of 256 x 256 (4 GiB), then no pixels: refused from the
+/// // header, whatever follows it.
+/// let mut header = vec![0, 0, 8, 3];
+/// for d in [65_536_u32, 256, 256] {
+///     header.extend(d.to_be_bytes());
+/// }
+/// let err = idx::read_images_with_limit(&header[..], 60_000 * 28 * 28).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "IDX data too large: dimensions 65536 x 256 x 256 exceed the limit of 47040000 bytes"
+/// );
+/// ```
+pub fn read_images_with_limit<R: Read>(reader: R, limit_bytes: u64) -> Result<Images, IdxError> {
+    read_any(reader, Some(3), NO_CHECK, limit_bytes)
+        .and_then(|array| into_images(array, limit_bytes))
         .map_err(IdxError::new)
 }
 
@@ -722,15 +838,44 @@ pub fn read_images<R: Read>(reader: R) -> Result<Images, IdxError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_images_from_path<P: AsRef<Path>>(path: P) -> Result<Images, IdxError> {
+    read_images_from_path_with_limit(path, DEFAULT_LIMIT_BYTES)
+}
+
+/// Reads the image file at `path` with [`read_images_with_limit`]; errors name the path.
+///
+/// # Errors
+///
+/// As [`read_images_from_path`]; [`IdxErrorKind::TooLarge`] names `limit_bytes`.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// let path = std::env::temp_dir().join("constmat-doc-read_images_from_path_with_limit.idx");
+/// // Two 1 x 2 images: 4 bytes of pixels.
+/// std::fs::write(&path, [0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 1, 2, 3, 4])?;
+/// assert_eq!(idx::read_images_from_path_with_limit(&path, 4)?.count(), 2);
+/// let err = idx::read_images_from_path_with_limit(&path, 3).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 3, .. }));
+/// assert_eq!(err.path(), Some(path.as_path()));
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_images_from_path_with_limit<P: AsRef<Path>>(
+    path: P,
+    limit_bytes: u64,
+) -> Result<Images, IdxError> {
     let path = path.as_ref();
-    read_path(path, Some(3), NO_CHECK)
-        .and_then(|array| into_images(array).map_err(|kind| IdxError::new(kind).with_path(path)))
+    read_path(path, Some(3), NO_CHECK, limit_bytes).and_then(|array| {
+        into_images(array, limit_bytes).map_err(|kind| IdxError::new(kind).with_path(path))
+    })
 }
 
 /// Reads a label file: IDX unsigned bytes with one dimension, plain or gzipped, to the end of
 /// the reader.
 ///
-/// The labels are not checked against a number of classes: see [`check_labels`].
+/// The labels are not checked against a number of classes: see [`check_labels`]. A header that
+/// declares more than [`DEFAULT_LIMIT_BYTES`] labels is refused before any label is read (or
+/// decompressed); [`read_labels_with_limit`] sets another limit.
 ///
 /// # Errors
 ///
@@ -744,7 +889,27 @@ pub fn read_images_from_path<P: AsRef<Path>>(path: P) -> Result<Images, IdxError
 /// # Ok::<(), idx::IdxError>(())
 /// ```
 pub fn read_labels<R: Read>(reader: R) -> Result<Vec<u8>, IdxError> {
-    read_any(reader, Some(1), NO_CHECK)
+    read_labels_with_limit(reader, DEFAULT_LIMIT_BYTES)
+}
+
+/// Reads a label file as [`read_labels`] does, refusing from its header more than
+/// `limit_bytes` labels (rather than [`DEFAULT_LIMIT_BYTES`]). A limit above [`MAX_DATA_BYTES`]
+/// counts as [`MAX_DATA_BYTES`].
+///
+/// # Errors
+///
+/// As [`read_labels`]; [`IdxErrorKind::TooLarge`] names the limit.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// // A header declaring 268,435,456 labels: refused from the header, nothing else is read.
+/// let header = [0, 0, 8, 1, 0x10, 0, 0, 0];
+/// let err = idx::read_labels_with_limit(&header[..], 60_000).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 60_000, .. }));
+/// ```
+pub fn read_labels_with_limit<R: Read>(reader: R, limit_bytes: u64) -> Result<Vec<u8>, IdxError> {
+    read_any(reader, Some(1), NO_CHECK, limit_bytes)
         .map(IdxArray::into_data)
         .map_err(IdxError::new)
 }
@@ -765,7 +930,31 @@ pub fn read_labels<R: Read>(reader: R) -> Result<Vec<u8>, IdxError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_labels_from_path<P: AsRef<Path>>(path: P) -> Result<Vec<u8>, IdxError> {
-    read_path(path.as_ref(), Some(1), NO_CHECK).map(IdxArray::into_data)
+    read_labels_from_path_with_limit(path, DEFAULT_LIMIT_BYTES)
+}
+
+/// Reads the label file at `path` with [`read_labels_with_limit`]; errors name the path.
+///
+/// # Errors
+///
+/// As [`read_labels_from_path`]; [`IdxErrorKind::TooLarge`] names `limit_bytes`.
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// let path = std::env::temp_dir().join("constmat-doc-read_labels_from_path_with_limit.idx");
+/// std::fs::write(&path, [0, 0, 8, 1, 0, 0, 0, 2, 5, 0])?;
+/// assert_eq!(idx::read_labels_from_path_with_limit(&path, 2)?, [5, 0]);
+/// let err = idx::read_labels_from_path_with_limit(&path, 1).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 1, .. }));
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_labels_from_path_with_limit<P: AsRef<Path>>(
+    path: P,
+    limit_bytes: u64,
+) -> Result<Vec<u8>, IdxError> {
+    read_path(path.as_ref(), Some(1), NO_CHECK, limit_bytes).map(IdxArray::into_data)
 }
 
 /// Checks that every label is below `classes`.
@@ -828,21 +1017,9 @@ pub fn check_counts(images: &Images, labels: &[u8]) -> Result<(), IdxError> {
     }
 }
 
-/// Opens `path` and reads it; every error names the path.
-fn read_path(
-    path: &Path,
-    want_dims: Option<u8>,
-    check: HeaderCheck<'_>,
-) -> Result<IdxArray, IdxError> {
-    File::open(path)
-        .map_err(IdxErrorKind::Io)
-        .and_then(|file| read_any(file, want_dims, check))
-        .map_err(|kind| IdxError::new(kind).with_path(path))
-}
-
 /// The header check of an image file expected to hold `count` (if given) images of
 /// `rows x cols`.
-fn image_check(
+pub(crate) fn image_check(
     rows: u32,
     cols: u32,
     count: Option<usize>,
@@ -871,7 +1048,8 @@ fn image_check(
 /// Reads an image file as [`read_images`] does, but checks the image size (and the number of
 /// images, when `count` is given: the number of labels that go with them) in the header,
 /// before reading a single pixel: a file that declares other sizes is refused without reading
-/// (or decompressing) its body, however large it says it is.
+/// (or decompressing) its body, however large it says it is. The limit on the data is
+/// [`DEFAULT_LIMIT_BYTES`], which only matters when `count` is `None`.
 ///
 /// # Errors
 ///
@@ -895,42 +1073,14 @@ pub fn read_images_expecting<R: Read>(
     cols: u32,
     count: Option<usize>,
 ) -> Result<Images, IdxError> {
-    read_any(reader, Some(3), &image_check(rows, cols, count))
-        .and_then(into_images)
-        .map_err(IdxError::new)
-}
-
-/// Reads an IDX stream as [`read_idx`] does, refusing from its header data larger than
-/// `limit_bytes` (rather than [`MAX_DATA_BYTES`]): for a caller that knows how large its files
-/// can be, so that a file declaring more (a decompression bomb) costs nothing.
-///
-/// # Errors
-///
-/// As [`read_idx`]; [`IdxErrorKind::TooLarge`] names `limit_bytes`.
-///
-/// ```
-/// use constmat::data::idx::{self, IdxErrorKind};
-///
-/// let two_by_three = [0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6];
-/// assert!(idx::read_idx_with_limit(&two_by_three[..], 6).is_ok());
-/// let err = idx::read_idx_with_limit(&two_by_three[..], 5).unwrap_err();
-/// assert!(matches!(err.kind(), IdxErrorKind::TooLarge { limit_bytes: 5, .. }));
-/// assert_eq!(err.to_string(), "IDX data too large: dimensions 2 x 3 exceed the limit of 5 bytes");
-/// ```
-pub fn read_idx_with_limit<R: Read>(reader: R, limit_bytes: u64) -> Result<IdxArray, IdxError> {
-    let check = |dims: &[u32]| {
-        let len = dims
-            .iter()
-            .try_fold(1_u64, |acc, &d| acc.checked_mul(u64::from(d)));
-        match len {
-            Some(len) if len <= limit_bytes => Ok(()),
-            _ => Err(IdxErrorKind::TooLarge {
-                dims: dims.to_vec(),
-                limit_bytes,
-            }),
-        }
-    };
-    read_any(reader, None, &check).map_err(IdxError::new)
+    read_any(
+        reader,
+        Some(3),
+        &image_check(rows, cols, count),
+        DEFAULT_LIMIT_BYTES,
+    )
+    .and_then(|array| into_images(array, DEFAULT_LIMIT_BYTES))
+    .map_err(IdxError::new)
 }
 
 /// [`read_images_expecting`] on a file; every error names the path.
@@ -938,6 +1088,19 @@ pub fn read_idx_with_limit<R: Read>(reader: R, limit_bytes: u64) -> Result<IdxAr
 /// # Errors
 ///
 /// As [`read_images_expecting`].
+///
+/// ```
+/// use constmat::data::idx::{self, IdxErrorKind};
+///
+/// let path = std::env::temp_dir().join("constmat-doc-read_images_from_path_expecting.idx");
+/// // One 1 x 2 image.
+/// std::fs::write(&path, [0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 7, 9])?;
+/// assert_eq!(idx::read_images_from_path_expecting(&path, 1, 2, Some(1))?.pixels(), &[7, 9]);
+/// let err = idx::read_images_from_path_expecting(&path, 1, 2, Some(2)).unwrap_err();
+/// assert!(matches!(err.kind(), IdxErrorKind::CountMismatch { images: 1, labels: 2 }));
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_images_from_path_expecting<P: AsRef<Path>>(
     path: P,
     rows: u32,
@@ -945,27 +1108,32 @@ pub fn read_images_from_path_expecting<P: AsRef<Path>>(
     count: Option<usize>,
 ) -> Result<Images, IdxError> {
     let path = path.as_ref();
-    read_path(path, Some(3), &image_check(rows, cols, count))
-        .and_then(|array| into_images(array).map_err(|kind| IdxError::new(kind).with_path(path)))
+    read_path(
+        path,
+        Some(3),
+        &image_check(rows, cols, count),
+        DEFAULT_LIMIT_BYTES,
+    )
+    .and_then(|array| {
+        into_images(array, DEFAULT_LIMIT_BYTES).map_err(|kind| IdxError::new(kind).with_path(path))
+    })
 }
 
-/// An array of three dimensions as [`Images`], provided one image fits in memory.
-fn into_images(array: IdxArray) -> Result<Images, IdxErrorKind> {
+/// An array of three dimensions as [`Images`], provided one image is within `limit_bytes`.
+pub(crate) fn into_images(array: IdxArray, limit_bytes: u64) -> Result<Images, IdxErrorKind> {
+    let limit_bytes = limit_bytes.min(MAX_DATA_BYTES);
     let IdxArray { dims, data } = array;
     let &[count, rows, cols] = dims.as_slice() else {
-        // `read_any` was asked for three dimensions; this is not reached.
+        // The readers ask for three dimensions; this is not reached.
         return Err(IdxErrorKind::WrongDimensionCount {
             expected: 3,
             found: u8::try_from(dims.len()).unwrap_or(u8::MAX),
         });
     };
     // With no images, the data is empty whatever the image size; still refuse an image size
-    // that could not be indexed.
-    if u64::from(rows) * u64::from(cols) > MAX_DATA_BYTES {
-        return Err(IdxErrorKind::TooLarge {
-            dims,
-            limit_bytes: MAX_DATA_BYTES,
-        });
+    // that could not be indexed (or that no file within the limit could hold).
+    if u64::from(rows) * u64::from(cols) > limit_bytes {
+        return Err(IdxErrorKind::TooLarge { dims, limit_bytes });
     }
     Ok(Images {
         count,
@@ -976,60 +1144,169 @@ fn into_images(array: IdxArray) -> Result<Images, IdxErrorKind> {
 }
 
 /// What a reader checks in a header before it reads the data: nothing, or an image file's size.
-type HeaderCheck<'a> = &'a dyn Fn(&[u32]) -> Result<(), IdxErrorKind>;
+pub(crate) type HeaderCheck<'a> = &'a dyn Fn(&[u32]) -> Result<(), IdxErrorKind>;
 
 /// The header check of no check.
-const NO_CHECK: HeaderCheck<'static> = &|_| Ok(());
+pub(crate) const NO_CHECK: HeaderCheck<'static> = &|_| Ok(());
+
+/// Opens `path` and reads it; every error names the path.
+fn read_path(
+    path: &Path,
+    want_dims: Option<u8>,
+    check: HeaderCheck<'_>,
+    limit_bytes: u64,
+) -> Result<IdxArray, IdxError> {
+    open_path(path, want_dims, check, limit_bytes)?
+        .read()
+        .map_err(|kind| IdxError::new(kind).with_path(path))
+}
+
+/// Opens `path` and reads its header (see [`Opened`]); every error names the path.
+pub(crate) fn open_path(
+    path: &Path,
+    want_dims: Option<u8>,
+    check: HeaderCheck<'_>,
+    limit_bytes: u64,
+) -> Result<Opened<File>, IdxError> {
+    File::open(path)
+        .map_err(IdxErrorKind::Io)
+        .and_then(|file| Opened::new(file, want_dims, check, limit_bytes))
+        .map_err(|kind| IdxError::new(kind).with_path(path))
+}
 
 /// Reads a whole IDX stream, decompressing it first if it starts with the gzip magic bytes;
 /// `check` sees the dimensions before any data is read.
 fn read_any<R: Read>(
-    mut reader: R,
+    reader: R,
     want_dims: Option<u8>,
     check: HeaderCheck<'_>,
+    limit_bytes: u64,
 ) -> Result<IdxArray, IdxErrorKind> {
-    let mut head = [0; 2];
-    let n = read_full(&mut reader, &mut head).map_err(IdxErrorKind::Io)?;
-    let head = &head[..n];
-    if head == GZIP_MAGIC {
-        let mut decoder = MultiGzDecoder::new(WatchErrors {
-            inner: head.chain(reader),
-            failed: false,
-        });
-        match parse(&mut decoder, want_dims, check) {
-            // An error that did not come from the underlying reader came from the decoder.
-            Err(IdxErrorKind::Io(e)) if !decoder.get_ref().failed => Err(IdxErrorKind::Gzip(e)),
-            // Data that makes no sense may come from a corrupt stream: a decoder hands out what
-            // it decoded before it meets the corruption (more of it when the reader beneath
-            // returns a few bytes per call). If the stream turns out corrupt soon after, that is
-            // the cause to report; the look ahead is bounded, so a bomb costs little.
-            Err(
-                kind @ (IdxErrorKind::InvalidMagic { .. }
-                | IdxErrorKind::UnsupportedDataType { .. }
-                | IdxErrorKind::WrongDimensionCount { .. }
-                | IdxErrorKind::TooLarge { .. }
-                | IdxErrorKind::Truncated { .. }
-                | IdxErrorKind::TruncatedHeader { .. }
-                | IdxErrorKind::TrailingBytes { .. }),
-            ) => match io::copy(&mut (&mut decoder).take(GZIP_LOOK_AHEAD), &mut io::sink()) {
-                Err(e) if !decoder.get_ref().failed => Err(IdxErrorKind::Gzip(e)),
-                _ => Err(kind),
-            },
-            result => result,
+    Opened::new(reader, want_dims, check, limit_bytes)?.read()
+}
+
+/// An IDX stream whose header has been read and checked (against the caller's expectations and
+/// the limit): nothing of its data has been read yet. Reading the headers of several files
+/// before any data lets a caller check them against each other (images against labels) while
+/// that still costs nothing.
+pub(crate) struct Opened<R> {
+    source: Source<R>,
+    dims: Vec<u32>,
+    header_len: u64,
+    data_len: u64,
+}
+
+impl<R: Read> Opened<R> {
+    /// Reads the header of `reader` (decompressing it if it starts with the gzip magic bytes);
+    /// `check`, then the limit, see its dimensions.
+    pub(crate) fn new(
+        reader: R,
+        want_dims: Option<u8>,
+        check: HeaderCheck<'_>,
+        limit_bytes: u64,
+    ) -> Result<Self, IdxErrorKind> {
+        let mut source = Source::new(reader)?;
+        match read_header(&mut source, want_dims, check, limit_bytes) {
+            Ok((dims, header_len, data_len)) => Ok(Self {
+                source,
+                dims,
+                header_len,
+                data_len,
+            }),
+            Err(kind) => Err(source.real_cause(kind)),
         }
-    } else {
-        parse(head.chain(reader), want_dims, check)
+    }
+
+    /// The dimensions in the header.
+    pub(crate) fn dims(&self) -> &[u32] {
+        &self.dims
+    }
+
+    /// The real cause of `kind`, an objection to this file's header found by the caller: a
+    /// corrupt gzip stream, if the stream turns out to be one, else `kind` itself.
+    pub(crate) fn real_cause(mut self, kind: IdxErrorKind) -> IdxErrorKind {
+        self.source.real_cause(kind)
+    }
+
+    /// Reads the data, to the end of the stream.
+    pub(crate) fn read(mut self) -> Result<IdxArray, IdxErrorKind> {
+        match read_data(&mut self.source, self.header_len, self.data_len) {
+            Ok(data) => Ok(IdxArray {
+                dims: self.dims,
+                data,
+            }),
+            Err(kind) => Err(self.source.real_cause(kind)),
+        }
     }
 }
 
-/// Parses an (uncompressed) IDX stream to its end; `check` sees the dimensions first.
-fn parse<R: Read>(
-    mut r: R,
+/// A stream with its first two bytes put back: those that told whether it is gzip.
+type Prefixed<R> = io::Chain<io::Take<io::Cursor<[u8; 2]>>, R>;
+
+/// The bytes of an IDX file: as they are, or decompressed on the fly.
+enum Source<R> {
+    Plain(Prefixed<R>),
+    Gzip(MultiGzDecoder<WatchErrors<Prefixed<R>>>),
+}
+
+impl<R: Read> Source<R> {
+    /// Reads the first two bytes of `reader` to tell gzip from plain data.
+    fn new(mut reader: R) -> Result<Self, IdxErrorKind> {
+        let mut head = [0; 2];
+        let n = read_full(&mut reader, &mut head).map_err(IdxErrorKind::Io)?;
+        let is_gzip = n == 2 && head == GZIP_MAGIC;
+        let bytes = io::Cursor::new(head).take(n as u64).chain(reader);
+        Ok(if is_gzip {
+            Self::Gzip(MultiGzDecoder::new(WatchErrors {
+                inner: bytes,
+                failed: false,
+            }))
+        } else {
+            Self::Plain(bytes)
+        })
+    }
+
+    /// The real cause of `kind`, an error met reading this stream (or an objection to what was
+    /// read). For a gzip stream: an I/O error that did not come from the reader beneath came
+    /// from the decoder (corrupt data); and anything else may be nonsense decoded from a corrupt
+    /// stream, since a decoder hands out what it decoded before it meets the corruption (more of
+    /// it when the reader beneath returns a few bytes per call). So the stream is decoded a
+    /// little further: if it turns out corrupt, that is the cause. The look-ahead is bounded,
+    /// so a decompression bomb costs little.
+    fn real_cause(&mut self, kind: IdxErrorKind) -> IdxErrorKind {
+        let Self::Gzip(decoder) = self else {
+            return kind;
+        };
+        match kind {
+            IdxErrorKind::Io(e) if !decoder.get_ref().failed => IdxErrorKind::Gzip(e),
+            IdxErrorKind::Io(_) | IdxErrorKind::Gzip(_) => kind,
+            kind => match io::copy(&mut decoder.take(GZIP_LOOK_AHEAD), &mut io::sink()) {
+                Err(e) if !decoder.get_ref().failed => IdxErrorKind::Gzip(e),
+                _ => kind,
+            },
+        }
+    }
+}
+
+impl<R: Read> Read for Source<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(r) => r.read(buf),
+            Self::Gzip(r) => r.read(buf),
+        }
+    }
+}
+
+/// Reads an (uncompressed) IDX header: the dimensions, the header's length and the data's.
+/// `check` sees the dimensions first, then the data's length is held to `limit_bytes`.
+fn read_header<R: Read>(
+    r: &mut R,
     want_dims: Option<u8>,
     check: HeaderCheck<'_>,
-) -> Result<IdxArray, IdxErrorKind> {
+    limit_bytes: u64,
+) -> Result<(Vec<u32>, u64, u64), IdxErrorKind> {
     let mut magic = [0; 4];
-    let n = read_full(&mut r, &mut magic).map_err(IdxErrorKind::Io)?;
+    let n = read_full(r, &mut magic).map_err(IdxErrorKind::Io)?;
     if n < magic.len() {
         return Err(IdxErrorKind::TruncatedHeader {
             expected_bytes: 4,
@@ -1057,7 +1334,7 @@ fn parse<R: Read>(
 
     let header_len = 4 + 4 * u64::from(ndims);
     let mut raw = std::vec![0; 4 * usize::from(ndims)];
-    let n = read_full(&mut r, &mut raw).map_err(IdxErrorKind::Io)?;
+    let n = read_full(r, &mut raw).map_err(IdxErrorKind::Io)?;
     if n < raw.len() {
         return Err(IdxErrorKind::TruncatedHeader {
             expected_bytes: header_len,
@@ -1072,25 +1349,28 @@ fn parse<R: Read>(
         .collect();
     check(&dims)?;
 
+    let limit_bytes = limit_bytes.min(MAX_DATA_BYTES);
     let data_len = if dims.contains(&0) {
         Some(0)
     } else {
         dims.iter()
             .try_fold(1_u64, |acc, &d| acc.checked_mul(u64::from(d)))
-            .filter(|&len| len <= MAX_DATA_BYTES)
+            .filter(|&len| len <= limit_bytes)
     };
-    let Some(data_len) = data_len else {
-        return Err(IdxErrorKind::TooLarge {
-            dims,
-            limit_bytes: MAX_DATA_BYTES,
-        });
-    };
-    let expected_bytes = header_len + data_len;
+    match data_len {
+        Some(data_len) => Ok((dims, header_len, data_len)),
+        None => Err(IdxErrorKind::TooLarge { dims, limit_bytes }),
+    }
+}
 
+/// Reads the `data_len` bytes of data that follow a header of `header_len` bytes, and checks
+/// that nothing follows them.
+fn read_data<R: Read>(r: &mut R, header_len: u64, data_len: u64) -> Result<Vec<u8>, IdxErrorKind> {
+    let expected_bytes = header_len + data_len;
     // Reserve little up front: the vector grows with the bytes actually present, so a header
     // that lies about the size cannot make us allocate what the file does not hold.
     let mut data = Vec::with_capacity(data_len.min(PREALLOCATE_AT_MOST) as usize);
-    let got = (&mut r)
+    let got = r
         .take(data_len)
         .read_to_end(&mut data)
         .map_err(IdxErrorKind::Io)? as u64;
@@ -1101,11 +1381,8 @@ fn parse<R: Read>(
         });
     }
     // Counted up to a bound: a file (a gzip bomb) can hold far more than it declares.
-    let trailing = io::copy(
-        &mut (&mut r).take(TRAILING_BYTES_COUNTED + 1),
-        &mut io::sink(),
-    )
-    .map_err(IdxErrorKind::Io)?;
+    let trailing = io::copy(&mut r.take(TRAILING_BYTES_COUNTED + 1), &mut io::sink())
+        .map_err(IdxErrorKind::Io)?;
     if trailing > TRAILING_BYTES_COUNTED {
         return Err(IdxErrorKind::ManyTrailingBytes {
             expected_bytes,
@@ -1118,7 +1395,7 @@ fn parse<R: Read>(
             found_bytes: expected_bytes.saturating_add(trailing),
         });
     }
-    Ok(IdxArray { dims, data })
+    Ok(data)
 }
 
 /// Fills as much of `buf` as the reader has; returns how much that was.

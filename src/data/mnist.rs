@@ -25,12 +25,13 @@
 //! ```
 
 use core::fmt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::vec::Vec;
 
 use num_traits::Float;
 
-use super::idx::{self, IdxError, Images};
+use super::idx::{self, IdxError, IdxErrorKind, Images};
 use crate::Scalar;
 
 /// The base names of the four MNIST files, each expected in the directory either as is or with
@@ -107,12 +108,19 @@ impl Mnist {
     /// Each file is looked for under its base name, then with `.gz` appended; whether it is
     /// compressed is decided by its contents, not its name.
     ///
+    /// The four headers are read and checked against each other and against
+    /// [`idx::DEFAULT_LIMIT_BYTES`] (256 MiB of pixels per image file: 342,000 images, 5.7
+    /// times MNIST's training set) before any data is read or decompressed, so a directory
+    /// holding a decompression bomb fails fast; [`load_with_limit`](Self::load_with_limit)
+    /// sets another limit.
+    ///
     /// # Errors
     ///
     /// [`MnistError::MissingFiles`] if any file is in neither form (listing all such files and
     /// the directory searched); otherwise [`MnistError::Idx`] for the first file that cannot be
-    /// read or fails a check: not IDX, truncated, images not 28x28, a label not below 10, or a
-    /// different number of labels than images (reported on the label file).
+    /// read or fails a check: not IDX, truncated, images not 28x28, more data than the limit,
+    /// a label not below 10, or a different number of labels than images (reported on the label
+    /// file).
     ///
     /// ```
     /// use constmat::data::mnist::Mnist;
@@ -123,10 +131,54 @@ impl Mnist {
     /// ));
     /// ```
     pub fn load<P: AsRef<Path>>(dir: P) -> Result<Self, MnistError> {
+        Self::load_with_limit(dir, idx::DEFAULT_LIMIT_BYTES)
+    }
+
+    /// Reads and checks the four [`FILES`] in `dir` as [`load`](Self::load) does, refusing an
+    /// image file whose header declares more than `limit_bytes` of pixels (and a label file
+    /// declaring more than `limit_bytes` labels), before any data is read. A limit above
+    /// [`idx::MAX_DATA_BYTES`] counts as that.
+    ///
+    /// At most about `limit_bytes` (plus the labels, `limit_bytes / 784`) is then read and
+    /// allocated per set, whatever the files hold: MNIST itself needs 60,000 x 784 =
+    /// 47,040,000 bytes.
+    ///
+    /// # Errors
+    ///
+    /// As [`load`](Self::load); an [`IdxErrorKind::TooLarge`](idx::IdxErrorKind::TooLarge)
+    /// names the limit and the file.
+    ///
+    /// ```
+    /// use constmat::data::mnist::{self, Mnist};
+    ///
+    /// // Two images in each set, one training image more than 1,000 bytes allow.
+    /// let dir = std::env::temp_dir().join("constmat-doc-load_with_limit");
+    /// std::fs::create_dir_all(&dir)?;
+    /// let (images, labels) = (
+    ///     [&[0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28][..], &[0; 2 * 784]].concat(),
+    ///     [0, 0, 8, 1, 0, 0, 0, 2, 3, 7],
+    /// );
+    /// for (name, bytes) in mnist::FILES.iter().zip([&images[..], &labels, &images, &labels]) {
+    ///     std::fs::write(dir.join(name), bytes)?;
+    /// }
+    /// assert_eq!(Mnist::load_with_limit(&dir, 2 * 784)?.train.labels(), &[3, 7]);
+    /// let err = Mnist::load_with_limit(&dir, 1_000).unwrap_err();
+    /// assert!(err.to_string().ends_with(
+    ///     "train-images-idx3-ubyte: IDX data too large: dimensions 2 x 28 x 28 exceed the \
+    ///      limit of 1000 bytes"
+    /// ));
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn load_with_limit<P: AsRef<Path>>(dir: P, limit_bytes: u64) -> Result<Self, MnistError> {
         let [train_images, train_labels, test_images, test_labels] = Self::locate(dir)?;
+        // Every header before any data: a bomb in the test set is found before the 47 MB of
+        // training images are read.
+        let train = Pending::open(&train_images, &train_labels, limit_bytes)?;
+        let test = Pending::open(&test_images, &test_labels, limit_bytes)?;
         Ok(Self {
-            train: load_split(&train_images, &train_labels)?,
-            test: load_split(&test_images, &test_labels)?,
+            train: train.read()?,
+            test: test.read()?,
         })
     }
 
@@ -171,28 +223,61 @@ impl Mnist {
     }
 }
 
-/// Reads one image file and its label file, with every check, errors naming the file. The
-/// labels first (60 KB): the image file's header is then checked against them (28 x 28, as many
-/// images as labels) before its 47 MB of pixels are read, so a file that declares other sizes
-/// (a decompression bomb, say) costs nothing.
-fn load_split(images_path: &Path, labels_path: &Path) -> Result<Split, IdxError> {
-    let labels = idx::read_labels_from_path(labels_path)?;
-    idx::check_labels(&labels, CLASSES_U8).map_err(|e| e.with_path(labels_path))?;
-    let images = idx::read_images_from_path_expecting(
-        images_path,
-        ROWS as u32,
-        COLS as u32,
-        Some(labels.len()),
-    )
-    .map_err(|e| match e.kind() {
-        // The counts disagree: named, as before, by the label file.
-        idx::IdxErrorKind::CountMismatch { .. } => e.with_path(labels_path),
-        _ => e,
-    })?;
-    Ok(Split {
-        pixels: images.into_pixels(),
-        labels,
-    })
+/// An image file and its label file whose headers have been read and checked against each
+/// other (28 x 28 images, as many as labels) and against the limit: nothing else has been read.
+struct Pending<'a> {
+    images: idx::Opened<File>,
+    images_path: &'a Path,
+    labels: idx::Opened<File>,
+    labels_path: &'a Path,
+}
+
+impl<'a> Pending<'a> {
+    fn open(
+        images_path: &'a Path,
+        labels_path: &'a Path,
+        limit_bytes: u64,
+    ) -> Result<Self, IdxError> {
+        let labels = idx::open_path(labels_path, Some(1), idx::NO_CHECK, limit_bytes)?;
+        let count = labels.dims()[0] as usize;
+        let check = idx::image_check(ROWS as u32, COLS as u32, Some(count));
+        match idx::open_path(images_path, Some(3), &check, limit_bytes) {
+            Ok(images) => Ok(Self {
+                images,
+                images_path,
+                labels,
+                labels_path,
+            }),
+            // The counts disagree: named, as before, by the label file, unless its stream turns
+            // out corrupt (the image file's was looked at already).
+            Err(e) if matches!(e.kind(), IdxErrorKind::CountMismatch { .. }) => {
+                Err(IdxError::new(labels.real_cause(e.into_kind())).with_path(labels_path))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads the labels, checks them, then the images; errors name the file.
+    fn read(self) -> Result<Split, IdxError> {
+        let labels = self
+            .labels
+            .read()
+            .and_then(|array| {
+                let labels = array.into_data();
+                idx::check_labels(&labels, CLASSES_U8).map_err(IdxError::into_kind)?;
+                Ok(labels)
+            })
+            .map_err(|kind| IdxError::new(kind).with_path(self.labels_path))?;
+        let images = self
+            .images
+            .read()
+            .and_then(|array| idx::into_images(array, idx::MAX_DATA_BYTES))
+            .map_err(|kind| IdxError::new(kind).with_path(self.images_path))?;
+        Ok(Split {
+            pixels: images.into_pixels(),
+            labels,
+        })
+    }
 }
 
 /// An error of [`Mnist::load`].

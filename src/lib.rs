@@ -98,7 +98,9 @@ pub use matrix::Matrix;
 pub use scalar::Scalar;
 
 // The code blocks of `docs/embedding.md` run as doc tests, as a user would copy them (paths in
-// them are relative to this file, as they would be to a user's `src/main.rs`).
+// them are relative to this file, as they would be to a user's `src/main.rs`); a block that
+// names another file (`// src/bin/with_model.rs`) is `ignore`d here and built at that path by
+// `tests/embedding_guide.rs`, which builds every block as a user's crate.
 #[cfg(doctest)]
 #[doc = include_str!("../docs/embedding.md")]
 struct EmbeddingGuide;

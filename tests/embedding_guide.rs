@@ -21,13 +21,10 @@ fn blocks<'a>(text: &'a str, lang: &str) -> Vec<&'a str> {
     found
 }
 
-/// The guide's program that contains `needle`, as a user copies it into `src/main.rs`: the lines
-/// rustdoc hides (`# `) left out, a `main` added if the snippet has none.
-fn program(guide: &str, needle: &str) -> String {
-    let block = blocks(guide, "rust")
-        .into_iter()
-        .find(|b| b.contains(needle))
-        .unwrap_or_else(|| panic!("no rust block of the guide contains {needle}"));
+/// A program of the guide as a user copies it: the lines rustdoc hides (`# `) left out, a `main`
+/// added if the snippet has none. Returns its path in the crate, which a first line
+/// `// src/bin/name.rs` names (`src/main.rs` otherwise), and its code.
+fn program(block: &str) -> (String, String) {
     let mut code: String = block
         .lines()
         .filter(|line| !line.starts_with("# "))
@@ -36,7 +33,13 @@ fn program(guide: &str, needle: &str) -> String {
     if !code.contains("fn main") {
         code.push_str("\nfn main() {}\n");
     }
-    code
+    let path = block
+        .lines()
+        .next()
+        .and_then(|first| first.strip_prefix("// "))
+        .filter(|path| path.starts_with("src/") && path.ends_with(".rs"))
+        .unwrap_or("src/main.rs");
+    (path.to_string(), code)
 }
 
 /// The guide's `[dependencies]` block whose features are exactly `features`, with the crate's
@@ -52,12 +55,14 @@ fn dependencies(guide: &str, features: &str, root: &Path) -> String {
     )
 }
 
-/// Builds `main` in a fresh crate named `name` with `dependencies`; panics with the compiler's
-/// output if it does not build.
-fn builds(name: &str, dependencies: &str, main: &str) {
+/// Builds the program `code` at `path` of a fresh crate named `name` with `dependencies` (all
+/// such crates share one target directory, so constmat is built once per feature set); panics
+/// with the compiler's output if it does not build.
+fn builds(name: &str, dependencies: &str, (path, code): &(String, String)) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let krate = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::create_dir_all(krate.join("src")).unwrap();
+    let source = krate.join(path);
+    std::fs::create_dir_all(source.parent().unwrap()).unwrap();
     std::fs::create_dir_all(krate.join("models")).unwrap();
     for model in [
         "mnist-784-128-64-10.safetensors",
@@ -80,16 +85,26 @@ fn builds(name: &str, dependencies: &str, main: &str) {
     .unwrap();
     // The same dependency versions as this build, so that `--offline` finds them.
     std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock")).unwrap();
-    std::fs::write(krate.join("src/main.rs"), main).unwrap();
+    std::fs::write(&source, code).unwrap();
     let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["check", "--offline", "--quiet", "--color", "never"])
+        .args([
+            "check",
+            "--offline",
+            "--quiet",
+            "--color",
+            "never",
+            "--all-targets",
+        ])
         .current_dir(&krate)
-        .env("CARGO_TARGET_DIR", krate.join("target"))
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("guide-target"),
+        )
         .output()
         .expect("running cargo");
     assert!(
         output.status.success(),
-        "{name}: the guide's program does not build with its [dependencies]:\n{dependencies}\n{main}\n{}",
+        "{name}: the guide's program does not build with its [dependencies]:\n{dependencies}\n{path}:\n{code}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
 }
@@ -98,27 +113,20 @@ fn builds(name: &str, dependencies: &str, main: &str) {
 fn the_guides_programs_build_with_the_guides_dependencies() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let guide = std::fs::read_to_string(root.join("docs/embedding.md")).unwrap();
-    builds(
-        "guide-baked",
-        &dependencies(&guide, r#"["std"]"#, root),
-        &program(&guide, "static NET: Baked<Mnist> = constmat::include_net!"),
-    );
-    builds(
-        "guide-cnn",
-        &dependencies(&guide, r#"["std"]"#, root),
-        &program(&guide, "static CNN: Baked<LeNet> = constmat::include_net!"),
-    );
-    builds(
-        "guide-int8",
-        &dependencies(&guide, r#"["std"]"#, root),
-        &program(
-            &guide,
-            "static CNN: Baked<Int8LeNet> =\n    constmat::include_net!",
-        ),
-    );
-    builds(
-        "guide-runtime-load",
-        &dependencies(&guide, r#"["std", "safetensors"]"#, root),
-        &program(&guide, "safetensors::load("),
-    );
+    let programs = blocks(&guide, "rust");
+    // Every Rust block of the guide is a whole program a user can copy, with the
+    // `[dependencies]` line the guide gives for what it uses.
+    assert!(programs.len() >= 6, "{} programs", programs.len());
+    for (k, block) in programs.iter().enumerate() {
+        let features = if block.contains("safetensors::") {
+            r#"["std", "safetensors"]"#
+        } else {
+            r#"["std"]"#
+        };
+        builds(
+            &format!("guide-program-{k}"),
+            &dependencies(&guide, features, root),
+            &program(block),
+        );
+    }
 }

@@ -289,11 +289,11 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     let index = any::<usize>();
     let json_char = prop::sample::select(malformed::JSON_CHARS);
     prop_oneof![
-        (index.clone(), 0..8_u8).prop_map(|(i, b)| Mutation::Flip(i, b)),
-        (index.clone(), json_char.clone()).prop_map(|(i, c)| Mutation::Replace(i, c)),
-        (index.clone(), json_char).prop_map(|(i, c)| Mutation::Insert(i, c)),
-        index.clone().prop_map(Mutation::Remove),
-        index.clone().prop_map(Mutation::Truncate),
+        (index, 0..8_u8).prop_map(|(i, b)| Mutation::Flip(i, b)),
+        (index, json_char.clone()).prop_map(|(i, c)| Mutation::Replace(i, c)),
+        (index, json_char).prop_map(|(i, c)| Mutation::Insert(i, c)),
+        index.prop_map(Mutation::Remove),
+        index.prop_map(Mutation::Truncate),
         prop::collection::vec(any::<u8>(), 1..16).prop_map(Mutation::Append),
         (index, -12..12_i8).prop_map(|(i, d)| Mutation::Bump(i, d)),
     ]

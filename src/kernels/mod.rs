@@ -1047,6 +1047,30 @@ fn fill<T: Copy, const H: usize, const W: usize>(out: &mut [[T; W]; H], value: T
     }
 }
 
+/// The index of the largest element: the first one among equals, the first NaN if there is one,
+/// 0 for an empty slice. What a prediction's class is ([`nn::argmax`](crate::nn::argmax), the
+/// same function) and what `Matrix::row_argmax` computes per row.
+///
+/// ```
+/// use constmat::kernels::argmax;
+/// assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
+/// assert_eq!(argmax(&[1.0, f32::NAN, 3.0]), 1);
+/// ```
+#[must_use]
+pub fn argmax<T: PartialOrd>(values: &[T]) -> usize {
+    let mut best = 0;
+    for (i, x) in values.iter().enumerate() {
+        #[allow(clippy::eq_op)] // x != x is the NaN test for a generic PartialOrd type
+        if x != x {
+            return i;
+        }
+        if *x > values[best] {
+            best = i;
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::ops::{Deref, DerefMut, Index, IndexMut};
 
+use crate::format::Message;
 use crate::{LengthError, Scalar};
 
 /// An `H x W` matrix (H rows, W columns) of `T`, stored row-major on the heap.
@@ -342,10 +343,19 @@ impl<T: Copy, const H: usize, const W: usize> Matrix<T, H, W> {
     /// ```
     pub fn from_flat<const N: usize>(data: [T; N]) -> Self {
         const {
-            assert!(
-                N == H * W,
-                "from_flat: the array's length must be the matrix's element count, H * W"
-            );
+            if N != H * W {
+                Message::new()
+                    .str("from_flat: an array of ")
+                    .number(N)
+                    .str(" values for a ")
+                    .number(H)
+                    .str(" x ")
+                    .number(W)
+                    .str(" matrix, which has ")
+                    .number(H * W)
+                    .str(" elements")
+                    .panic()
+            }
         }
         Self::from_fn(|r, c| data[r * W + c])
     }

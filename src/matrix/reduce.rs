@@ -2,6 +2,7 @@
 
 use super::Matrix;
 use crate::Scalar;
+use crate::kernels::argmax;
 
 impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     /// The sum of all elements.
@@ -167,20 +168,6 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
             o[0] = argmax(row);
         }
     }
-}
-
-fn argmax<T: Scalar>(row: &[T]) -> usize {
-    let mut best = 0;
-    for (i, &x) in row.iter().enumerate() {
-        #[allow(clippy::eq_op)] // x != x is the NaN test for a generic PartialOrd type
-        if x != x {
-            return i;
-        }
-        if x > row[best] {
-            best = i;
-        }
-    }
-    best
 }
 
 /// `n` as a `T`; only counts up to a matrix dimension reach here.

@@ -4,11 +4,44 @@
 //! (`H * W == H2 * W2`, `W1 + W2 == W3`, ...). Stable Rust cannot put such an equation in a type,
 //! so it is checked by `const { assert!(..) }`, which the compiler evaluates when it generates
 //! code: **the error appears in `cargo build`, not in `cargo check` or an editor's live check.**
-//! The message names the rule, and the compiler's note names the instance with its dimensions
-//! (for example `Matrix::<f32, 28, 28>::reshape::<700, 1>`).
+//! The message names the rule and the sizes (`reshape must keep the number of elements: 28 x 28
+//! = 784, but 700 x 1 = 700`), and the compiler's last note points at the call.
 
 use super::Matrix;
+use crate::format::Message;
 use crate::{Scalar, kernels};
+
+/// The panic of a rule `a + b == total`: `what` and `total`, `but`, then `a + b = sum`.
+#[track_caller]
+const fn sum_rule(what: &str, total: usize, but: &str, (a, b): (usize, usize)) -> ! {
+    Message::new()
+        .str(what)
+        .number(total)
+        .str(but)
+        .number(a)
+        .str(" + ")
+        .number(b)
+        .str(" = ")
+        .number(a + b)
+        .panic()
+}
+
+/// The panic of a block that ends past the matrix: `count` `dimension` from `start` of `total`.
+#[track_caller]
+const fn block_rule(dimension: &str, (start, count): (usize, usize), total: usize) -> ! {
+    Message::new()
+        .str("submatrix: ")
+        .str(dimension)
+        .str(" ")
+        .number(start)
+        .str("..")
+        .number(start + count)
+        .str(" of a matrix of ")
+        .number(total)
+        .str(" ")
+        .str(dimension)
+        .panic()
+}
 
 impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     /// The transpose: `H x W -> W x H`.
@@ -62,10 +95,22 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     #[must_use]
     pub fn reshape<const H2: usize, const W2: usize>(self) -> Matrix<T, H2, W2> {
         const {
-            assert!(
-                H * W == H2 * W2,
-                "reshape must keep the number of elements: H * W == H2 * W2"
-            );
+            if H * W != H2 * W2 {
+                Message::new()
+                    .str("reshape must keep the number of elements: ")
+                    .number(H)
+                    .str(" x ")
+                    .number(W)
+                    .str(" = ")
+                    .number(H * W)
+                    .str(", but ")
+                    .number(H2)
+                    .str(" x ")
+                    .number(W2)
+                    .str(" = ")
+                    .number(H2 * W2)
+                    .panic()
+            }
         }
         Matrix::from_fn(|r, c| self.as_slice()[r * W2 + c])
     }
@@ -89,10 +134,14 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
         right: &Matrix<T, H, W2>,
     ) -> Matrix<T, H, W3> {
         const {
-            assert!(
-                W + W2 == W3,
-                "concat_columns: the result's width must be the sum of the widths: W + W2 == W3"
-            );
+            if W + W2 != W3 {
+                sum_rule(
+                    "concat_columns: the result is ",
+                    W3,
+                    " wide, but the widths add up to ",
+                    (W, W2),
+                )
+            }
         }
         Matrix::from_fn(|r, c| {
             if c < W {
@@ -122,10 +171,14 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
         below: &Matrix<T, H2, W>,
     ) -> Matrix<T, H3, W> {
         const {
-            assert!(
-                H + H2 == H3,
-                "concat_rows: the result's height must be the sum of the heights: H + H2 == H3"
-            );
+            if H + H2 != H3 {
+                sum_rule(
+                    "concat_rows: the result is ",
+                    H3,
+                    " high, but the heights add up to ",
+                    (H, H2),
+                )
+            }
         }
         Matrix::from_fn(|r, c| {
             if r < H {
@@ -153,10 +206,14 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
         &self,
     ) -> (Matrix<T, H, W1>, Matrix<T, H, W2>) {
         const {
-            assert!(
-                W1 + W2 == W,
-                "split_columns: the parts' widths must add up to the width: W1 + W2 == W"
-            );
+            if W1 + W2 != W {
+                sum_rule(
+                    "split_columns: the matrix is ",
+                    W,
+                    " wide, but the parts' widths add up to ",
+                    (W1, W2),
+                )
+            }
         }
         (
             Matrix::from_fn(|r, c| self.as_array()[r][c]),
@@ -181,10 +238,14 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
         &self,
     ) -> (Matrix<T, H1, W>, Matrix<T, H2, W>) {
         const {
-            assert!(
-                H1 + H2 == H,
-                "split_rows: the parts' heights must add up to the height: H1 + H2 == H"
-            );
+            if H1 + H2 != H {
+                sum_rule(
+                    "split_rows: the matrix is ",
+                    H,
+                    " high, but the parts' heights add up to ",
+                    (H1, H2),
+                )
+            }
         }
         (
             Matrix::from_fn(|r, c| self.as_array()[r][c]),
@@ -209,14 +270,12 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
         &self,
     ) -> Matrix<T, H2, W2> {
         const {
-            assert!(
-                ROW + H2 <= H,
-                "submatrix: the block must end inside the matrix: ROW + H2 <= H"
-            );
-            assert!(
-                COL + W2 <= W,
-                "submatrix: the block must end inside the matrix: COL + W2 <= W"
-            );
+            if ROW + H2 > H {
+                block_rule("rows", (ROW, H2), H)
+            }
+            if COL + W2 > W {
+                block_rule("columns", (COL, W2), W)
+            }
         }
         Matrix::from_fn(|r, c| self.as_array()[ROW + r][COL + c])
     }

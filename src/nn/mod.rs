@@ -108,6 +108,7 @@ mod train;
 #[cfg(feature = "alloc")]
 mod trainer;
 
+pub use crate::kernels::argmax;
 pub use activation::{Activation, Identity, Relu, Sigmoid, Tanh};
 pub use bake::{Bake, SafetensorsFile, Skip};
 pub use chain::Chain;
@@ -127,7 +128,7 @@ pub use init::RandomInit;
 pub use mse::MeanSquaredError;
 pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
 pub use pool::{MaxPool2d, pool_output_size};
-pub use predict::{Predict, argmax};
+pub use predict::Predict;
 pub use qconv::QConv2d;
 pub use qdense::{QDense, QuantizedActivation};
 #[cfg(feature = "alloc")]

@@ -3,7 +3,7 @@
 
 use num_traits::Float;
 
-use super::{Layer, Sample, softmax_in_place};
+use super::{Layer, Sample, argmax, softmax_in_place};
 
 /// A classifier's answers, for every [`Layer`] whose output is `[T; C]` (logits of `C`
 /// classes), whatever its storage: a `static` baked net and a heap net loaded at run time
@@ -67,27 +67,4 @@ where
             *class = argmax(row);
         }
     }
-}
-
-/// The index of the largest element: the first one among equals, the first NaN if there is one
-/// (as [`Matrix::row_argmax_into`](crate::Matrix::row_argmax_into)), 0 for an empty slice.
-///
-/// ```
-/// use constmat::nn::argmax;
-/// assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
-/// assert_eq!(argmax(&[1.0, f32::NAN, 3.0]), 1);
-/// ```
-#[must_use]
-pub fn argmax<T: PartialOrd>(values: &[T]) -> usize {
-    let mut best = 0;
-    for (i, x) in values.iter().enumerate() {
-        #[allow(clippy::eq_op)] // x != x is the NaN test for a generic PartialOrd type
-        if x != x {
-            return i;
-        }
-        if *x > values[best] {
-            best = i;
-        }
-    }
-    best
 }

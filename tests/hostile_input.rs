@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::training::{self, CHANCE_LOSS, Options};
+use common::training::{self, CHANCE_LOSS, MIN_STEPS_BEFORE_STALL, Options, Trouble};
 
 fn defaults() -> Options {
     Options {
@@ -117,29 +117,322 @@ fn runs_that_explode_or_stall_are_stopped_with_an_honest_hint() {
     adam.optimizer = "adam".into();
     adam.lr = 100.0;
     // Exploded: the mean loss far above where it started.
-    let err = training::check_progress(&adam, 1, 2.4, 5e3, 0.1135).unwrap_err();
+    let err = training::check_progress(&adam, 1, 1000, 2.4, 5e3, 0.1135).unwrap_err();
     assert!(err.contains("diverged in epoch 1"), "{err}");
     assert!(err.contains("far above the usual 0.001 for adam"), "{err}");
     // Stalled at chance: ln 10 with 11.35% accuracy.
-    let err = training::check_progress(&adam, 2, 2.4, CHANCE_LOSS, 0.1135).unwrap_err();
-    assert!(err.contains("stuck at chance level after epoch 2"), "{err}");
+    let err = training::check_progress(&adam, 2, 1000, 2.4, CHANCE_LOSS, 0.1135).unwrap_err();
+    assert!(
+        err.contains("stuck at chance level after epoch 2 (1000 steps)"),
+        "{err}"
+    );
     assert!(err.contains("11.35%"), "{err}");
     // A tiny learning rate is blamed for being tiny, not too large.
     let mut tiny = defaults();
     tiny.lr = 1e-7;
-    let err = training::check_progress(&tiny, 3, 2.3, CHANCE_LOSS - 1e-4, 0.10).unwrap_err();
+    let err = training::check_progress(&tiny, 3, 1000, 2.3, CHANCE_LOSS - 1e-4, 0.10).unwrap_err();
     assert!(
         err.contains("so small that the weights barely move"),
         "{err}"
     );
     // A usual learning rate points at the data.
-    let err = training::check_progress(&defaults(), 1, 2.3, CHANCE_LOSS, 0.098).unwrap_err();
+    let err = training::check_progress(&defaults(), 1, 1000, 2.3, CHANCE_LOSS, 0.098).unwrap_err();
     assert!(err.contains("images and labels"), "{err}");
     // Non-finite is divergence too.
-    assert!(training::check_progress(&defaults(), 1, 2.3, f64::NAN, 0.1).is_err());
+    assert!(training::check_progress(&defaults(), 1, 1000, 2.3, f64::NAN, 0.1).is_err());
     // A healthy run passes, early and late.
-    training::check_progress(&defaults(), 1, 2.4, 0.25, 0.96).unwrap();
-    training::check_progress(&defaults(), 10, 2.4, 0.01, 0.98).unwrap();
+    training::check_progress(&defaults(), 1, 1000, 2.4, 0.25, 0.96).unwrap();
+    training::check_progress(&defaults(), 10, 1000, 2.4, 0.01, 0.98).unwrap();
+}
+
+/// `--lr 1e-50` became 0 in f32 (and the hint called it "in the usual range"); `--lr 1e39`
+/// parsed, then became infinite and failed after loading the data. A rate that is not a
+/// positive, normal f32 is now refused with the arguments (exit 2), saying what is accepted.
+#[test]
+fn learning_rates_that_f32_cannot_hold_are_refused_with_the_arguments() {
+    for lr in ["1e-50", "1e-40", "1e39", "0", "-0.1", "NaN", "inf", "fast"] {
+        let err = parse(&["--lr", lr]).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "--lr: expected a positive number from 1.1754944e-38 to 3.4028235e38 (the net \
+                 trains in f32), found `{lr}`"
+            )
+        );
+    }
+    for (lr, value) in [("1.2e-38", 1.2e-38), ("3.4e38", 3.4e38), ("0.001", 0.001)] {
+        assert_eq!(parse(&["--lr", lr]).unwrap().unwrap().lr, value);
+    }
+}
+
+/// The hint placed every rate between a hundredth and ten times the usual one "in the usual
+/// range". It now says above, below or within the usual range (a tenth to ten times), and blames
+/// a low rate only for a run that stalls.
+#[test]
+fn the_hint_places_the_learning_rate_honestly() {
+    let with = |lr: f64| Options { lr, ..defaults() }; // momentum, usual 0.03
+    let too_high = training::hint(&with(0.5), Trouble::Diverged);
+    assert_eq!(
+        too_high,
+        "the learning rate 0.5 is far above the usual 0.03 for momentum: try --lr 0.03"
+    );
+    for lr in [0.004, 0.03, 0.29] {
+        for trouble in [Trouble::Diverged, Trouble::Stalled] {
+            let usual = training::hint(&with(lr), trouble);
+            assert!(
+                usual.starts_with(&format!(
+                    "the learning rate {lr} is in the usual range for momentum (0.003 to 0.3): \
+                     check that the images"
+                )),
+                "{usual}"
+            );
+        }
+    }
+    let low = training::hint(&with(0.001), Trouble::Stalled);
+    assert_eq!(
+        low,
+        "the learning rate 0.001 is below the usual range for momentum (0.003 to 0.3): the \
+         weights move too slowly to leave chance level; try --lr 0.03"
+    );
+    let low = training::hint(&with(0.001), Trouble::Diverged);
+    assert!(
+        low.starts_with(
+            "the learning rate 0.001 is below the usual range for momentum (0.003 to 0.3), so it \
+             is an unlikely cause: check that the images and labels"
+        ),
+        "{low}"
+    );
+    let tiny = training::hint(&with(1e-7), Trouble::Stalled);
+    assert_eq!(
+        tiny,
+        "the learning rate 1e-7 is so small that the weights barely move: try --lr 0.03"
+    );
+    // Adam's usual rate is its own.
+    let adam = Options {
+        optimizer: "adam".into(),
+        lr: 0.0005,
+        ..defaults()
+    };
+    assert!(
+        training::hint(&adam, Trouble::Stalled).contains("usual range for adam (0.0001 to 0.01)")
+    );
+}
+
+/// A run on a few hundred images has a handful of steps per epoch: after the first (10 steps on
+/// 640 images) a healthy run can still be at chance level, and was called stalled. A stall now
+/// needs `MIN_STEPS_BEFORE_STALL` steps; an explosion is still caught at once.
+#[test]
+fn a_run_is_not_called_stalled_before_enough_steps() {
+    let o = defaults();
+    training::check_progress(&o, 1, 10, 2.3, CHANCE_LOSS, 0.087).unwrap();
+    training::check_progress(&o, 49, MIN_STEPS_BEFORE_STALL - 1, 2.3, CHANCE_LOSS, 0.09).unwrap();
+    let err = training::check_progress(&o, 50, MIN_STEPS_BEFORE_STALL, 2.3, CHANCE_LOSS, 0.09)
+        .unwrap_err();
+    assert!(
+        err.contains("stuck at chance level after epoch 50 (500 steps)"),
+        "{err}"
+    );
+    let err = training::check_progress(&o, 1, 10, 2.3, 1e3, 0.09).unwrap_err();
+    assert!(err.contains("diverged in epoch 1"), "{err}");
+    // A run that ends at chance level before that says so, rather than report an accuracy
+    // as if it were a verdict.
+    let note = training::too_short_note(&o, 20, CHANCE_LOSS, 0.089).unwrap();
+    assert_eq!(
+        note,
+        "the net is still at chance level after 20 steps (mean loss 2.3026, test accuracy \
+         8.90%): too few steps to tell a stall from a slow start; train longer (--epochs) or on \
+         more images"
+    );
+    let tiny = Options {
+        lr: 1.2e-38,
+        ..defaults()
+    };
+    let note = training::too_short_note(&tiny, 20, CHANCE_LOSS, 0.089).unwrap();
+    assert!(
+        note.ends_with(
+            "; also, the learning rate 1.2e-38 is so small that the weights barely move: try --lr \
+             0.03"
+        ),
+        "{note}"
+    );
+    assert_eq!(training::too_short_note(&o, 20, 0.5, 0.85), None);
+    assert_eq!(
+        training::too_short_note(&o, MIN_STEPS_BEFORE_STALL, CHANCE_LOSS, 0.089),
+        None
+    );
+}
+
+/// `--epochs 18446744073709551615` panicked (exit 101) multiplying it by the batches per epoch
+/// (and wrapped in a release build). Absurd counts are refused with the arguments (exit 2), and
+/// the multiplication is checked.
+#[test]
+fn absurd_epoch_counts_are_refused() {
+    for epochs in ["18446744073709551615", "100001", "0", "-1", "1e3"] {
+        let err = parse(&["--epochs", epochs]).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "--epochs: expected a positive whole number, at most 100000 (0 would train \
+                 nothing; more would run for days), found `{epochs}`"
+            )
+        );
+    }
+    assert_eq!(
+        parse(&["--epochs", "100000"]).unwrap().unwrap().epochs,
+        training::MAX_EPOCHS
+    );
+    assert_eq!(training::total_steps(937, 10), Ok(9370));
+    let err = training::total_steps(937, usize::MAX).unwrap_err();
+    assert!(err.contains("too many"), "{err}");
+}
+
+/// When both late writes failed, only the weights' error was reported: the curves' fallback
+/// file was never named. Both outcomes are now reported, each with where its file went.
+#[test]
+fn when_both_late_writes_fail_both_fallbacks_are_named() {
+    let plot = scratch("gone-too/curves-both.svg");
+    let save = scratch("gone-too/weights-both.safetensors");
+    let write = |what: &'static str| {
+        move |p: &Path| {
+            std::fs::write(p, what).map_err(|e| format!("cannot write {}: {e}", p.display()))
+        }
+    };
+    let err =
+        training::write_results(Some(&plot), Some(&save), write("svg"), write("net")).unwrap_err();
+    let curves = std::env::temp_dir().join("curves-both.svg");
+    let weights = std::env::temp_dir().join("weights-both.safetensors");
+    assert!(
+        err.contains(&format!(
+            "the curves were written to {} instead",
+            curves.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "the weights were written to {} instead",
+            weights.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&curves).unwrap(), "svg");
+    assert_eq!(std::fs::read_to_string(&weights).unwrap(), "net");
+    std::fs::remove_file(curves).unwrap();
+    std::fs::remove_file(weights).unwrap();
+    // One failing, one written: the failure alone is an error; both written: fine.
+    let fine = scratch("curves-fine.svg");
+    let err =
+        training::write_results(Some(&fine), Some(&save), write("svg"), write("net")).unwrap_err();
+    assert!(!err.contains("curves"), "{err}");
+    std::fs::remove_file(std::env::temp_dir().join("weights-both.safetensors")).unwrap();
+    training::write_results(Some(&fine), None, write("svg"), write("net")).unwrap();
+    assert_eq!(std::fs::read_to_string(&fine).unwrap(), "svg");
+}
+
+/// The examples' optimizer did not forward `CHECKS_OVERFLOW`, so `Trainer::step` checked it
+/// only after the update: an overflow left the net infinite. It now forwards the check, and
+/// each optimizer it wraps refuses the update with the net unchanged.
+#[test]
+fn the_examples_optimizer_refuses_an_overflowing_update_with_the_net_unchanged() {
+    use constmat::Matrix;
+    use constmat::nn::{Dense, MeanSquaredError, Optimizer, Parameters, StepError, Trainer};
+    use training::AnyOptimizer;
+
+    type Net = constmat::net![Dense<f32, 2, 2>];
+    const { assert!(<AnyOptimizer<Net> as Optimizer<f32, Net>>::CHECKS_OVERFLOW) };
+    let x = Matrix::<f32, 2, 2>::ones();
+    let y = Matrix::<f32, 2, 2>::filled(-100.0);
+    for name in ["sgd", "momentum", "adam"] {
+        let mut net = Net::zeros();
+        net.tensor_mut(0).fill(0.5);
+        let before = net.clone();
+        let mut optimizer = AnyOptimizer::new(name, &net);
+        let mut trainer = Trainer::<f32, Net, 2>::new(&net);
+        let err = trainer
+            .step(
+                &mut net,
+                &mut optimizer,
+                f32::MAX,
+                &MeanSquaredError,
+                &x,
+                &y,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(err, StepError::Update { tensor: 0 }),
+            "{name}: {err:?}"
+        );
+        assert_eq!(net, before, "{name}");
+        // And it still trains.
+        trainer
+            .step(&mut net, &mut optimizer, 0.01, &MeanSquaredError, &x, &y)
+            .unwrap();
+        assert_ne!(net, before, "{name}");
+    }
+}
+
+/// The whole session on a tiny synthetic data set, as `main` runs it: both output paths turn
+/// unwritable during the run (the directory is gone), and the error names both fallback files
+/// (exit 1); the parse errors above are the exit-2 cases.
+#[test]
+fn a_run_whose_outputs_cannot_be_written_names_both_fallbacks() {
+    use common::training::{BATCH, Model};
+    use constmat::data::mnist::{self, Split};
+    use constmat::nn::Dense;
+
+    struct Tiny;
+    impl Model for Tiny {
+        type Net = constmat::net![Dense<f32, { mnist::PIXELS }, { mnist::CLASSES }>];
+        const DESCRIPTION: &'static str = "one dense layer";
+        fn fill(split: &Split, index: usize, x: &mut [f32; mnist::PIXELS]) {
+            for (dst, &p) in x.iter_mut().zip(split.image(index)) {
+                *dst = f32::from(p) / 255.0;
+            }
+        }
+        fn save(_: &Self::Net, path: &Path) -> Result<(), String> {
+            std::fs::write(path, "net")
+                .map_err(|e| format!("cannot save to {}: {e}", path.display()))
+        }
+    }
+    let dir = scratch("tiny-mnist");
+    std::fs::create_dir_all(&dir).unwrap();
+    let images = |n: u32| {
+        let mut b = vec![0, 0, 8, 3];
+        for d in [n, 28, 28] {
+            b.extend(d.to_be_bytes());
+        }
+        b.extend((0..n as usize * 784).map(|i| (i % 251) as u8));
+        b
+    };
+    let labels = |n: u32| {
+        let mut b = vec![0, 0, 8, 1];
+        b.extend(n.to_be_bytes());
+        b.extend((0..n).map(|i| (i % 10) as u8));
+        b
+    };
+    let n = BATCH as u32;
+    for (name, bytes) in mnist::FILES
+        .iter()
+        .zip([images(n), labels(n), images(2), labels(2)])
+    {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    let o = Options {
+        data: Some(dir),
+        epochs: 1,
+        save: Some(scratch("vanished/tiny-weights.safetensors")),
+        plot: Some(scratch("vanished/tiny-curves.svg")),
+        ..defaults()
+    };
+    let err = training::run::<Tiny, 2>(&o).unwrap_err();
+    for name in ["tiny-weights.safetensors", "tiny-curves.svg"] {
+        let fallback = std::env::temp_dir().join(name);
+        assert!(
+            err.contains(&format!("{} instead", fallback.display())),
+            "{err}"
+        );
+        std::fs::remove_file(fallback).unwrap();
+    }
 }
 
 /// An image file whose header declares 65,536 images of 256 x 256 (4 GiB) was read (and

@@ -9,7 +9,7 @@ use constmat::Matrix;
 use constmat::data::mnist::{self, CLASSES, Mnist, Split};
 use constmat::nn::{
     Adam, Layer, Momentum, Optimizer, Parameters, RandomInit, Schedule, Sgd, SoftmaxCrossEntropy,
-    Train, Trainer, argmax, zeroed_batch,
+    StepError, Train, Trainer, argmax, zeroed_batch,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -85,17 +85,38 @@ pub fn parse_args(
             "--data" => o.data = Some(value()?.into()),
             "--epochs" => {
                 let v = value()?;
-                o.epochs =
-                    v.parse().ok().filter(|&e| e > 0).ok_or_else(|| {
-                        number(v, "a positive whole number (0 would train nothing)")
+                o.epochs = v
+                    .parse()
+                    .ok()
+                    .filter(|e| (1..=MAX_EPOCHS).contains(e))
+                    .ok_or_else(|| {
+                        number(
+                            v,
+                            &format!(
+                                "a positive whole number, at most {MAX_EPOCHS} (0 would train \
+                                 nothing; more would run for days)"
+                            ),
+                        )
                     })?;
             }
             "--lr" => {
                 let v = value()?;
-                o.lr = v.parse().map_err(|_| number(v, "a number"))?;
-                if !(o.lr.is_finite() && o.lr > 0.0) {
-                    return Err(format!("--lr: expected a positive number, found {}", o.lr));
-                }
+                // The net trains in f32: a rate that is not a normal f32 would become 0 (below
+                // 1.2e-38) or infinite (above 3.4e38) there.
+                o.lr = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|&lr| lr > 0.0 && (lr as f32).is_normal())
+                    .ok_or_else(|| {
+                        number(
+                            v,
+                            &format!(
+                                "a positive number from {:e} to {:e} (the net trains in f32)",
+                                f32::MIN_POSITIVE,
+                                f32::MAX
+                            ),
+                        )
+                    })?;
             }
             "--optimizer" => o.optimizer = value()?,
             "--schedule" => o.schedule = value()?,
@@ -149,6 +170,10 @@ pub fn parse_args(
     }
     Ok(Some(o))
 }
+
+/// The most epochs `--epochs` accepts: far more than any run needs (the MLP reaches its best
+/// in about 10), and few enough that the number of steps cannot overflow.
+pub const MAX_EPOCHS: usize = 100_000;
 
 /// What the examples' exit codes mean, printed after their `--help`.
 pub const EXIT_CODES: &str = "\
@@ -220,25 +245,61 @@ fn usual_lr(o: &Options) -> f64 {
     }
 }
 
+/// What went wrong with a run, for [`hint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// The loss exploded or became NaN or infinite.
+    Diverged,
+    /// The loss stayed at chance level.
+    Stalled,
+}
+
+/// `x` with at most three significant digits, as a person writes it (`0.003`, not
+/// `0.0030000000000000005`).
+fn short(x: f64) -> String {
+    show(format!("{x:.2e}").parse::<f64>().unwrap_or(x))
+}
+
+/// A learning rate as a person reads it: `0.03`, but `1.2e-38` rather than 38 zeros.
+pub fn show(x: f64) -> String {
+    if x != 0.0 && !(1e-4..1e6).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}
+
 /// The likely cause of a run that diverged or stalled, from how its learning rate compares
-/// with the usual one: honest when the learning rate is not the problem.
-fn hint(o: &Options, stalled: bool) -> String {
+/// with the usual one (the usual range is a tenth of it to ten times it): honest when the
+/// learning rate is not the problem.
+pub fn hint(o: &Options, trouble: Trouble) -> String {
     let usual = usual_lr(o);
+    let (lr, optimizer) = (show(o.lr), &o.optimizer);
+    let range = format!("{} to {}", short(usual / 10.0), short(10.0 * usual));
     if o.lr >= 10.0 * usual {
         format!(
-            "the learning rate {} is far above the usual {usual} for {}: try --lr {usual}",
-            o.lr, o.optimizer
+            "the learning rate {lr} is far above the usual {usual} for {optimizer}: try --lr {usual}"
         )
-    } else if stalled && o.lr <= usual / 100.0 {
-        format!(
-            "the learning rate {} is so small that the weights barely move: try --lr {usual}",
-            o.lr
-        )
+    } else if o.lr < usual / 10.0 {
+        match trouble {
+            Trouble::Stalled if o.lr <= usual / 100.0 => format!(
+                "the learning rate {lr} is so small that the weights barely move: try --lr {usual}"
+            ),
+            Trouble::Stalled => format!(
+                "the learning rate {lr} is below the usual range for {optimizer} ({range}): the \
+                 weights move too slowly to leave chance level; try --lr {usual}"
+            ),
+            // A small rate does not make a run explode: the data is the likelier cause.
+            Trouble::Diverged => format!(
+                "the learning rate {lr} is below the usual range for {optimizer} ({range}), so it \
+                 is an unlikely cause: check that the images and labels belong together and are \
+                 not corrupt (--data)"
+            ),
+        }
     } else {
         format!(
-            "the learning rate {} is in the usual range for {}: check that the images and labels \
-             belong together and are not corrupt (--data)",
-            o.lr, o.optimizer
+            "the learning rate {lr} is in the usual range for {optimizer} ({range}): check that \
+             the images and labels belong together and are not corrupt (--data)"
         )
     }
 }
@@ -246,11 +307,20 @@ fn hint(o: &Options, stalled: bool) -> String {
 /// The mean loss of a net that answers 1/10 for every class: ln 10.
 pub const CHANCE_LOSS: f64 = core::f64::consts::LN_10;
 
+/// The fewest training steps after which a run still at chance level is called stalled: on a
+/// few hundred images an epoch is a handful of steps, too few to judge. Measured on 640 MNIST
+/// images (10 steps an epoch), the MLP leaves chance level within 10 steps at the usual rates,
+/// in about 40 with SGD at a tenth of it (0.003) and 90 at a thirtieth (0.001); 500 leaves
+/// room, and is still within MNIST's first epoch (937 steps).
+pub const MIN_STEPS_BEFORE_STALL: usize = 500;
+
 /// An error when an epoch's results show a run going nowhere: a mean loss that grew far past its
-/// start (exploded), or one still at chance level with chance accuracy.
+/// start (exploded), or one still at chance level with chance accuracy after at least
+/// [`MIN_STEPS_BEFORE_STALL`] steps (`steps` is the number taken so far).
 pub fn check_progress(
     o: &Options,
     epoch: usize,
+    steps: usize,
     first_loss: f64,
     train_loss: f64,
     accuracy: f64,
@@ -260,34 +330,122 @@ pub fn check_progress(
         return Err(format!(
             "training diverged in epoch {epoch}: the mean loss grew from {first_loss:.4} (the first \
              batch) to {train_loss:.4}; {}",
-            hint(o, false)
+            hint(o, Trouble::Diverged)
         ));
     }
-    if train_loss > 0.98 * CHANCE_LOSS && accuracy < 0.2 {
+    if steps >= MIN_STEPS_BEFORE_STALL && at_chance(train_loss, accuracy) {
         return Err(format!(
-            "training is stuck at chance level after epoch {epoch}: mean loss {train_loss:.4} \
-             (guessing gives {CHANCE_LOSS:.4}), test accuracy {:.2}%; {}",
+            "training is stuck at chance level after epoch {epoch} ({steps} steps): mean loss \
+             {train_loss:.4} (guessing gives {CHANCE_LOSS:.4}), test accuracy {:.2}%; {}",
             100.0 * accuracy,
-            hint(o, true)
+            hint(o, Trouble::Stalled)
         ));
     }
     Ok(())
 }
 
+/// Whether an epoch's mean loss and accuracy are those of guessing.
+fn at_chance(train_loss: f64, accuracy: f64) -> bool {
+    train_loss > 0.98 * CHANCE_LOSS && accuracy < 0.2
+}
+
+/// A note for a run that ended at chance level in fewer than [`MIN_STEPS_BEFORE_STALL`] steps,
+/// too few to call it stalled: its accuracy is not a verdict on the net or the data. A learning
+/// rate outside the usual range is named as well.
+pub fn too_short_note(o: &Options, steps: usize, train_loss: f64, accuracy: f64) -> Option<String> {
+    (steps < MIN_STEPS_BEFORE_STALL && at_chance(train_loss, accuracy)).then(|| {
+        let usual = usual_lr(o);
+        let lr_note = if (usual / 10.0..10.0 * usual).contains(&o.lr) {
+            String::new()
+        } else {
+            format!("; also, {}", hint(o, Trouble::Stalled))
+        };
+        format!(
+            "the net is still at chance level after {steps} steps (mean loss {train_loss:.4}, \
+             test accuracy {:.2}%): too few steps to tell a stall from a slow start; train longer \
+             (--epochs) or on more images{lr_note}",
+            100.0 * accuracy
+        )
+    })
+}
+
 /// The optimizer chosen on the command line.
-enum AnyOptimizer<N> {
+pub enum AnyOptimizer<N> {
     Sgd(Sgd),
     Momentum(Momentum<f32, N>),
     Adam(Adam<f32, N>),
 }
 
+impl<N: Parameters<f32>> AnyOptimizer<N> {
+    /// The optimizer `--optimizer` names (`sgd`, `adam`; anything else is momentum 0.9), for
+    /// `net`.
+    pub fn new(name: &str, net: &N) -> Self {
+        match name {
+            "sgd" => Self::Sgd(Sgd::new()),
+            "adam" => Self::Adam(Adam::new(net)),
+            _ => Self::Momentum(Momentum::new(net, 0.9)),
+        }
+    }
+}
+
 impl<N: Parameters<f32>> Optimizer<f32, N> for AnyOptimizer<N> {
+    // Each of the three checks; without these two, `Trainer::step` would find an overflow only
+    // after the update, with the net already non-finite.
+    const CHECKS_OVERFLOW: bool = true;
+
+    fn overflowing_tensor(&self, net: &N, gradients: &N, learning_rate: f32) -> Option<usize> {
+        match self {
+            AnyOptimizer::Sgd(o) => o.overflowing_tensor(net, gradients, learning_rate),
+            AnyOptimizer::Momentum(o) => o.overflowing_tensor(net, gradients, learning_rate),
+            AnyOptimizer::Adam(o) => o.overflowing_tensor(net, gradients, learning_rate),
+        }
+    }
+
     fn update(&mut self, net: &mut N, gradients: &N, learning_rate: f32) {
         match self {
             AnyOptimizer::Sgd(o) => o.update(net, gradients, learning_rate),
             AnyOptimizer::Momentum(o) => o.update(net, gradients, learning_rate),
             AnyOptimizer::Adam(o) => o.update(net, gradients, learning_rate),
         }
+    }
+}
+
+/// The number of steps of `epochs` epochs of `batches_per_epoch` batches, or an error naming
+/// both when it does not fit (`--epochs` is capped so that it fits for any data set in memory).
+pub fn total_steps(batches_per_epoch: usize, epochs: usize) -> Result<usize, String> {
+    batches_per_epoch.checked_mul(epochs).ok_or_else(|| {
+        format!(
+            "--epochs {epochs}: {epochs} epochs of {batches_per_epoch} steps are too many to count"
+        )
+    })
+}
+
+/// Writes the curves and the weights where `plot` and `save` say, each falling back to the
+/// temporary directory if it cannot be written (see [`write_or_fallback`]). Both are attempted
+/// even if the first fails (the weights are the run's work), and every failure is reported,
+/// with where its file went.
+pub fn write_results(
+    plot: Option<&Path>,
+    save: Option<&Path>,
+    write_curves: impl Fn(&Path) -> Result<(), String>,
+    write_weights: impl Fn(&Path) -> Result<(), String>,
+) -> Result<(), String> {
+    let outcomes = [
+        ("curves", plot, &write_curves as &dyn Fn(&Path) -> _),
+        ("weights", save, &write_weights),
+    ];
+    let mut failures = Vec::new();
+    for (what, path, write) in outcomes {
+        let Some(path) = path else { continue };
+        match write_or_fallback(what, path, write) {
+            Ok(()) => println!("{what} written to {}", path.display()),
+            Err(e) => failures.push(e),
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; and "))
     }
 }
 
@@ -320,29 +478,23 @@ where
     let mut rng = StdRng::seed_from_u64(o.seed);
     let mut net = M::Net::random(&mut rng);
     let mut trainer = Trainer::<f32, M::Net, BATCH>::new(&net);
-    let mut optimizer = match o.optimizer.as_str() {
-        "sgd" => AnyOptimizer::Sgd(Sgd::new()),
-        "adam" => AnyOptimizer::Adam(Adam::new(&net)),
-        _ => AnyOptimizer::Momentum(Momentum::new(&net, 0.9)),
-    };
+    let mut optimizer = AnyOptimizer::new(&o.optimizer, &net);
     let batches_per_epoch = data.train.len() / BATCH;
+    let total = total_steps(batches_per_epoch, o.epochs)?;
     let schedule = match o.schedule.as_str() {
         "constant" => Schedule::Constant,
         "step" => Schedule::StepDecay {
             every: 3 * batches_per_epoch,
             factor: 0.5,
         },
-        _ => Schedule::Cosine {
-            total: batches_per_epoch * o.epochs,
-            floor: 0.0,
-        },
+        _ => Schedule::Cosine { total, floor: 0.0 },
     };
     println!(
         "training {}, batch {BATCH}, {} epochs, {} lr {} ({} schedule), seed {}, {} thread(s)",
         M::DESCRIPTION,
         o.epochs,
         o.optimizer,
-        o.lr,
+        show(o.lr),
         o.schedule,
         o.seed,
         o.threads
@@ -356,6 +508,7 @@ where
     let mut history = report::History::default();
     let mut step = 0;
     let mut first_loss = CHANCE_LOSS;
+    let mut last = (CHANCE_LOSS, 0.0);
 
     for epoch in 1..=o.epochs {
         let epoch_start = Instant::now();
@@ -375,10 +528,19 @@ where
                 .step(&mut net, &mut optimizer, lr, &SoftmaxCrossEntropy, &x, &y)
                 .map_err(|error| {
                     progress.abandon();
+                    let why = match error {
+                        // The schedule took a tiny base rate below what f32 holds.
+                        StepError::LearningRate(_) => format!(
+                            "--lr {} is too small for the {} schedule in f32: try --lr {}",
+                            show(o.lr),
+                            o.schedule,
+                            usual_lr(o)
+                        ),
+                        _ => hint(o, Trouble::Diverged),
+                    };
                     format!(
-                        "training stopped in epoch {epoch}, batch {}/{batches_per_epoch}: {error}; {}",
+                        "training stopped in epoch {epoch}, batch {}/{batches_per_epoch}: {error}; {why}",
                         b + 1,
-                        hint(o, false)
                     )
                 })?;
             if step == 0 {
@@ -403,7 +565,11 @@ where
             (batches_per_epoch * BATCH) as f64 / train_seconds,
             epoch_start.elapsed().as_secs_f64(),
         );
-        check_progress(o, epoch, first_loss, train_loss, accuracy)?;
+        check_progress(o, epoch, step, first_loss, train_loss, accuracy)?;
+        last = (train_loss, accuracy);
+    }
+    if let Some(note) = too_short_note(o, step, last.0, last.1) {
+        println!("note: {note}");
     }
 
     let predictions = eval.predict_all(&net, &data.test);
@@ -414,21 +580,16 @@ where
     );
     println!();
     print!("{}", report::misclassified(&data.test, &predictions, 4));
-    // Both files are attempted even if the first fails: the weights are the run's work.
-    let plotted = o.plot.as_ref().map(|path| {
-        let svg = report::svg(&history);
-        write_or_fallback("curves", path, |p| {
+    let svg = report::svg(&history);
+    write_results(
+        o.plot.as_deref(),
+        o.save.as_deref(),
+        |p| {
             std::fs::write(p, &svg)
                 .map_err(|e| format!("cannot write the plot to {}: {e}", p.display()))
-        })
-        .inspect(|()| println!("curves written to {}", path.display()))
-    });
-    let saved = o.save.as_ref().map(|path| {
-        write_or_fallback("weights", path, |p| M::save(&net, p))
-            .inspect(|()| println!("weights written to {}", path.display()))
-    });
-    saved.transpose()?;
-    plotted.transpose()?;
+        },
+        |p| M::save(&net, p),
+    )?;
     println!("total time {:.2} s", start.elapsed().as_secs_f64());
     println!(
         "test accuracy: {:.2}%",

@@ -64,14 +64,17 @@ Usage: cargo run --release --example mnist_static -- [OPTIONS]
 
 Options:
   --data DIR          MNIST directory (default: $MNIST_DIR, else data/mnist/, downloaded if missing)
-  --epochs N          passes over the training set (default 10)
-  --lr RATE           base learning rate (default 0.03; try 0.001 with adam)
+  --epochs N          passes over the training set, a whole number from 1 to 100000
+                      (default 10)
+  --lr RATE           base learning rate, a positive number from 1.2e-38 to 3.4e38 (the
+                      net trains in f32; default 0.03; try 0.001 with adam)
   --optimizer NAME    sgd | momentum | adam (default momentum, 0.9)
   --schedule NAME     cosine | step | constant (default cosine decay to 0 over the run;
                       step halves the rate every 3 epochs)
   --seed N            seed of initialization and shuffling (default 42)
-  --threads N         threads for the matrix products (default 1; needs `--features threads`;
-                      results are identical for any N)
+  --threads N         threads for the matrix products, at most 4 per core of this machine
+                      (default 1; more than 1 needs `--features threads`; results are
+                      identical for any N)
   --save PATH         write the trained weights (safetensors) to PATH
   --plot PATH         write the loss and accuracy curves as an SVG to PATH
   -h, --help          print this help

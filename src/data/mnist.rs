@@ -31,7 +31,7 @@ use std::vec::Vec;
 
 use num_traits::Float;
 
-use super::idx::{self, IdxError, IdxErrorKind, Images};
+use super::idx::{self, IdxError, Images};
 use crate::Scalar;
 
 /// The base names of the four MNIST files, each expected in the directory either as is or with
@@ -250,7 +250,7 @@ impl<'a> Pending<'a> {
             }),
             // The counts disagree: named, as before, by the label file, unless its stream turns
             // out corrupt (the image file's was looked at already).
-            Err(e) if matches!(e.kind(), IdxErrorKind::CountMismatch { .. }) => {
+            Err(e) if matches!(e.kind(), idx::IdxErrorKind::CountMismatch { .. }) => {
                 Err(IdxError::new(labels.real_cause(e.into_kind())).with_path(labels_path))
             }
             Err(e) => Err(e),

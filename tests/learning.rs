@@ -416,7 +416,8 @@ fn an_update_that_would_overflow_is_refused_with_the_net_unchanged() {
 }
 
 /// An optimizer of one's own that does not predict overflow: an overflowing update is still
-/// reported at once (found after the update), naming the tensor.
+/// reported at once (found after the update), naming the tensor, with the update applied, as
+/// `Trainer::step` documents: the one case where the net is left non-finite after an `Err`.
 #[test]
 fn a_custom_optimizer_that_overflows_is_reported_after_the_update() {
     struct Doubling;
@@ -434,4 +435,6 @@ fn a_custom_optimizer_that_overflows_is_reported_after_the_update() {
         .step(&mut net, &mut Doubling, 1e10, &MeanSquaredError, &x, &x)
         .unwrap_err();
     assert!(matches!(err, StepError::Update { tensor: 1 }), "{err:?}");
+    assert!(net.tensor(1).iter().all(|v| v.is_infinite()));
+    assert!(net.tensor(0).iter().all(|v| v.is_finite()));
 }

@@ -13,6 +13,46 @@ use crate::Scalar;
 ///
 /// A stateful optimizer is built for one net type (its state has the net's shapes), and
 /// updates only nets of that type: using it with another is a compile error naming both.
+///
+/// # Overflow
+///
+/// [`Trainer::step`](super::Trainer::step) never leaves a net with a NaN or an infinity after
+/// an error, with one exception, which this trait decides. An optimizer that sets
+/// [`CHECKS_OVERFLOW`](Self::CHECKS_OVERFLOW) and answers
+/// [`overflowing_tensor`](Self::overflowing_tensor) ([`Sgd`], [`Momentum`] and [`Adam`] do) is
+/// asked before each update, and an update that would overflow is refused with the net and the
+/// optimizer unchanged. One that does not (the provided defaults) is checked only after its
+/// update: the step then returns [`StepError::Update`](super::StepError::Update) with the
+/// update applied, the net holding a non-finite value and the optimizer's state moved. An
+/// optimizer that wraps others (an enum choosing one at run time, say) should forward both
+/// items:
+///
+/// ```
+/// use constmat::nn::{Adam, Optimizer, Parameters, Sgd};
+///
+/// enum Either<N> {
+///     Sgd(Sgd),
+///     Adam(Adam<f32, N>),
+/// }
+///
+/// impl<N: Parameters<f32>> Optimizer<f32, N> for Either<N> {
+///     const CHECKS_OVERFLOW: bool = true; // both parts check
+///
+///     fn overflowing_tensor(&self, net: &N, gradients: &N, lr: f32) -> Option<usize> {
+///         match self {
+///             Either::Sgd(o) => o.overflowing_tensor(net, gradients, lr),
+///             Either::Adam(o) => o.overflowing_tensor(net, gradients, lr),
+///         }
+///     }
+///
+///     fn update(&mut self, net: &mut N, gradients: &N, lr: f32) {
+///         match self {
+///             Either::Sgd(o) => o.update(net, gradients, lr),
+///             Either::Adam(o) => o.update(net, gradients, lr),
+///         }
+///     }
+/// }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` was not built for the net `{P}`",
     label = "this optimizer's state has the shapes of another net",
@@ -26,7 +66,8 @@ pub trait Optimizer<T, P: Parameters<T>> {
     /// Whether [`overflowing_tensor`](Self::overflowing_tensor) answers for this optimizer.
     /// [`Trainer::step`](super::Trainer::step) then asks it before updating, and refuses an
     /// update that would overflow with the net and the optimizer unchanged; otherwise it can
-    /// only check the parameters after the update. True for [`Sgd`], [`Momentum`] and [`Adam`].
+    /// only check the parameters after the update, which then stays applied (see
+    /// [Overflow](Self#overflow)). True for [`Sgd`], [`Momentum`] and [`Adam`].
     const CHECKS_OVERFLOW: bool = false;
 
     /// The first tensor (in [`Parameters`] order) of which [`update`](Self::update) with these

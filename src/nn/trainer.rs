@@ -39,9 +39,17 @@ impl<T: Float + 'static, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
     /// (training has diverged), a gradient with a NaN or infinite value, or an update that would
     /// make a parameter NaN or infinite. The parameters and the optimizer's state are then left
     /// as they were (the update is skipped), so the caller can report it and stop with the net it
-    /// had, all finite. (With an optimizer of your own that does not implement
-    /// [`Optimizer::overflowing_tensor`], an overflow is found after the update instead: see
-    /// [`StepError::Update`].)
+    /// had, all finite.
+    ///
+    /// One exception: an optimizer whose [`Optimizer::CHECKS_OVERFLOW`] is `false` (the
+    /// default, so an optimizer of your own unless it implements
+    /// [`Optimizer::overflowing_tensor`]) cannot be asked before it updates. An update of its
+    /// that overflows is found after it, and [`StepError::Update`] then comes with the update
+    /// applied: the net holds a NaN or an infinity (in the tensor named, and perhaps in later
+    /// ones) and the optimizer's state has moved. To go back, keep a copy of the net (and of
+    /// the optimizer) from before the step; `step` makes none itself, since it allocates
+    /// nothing. [`Sgd`](super::Sgd), [`Momentum`](super::Momentum) and [`Adam`](super::Adam)
+    /// check first.
     ///
     /// `x` and `target` are arrays of `B` samples; a [`Matrix`](crate::Matrix) of `B` rows
     /// derefs to one, so `&x` works for either.
@@ -151,8 +159,10 @@ pub enum StepError<T> {
     /// floating-point range. With [`Sgd`](super::Sgd), [`Momentum`](super::Momentum),
     /// [`Adam`](super::Adam) (and any optimizer with
     /// [`CHECKS_OVERFLOW`](super::Optimizer::CHECKS_OVERFLOW)) the update was refused, and the
-    /// net and the optimizer are as they were; with another optimizer it is found after the
-    /// update, and that tensor's values are not usable.
+    /// net and the optimizer are as they were. With an optimizer without it, the overflow is
+    /// found after the update, which stays applied: tensor `tensor` holds a NaN or an infinity
+    /// (later tensors may too) and the optimizer's state has moved (see
+    /// [`Trainer::step`](super::Trainer::step)).
     Update {
         /// The first tensor with a non-finite parameter.
         tensor: usize,

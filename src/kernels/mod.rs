@@ -157,6 +157,12 @@ fn run_as<
 
 /// `out = a · b`: `(H x K) · (K x W) -> H x W`.
 ///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. The kernels have no checked form (they are the
+/// fast path, and need neither `alloc` nor a result per element); with `alloc`,
+/// `Matrix::checked_matmul` is this product with every
+/// operation checked.
+///
 /// ```
 /// let a = [[1, 2], [3, 4]];
 /// let b = [[5, 6], [7, 8]];
@@ -178,6 +184,12 @@ pub fn matmul_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
 }
 
 /// `out += a · b`: `(H x K) · (K x W)` added into an `H x W` output.
+///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. The kernels have no checked form (they are the
+/// fast path, and need neither `alloc` nor a result per element); with `alloc`,
+/// `Matrix::checked_matmul` checks the product (adding it
+/// into `out` is then the caller's to check).
 ///
 /// ```
 /// let a = [[1, 2], [3, 4]];
@@ -202,6 +214,12 @@ pub fn matmul_accumulate_into<T: Scalar, const H: usize, const K: usize, const W
 ///
 /// This is the shape of a weight gradient, `dW = dZᵀ · X`.
 ///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. The kernels have no checked form (they are the
+/// fast path, and need neither `alloc` nor a result per element); with `alloc`,
+/// `Matrix::checked_matmul` of `a`'s transpose and `b` is
+/// the same product, checked.
+///
 /// ```
 /// let a = [[1, 2], [3, 4]]; // aᵀ = [[1, 3], [2, 4]]
 /// let b = [[5, 6], [7, 8]];
@@ -223,6 +241,12 @@ pub fn matmul_transpose_lhs_into<T: Scalar, const K: usize, const H: usize, cons
 }
 
 /// `out += aᵀ · b`: `a` is `K x H`, `b` is `K x W`, `out` is `H x W`.
+///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. The kernels have no checked form (they are the
+/// fast path, and need neither `alloc` nor a result per element); with `alloc`,
+/// `Matrix::checked_matmul` of `a`'s transpose and `b` is
+/// the same product, checked.
 ///
 /// ```
 /// let a = [[1, 2], [3, 4]];
@@ -252,6 +276,12 @@ pub fn matmul_transpose_lhs_accumulate_into<
 ///
 /// This is the shape of a dense layer's forward pass with PyTorch-oriented weights, `Z = X · Wᵀ`.
 ///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. The kernels have no checked form (they are the
+/// fast path, and need neither `alloc` nor a result per element); with `alloc`,
+/// `Matrix::checked_matmul` of `a` and `b`'s transpose is
+/// the same product, checked.
+///
 /// ```
 /// let a = [[1, 2], [3, 4]];
 /// let b = [[5, 6], [7, 8]]; // bᵀ = [[5, 7], [6, 8]]
@@ -272,6 +302,12 @@ pub fn matmul_transpose_rhs_into<T: Scalar, const H: usize, const K: usize, cons
 }
 
 /// `out += a · bᵀ`: `a` is `H x K`, `b` is `W x K`, `out` is `H x W`.
+///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. The kernels have no checked form (they are the
+/// fast path, and need neither `alloc` nor a result per element); with `alloc`,
+/// `Matrix::checked_matmul` of `a` and `b`'s transpose is
+/// the same product, checked.
 ///
 /// ```
 /// let a = [[1, 2], [3, 4]];
@@ -299,6 +335,12 @@ pub fn matmul_transpose_rhs_accumulate_into<
 
 /// `out = w · x` for one sample: `w` is `O x I` (a weight in `out x in` orientation), `x` has `I`
 /// elements, `out` has `O`. The single-sample forward pass of a dense layer.
+///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. The kernels have no checked form (they are the
+/// fast path, and need neither `alloc` nor a result per element); with `alloc`,
+/// `Matrix::checked_matmul` of `w` and `x` as a column is
+/// the same product, checked.
 ///
 /// ```
 /// let w = [[1, 0, 2], [0, 1, 0]];
@@ -339,10 +381,21 @@ pub fn transpose_into<T: Copy, const H: usize, const W: usize>(
 /// Floating-point sums are accumulated in several independent partial sums, so the result may
 /// differ from a left-to-right sum in the last bits.
 ///
+/// With integer elements a product or a sum that overflows panics in a debug build and wraps
+/// in a release build, as Rust's `*` and `+` do. There is no checked form (the kernels are the
+/// fast path); a checked dot product is one fold, as below.
+///
 /// ```
 /// assert_eq!(constmat::kernels::dot(&[1, 2, 3], &[4, 5, 6]), 32);
 /// let ones = [1.0_f32; 100];
 /// assert_eq!(constmat::kernels::dot(&ones, &ones), 100.0);
+///
+/// // Checked, for integers: `None` on overflow, in every build.
+/// let checked_dot = |a: &[i8], b: &[i8]| {
+///     a.iter().zip(b).try_fold(0_i8, |sum, (&x, &y)| sum.checked_add(x.checked_mul(y)?))
+/// };
+/// assert_eq!(checked_dot(&[1, 2, 3], &[4, 5, 6]), Some(32));
+/// assert_eq!(checked_dot(&[100, 100], &[1, 1]), None);
 /// ```
 #[must_use]
 pub fn dot<T: Scalar, const N: usize>(a: &[T; N], b: &[T; N]) -> T {

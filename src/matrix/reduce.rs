@@ -23,12 +23,20 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     ///
     /// With one sample per row, this is the bias gradient `db = Σ_batch dZ`.
     ///
+    /// With integer elements an overflow panics in a debug build and wraps in a release build,
+    /// as Rust's `+` does. There is no checked form: sum in a wider type instead, where no
+    /// realistic matrix overflows (`m.map(i64::from).column_sums()` for `i32` elements, below).
+    ///
     /// ```
     /// use constmat::Matrix;
     ///
     /// let m = Matrix::<i32, 2, 3>::from_rows([[1, 2, 3], [4, 5, 6]]);
     /// let sums: Matrix<i32, 1, 3> = m.column_sums();
     /// assert_eq!(sums.as_slice(), &[5, 7, 9]);
+    ///
+    /// // i32 sums that overflow, summed in i64.
+    /// let big = Matrix::<i32, 2, 1>::filled(i32::MAX);
+    /// assert_eq!(big.map(i64::from).column_sums().as_slice(), &[2 * i64::from(i32::MAX)]);
     /// ```
     #[must_use]
     pub fn column_sums(&self) -> Matrix<T, 1, W> {
@@ -38,6 +46,8 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     }
 
     /// `out = column sums of self` with no allocation: `H x W -> 1 x W`.
+    ///
+    /// Integer overflow as in [`column_sums`](Self::column_sums).
     ///
     /// ```
     /// use constmat::Matrix;
@@ -59,12 +69,20 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
 
     /// The sum of each row (summing over the columns): `H x W -> H x 1`.
     ///
+    /// With integer elements an overflow panics in a debug build and wraps in a release build,
+    /// as Rust's `+` does. There is no checked form: sum in a wider type instead, where no
+    /// realistic matrix overflows (`m.map(i64::from).row_sums()` for `i32` elements, below).
+    ///
     /// ```
     /// use constmat::Matrix;
     ///
     /// let m = Matrix::<i32, 2, 3>::from_rows([[1, 2, 3], [4, 5, 6]]);
     /// let sums: Matrix<i32, 2, 1> = m.row_sums();
     /// assert_eq!(sums.as_slice(), &[6, 15]);
+    ///
+    /// // i32 sums that overflow, summed in i64.
+    /// let big = Matrix::<i32, 1, 2>::filled(i32::MAX);
+    /// assert_eq!(big.map(i64::from).row_sums().as_slice(), &[2 * i64::from(i32::MAX)]);
     /// ```
     #[must_use]
     pub fn row_sums(&self) -> Matrix<T, H, 1> {
@@ -74,6 +92,8 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     }
 
     /// `out = row sums of self` with no allocation: `H x W -> H x 1`.
+    ///
+    /// Integer overflow as in [`row_sums`](Self::row_sums).
     ///
     /// ```
     /// use constmat::Matrix;
@@ -93,10 +113,16 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     ///
     /// An empty column (`H == 0`) has no mean: for floats its entry is NaN (`0 / 0`).
     ///
+    /// With integer elements, the sums behind the means overflow as in
+    /// [`column_sums`](Self::column_sums): a panic in a debug build, a wrapped (wrong) mean in a
+    /// release build. There is no checked form; take the mean in a wider type,
+    /// `m.map(i64::from).column_means()`.
+    ///
     /// # Panics
     ///
     /// For integer types, when `H == 0` (division by zero) or when `H` does not fit in `T`
-    /// (a `u8` matrix with more than 255 rows).
+    /// (a `u8` matrix with more than 255 rows); in a debug build, when a column's sum
+    /// overflows `T`.
     ///
     /// ```
     /// use constmat::Matrix;
@@ -116,9 +142,15 @@ impl<T: Scalar, const H: usize, const W: usize> Matrix<T, H, W> {
     ///
     /// An empty row (`W == 0`) has no mean: for floats its entry is NaN (`0 / 0`).
     ///
+    /// With integer elements, the sums behind the means overflow as in
+    /// [`row_sums`](Self::row_sums): a panic in a debug build, a wrapped (wrong) mean in a
+    /// release build. There is no checked form; take the mean in a wider type,
+    /// `m.map(i64::from).row_means()`.
+    ///
     /// # Panics
     ///
-    /// For integer types, when `W == 0` (division by zero) or when `W` does not fit in `T`.
+    /// For integer types, when `W == 0` (division by zero) or when `W` does not fit in `T`; in
+    /// a debug build, when a row's sum overflows `T`.
     ///
     /// ```
     /// use constmat::Matrix;

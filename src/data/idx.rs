@@ -1048,8 +1048,8 @@ pub(crate) fn image_check(
 /// Reads an image file as [`read_images`] does, but checks the image size (and the number of
 /// images, when `count` is given: the number of labels that go with them) in the header,
 /// before reading a single pixel: a file that declares other sizes is refused without reading
-/// (or decompressing) its body, however large it says it is. The limit on the data is
-/// [`DEFAULT_LIMIT_BYTES`], which only matters when `count` is `None`.
+/// (or decompressing) its body, however large it says it is. The data is also held to
+/// [`DEFAULT_LIMIT_BYTES`], as by [`read_images`].
 ///
 /// # Errors
 ///

@@ -29,22 +29,37 @@
 //! assert_eq!(err.to_string(), "tensor 0.weight: element 1 is not a finite number");
 //! ```
 
-use super::{Dtype, Error, Shape, Tensor, TensorName, parse};
+use super::{Dtype, Error, Index, Shape, Tensor, TensorName, parse};
+use crate::kernels::le_bytes;
 
-/// The tensor `{module}.{field}` of `bytes`, checked to have `dtype` and `shape`.
+/// Where a decoder looks for its tensor: the bytes of a file (parsed again for each tensor),
+/// or a file's [`Index`], which a baked net builds once for all its layers.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Bytes(&'a [u8]),
+    Index(&'a Index<'a>),
+}
+
+/// The tensor `{module}.{field}` of `source`, checked to have `dtype` and `shape`.
 const fn find<'a>(
-    bytes: &'a [u8],
+    source: Source<'a>,
     module: usize,
     field: &str,
     dtype: Dtype,
     shape: &[usize],
 ) -> Result<Tensor<'a>, Error> {
-    let header = match parse(bytes) {
-        Ok(header) => header,
-        Err(e) => return Err(e),
+    let found = match source {
+        Source::Bytes(bytes) => match parse(bytes) {
+            Ok(header) => header.find_module(module, field.as_bytes()),
+            Err(e) => return Err(e),
+        },
+        Source::Index(index) => match index.find_module(module, field.as_bytes()) {
+            Ok(found) => found,
+            Err(e) => return Err(e),
+        },
     };
     let name = TensorName::of(module, field);
-    match header.find_module(module, field.as_bytes()) {
+    match found {
         Some(tensor) if tensor.dtype as u8 == dtype as u8 && tensor.shape.is(shape) => Ok(tensor),
         Some(tensor) => Err(Error::Mismatch {
             name,
@@ -63,8 +78,9 @@ const fn find<'a>(
 
 macro_rules! decoders {
     (
-        $t:ty, $dtype:ident, $bits:ty, $exponent:expr, $matrix:ident, $vector:ident,
-        $tensor4:ident, $fill:ident, |$b:ident| $assemble:expr
+        $t:ty, $dtype:ident, $first_bad:path, $copy:path,
+        $matrix:ident / $matrix_from:ident, $vector:ident / $vector_from:ident,
+        $tensor4:ident / $tensor4_from:ident
     ) => {
         #[doc = concat!(
             "The `", stringify!($dtype), "` tensor `{module}.{field}` of shape `[H, W]` in the ",
@@ -79,22 +95,27 @@ macro_rules! decoders {
             module: usize,
             field: &str,
         ) -> Result<[[$t; W]; H], Error> {
-            let tensor = match find(bytes, module, field, Dtype::$dtype, &[H, W]) {
+            $matrix_from::<H, W>(Source::Bytes(bytes), module, field)
+        }
+
+        /// The same, from a [`Source`].
+        pub(crate) const fn $matrix_from<const H: usize, const W: usize>(
+            source: Source<'_>,
+            module: usize,
+            field: &str,
+        ) -> Result<[[$t; W]; H], Error> {
+            let tensor = match find(source, module, field, Dtype::$dtype, &[H, W]) {
                 Ok(tensor) => tensor,
                 Err(e) => return Err(e),
             };
-            let mut out = [[0.0; W]; H];
-            let mut row = 0;
-            while row < H {
-                let (_, rest) = tensor.data.split_at(row * W * size_of::<$t>());
-                if let Some(i) = $fill(rest, &mut out[row]) {
-                    return Err(Error::NonFinite {
-                        name: TensorName::of(module, field),
-                        index: row * W + i,
-                    });
-                }
-                row += 1;
+            if let Some(index) = $first_bad(tensor.data) {
+                return Err(Error::NonFinite {
+                    name: TensorName::of(module, field),
+                    index,
+                });
             }
+            let mut out = [[0.0; W]; H];
+            $copy(tensor.data, out.as_flattened_mut());
             Ok(out)
         }
 
@@ -109,23 +130,30 @@ macro_rules! decoders {
             module: usize,
             field: &str,
         ) -> Result<[[[[$t; D]; C]; B]; A], Error> {
-            let tensor = match find(bytes, module, field, Dtype::$dtype, &[A, B, C, D]) {
+            $tensor4_from::<A, B, C, D>(Source::Bytes(bytes), module, field)
+        }
+
+        /// The same, from a [`Source`].
+        pub(crate) const fn $tensor4_from<const A: usize, const B: usize, const C: usize, const D: usize>(
+            source: Source<'_>,
+            module: usize,
+            field: &str,
+        ) -> Result<[[[[$t; D]; C]; B]; A], Error> {
+            let tensor = match find(source, module, field, Dtype::$dtype, &[A, B, C, D]) {
                 Ok(tensor) => tensor,
                 Err(e) => return Err(e),
             };
-            let mut out = [[[[0.0; D]; C]; B]; A];
-            let mut row = 0;
-            while row < A * B * C {
-                let (_, rest) = tensor.data.split_at(row * D * size_of::<$t>());
-                let (a, b, c) = (row / (B * C), row / C % B, row % C);
-                if let Some(i) = $fill(rest, &mut out[a][b][c]) {
-                    return Err(Error::NonFinite {
-                        name: TensorName::of(module, field),
-                        index: row * D + i,
-                    });
-                }
-                row += 1;
+            if let Some(index) = $first_bad(tensor.data) {
+                return Err(Error::NonFinite {
+                    name: TensorName::of(module, field),
+                    index,
+                });
             }
+            let mut out = [[[[0.0; D]; C]; B]; A];
+            $copy(
+                tensor.data,
+                out.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
+            );
             Ok(out)
         }
 
@@ -140,114 +168,98 @@ macro_rules! decoders {
             module: usize,
             field: &str,
         ) -> Result<[$t; N], Error> {
-            let tensor = match find(bytes, module, field, Dtype::$dtype, &[N]) {
+            $vector_from::<N>(Source::Bytes(bytes), module, field)
+        }
+
+        /// The same, from a [`Source`].
+        pub(crate) const fn $vector_from<const N: usize>(
+            source: Source<'_>,
+            module: usize,
+            field: &str,
+        ) -> Result<[$t; N], Error> {
+            let tensor = match find(source, module, field, Dtype::$dtype, &[N]) {
                 Ok(tensor) => tensor,
                 Err(e) => return Err(e),
             };
-            let mut out = [0.0; N];
-            match $fill(tensor.data, &mut out) {
-                Some(index) => Err(Error::NonFinite {
+            if let Some(index) = $first_bad(tensor.data) {
+                return Err(Error::NonFinite {
                     name: TensorName::of(module, field),
                     index,
-                }),
-                None => Ok(out),
+                });
             }
-        }
-
-        /// Decodes `out.len()` little-endian values from the start of `bytes` (which holds at
-        /// least that many: the caller found the tensor with its shape). Returns the index of
-        /// the first NaN or infinity (its exponent bits all ones), if any.
-        const fn $fill(bytes: &[u8], out: &mut [$t]) -> Option<usize> {
-            let (chunks, _) = bytes.as_chunks::<{ size_of::<$t>() }>();
-            // The bound is computed once: the compiler interprets this loop step by step, and a
-            // call per element (`len()`) would cost as much as the decoding.
-            let n = if out.len() < chunks.len() {
-                out.len()
-            } else {
-                chunks.len()
-            };
-            let mut i = 0;
-            while i < n {
-                // Assembled by hand: `from_le_bytes` would be a call, and calls are what costs
-                // most when the compiler interprets this loop (it halves the build time).
-                let $b = chunks[i];
-                let bits: $bits = $assemble;
-                if bits & $exponent == $exponent {
-                    return Some(i);
-                }
-                out[i] = <$t>::from_bits(bits);
-                i += 1;
-            }
-            None
+            let mut out = [0.0; N];
+            $copy(tensor.data, &mut out);
+            Ok(out)
         }
     };
 }
-
 decoders!(
     f32,
     F32,
-    u32,
-    0x7f80_0000,
-    f32_matrix,
-    f32_vector,
-    f32_tensor4,
-    fill_f32,
-    |b| { (b[0] as u32) | (b[1] as u32) << 8 | (b[2] as u32) << 16 | (b[3] as u32) << 24 }
+    le_bytes::first_non_finite_f32,
+    le_bytes::copy_f32,
+    f32_matrix / f32_matrix_from,
+    f32_vector / f32_vector_from,
+    f32_tensor4 / f32_tensor4_from
 );
 decoders!(
     f64,
     F64,
-    u64,
-    0x7ff0_0000_0000_0000,
-    f64_matrix,
-    f64_vector,
-    f64_tensor4,
-    fill_f64,
-    |b| {
-        (b[0] as u64)
-            | (b[1] as u64) << 8
-            | (b[2] as u64) << 16
-            | (b[3] as u64) << 24
-            | (b[4] as u64) << 32
-            | (b[5] as u64) << 40
-            | (b[6] as u64) << 48
-            | (b[7] as u64) << 56
-    }
+    le_bytes::first_non_finite_f64,
+    le_bytes::copy_f64,
+    f64_matrix / f64_matrix_from,
+    f64_vector / f64_vector_from,
+    f64_tensor4 / f64_tensor4_from
 );
 
 /// The range a tensor's values are checked against: `None` allows every value of the type.
 type Range = Option<(i32, i32)>;
 
-/// Decodes `out.len()` little-endian integers of `SIZE` bytes (1 or 4) from the start of
-/// `bytes`, checking each against `range`; returns the index and value of the first outside
-/// it, if any.
-const fn fill_integers<const SIZE: usize>(
-    bytes: &[u8],
-    out: &mut [i32],
-    range: Range,
-) -> Option<(usize, i32)> {
-    let (chunks, _) = bytes.as_chunks::<SIZE>();
-    let n = if out.len() < chunks.len() {
-        out.len()
-    } else {
-        chunks.len()
-    };
-    let (min, max) = match range {
+/// `range` as the bounds of an `i32`.
+const fn bounds(range: Range) -> (i32, i32) {
+    match range {
         Some(range) => range,
         None => (i32::MIN, i32::MAX),
-    };
-    let mut i = 0;
-    while i < n {
-        let b = chunks[i];
-        let value = if SIZE == 1 {
-            b[0] as i8 as i32
-        } else {
-            (b[0] as u32 | (b[1] as u32) << 8 | (b[2] as u32) << 16 | (b[3] as u32) << 24) as i32
+    }
+}
+
+/// The index and value of the first `i8` of `bytes` outside `range`.
+const fn first_i8_outside(bytes: &[u8], range: Range) -> Option<(usize, i32)> {
+    let (min, max) = bounds(range);
+    if min > max || min > i8::MAX as i32 || max < i8::MIN as i32 {
+        // An empty range (no layer asks for one): the first value is outside it.
+        return match bytes.first() {
+            Some(&b) => Some((0, b as i8 as i32)),
+            None => None,
         };
+    }
+    // The range meets the values of an `i8`: its part inside them.
+    let min = if min < i8::MIN as i32 {
+        i8::MIN
+    } else {
+        min as i8
+    };
+    let max = if max > i8::MAX as i32 {
+        i8::MAX
+    } else {
+        max as i8
+    };
+    match le_bytes::first_i8_outside(bytes, min, max) {
+        Some(i) => Some((i, bytes[i] as i8 as i32)),
+        None => None,
+    }
+}
+
+/// The index and value of the first little-endian `i32` of `bytes` outside `range`.
+const fn first_i32_outside(bytes: &[u8], range: Range) -> Option<(usize, i32)> {
+    let (min, max) = bounds(range);
+    let (chunks, _) = bytes.as_chunks::<4>();
+    let mut i = 0;
+    while i < chunks.len() {
+        let value = i32::from_le_bytes(chunks[i]);
         if value < min || value > max {
             return Some((i, value));
         }
-        out[i] = value;
         i += 1;
     }
     None
@@ -255,10 +267,7 @@ const fn fill_integers<const SIZE: usize>(
 
 /// The error for element `index` of `{module}.{field}` holding `value`, outside `range`.
 const fn out_of_range(module: usize, field: &str, index: usize, value: i32, range: Range) -> Error {
-    let (min, max) = match range {
-        Some(range) => range,
-        None => (i32::MIN, i32::MAX),
-    };
+    let (min, max) = bounds(range);
     Error::OutOfRange {
         name: TensorName::of(module, field),
         index,
@@ -268,15 +277,11 @@ const fn out_of_range(module: usize, field: &str, index: usize, value: i32, rang
     }
 }
 
-/// Elements decoded at a time by [`check_values`]: its scratch buffer, on the stack.
-const CHECK_CHUNK: usize = 256;
-
-/// Checks the values of a tensor with the rule the decoders apply (they are the ones that run
-/// here, into a scratch buffer): the first NaN or infinity of a float tensor, or the first
-/// integer outside `range`, as [`Error::NonFinite`] or [`Error::OutOfRange`] naming
-/// `{module}.{field}`. `data` holds little-endian elements of `dtype`; the dtypes no layer
-/// holds have no value rule here (a net's tensors never have them: their dtypes are checked
-/// first).
+/// Checks the values of a tensor with the rule the decoders apply (they call the same
+/// functions): the first NaN or infinity of a float tensor, or the first integer outside
+/// `range`, as [`Error::NonFinite`] or [`Error::OutOfRange`] naming `{module}.{field}`. `data`
+/// holds little-endian elements of `dtype`; the dtypes no layer holds have no value rule here
+/// (a net's tensors never have them: their dtypes are checked first).
 ///
 /// What [`check_net`](super::check_net) evaluates for each of a net's tensors at run time.
 pub(crate) const fn check_values(
@@ -286,65 +291,26 @@ pub(crate) const fn check_values(
     field: &str,
     range: Range,
 ) -> Result<(), Error> {
-    let size = match dtype {
-        Dtype::F32 | Dtype::I32 => 4,
-        Dtype::F64 => 8,
-        Dtype::I8 => 1,
-        _ => return Ok(()),
+    let non_finite = match dtype {
+        Dtype::F32 => le_bytes::first_non_finite_f32(data),
+        Dtype::F64 => le_bytes::first_non_finite_f64(data),
+        _ => None,
     };
-    let count = data.len() / size;
-    let mut start = 0;
-    while start < count {
-        let n = if count - start < CHECK_CHUNK {
-            count - start
-        } else {
-            CHECK_CHUNK
-        };
-        let (_, rest) = data.split_at(start * size);
-        let bad = match dtype {
-            Dtype::F32 => {
-                let mut scratch = [0.0; CHECK_CHUNK];
-                match fill_f32(rest, scratch.split_at_mut(n).0) {
-                    Some(i) => Some((i, None)),
-                    None => None,
-                }
-            }
-            Dtype::F64 => {
-                let mut scratch = [0.0; CHECK_CHUNK];
-                match fill_f64(rest, scratch.split_at_mut(n).0) {
-                    Some(i) => Some((i, None)),
-                    None => None,
-                }
-            }
-            _ => {
-                let mut scratch = [0; CHECK_CHUNK];
-                let out = scratch.split_at_mut(n).0;
-                let bad = if size == 1 {
-                    fill_integers::<1>(rest, out, range)
-                } else {
-                    fill_integers::<4>(rest, out, range)
-                };
-                match bad {
-                    Some((i, value)) => Some((i, Some(value))),
-                    None => None,
-                }
-            }
-        };
-        match bad {
-            Some((i, None)) => {
-                return Err(Error::NonFinite {
-                    name: TensorName::of(module, field),
-                    index: start + i,
-                });
-            }
-            Some((i, Some(value))) => {
-                return Err(out_of_range(module, field, start + i, value, range));
-            }
-            None => {}
-        }
-        start += n;
+    if let Some(index) = non_finite {
+        return Err(Error::NonFinite {
+            name: TensorName::of(module, field),
+            index,
+        });
     }
-    Ok(())
+    let outside = match dtype {
+        Dtype::I8 => first_i8_outside(data, range),
+        Dtype::I32 => first_i32_outside(data, range),
+        _ => None,
+    };
+    match outside {
+        Some((index, value)) => Err(out_of_range(module, field, index, value, range)),
+        None => Ok(()),
+    }
 }
 
 /// The `I8` tensor `{module}.{field}` of shape `[H, W]` in the safetensors file `bytes`, each
@@ -361,25 +327,25 @@ pub const fn i8_matrix<const H: usize, const W: usize>(
     field: &str,
     range: Range,
 ) -> Result<[[i8; W]; H], Error> {
-    let tensor = match find(bytes, module, field, Dtype::I8, &[H, W]) {
+    i8_matrix_from::<H, W>(Source::Bytes(bytes), module, field, range)
+}
+
+/// [`i8_matrix`] from a [`Source`].
+pub(crate) const fn i8_matrix_from<const H: usize, const W: usize>(
+    source: Source<'_>,
+    module: usize,
+    field: &str,
+    range: Range,
+) -> Result<[[i8; W]; H], Error> {
+    let tensor = match find(source, module, field, Dtype::I8, &[H, W]) {
         Ok(tensor) => tensor,
         Err(e) => return Err(e),
     };
-    let mut out = [[0; W]; H];
-    let mut row = 0;
-    while row < H {
-        let mut values = [0; W];
-        let (_, rest) = tensor.data.split_at(row * W);
-        if let Some((i, value)) = fill_integers::<1>(rest, &mut values, range) {
-            return Err(out_of_range(module, field, row * W + i, value, range));
-        }
-        let mut i = 0;
-        while i < W {
-            out[row][i] = values[i] as i8;
-            i += 1;
-        }
-        row += 1;
+    if let Some((i, value)) = first_i8_outside(tensor.data, range) {
+        return Err(out_of_range(module, field, i, value, range));
     }
+    let mut out = [[0; W]; H];
+    le_bytes::copy_i8(tensor.data, out.as_flattened_mut());
     Ok(out)
 }
 
@@ -395,26 +361,33 @@ pub const fn i8_tensor4<const A: usize, const B: usize, const C: usize, const D:
     field: &str,
     range: Range,
 ) -> Result<[[[[i8; D]; C]; B]; A], Error> {
-    let tensor = match find(bytes, module, field, Dtype::I8, &[A, B, C, D]) {
+    i8_tensor4_from::<A, B, C, D>(Source::Bytes(bytes), module, field, range)
+}
+
+/// [`i8_tensor4`] from a [`Source`].
+pub(crate) const fn i8_tensor4_from<
+    const A: usize,
+    const B: usize,
+    const C: usize,
+    const D: usize,
+>(
+    source: Source<'_>,
+    module: usize,
+    field: &str,
+    range: Range,
+) -> Result<[[[[i8; D]; C]; B]; A], Error> {
+    let tensor = match find(source, module, field, Dtype::I8, &[A, B, C, D]) {
         Ok(tensor) => tensor,
         Err(e) => return Err(e),
     };
-    let mut out = [[[[0; D]; C]; B]; A];
-    let mut row = 0;
-    while row < A * B * C {
-        let mut values = [0; D];
-        let (_, rest) = tensor.data.split_at(row * D);
-        if let Some((i, value)) = fill_integers::<1>(rest, &mut values, range) {
-            return Err(out_of_range(module, field, row * D + i, value, range));
-        }
-        let (a, b, c) = (row / (B * C), row / C % B, row % C);
-        let mut i = 0;
-        while i < D {
-            out[a][b][c][i] = values[i] as i8;
-            i += 1;
-        }
-        row += 1;
+    if let Some((i, value)) = first_i8_outside(tensor.data, range) {
+        return Err(out_of_range(module, field, i, value, range));
     }
+    let mut out = [[[[0; D]; C]; B]; A];
+    le_bytes::copy_i8(
+        tensor.data,
+        out.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
+    );
     Ok(out)
 }
 
@@ -430,15 +403,26 @@ pub const fn i32_vector<const N: usize>(
     field: &str,
     range: Range,
 ) -> Result<[i32; N], Error> {
-    let tensor = match find(bytes, module, field, Dtype::I32, &[N]) {
+    i32_vector_from::<N>(Source::Bytes(bytes), module, field, range)
+}
+
+/// [`i32_vector`] from a [`Source`].
+pub(crate) const fn i32_vector_from<const N: usize>(
+    source: Source<'_>,
+    module: usize,
+    field: &str,
+    range: Range,
+) -> Result<[i32; N], Error> {
+    let tensor = match find(source, module, field, Dtype::I32, &[N]) {
         Ok(tensor) => tensor,
         Err(e) => return Err(e),
     };
-    let mut out = [0; N];
-    match fill_integers::<4>(tensor.data, &mut out, range) {
-        Some((i, value)) => Err(out_of_range(module, field, i, value, range)),
-        None => Ok(out),
+    if let Some((i, value)) = first_i32_outside(tensor.data, range) {
+        return Err(out_of_range(module, field, i, value, range));
     }
+    let mut out = [0; N];
+    le_bytes::copy_i32(tensor.data, &mut out);
+    Ok(out)
 }
 
 /// The `I8` scalar (shape `[]`, as PyTorch stores a zero point) `{module}.{field}` in the
@@ -448,7 +432,16 @@ pub const fn i32_vector<const N: usize>(
 ///
 /// As [`i8_matrix`], without a range.
 pub const fn i8_scalar(bytes: &[u8], module: usize, field: &str) -> Result<i8, Error> {
-    match find(bytes, module, field, Dtype::I8, &[]) {
+    i8_scalar_from(Source::Bytes(bytes), module, field)
+}
+
+/// [`i8_scalar`] from a [`Source`].
+pub(crate) const fn i8_scalar_from(
+    source: Source<'_>,
+    module: usize,
+    field: &str,
+) -> Result<i8, Error> {
+    match find(source, module, field, Dtype::I8, &[]) {
         Ok(tensor) => Ok(tensor.data[0] as i8),
         Err(e) => Err(e),
     }
@@ -461,16 +454,26 @@ pub const fn i8_scalar(bytes: &[u8], module: usize, field: &str) -> Result<i8, E
 ///
 /// As [`f32_matrix`].
 pub const fn f32_scalar(bytes: &[u8], module: usize, field: &str) -> Result<f32, Error> {
-    let tensor = match find(bytes, module, field, Dtype::F32, &[]) {
+    f32_scalar_from(Source::Bytes(bytes), module, field)
+}
+
+/// [`f32_scalar`] from a [`Source`].
+pub(crate) const fn f32_scalar_from(
+    source: Source<'_>,
+    module: usize,
+    field: &str,
+) -> Result<f32, Error> {
+    let tensor = match find(source, module, field, Dtype::F32, &[]) {
         Ok(tensor) => tensor,
         Err(e) => return Err(e),
     };
-    let mut out = [0.0];
-    match fill_f32(tensor.data, &mut out) {
-        Some(index) => Err(Error::NonFinite {
+    if let Some(index) = le_bytes::first_non_finite_f32(tensor.data) {
+        return Err(Error::NonFinite {
             name: TensorName::of(module, field),
             index,
-        }),
-        None => Ok(out[0]),
+        });
     }
+    let mut out = [0.0];
+    le_bytes::copy_f32(tensor.data, &mut out);
+    Ok(out[0])
 }

@@ -72,6 +72,8 @@ mod parse;
 mod spec;
 
 pub use error::{Error, ErrorKind, Message, Shape, TensorName};
+#[doc(hidden)]
+pub use parse::Index;
 pub use parse::{
     Header, MAX_HEADER_LEN, MAX_TENSORS, Tensor, check_layout, check_net, parse, validate,
     validate_layout,

@@ -84,6 +84,16 @@ pub struct Tensor<'a> {
 /// # Ok::<(), format::Error>(())
 /// ```
 pub const fn parse(bytes: &[u8]) -> Result<Header<'_>, Error> {
+    parse_recording(bytes, None)
+}
+
+/// [`parse`], which also records in `index` each tensor whose name reads as
+/// `"{module}.{field}"`, as it meets them (for [`Index::of`], so that the header is read
+/// once); `index` is only complete when the parse succeeds.
+const fn parse_recording<'a>(
+    bytes: &'a [u8],
+    mut index: Option<&mut Index<'a>>,
+) -> Result<Header<'a>, Error> {
     let Some((length, rest)) = bytes.split_first_chunk::<8>() else {
         return Err(Error::TooShort { len: bytes.len() });
     };
@@ -135,6 +145,17 @@ pub const fn parse(bytes: &[u8]) -> Result<Header<'_>, Error> {
             end: info.end,
         };
         count += 1;
+        if let Some(index) = &mut index
+            && let Some((module, field)) = parse_name(key.name)
+        {
+            index.entries[index.count] = IndexEntry {
+                module,
+                field,
+                name: key.name,
+                info,
+            };
+            index.count += 1;
+        }
     }
 
     // The reference implementation's rule: sorted by their offsets, the tensors' data follow
@@ -257,6 +278,110 @@ pub const fn check_layout(header: &Header<'_>, spec: &NetSpec) -> Result<(), Err
         }
     }
     Ok(())
+}
+
+/// A file's tensors found once, for the compile-time baking of a net: [`parse`]'s verdict and,
+/// for each tensor named `"{module}.{field}"`, where the header describes it. Its lookups
+/// give what [`Header::find_module`] gives, without reading the header again; a net of `L`
+/// layers otherwise reads it about `2L` times while the compiler interprets each step.
+///
+/// It is large (tens of KiB: [`MAX_TENSORS`] entries), so it is meant for `const` items only;
+/// at run time, look tensors up on the [`Header`].
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct Index<'a> {
+    header: Result<Header<'a>, Error>,
+    count: usize,
+    entries: [IndexEntry<'a>; MAX_TENSORS],
+}
+
+/// A tensor of an [`Index`]: its module and field, its name as written, its description.
+#[derive(Clone, Copy)]
+struct IndexEntry<'a> {
+    module: usize,
+    field: &'a [u8],
+    name: &'a [u8],
+    info: Info,
+}
+
+impl<'a> Index<'a> {
+    /// Parses `bytes` and finds its tensors.
+    #[must_use]
+    pub const fn of(bytes: &'a [u8]) -> Self {
+        const EMPTY: IndexEntry<'static> = IndexEntry {
+            module: 0,
+            field: &[],
+            name: &[],
+            info: Info {
+                dtype: Dtype::F32,
+                shape: Shape::empty(),
+                begin: 0,
+                end: 0,
+            },
+        };
+        let mut index = Self {
+            header: Err(Error::TooShort { len: 0 }),
+            count: 0,
+            entries: [EMPTY; MAX_TENSORS],
+        };
+        index.header = parse_recording(bytes, Some(&mut index));
+        index
+    }
+
+    /// [`validate_layout`] of the indexed file. A file that fits is confirmed from the index
+    /// alone: every tensor has a name read as a module and a field (the index holds all of
+    /// them), each is one of `spec`'s with its dtype and shape, and there are as many as in
+    /// `spec` (names are unique in a parsed file, and two names never read as the same module
+    /// and field, so each of `spec`'s tensors is there). Otherwise [`check_layout`] runs, which
+    /// reports the first problem in the net's order but reads the header once per tensor.
+    ///
+    /// # Errors
+    ///
+    /// As [`validate_layout`].
+    pub const fn validate_layout(&self, spec: &NetSpec) -> Result<(), Error> {
+        let header = match self.header {
+            Ok(header) => header,
+            Err(e) => return Err(e),
+        };
+        if self.count == header.tensors && self.count == spec.tensor_count() {
+            let mut i = 0;
+            while i < self.count {
+                let entry = &self.entries[i];
+                match spec.find(entry.module, entry.field) {
+                    Some(expected)
+                        if entry.info.dtype as u8 == expected.dtype as u8
+                            && entry.info.shape.is(expected.shape) => {}
+                    _ => break,
+                }
+                i += 1;
+            }
+            if i == self.count {
+                return Ok(());
+            }
+        }
+        check_layout(&header, spec)
+    }
+
+    /// [`Header::find_module`] on the parsed file, or [`parse`]'s error.
+    pub(crate) const fn find_module(
+        &self,
+        module: usize,
+        field: &[u8],
+    ) -> Result<Option<Tensor<'a>>, Error> {
+        let header = match self.header {
+            Ok(header) => header,
+            Err(e) => return Err(e),
+        };
+        let mut i = 0;
+        while i < self.count {
+            let entry = &self.entries[i];
+            if entry.module == module && bytes_eq(entry.field, field) {
+                return Ok(Some(header.entry(entry.name, entry.info)));
+            }
+            i += 1;
+        }
+        Ok(None)
+    }
 }
 
 /// [`parse`], then [`check_net`]: whether `bytes` is a file of the net `spec`, values included.

@@ -84,6 +84,7 @@ pub(crate) fn in_configured_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 
 use crate::Scalar;
 
+pub(crate) mod le_bytes;
 mod reference;
 #[cfg(target_arch = "x86_64")]
 mod simd;

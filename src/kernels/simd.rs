@@ -1,6 +1,7 @@
 //! SIMD matrix products for `f32` and `f64` on x86-64: AVX-512F or AVX2+FMA, chosen at run time.
 //!
-//! This is the crate's only `unsafe` code. Everything here is reached through the safe functions
+//! With [`le_bytes`](super::le_bytes) (compile-time decoding of weights files), this is the
+//! crate's only `unsafe` code. Everything here is reached through the safe functions
 //! at the bottom ([`gemm_f32`], [`gemm_f64`]), which check every slice length against the
 //! dimensions before any pointer is formed, and pick an instruction set the CPU has.
 //!

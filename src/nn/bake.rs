@@ -30,6 +30,10 @@ pub trait SafetensorsFile {
     /// The `nn.Sequential` index of the module where the layer being read starts: 0 for a
     /// whole net; [`Skip`] sets it for the later layers of a chain.
     const FIRST_MODULE: usize = 0;
+    /// The file's tensors, found once for all the layers of a net rather than once per tensor
+    /// (the compiler interprets each step of the baking). Not meant to be set.
+    #[doc(hidden)]
+    const INDEX: crate::format::Index<'static> = crate::format::Index::of(Self::BYTES);
 }
 
 /// The same file as `F`, read from the first module after the layers `L`: how a
@@ -40,6 +44,7 @@ pub struct Skip<F, L>(PhantomData<fn() -> (F, L)>);
 impl<F: SafetensorsFile, L: Layer> SafetensorsFile for Skip<F, L> {
     const BYTES: &'static [u8] = F::BYTES;
     const FIRST_MODULE: usize = F::FIRST_MODULE + L::SPEC.modules();
+    const INDEX: crate::format::Index<'static> = F::INDEX;
 }
 
 /// A layer (or net) whose value can be read from the file `F` at compile time: implemented by

@@ -38,7 +38,8 @@ use super::shape::check_output_size;
 use super::{
     Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
 };
-use crate::format::{Element, NetSpec, TensorSpec, decode};
+use crate::format::decode::{self, Source};
+use crate::format::{Element, NetSpec, TensorSpec};
 use crate::kernels::{self, Product};
 
 /// The output size of a convolution along one dimension: `(input + 2·padding - kernel) / stride
@@ -839,12 +840,14 @@ macro_rules! bake {
                 [[[[$t; K]; K]; C]; OC],
                 [$t; OC],
                 Option<crate::format::Error>,
-            ) = match decode::$tensor4(F::BYTES, F::FIRST_MODULE, "weight") {
+            ) = match decode::$tensor4(Source::Index(&F::INDEX), F::FIRST_MODULE, "weight") {
                 Err(e) => ([[[[0.0; K]; K]; C]; OC], [0.0; OC], Some(e)),
-                Ok(weight) => match decode::$vector(F::BYTES, F::FIRST_MODULE, "bias") {
-                    Err(e) => (weight, [0.0; OC], Some(e)),
-                    Ok(bias) => (weight, bias, None),
-                },
+                Ok(weight) => {
+                    match decode::$vector(Source::Index(&F::INDEX), F::FIRST_MODULE, "bias") {
+                        Err(e) => (weight, [0.0; OC], Some(e)),
+                        Ok(bias) => (weight, bias, None),
+                    }
+                }
             };
         }
 
@@ -870,5 +873,5 @@ macro_rules! bake {
         }
     };
 }
-bake!(f32, f32_tensor4, f32_vector);
-bake!(f64, f64_tensor4, f64_vector);
+bake!(f32, f32_tensor4_from, f32_vector_from);
+bake!(f64, f64_tensor4_from, f64_vector_from);

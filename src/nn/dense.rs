@@ -19,7 +19,8 @@ use super::Init;
 use super::{
     Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
 };
-use crate::format::{Element, NetSpec, TensorSpec, decode};
+use crate::format::decode::{self, Source};
+use crate::format::{Element, NetSpec, TensorSpec};
 use crate::kernels;
 
 /// A dense layer with `I` inputs, `O` outputs and activation `A`: `A(X·Wᵀ + b)`, its parameters
@@ -310,12 +311,14 @@ macro_rules! bake {
     ($t:ty, $matrix:ident, $vector:ident) => {
         impl<F: SafetensorsFile, const I: usize, const O: usize> Decoded<F, $t, I, O> {
             const PARTS: ([[$t; I]; O], [$t; O], Option<crate::format::Error>) =
-                match decode::$matrix(F::BYTES, F::FIRST_MODULE, "weight") {
+                match decode::$matrix(Source::Index(&F::INDEX), F::FIRST_MODULE, "weight") {
                     Err(e) => ([[0.0; I]; O], [0.0; O], Some(e)),
-                    Ok(weight) => match decode::$vector(F::BYTES, F::FIRST_MODULE, "bias") {
-                        Err(e) => (weight, [0.0; O], Some(e)),
-                        Ok(bias) => (weight, bias, None),
-                    },
+                    Ok(weight) => {
+                        match decode::$vector(Source::Index(&F::INDEX), F::FIRST_MODULE, "bias") {
+                            Err(e) => (weight, [0.0; O], Some(e)),
+                            Ok(bias) => (weight, bias, None),
+                        }
+                    }
                 };
         }
 
@@ -330,5 +333,5 @@ macro_rules! bake {
         }
     };
 }
-bake!(f32, f32_matrix, f32_vector);
-bake!(f64, f64_matrix, f64_vector);
+bake!(f32, f32_matrix_from, f32_vector_from);
+bake!(f64, f64_matrix_from, f64_vector_from);

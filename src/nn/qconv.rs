@@ -17,7 +17,8 @@ use super::qdense::{
 };
 use super::shape::check_output_size;
 use super::{Bake, Identity, Inline, Layer, SafetensorsFile, Store};
-use crate::format::{Error, Message, NetSpec, decode};
+use crate::format::decode::{self, Source};
+use crate::format::{Error, Message, NetSpec};
 use crate::kernels;
 use crate::quant::{Multiplier, Quantization};
 
@@ -382,9 +383,14 @@ struct Decoded<F, const C: usize, const OC: usize, const K: usize>(
 impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize> Decoded<F, C, OC, K> {
     #[allow(clippy::type_complexity)]
     const PARTS: ([[[[i8; K]; K]; C]; OC], Requantization<OC>, Option<Error>) =
-        match decode::i8_tensor4(F::BYTES, F::FIRST_MODULE, "weight", WEIGHT_RANGE) {
+        match decode::i8_tensor4_from(
+            Source::Index(&F::INDEX),
+            F::FIRST_MODULE,
+            "weight",
+            WEIGHT_RANGE,
+        ) {
             Err(e) => ([[[[0; K]; K]; C]; OC], Requantization::ZERO, Some(e)),
-            Ok(weight) => match Requantization::decode(F::BYTES, F::FIRST_MODULE) {
+            Ok(weight) => match Requantization::decode(Source::Index(&F::INDEX), F::FIRST_MODULE) {
                 Err(e) => (weight, Requantization::ZERO, Some(e)),
                 Ok(r) => (weight, r, None),
             },

@@ -14,7 +14,8 @@
 //! `docs/quantization.md`.
 
 use super::{Bake, Identity, Inline, Layer, Relu, SafetensorsFile, Sample, Store};
-use crate::format::{Error, Message, NetSpec, decode};
+use crate::format::decode::{self, Source};
+use crate::format::{Error, Message, NetSpec};
 use crate::kernels;
 use crate::quant::{Multiplier, Quantization};
 
@@ -264,7 +265,7 @@ impl<const N: usize> Requantization<N> {
 
     /// Tensors 1 to 7 read from the file `bytes` at compile time, for the layer at `module`.
     #[allow(clippy::result_large_err)] // `format::Error` is `Copy` and heap-free on purpose
-    pub(crate) const fn decode(bytes: &[u8], module: usize) -> Result<Self, Error> {
+    pub(crate) const fn decode(source: Source<'_>, module: usize) -> Result<Self, Error> {
         macro_rules! tri {
             ($e:expr) => {
                 match $e {
@@ -274,26 +275,26 @@ impl<const N: usize> Requantization<N> {
             };
         }
         Ok(Self {
-            bias: tri!(decode::i32_vector(bytes, module, "bias", None)),
-            multiplier: tri!(decode::i32_vector(
-                bytes,
+            bias: tri!(decode::i32_vector_from(source, module, "bias", None)),
+            multiplier: tri!(decode::i32_vector_from(
+                source,
                 module,
                 "multiplier",
                 MULTIPLIER_RANGE
             )),
-            exponent: tri!(decode::i32_vector(
-                bytes,
+            exponent: tri!(decode::i32_vector_from(
+                source,
                 module,
                 "exponent",
                 EXPONENT_RANGE
             )),
             input: Quantization {
-                scale: tri!(decode::f32_scalar(bytes, module, "input_scale")),
-                zero_point: tri!(decode::i8_scalar(bytes, module, "input_zero_point")),
+                scale: tri!(decode::f32_scalar_from(source, module, "input_scale")),
+                zero_point: tri!(decode::i8_scalar_from(source, module, "input_zero_point")),
             },
             output: Quantization {
-                scale: tri!(decode::f32_scalar(bytes, module, "output_scale")),
-                zero_point: tri!(decode::i8_scalar(bytes, module, "output_zero_point")),
+                scale: tri!(decode::f32_scalar_from(source, module, "output_scale")),
+                zero_point: tri!(decode::i8_scalar_from(source, module, "output_zero_point")),
             },
         })
     }
@@ -409,14 +410,18 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> super::We
 struct Decoded<F, const I: usize, const O: usize>(core::marker::PhantomData<fn() -> F>);
 
 impl<F: SafetensorsFile, const I: usize, const O: usize> Decoded<F, I, O> {
-    const PARTS: ([[i8; I]; O], Requantization<O>, Option<Error>) =
-        match decode::i8_matrix(F::BYTES, F::FIRST_MODULE, "weight", WEIGHT_RANGE) {
-            Err(e) => ([[0; I]; O], Requantization::ZERO, Some(e)),
-            Ok(weight) => match Requantization::decode(F::BYTES, F::FIRST_MODULE) {
-                Err(e) => (weight, Requantization::ZERO, Some(e)),
-                Ok(r) => (weight, r, None),
-            },
-        };
+    const PARTS: ([[i8; I]; O], Requantization<O>, Option<Error>) = match decode::i8_matrix_from(
+        Source::Index(&F::INDEX),
+        F::FIRST_MODULE,
+        "weight",
+        WEIGHT_RANGE,
+    ) {
+        Err(e) => ([[0; I]; O], Requantization::ZERO, Some(e)),
+        Ok(weight) => match Requantization::decode(Source::Index(&F::INDEX), F::FIRST_MODULE) {
+            Err(e) => (weight, Requantization::ZERO, Some(e)),
+            Ok(r) => (weight, r, None),
+        },
+    };
 }
 
 impl<F: SafetensorsFile, const I: usize, const O: usize, A: QuantizedActivation> Bake<F>

@@ -1,0 +1,103 @@
+//! The MNIST examples' exit codes, from the programs themselves: 0 for `--help`, 2 for a bad
+//! command line (nothing is run), 1 for a failure while running (here, unreadable data), as
+//! their `--help` states.
+//!
+//! The programs are the ones `cargo test` builds beside this test (`target/<profile>/examples`);
+//! `cargo test --test exit_codes` alone does not build them, and the test then says so.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The built example `name`, found next to this test's own executable.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/exit_codes-<hash> -> target/<profile>/examples/<name>
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a test executable lives in target/<profile>/deps");
+    let path = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo test` (which builds the examples) or `cargo build --examples` first",
+        path.display()
+    );
+    path
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("constmat-exit-codes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(example(program))
+        .args(args)
+        // Never the real data set: these runs must stop before training.
+        .env_remove("MNIST_DIR")
+        .output()
+        .expect("the example starts")
+}
+
+/// Runs `program` with `args` and checks its exit code and that the text it printed (stdout for
+/// 0, stderr otherwise) contains `says`.
+fn expect(program: &str, args: &[&str], code: i32, says: &str) {
+    let out = run(program, args);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{program} {args:?}\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    let text = if code == 0 { &stdout } else { &stderr };
+    assert!(
+        text.contains(says),
+        "{program} {args:?}: expected {says:?} in\n{text}"
+    );
+}
+
+const PROGRAMS: [&str; 2] = ["mnist_static", "mnist_cnn"];
+
+#[test]
+fn help_lists_the_exit_codes_and_exits_0() {
+    for program in PROGRAMS {
+        expect(program, &["--help"], 0, "Exit codes:");
+        expect(program, &["--help"], 0, "2  a bad command line");
+    }
+}
+
+#[test]
+fn bad_command_lines_exit_2_before_anything_runs() {
+    let missing_dir = scratch("no-such-dir/weights.safetensors");
+    let missing_dir = missing_dir.to_str().unwrap();
+    for program in PROGRAMS {
+        expect(program, &["--lr", "-1"], 2, "--lr");
+        expect(program, &["--lr", "inf"], 2, "--lr");
+        expect(program, &["--epochs", "0"], 2, "--epochs");
+        expect(program, &["--threads", "100000"], 2, "--threads");
+        expect(program, &["--no-such-option"], 2, "--no-such-option");
+        expect(program, &["--save", missing_dir], 2, "no-such-dir");
+        if !cfg!(feature = "threads") {
+            expect(program, &["--threads", "2"], 2, "threads");
+        }
+    }
+}
+
+#[test]
+fn unreadable_data_exits_1() {
+    let dir = scratch("garbage-mnist");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in constmat::data::mnist::FILES {
+        std::fs::write(dir.join(name), b"not an IDX file, not gzip either").unwrap();
+    }
+    let dir = dir.to_str().unwrap();
+    for program in PROGRAMS {
+        expect(program, &["--data", dir, "--epochs", "1"], 1, "error:");
+    }
+}

@@ -527,7 +527,7 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         std::fs::write(krate.join(&file), &case.bytes).unwrap();
         writeln!(
             main,
-            "#[cfg(not(any(let_only, bake_only)))]\npub static {}: Baked<Small> = constmat::include_net!(\"../{file}\");\n",
+            "#[cfg(not(any(let_only, bake_only, large_only, large_nan_only)))]\npub static {}: Baked<Small> = constmat::include_net!(\"../{file}\");\n",
             case.name
         )
         .unwrap();
@@ -544,7 +544,7 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         std::fs::write(krate.join(format!("{name}.safetensors")), &bytes).unwrap();
         writeln!(
             main,
-            "#[cfg(not(any(let_only, bake_only)))]\npub static {name}: Baked<Small> = constmat::include_net!(\"../{name}.safetensors\");\n"
+            "#[cfg(not(any(let_only, bake_only, large_only, large_nan_only)))]\npub static {name}: Baked<Small> = constmat::include_net!(\"../{name}.safetensors\");\n"
         )
         .unwrap();
         expected.push((
@@ -565,7 +565,7 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
     };
     std::fs::write(krate.join("INT8_EXPONENT.safetensors"), &int8).unwrap();
     main.push_str(
-        "#[cfg(not(any(let_only, bake_only)))]\npub static INT8_EXPONENT: Baked<constmat::nn::QDense<4, 2>> = \
+        "#[cfg(not(any(let_only, bake_only, large_only, large_nan_only)))]\npub static INT8_EXPONENT: Baked<constmat::nn::QDense<4, 2>> = \
          constmat::include_net!(\"../INT8_EXPONENT.safetensors\");\n\n",
     );
     let message = st::from_bytes::<nn::QDense<4, 2>>(&int8)
@@ -579,7 +579,7 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
     for (name, ty, file, message) in TYPE_CASES {
         writeln!(
             main,
-            "#[cfg(not(any(let_only, bake_only)))]\npub static {name}: Baked<{ty}> = constmat::include_net!(\"../{file}\");\n"
+            "#[cfg(not(any(let_only, bake_only, large_only, large_nan_only)))]\npub static {name}: Baked<{ty}> = constmat::include_net!(\"../{file}\");\n"
         )
         .unwrap();
         expected.push(((*name).to_string(), Some((*message).to_string())));
@@ -600,6 +600,32 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
          let net: Baked<Small> = constmat::embed::bake::<NanFile, Baked<Small>>();\n    \
          net.first.bias.len()\n}\n",
     );
+    // A layer of 1.2 million parameters, past the 950,000 at which the lint
+    // `long_running_const_eval` used to stop the build (no `allow` here), and the same file with
+    // a NaN deep inside a block of values that the check takes whole.
+    let mut large = Dense::<f32, LARGE_IN, LARGE_OUT>::zeros();
+    for (i, w) in large.weight.as_mut_slice().iter_mut().enumerate() {
+        *w = (i % 1000) as f32 * 1e-3 - 0.5;
+    }
+    std::fs::write(krate.join("LARGE.safetensors"), st::to_bytes(&large, &[])).unwrap();
+    large.weight.as_mut_slice()[LARGE_NAN_AT] = f32::NAN;
+    let large_nan = st::to_bytes(&large, &[]);
+    std::fs::write(krate.join("LARGE_NAN.safetensors"), &large_nan).unwrap();
+    let large_nan_message = st::from_bytes::<Dense<f32, LARGE_IN, LARGE_OUT>>(&large_nan)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        large_nan_message,
+        format!("tensor 0.weight: element {LARGE_NAN_AT} is not a finite number")
+    );
+    writeln!(
+        main,
+        "#[cfg(large_only)]\npub static LARGE: Baked<Dense<f32, {LARGE_IN}, {LARGE_OUT}>> = \
+         constmat::include_net!(\"../LARGE.safetensors\");\n\
+         #[cfg(large_nan_only)]\npub static LARGE_NAN: Baked<Dense<f32, {LARGE_IN}, {LARGE_OUT}>> = \
+         constmat::include_net!(\"../LARGE_NAN.safetensors\");"
+    )
+    .unwrap();
     std::fs::write(krate.join("src/lib.rs"), &main).unwrap();
     // The line of the first `include_net!` at or after the line holding `needle`.
     let line_of = |needle: &str| {
@@ -675,7 +701,35 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         stderr.contains(&nan),
         "`embed::bake` on a file with a NaN must fail the build with {nan:?}:\n{stderr}"
     );
+
+    let check_with = |cfg: &str| {
+        cargo()
+            .args(["rustc", "--offline", "--quiet", "--color", "never", "--lib"])
+            .args(["--profile", "check", "--", "--cfg", cfg])
+            .output()
+            .expect("running cargo")
+    };
+    let output = check_with("large_only");
+    assert!(
+        output.status.success(),
+        "a layer of {} parameters must bake:\n{}",
+        LARGE_IN * LARGE_OUT,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = check_with("large_nan_only");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        error_at(&stderr, line_of("pub static LARGE_NAN:")),
+        Some(large_nan_message),
+        "{stderr}"
+    );
 }
+
+/// The large layer of `files_that_do_not_fit_fail_the_build_at_the_users_line`, and where its
+/// NaN is: in a whole block of 64 values, not in the tail that is read value by value.
+const LARGE_IN: usize = 1000;
+const LARGE_OUT: usize = 1200;
+const LARGE_NAN_AT: usize = 700_001;
 
 // ---------------------------------------------------------------------------------------------
 // The shipped model on real MNIST (skipped with a notice when MNIST_DIR is unset).

@@ -374,34 +374,39 @@ fn the_examples_optimizer_refuses_an_overflowing_update_with_the_net_unchanged()
 /// The whole session on a tiny synthetic data set, as `main` runs it: both output paths turn
 /// unwritable during the run (the directory is gone), and the error names both fallback files
 /// (exit 1); the parse errors above are the exit-2 cases.
-#[test]
-fn a_run_whose_outputs_cannot_be_written_names_both_fallbacks() {
-    use common::training::{BATCH, Model};
-    use constmat::data::mnist::{self, Split};
-    use constmat::nn::Dense;
+/// A one-layer net for whole runs of `training::run` on tiny synthetic data sets.
+struct Tiny;
 
-    struct Tiny;
-    impl Model for Tiny {
-        type Net = constmat::net![Dense<f32, { mnist::PIXELS }, { mnist::CLASSES }>];
-        const DESCRIPTION: &'static str = "one dense layer";
-        fn fill(split: &Split, index: usize, x: &mut [f32; mnist::PIXELS]) {
-            for (dst, &p) in x.iter_mut().zip(split.image(index)) {
-                *dst = f32::from(p) / 255.0;
-            }
-        }
-        fn save(_: &Self::Net, path: &Path) -> Result<(), String> {
-            std::fs::write(path, "net")
-                .map_err(|e| format!("cannot save to {}: {e}", path.display()))
+impl common::training::Model for Tiny {
+    type Net = constmat::net![
+        constmat::nn::Dense<f32, { constmat::data::mnist::PIXELS }, { constmat::data::mnist::CLASSES }>
+    ];
+    const DESCRIPTION: &'static str = "one dense layer";
+    fn fill(
+        split: &constmat::data::mnist::Split,
+        index: usize,
+        x: &mut [f32; constmat::data::mnist::PIXELS],
+    ) {
+        for (dst, &p) in x.iter_mut().zip(split.image(index)) {
+            *dst = f32::from(p) / 255.0;
         }
     }
-    let dir = scratch("tiny-mnist");
+    fn save(_: &Self::Net, path: &Path) -> Result<(), String> {
+        std::fs::write(path, "net").map_err(|e| format!("cannot save to {}: {e}", path.display()))
+    }
+}
+
+/// A directory `name` holding a synthetic MNIST of `train` and `test` images, labelled `i % 10`;
+/// the pixels follow a pattern that differs from image to image, or are all the same.
+fn tiny_mnist(name: &str, train: u32, test: u32, varied: bool) -> PathBuf {
+    let dir = scratch(name);
     std::fs::create_dir_all(&dir).unwrap();
     let images = |n: u32| {
         let mut b = vec![0, 0, 8, 3];
         for d in [n, 28, 28] {
             b.extend(d.to_be_bytes());
         }
-        b.extend((0..n as usize * 784).map(|i| (i % 251) as u8));
+        b.extend((0..n as usize * 784).map(|i| if varied { (i % 251) as u8 } else { 128 }));
         b
     };
     let labels = |n: u32| {
@@ -410,15 +415,26 @@ fn a_run_whose_outputs_cannot_be_written_names_both_fallbacks() {
         b.extend((0..n).map(|i| (i % 10) as u8));
         b
     };
-    let n = BATCH as u32;
-    for (name, bytes) in mnist::FILES
-        .iter()
-        .zip([images(n), labels(n), images(2), labels(2)])
-    {
+    for (name, bytes) in constmat::data::mnist::FILES.iter().zip([
+        images(train),
+        labels(train),
+        images(test),
+        labels(test),
+    ]) {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
+    dir
+}
+
+#[test]
+fn a_run_whose_outputs_cannot_be_written_names_both_fallbacks() {
     let o = Options {
-        data: Some(dir),
+        data: Some(tiny_mnist(
+            "tiny-mnist",
+            common::training::BATCH as u32,
+            2,
+            true,
+        )),
         epochs: 1,
         save: Some(scratch("vanished/tiny-weights.safetensors")),
         plot: Some(scratch("vanished/tiny-curves.svg")),
@@ -433,6 +449,61 @@ fn a_run_whose_outputs_cannot_be_written_names_both_fallbacks() {
         );
         std::fs::remove_file(fallback).unwrap();
     }
+}
+
+/// The case as a whole run: Adam with a learning rate of 100 used to train to chance
+/// level and succeed. The run now stops with an error naming the epoch and the learning rate.
+#[test]
+fn a_whole_run_with_an_absurd_learning_rate_stops_with_an_error() {
+    let o = Options {
+        data: Some(tiny_mnist(
+            "tiny-mnist-diverge",
+            4 * common::training::BATCH as u32,
+            10,
+            true,
+        )),
+        epochs: 20,
+        optimizer: "adam".into(),
+        lr: 100.0,
+        usual_lr: 0.001,
+        ..defaults()
+    };
+    let err = training::run::<Tiny, 10>(&o).unwrap_err();
+    assert!(err.contains("training diverged in epoch"), "{err}");
+    assert!(
+        err.contains("the learning rate 100 is far above the usual"),
+        "{err}"
+    );
+}
+
+/// A whole run on data no net can learn from (every image the same) at the usual learning rate:
+/// stopped as stalled once enough steps have passed, and the hint points at the data, not the
+/// learning rate.
+#[test]
+fn a_whole_run_stuck_at_chance_stops_and_blames_the_data() {
+    let o = Options {
+        data: Some(tiny_mnist(
+            "tiny-mnist-stall",
+            common::training::BATCH as u32,
+            10,
+            false,
+        )),
+        epochs: MIN_STEPS_BEFORE_STALL + 100,
+        schedule: "constant".into(),
+        ..defaults()
+    };
+    let err = training::run::<Tiny, 10>(&o).unwrap_err();
+    assert!(
+        err.contains(&format!(
+            "training is stuck at chance level after epoch {MIN_STEPS_BEFORE_STALL} ({MIN_STEPS_BEFORE_STALL} steps)"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("is in the usual range"), "{err}");
+    assert!(
+        err.contains("check that the images and labels belong together"),
+        "{err}"
+    );
 }
 
 /// An image file whose header declares 65,536 images of 256 x 256 (4 GiB) was read (and

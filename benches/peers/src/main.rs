@@ -39,6 +39,9 @@ Options:
   --only LIST      measure only these implementations, comma-separated (constmat is always
                    measured: it is the reference), e.g. --only numpy
   --raw            also print every round's figure
+  --peak GFLOPS    the machine's one-thread peak, for the CNN's share-of-peak table (default
+                   148, the project's first machine; measure yours with the probe in
+                   docs/performance.md, section The machine's peak)
   -h, --help       print this help
 
 Environment: MNIST_DIR (the epoch workload and the checks use MNIST's training images from
@@ -51,6 +54,8 @@ struct Options {
     python: Option<String>,
     only: Option<Vec<String>>,
     raw: bool,
+    /// The one-thread peak the CNN's rates are compared with, in GFLOP/s.
+    peak_gflops: f64,
 }
 
 fn parse_options() -> Result<Option<Options>, String> {
@@ -60,6 +65,7 @@ fn parse_options() -> Result<Option<Options>, String> {
     let mut quick = false;
     let mut only = None;
     let mut raw = false;
+    let mut peak_gflops = DEFAULT_PEAK_GFLOPS;
     let mut python = Some(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()));
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -95,6 +101,14 @@ fn parse_options() -> Result<Option<Options>, String> {
                 only = Some(value()?.split(',').map(|s| s.trim().to_string()).collect());
             }
             "--raw" => raw = true,
+            "--peak" => {
+                let v = value()?;
+                peak_gflops = v
+                    .parse()
+                    .ok()
+                    .filter(|g: &f64| g.is_finite() && *g > 0.0)
+                    .ok_or_else(|| format!("--peak: expected positive GFLOP/s, found `{v}`"))?;
+            }
             other => return Err(format!("unknown option `{other}` (see --help)")),
         }
     }
@@ -112,6 +126,7 @@ fn parse_options() -> Result<Option<Options>, String> {
         python,
         only,
         raw,
+        peak_gflops,
     }))
 }
 
@@ -388,7 +403,7 @@ fn print_tables(
         }
         println!("{row}");
     }
-    print_cnn_rates(names, workloads, times);
+    print_cnn_rates(names, workloads, times, options.peak_gflops);
     println!();
     println!("### Spread across rounds");
     println!();
@@ -415,13 +430,19 @@ fn print_tables(
     }
 }
 
-/// The one-thread peak of the project's machine (AVX-512 fused multiply-adds), measured with a
-/// register-only FMA loop: the ceiling the CNN's arithmetic rates are compared with.
-const PEAK_GFLOPS: f64 = 148.0;
+/// The one-thread peak of the project's first machine (AVX-512 fused multiply-adds), measured
+/// with a register-only FMA loop: the ceiling the CNN's arithmetic rates are compared with,
+/// unless `--peak` gives this machine's.
+const DEFAULT_PEAK_GFLOPS: f64 = 148.0;
 
 /// The CNN's arithmetic rate per implementation: its multiply-adds (two flops each) over the
 /// median times.
-fn print_cnn_rates(names: &[String], workloads: &[Workload], times: &[Vec<Vec<f64>>]) {
+fn print_cnn_rates(
+    names: &[String],
+    workloads: &[Workload],
+    times: &[Vec<Vec<f64>>],
+    peak_gflops: f64,
+) {
     let flops = |w: Workload| -> f64 {
         2.0 * match w {
             Workload::CnnEpoch => (cnn::TRAINING_MACS * common::BATCH * EPOCH_STEPS) as f64,
@@ -431,7 +452,7 @@ fn print_cnn_rates(names: &[String], workloads: &[Workload], times: &[Vec<Vec<f6
         }
     };
     println!();
-    println!("### CNN: GFLOP/s achieved (share of the {PEAK_GFLOPS:.0} GFLOP/s one-thread peak)");
+    println!("### CNN: GFLOP/s achieved (share of the {peak_gflops:.0} GFLOP/s one-thread peak)");
     println!();
     println!(
         "{:.2} MFLOP per image forward, {:.2} MFLOP per image trained (two per multiply-add).",
@@ -463,7 +484,7 @@ fn print_cnn_rates(names: &[String], workloads: &[Workload], times: &[Vec<Vec<f6
                         t
                     };
                     let rate = flops(w) / seconds / 1e9;
-                    row += &format!(" {rate:.1} ({:.0}%) |", rate / PEAK_GFLOPS * 100.0);
+                    row += &format!(" {rate:.1} ({:.0}%) |", rate / peak_gflops * 100.0);
                 }
             }
         }

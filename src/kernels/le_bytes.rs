@@ -219,8 +219,8 @@ copies! {
 mod tests {
     extern crate std;
     use super::*;
-    use std::vec::Vec;
     use std::vec;
+    use std::vec::Vec;
 
     /// Bytes of `n` finite values with varied exponents and signs, little-endian.
     fn finite_f32s(n: usize) -> Vec<u8> {

@@ -3906,6 +3906,32 @@ mod tests {
             height: 4,
             width: 4,
         },
+        // LeNet-5's second convolution, and kernels 5 and 3 wide with whole and partial tiles of
+        // positions and of filters.
+        Conv {
+            channels: 6,
+            filters: 16,
+            kernel: 5,
+            padding: 0,
+            height: 14,
+            width: 14,
+        },
+        Conv {
+            channels: 2,
+            filters: 20,
+            kernel: 5,
+            padding: 0,
+            height: 7,
+            width: 31,
+        },
+        Conv {
+            channels: 2,
+            filters: 19,
+            kernel: 3,
+            padding: 1,
+            height: 5,
+            width: 27,
+        },
     ];
 
     /// Every shape as the filters-in-lanes kernels take it: padded beforehand.

@@ -3906,16 +3906,8 @@ mod tests {
             height: 4,
             width: 4,
         },
-        // LeNet-5's second convolution, and kernels 5 and 3 wide with whole and partial tiles of
-        // positions and of filters.
-        Conv {
-            channels: 6,
-            filters: 16,
-            kernel: 5,
-            padding: 0,
-            height: 14,
-            width: 14,
-        },
+        // Kernels 5 and 3 wide with whole and partial tiles of positions and of filters (LeNet-5's
+        // second convolution is in `CONVS`).
         Conv {
             channels: 2,
             filters: 20,

@@ -626,6 +626,63 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
          constmat::include_net!(\"../LARGE_NAN.safetensors\");"
     )
     .unwrap();
+    // The other whole-block checks, baked by the compiler: an infinity in a whole block of
+    // `f64`s of a chain's second layer (found through the file's index at the right module),
+    // and an int8 weight of -128 in the second block of 256.
+    type F64Chain = constmat::net![Dense<f64, 40, 30, nn::Relu>, Dense<f64, 30, 20>];
+    let mut chain = F64Chain::zeros();
+    chain.rest.weight.as_mut_slice()[100] = f64::NEG_INFINITY;
+    let mut int8_weight = [[1_i8; 256]; 2];
+    int8_weight[1][44] = i8::MIN;
+    let int8 = nn::QDense::<256, 2>::new(
+        int8_weight,
+        [0; 2],
+        [constmat::quant::Multiplier::from_real(0.5); 2],
+        constmat::quant::Quantization {
+            scale: 0.1,
+            zero_point: 0,
+        },
+        constmat::quant::Quantization {
+            scale: 0.1,
+            zero_point: 0,
+        },
+    );
+    let mut block_cases = Vec::new();
+    for (name, ty, bytes, message) in [
+        (
+            "F64_BLOCK",
+            "constmat::net![Dense<f64, 40, 30, Relu>, Dense<f64, 30, 20>]",
+            st::to_bytes(&chain, &[]),
+            st::from_bytes::<F64Chain>(&st::to_bytes(&chain, &[]))
+                .unwrap_err()
+                .to_string(),
+        ),
+        (
+            "INT8_BLOCK",
+            "constmat::nn::QDense<256, 2>",
+            st::to_bytes(&int8, &[]),
+            st::from_bytes::<nn::QDense<256, 2>>(&st::to_bytes(&int8, &[]))
+                .unwrap_err()
+                .to_string(),
+        ),
+    ] {
+        std::fs::write(krate.join(format!("{name}.safetensors")), &bytes).unwrap();
+        writeln!(
+            main,
+            "#[cfg(large_nan_only)]\npub static {name}: Baked<{ty}> = \
+             constmat::include_net!(\"../{name}.safetensors\");"
+        )
+        .unwrap();
+        block_cases.push((name, message));
+    }
+    assert_eq!(
+        block_cases[0].1,
+        "tensor 2.weight: element 100 is not a finite number"
+    );
+    assert_eq!(
+        block_cases[1].1,
+        "tensor 0.weight: element 300 is -128, outside -127..=127"
+    );
     std::fs::write(krate.join("src/lib.rs"), &main).unwrap();
     // The line of the first `include_net!` at or after the line holding `needle`.
     let line_of = |needle: &str| {
@@ -723,6 +780,13 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
         Some(large_nan_message),
         "{stderr}"
     );
+    for (name, message) in block_cases {
+        assert_eq!(
+            error_at(&stderr, line_of(&format!("pub static {name}:"))),
+            Some(message),
+            "{stderr}"
+        );
+    }
 }
 
 /// The large layer of `files_that_do_not_fit_fail_the_build_at_the_users_line`, and where its

@@ -1,6 +1,6 @@
 //! One rule for weights files: the run-time loader (`io::safetensors`) and the compile-time
-//! baking (`include_net!`, which evaluates `format::validate` and the layers' `Bake::BAKED`)
-//! accept the same files, read the same numbers from them, and reject the rest with the same
+//! baking (`include_net!`, which evaluates `format::Index::validate_layout` and the layers'
+//! `Bake::BAKED`) accept the same files, read the same numbers from them, and reject the rest with the same
 //! error. The rule itself is checked against the reference implementation (the `safetensors`
 //! crate): a file we accept, it accepts with the same tensors; a file it rejects, we reject.
 //!
@@ -24,10 +24,26 @@ use proptest::prelude::*;
 type Small = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2>];
 
 /// What the compile-time path computes from `bytes`, run at run time: the check that
-/// `include_net!` evaluates (`format::validate_layout`), then each layer's `Bake` constants,
-/// whose decoding (`format::decode`) checks the values, first layer first.
+/// `include_net!` evaluates (`format::Index::validate_layout`, on the file parsed once), then
+/// each layer's `Bake` constants, whose decoding (`format::decode`) checks the values, first
+/// layer first. The layers find their tensors through the same index: its lookups must give
+/// what the parsed header gives.
 fn baked(bytes: &[u8]) -> Result<Baked<Small>, format::Error> {
-    format::validate_layout(bytes, &<Baked<Small> as Layer>::SPEC)?;
+    // About 70 KB: on the heap, as the compiler would keep it apart from the stack.
+    let index = Box::new(format::Index::of(bytes));
+    index.validate_layout(&<Baked<Small> as Layer>::SPEC)?;
+    let header = format::parse(bytes).expect("a file whose layout fits is valid");
+    for (module, field) in [(0, "weight"), (0, "bias"), (2, "weight"), (2, "bias")] {
+        let (by_index, by_header) = (
+            index.find_module(module, field.as_bytes()).expect("parsed"),
+            header.find_module(module, field.as_bytes()),
+        );
+        assert_eq!(
+            by_index.map(|t| (t.name, t.dtype, t.shape, t.offsets, t.data)),
+            by_header.map(|t| (t.name, t.dtype, t.shape, t.offsets, t.data)),
+            "{module}.{field}: the index and the header find different tensors"
+        );
+    }
     Ok(constmat::nn::Chain::new(
         Dense::new(
             decode::f32_matrix::<3, 4>(bytes, 0, "weight")?,

@@ -363,7 +363,11 @@ impl<'a> Index<'a> {
     }
 
     /// [`Header::find_module`] on the parsed file, or [`parse`]'s error.
-    pub(crate) const fn find_module(
+    ///
+    /// # Errors
+    ///
+    /// [`parse`]'s, when the file is not valid.
+    pub const fn find_module(
         &self,
         module: usize,
         field: &[u8],

@@ -2,15 +2,16 @@
 //! turns the bytes of a file into the arrays of a `static`.
 //!
 //! `const` code cannot call trait methods, so there is one set of functions per element type.
-//! Each checks the values as it decodes them, so that a baked net reads its values once: a
-//! NaN or an infinity is [`Error::NonFinite`], an integer outside its tensor's
+//! Each checks a tensor's values before copying them, so that a baked net holds only values the
+//! rule allows: a NaN or an infinity is [`Error::NonFinite`], an integer outside its tensor's
 //! [`range`](super::TensorSpec::range) [`Error::OutOfRange`], each for the first such element
-//! by row-major index. This module holds the one definition of that value rule: the run-time
-//! loader's [`check_net`](super::check_net) runs the same decoding functions over each tensor
-//! (into a scratch buffer), so the two paths cannot disagree on a value. The rest of the file (names, dtypes, shapes) is checked before,
-//! by [`validate_layout`](super::validate_layout), where [`include_net!`](crate::include_net)
-//! is written; a tensor these functions do not find with the dtype and shape they decode is
-//! reported as [`Error::Missing`] or [`Error::Mismatch`] all the same.
+//! by row-major index. The checks are the one definition of that value rule (written in
+//! `kernels::le_bytes`, whole blocks of values per step of the compiler's interpreter): the
+//! run-time loader's [`check_net`](super::check_net) runs the same functions on each tensor, so
+//! the two paths cannot disagree on a value. The rest of the file (names, dtypes, shapes) is
+//! checked before, where [`include_net!`](crate::include_net) is written; a tensor these
+//! functions do not find with the dtype and shape they decode is reported as
+//! [`Error::Missing`] or [`Error::Mismatch`] all the same.
 //!
 //! ```
 //! use constmat::format::{decode, Error};
@@ -78,10 +79,31 @@ const fn find<'a>(
 
 macro_rules! decoders {
     (
-        $t:ty, $dtype:ident, $first_bad:path, $copy:path,
+        $t:ty, $dtype:ident, $first_bad:path, $copy:path, $checked:ident,
         $matrix:ident / $matrix_from:ident, $vector:ident / $vector_from:ident,
         $tensor4:ident / $tensor4_from:ident
     ) => {
+        /// The data of the tensor `{module}.{field}` of `shape` in `source`, its values checked
+        /// (the first NaN or infinity is [`Error::NonFinite`]).
+        const fn $checked<'a>(
+            source: Source<'a>,
+            module: usize,
+            field: &str,
+            shape: &[usize],
+        ) -> Result<&'a [u8], Error> {
+            let tensor = match find(source, module, field, Dtype::$dtype, shape) {
+                Ok(tensor) => tensor,
+                Err(e) => return Err(e),
+            };
+            match $first_bad(tensor.data) {
+                Some(index) => Err(Error::NonFinite {
+                    name: TensorName::of(module, field),
+                    index,
+                }),
+                None => Ok(tensor.data),
+            }
+        }
+
         #[doc = concat!(
             "The `", stringify!($dtype), "` tensor `{module}.{field}` of shape `[H, W]` in the ",
             "safetensors file `bytes`.\n\n",
@@ -104,18 +126,12 @@ macro_rules! decoders {
             module: usize,
             field: &str,
         ) -> Result<[[$t; W]; H], Error> {
-            let tensor = match find(source, module, field, Dtype::$dtype, &[H, W]) {
-                Ok(tensor) => tensor,
+            let data = match $checked(source, module, field, &[H, W]) {
+                Ok(data) => data,
                 Err(e) => return Err(e),
             };
-            if let Some(index) = $first_bad(tensor.data) {
-                return Err(Error::NonFinite {
-                    name: TensorName::of(module, field),
-                    index,
-                });
-            }
             let mut out = [[0.0; W]; H];
-            $copy(tensor.data, out.as_flattened_mut());
+            $copy(data, out.as_flattened_mut());
             Ok(out)
         }
 
@@ -139,19 +155,13 @@ macro_rules! decoders {
             module: usize,
             field: &str,
         ) -> Result<[[[[$t; D]; C]; B]; A], Error> {
-            let tensor = match find(source, module, field, Dtype::$dtype, &[A, B, C, D]) {
-                Ok(tensor) => tensor,
+            let data = match $checked(source, module, field, &[A, B, C, D]) {
+                Ok(data) => data,
                 Err(e) => return Err(e),
             };
-            if let Some(index) = $first_bad(tensor.data) {
-                return Err(Error::NonFinite {
-                    name: TensorName::of(module, field),
-                    index,
-                });
-            }
             let mut out = [[[[0.0; D]; C]; B]; A];
             $copy(
-                tensor.data,
+                data,
                 out.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
             );
             Ok(out)
@@ -177,18 +187,12 @@ macro_rules! decoders {
             module: usize,
             field: &str,
         ) -> Result<[$t; N], Error> {
-            let tensor = match find(source, module, field, Dtype::$dtype, &[N]) {
-                Ok(tensor) => tensor,
+            let data = match $checked(source, module, field, &[N]) {
+                Ok(data) => data,
                 Err(e) => return Err(e),
             };
-            if let Some(index) = $first_bad(tensor.data) {
-                return Err(Error::NonFinite {
-                    name: TensorName::of(module, field),
-                    index,
-                });
-            }
             let mut out = [0.0; N];
-            $copy(tensor.data, &mut out);
+            $copy(data, &mut out);
             Ok(out)
         }
     };
@@ -198,6 +202,7 @@ decoders!(
     F32,
     le_bytes::first_non_finite_f32,
     le_bytes::copy_f32,
+    checked_f32,
     f32_matrix / f32_matrix_from,
     f32_vector / f32_vector_from,
     f32_tensor4 / f32_tensor4_from
@@ -207,6 +212,7 @@ decoders!(
     F64,
     le_bytes::first_non_finite_f64,
     le_bytes::copy_f64,
+    checked_f64,
     f64_matrix / f64_matrix_from,
     f64_vector / f64_vector_from,
     f64_tensor4 / f64_tensor4_from
@@ -463,17 +469,11 @@ pub(crate) const fn f32_scalar_from(
     module: usize,
     field: &str,
 ) -> Result<f32, Error> {
-    let tensor = match find(source, module, field, Dtype::F32, &[]) {
-        Ok(tensor) => tensor,
+    let data = match checked_f32(source, module, field, &[]) {
+        Ok(data) => data,
         Err(e) => return Err(e),
     };
-    if let Some(index) = le_bytes::first_non_finite_f32(tensor.data) {
-        return Err(Error::NonFinite {
-            name: TensorName::of(module, field),
-            index,
-        });
-    }
     let mut out = [0.0];
-    le_bytes::copy_f32(tensor.data, &mut out);
+    le_bytes::copy_f32(data, &mut out);
     Ok(out[0])
 }

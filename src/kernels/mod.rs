@@ -752,32 +752,19 @@ fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar, const SCRATCH: usi
     bias: &[E],
     out: &mut [E],
 ) {
-    let mut scratch = [E::default(); SCRATCH];
-    let (wt, rest) = scratch.split_at_mut(w.len());
-    let padded_image = &mut rest[..padded_len];
-    transpose(w, shape.filters, wt);
     let len = shape.output_len();
-    for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
-        let out = &mut out[b * len..(b + 1) * len];
-        let image = if padded_len > 0 {
-            pad(shape, x, padded_image); // the border stays zero from the start
-            &*padded_image
-        } else {
-            x
-        };
-        simd::conv2d_stride1_filters(isa, &shape.padded(), image, wt, bias, out);
-    }
-}
-
-/// `to = fromᵀ` for `from` of `rows` rows (row-major both).
-fn transpose<T: Copy>(from: &[T], rows: usize, to: &mut [T]) {
-    let columns = from.len() / rows.max(1);
-    // Row by row of `to`, written in order: the reads stride across `from`'s few rows.
-    for (c, to_row) in to.chunks_exact_mut(rows.max(1)).take(columns).enumerate() {
-        for (to, from_row) in to_row.iter_mut().zip(from.chunks_exact(columns)) {
-            *to = from_row[c];
+    simd::with_transposed_filters::<E, SCRATCH, _>(w, shape.filters, padded_len, |wt, padded| {
+        for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+            let out = &mut out[b * len..(b + 1) * len];
+            let image = if padded_len > 0 {
+                pad(shape, x, padded); // the border stays zero from the start
+                &*padded
+            } else {
+                x
+            };
+            simd::conv2d_stride1_filters(isa, &shape.padded(), image, wt, bias, out);
         }
-    }
+    });
 }
 
 /// Copies the image `x` into the inside of `padded`, `shape.padding` from each edge; the
@@ -895,7 +882,7 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
             .chunks_exact(shape.output_len())
             .zip(dz_scratch.chunks_exact_mut(shape.output_len()))
         {
-            transpose(dz, shape.filters, dzt);
+            simd::transpose(dz, shape.filters, dzt);
         }
         simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dz_scratch, dw, accumulate);
         return;

@@ -33,6 +33,7 @@
 #![allow(unsafe_code)]
 
 use core::arch::x86_64::*;
+use core::mem::MaybeUninit;
 use core::ops::Range;
 
 use super::Conv;
@@ -2510,6 +2511,167 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
     unsafe { E::conv_filters_rows(isa, shape, x, wt, bias, out) }
 }
 
+/// `to = fromᵀ` for `from` of `rows` rows (row-major both; `to` as long as `from`): how the
+/// filters-in-lanes kernels get their weights (`[filters][C·K·K]` to `[C·K·K][filters]`) and
+/// the weight gradient its `dZ`.
+///
+/// # Panics
+///
+/// When `rows` does not divide `from.len()` or `to` is not as long as `from`.
+pub(crate) fn transpose<E: Copy + 'static>(from: &[E], rows: usize, to: &mut [E]) {
+    assert_eq!(from.len(), to.len(), "a transpose keeps every element");
+    // SAFETY: `to` is as long as `from` (asserted), and initialized values are written to it.
+    unsafe { transpose_raw(from, rows, to.as_mut_ptr()) }
+}
+
+/// [`transpose`] into a buffer that is not initialized yet: every element of `to` is written,
+/// and returned initialized. The buffer of a prediction is not zeroed first (at LeNet's second
+/// layer, zeroing it cost more than the convolution's bias and activation together).
+///
+/// # Panics
+///
+/// As [`transpose`].
+pub(crate) fn transpose_uninit<'a, E: Copy + 'static>(
+    from: &[E],
+    rows: usize,
+    to: &'a mut [MaybeUninit<E>],
+) -> &'a mut [E] {
+    assert_eq!(from.len(), to.len(), "a transpose keeps every element");
+    // SAFETY: `to` is as long as `from` (asserted), so `transpose_raw` writes every one of its
+    // elements (`MaybeUninit<E>` has `E`'s layout); after it they are all initialized.
+    unsafe {
+        transpose_raw(from, rows, to.as_mut_ptr().cast::<E>());
+        to.assume_init_mut()
+    }
+}
+
+/// # Safety
+///
+/// `to` is valid for writes of `from.len()` elements. Every one of them is written.
+unsafe fn transpose_raw<E: Copy + 'static>(from: &[E], rows: usize, to: *mut E) {
+    let columns = from.len().checked_div(rows).unwrap_or(0);
+    assert!(
+        rows * columns == from.len(),
+        "{} elements are not {rows} whole rows",
+        from.len()
+    );
+    // Rows `..done` transposed by the SIMD blocks (whole blocks of 16 `f32` rows on AVX-512).
+    let mut done = 0;
+    if core::any::TypeId::of::<E>() == core::any::TypeId::of::<f32>()
+        && detected_isa() == Some(Isa::Avx512)
+    {
+        assert_isa(Isa::Avx512);
+        let (from, to) = (from.as_ptr().cast::<f32>(), to.cast::<f32>());
+        while done + 16 <= rows {
+            // SAFETY: AVX-512F is present (asserted); `E` is `f32`, so the pointers are to
+            // `f32`s; rows `done..done + 16` are inside `from`, and the block writes their
+            // elements' places in `to` (the caller's contract covers all of them).
+            unsafe {
+                transpose_16_rows_avx512(from.add(done * columns), columns, rows, to.add(done))
+            };
+            done += 16;
+        }
+    }
+    for (r, row) in from.chunks_exact(columns.max(1)).enumerate().skip(done) {
+        for (c, &v) in row.iter().enumerate() {
+            // SAFETY: c·rows + r < columns·rows = from.len(), inside `to` (the contract).
+            unsafe { to.add(c * rows + r).write(v) };
+        }
+    }
+}
+
+/// Transposes 16 rows of `columns` `f32`s at `from` into `to`, where column `c` of them goes to
+/// `to[c·stride..][..16]`. Four columns at a time: the four 4-element pieces of each group of four
+/// rows are loaded as one 4 x 4 block per vector, and two rounds of two-source permutes make each
+/// vector one column of all 16 rows: 8 permutes per 64 elements, where an element-by-element
+/// copy needs 64 stores.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `from` holds 16 rows of `columns`, `to` is valid for writes at
+/// `c·stride + i` for every `c < columns`, `i < 16`.
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_16_rows_avx512(from: *const f32, columns: usize, stride: usize, to: *mut f32) {
+    // SAFETY (whole body): the instruction set is present (the contract); the loads read
+    // elements `r·columns + c .. + 4` with `r < 16`, `c + 4 <= columns` (then single elements
+    // for the last columns); the stores write `c·stride .. + 16` for `c < columns`.
+    unsafe {
+        // Rows r..r + 4, columns c..c + 4: [row r: c..c+4, row r+1: c..c+4, ...].
+        let block = |r: usize, c: usize| {
+            let piece = |i: usize| _mm_loadu_ps(from.add((r + i) * columns + c));
+            let v = _mm512_broadcast_f32x4(piece(0));
+            let v = _mm512_mask_broadcast_f32x4(v, 0x00f0, piece(1));
+            let v = _mm512_mask_broadcast_f32x4(v, 0x0f00, piece(2));
+            _mm512_mask_broadcast_f32x4(v, 0xf000, piece(3))
+        };
+        // From blocks `a` (rows 0-3) and `b` (rows 4-7): columns 0 and 1 of rows 0-7, or 2 and 3.
+        let columns_01 =
+            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+        let columns_23 =
+            _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+        // From those of rows 0-7 and of rows 8-15: one column of all 16 rows.
+        let first = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        let second =
+            _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+        let mut c = 0;
+        while c + 4 <= columns {
+            let (a, b) = (block(0, c), block(4, c));
+            let (d, e) = (block(8, c), block(12, c));
+            let (top_01, top_23) = (
+                _mm512_permutex2var_ps(a, columns_01, b),
+                _mm512_permutex2var_ps(a, columns_23, b),
+            );
+            let (bottom_01, bottom_23) = (
+                _mm512_permutex2var_ps(d, columns_01, e),
+                _mm512_permutex2var_ps(d, columns_23, e),
+            );
+            let out = to.add(c * stride);
+            _mm512_storeu_ps(out, _mm512_permutex2var_ps(top_01, first, bottom_01));
+            _mm512_storeu_ps(
+                out.add(stride),
+                _mm512_permutex2var_ps(top_01, second, bottom_01),
+            );
+            _mm512_storeu_ps(
+                out.add(2 * stride),
+                _mm512_permutex2var_ps(top_23, first, bottom_23),
+            );
+            _mm512_storeu_ps(
+                out.add(3 * stride),
+                _mm512_permutex2var_ps(top_23, second, bottom_23),
+            );
+            c += 4;
+        }
+        for c in c..columns {
+            for r in 0..16 {
+                to.add(c * stride + r).write(*from.add(r * columns + c));
+            }
+        }
+    }
+}
+
+/// Runs `f` on the weights `w` (`[filters][C·K·K]`) transposed and on `padded_len` zeros (where
+/// an image is padded), both in a stack buffer of `N` elements that is not zeroed first: the
+/// scratch of the filters-in-lanes forward pass.
+///
+/// # Panics
+///
+/// When `w` and the zeros do not fit in `N` elements, or `filters` does not divide `w.len()`.
+pub(crate) fn with_transposed_filters<E: Element, const N: usize, R>(
+    w: &[E],
+    filters: usize,
+    padded_len: usize,
+    f: impl FnOnce(&[E], &mut [E]) -> R,
+) -> R {
+    let mut scratch = [const { MaybeUninit::<E>::uninit() }; N];
+    let (wt, rest) = scratch.split_at_mut(w.len());
+    let wt = transpose_uninit(w, filters, wt);
+    let zeros = &mut rest[..padded_len];
+    zeros.fill(MaybeUninit::new(E::default()));
+    // SAFETY: every element of `zeros` was just written.
+    let zeros = unsafe { zeros.assume_init_mut() };
+    f(wt, zeros)
+}
+
 /// The weight gradient of a stride-1 convolution without padding summed over a batch of
 /// `batch` images, `dw (+)= Σ dZ·X̂ᵀ`, from the output gradients `dzt` laid out position-major
 /// (`[image][position][filter]`), the filters in the vector lanes, with `isa`.
@@ -4229,6 +4391,57 @@ mod tests {
         );
         assert!(!col2im_stride1_avx512(&wide, &d_patches, &mut dx));
         assert!(dx.iter().all(|&v| v == 0.0));
+    }
+
+    /// The SIMD blocks (16 rows of `f32`, four columns at a time) and the element-by-element
+    /// rest against the definition, for row counts around the block's 16 and column counts
+    /// around its 4, into a zeroed buffer and into one never initialized.
+    #[test]
+    fn transposes_match_the_definition_for_every_block_edge() {
+        for rows in [1, 5, 15, 16, 17, 31, 32, 48] {
+            for columns in [0, 1, 3, 4, 5, 8, 150, 151] {
+                let from64 = values(rows * columns, (rows * 1000 + columns) as u64);
+                let from: Vec<f32> = from64.iter().map(|&v| v as f32).collect();
+                let want: Vec<f32> = transposed(&from64, rows)
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect();
+                let mut to = std::vec![0.0_f32; from.len()];
+                transpose(&from, rows, &mut to);
+                assert_eq!(to, want, "{rows} x {columns}");
+                let mut uninit = std::vec![MaybeUninit::<f32>::uninit(); from.len()];
+                assert_eq!(transpose_uninit(&from, rows, &mut uninit), &want[..]);
+                let mut to64 = std::vec![0.0; from64.len()];
+                transpose(&from64, rows, &mut to64);
+                assert_eq!(to64, transposed(&from64, rows), "f64 {rows} x {columns}");
+            }
+        }
+    }
+
+    /// The forward pass's scratch: the weights transposed, the image's share all zeros, even
+    /// where the stack held other values before.
+    #[test]
+    fn the_filters_scratch_holds_the_transposed_weights_and_zeros() {
+        fn dirty_the_stack() -> f32 {
+            let garbage = std::hint::black_box([7.0_f32; 4096]);
+            garbage.iter().sum()
+        }
+        assert!(dirty_the_stack() > 0.0);
+        let w: Vec<f32> = values(16 * 150, 3).iter().map(|&v| v as f32).collect();
+        let want: Vec<f32> = transposed(&values(16 * 150, 3), 16)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let checked = with_transposed_filters::<f32, 4096, _>(&w, 16, 1024, |wt, zeros| {
+            assert_eq!(wt, &want[..]);
+            assert!(
+                zeros.iter().all(|&z| z.to_bits() == 0),
+                "the padding is zeroed"
+            );
+            assert_eq!((wt.len(), zeros.len()), (2400, 1024));
+            true
+        });
+        assert!(checked);
     }
 
     #[test]

@@ -3010,14 +3010,26 @@ unsafe fn pool_windows_2x2(
                 _mm512_permutex2var_ps(a, odd, b),
             )
         };
+        // `v` replaces `best` where `best` is a number and `v` is larger or a NaN: "not less
+        // or equal, unordered true" is both, in one comparison, masked to where `best` is
+        // ordered.
         let larger = |best: __m512, v: __m512| {
-            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v)
-                & !_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(best, best);
-            _mm512_mask_mov_ps(_mm512_max_ps(v, best), nan, v)
+            let best_is_number = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(best, best);
+            let take = _mm512_mask_cmp_ps_mask::<_CMP_NLE_UQ>(best_is_number, v, best);
+            _mm512_mask_mov_ps(best, take, v)
         };
         let (t0, t1) = row(top);
         let (b0, b1) = row(bottom);
-        let best = larger(larger(larger(t0, t1), b0), b1);
+        // `max(v, best)` keeps `best` on ties, as `larger` does, and differs from it only where
+        // a NaN comes after a number: without NaNs (nearly always) three maxima give the
+        // windows' first maxima, a chain half as long.
+        let any_nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t0, t1)
+            | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(b0, b1);
+        let best = if any_nan == 0 {
+            _mm512_max_ps(b1, _mm512_max_ps(b0, _mm512_max_ps(t1, t0)))
+        } else {
+            larger(larger(larger(t0, t1), b0), b1)
+        };
         ([t0, t1, b0, b1], best, (low, high))
     }
 }

@@ -2511,6 +2511,40 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
     unsafe { E::conv_filters_rows(isa, shape, x, wt, bias, out) }
 }
 
+/// Runs `f` compiled with `isa`'s instruction set (see [`super::with_wide_vectors`]).
+///
+/// # Panics
+///
+/// When the CPU does not have `isa`.
+pub(crate) fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
+    assert_isa(isa);
+    match isa {
+        // SAFETY (both): the CPU has the instruction set (asserted); `f` is safe code.
+        Isa::Avx512 => unsafe { run_with_avx512(f) },
+        Isa::Avx2Fma => unsafe { run_with_avx2(f) },
+    }
+}
+
+/// `f()`, its code inlined here and so compiled with AVX-512F.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe fn run_with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// `f()`, its code inlined here and so compiled with AVX2 and FMA.
+///
+/// # Safety
+///
+/// The CPU has AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn run_with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 /// `to = fromᵀ` for `from` of `rows` rows (row-major both; `to` as long as `from`): how the
 /// filters-in-lanes kernels get their weights (`[filters][C·K·K]` to `[C·K·K][filters]`) and
 /// the weight gradient its `dZ`.

@@ -241,9 +241,11 @@ where
         // Z = conv(X, W) + b, then A = f(Z) in place.
         let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
         kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z);
-        for a in z {
-            *a = A::apply(*a);
-        }
+        kernels::with_wide_vectors(|| {
+            for a in z {
+                *a = A::apply(*a);
+            }
+        });
     }
 
     /// The forward pass of one sample with a stride other than 1: patches unrolled into
@@ -307,11 +309,13 @@ where
             }
         }
         // A = f(Z + b), in place.
-        for (channel, &b) in z.chunks_exact_mut(positions).zip(bias) {
-            for a in channel {
-                *a = A::apply(*a + b);
+        kernels::with_wide_vectors(|| {
+            for (channel, &b) in z.chunks_exact_mut(positions).zip(bias) {
+                for a in channel {
+                    *a = A::apply(*a + b);
+                }
             }
-        }
+        });
     }
 
     /// Entry `(row, column)` of `X̂`: row `(c, kh, kw)`, column `(oh, ow)`.
@@ -644,9 +648,11 @@ mod train {
                 .as_flattened_mut();
             let a_all = ws.output.as_flattened().as_flattened().as_flattened();
             let da_all = d_output.as_flattened().as_flattened().as_flattened();
-            for ((dz, &a), &da) in dz_all.iter_mut().zip(a_all).zip(da_all) {
-                *dz = da * A::derivative_from_output(a);
-            }
+            kernels::with_wide_vectors(|| {
+                for ((dz, &a), &da) in dz_all.iter_mut().zip(a_all).zip(da_all) {
+                    *dz = da * A::derivative_from_output(a);
+                }
+            });
             let d_weight = S::matrix_mut(&mut gradients.weight)
                 .as_flattened_mut()
                 .as_flattened_mut()

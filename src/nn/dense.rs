@@ -140,11 +140,13 @@ where
         kernels::matmul_transpose_rhs_into(x, S::matrix(&self.weight), y);
         // A = f(Z + b), in place      BxO
         let bias = S::vector(&self.bias);
-        for row in y.iter_mut() {
-            for (a, &b) in row.iter_mut().zip(bias) {
-                *a = A::apply(*a + b);
+        kernels::with_wide_vectors(|| {
+            for row in y.iter_mut() {
+                for (a, &b) in row.iter_mut().zip(bias) {
+                    *a = A::apply(*a + b);
+                }
             }
-        }
+        });
     }
 
     fn to_store<S2: Store>(&self) -> Dense<T, I, O, A, S2> {
@@ -216,16 +218,18 @@ mod train {
             gradients: &mut Self,
         ) {
             // dZ = dA ⊙ f'(Z), with f'(Z) computed from A     BxO
-            for ((dz, a), da) in ws
-                .d_pre_activation
-                .rows_mut()
-                .zip(ws.output.rows())
-                .zip(d_output)
-            {
-                for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
-                    *dz = da * A::derivative_from_output(a);
+            kernels::with_wide_vectors(|| {
+                for ((dz, a), da) in ws
+                    .d_pre_activation
+                    .rows_mut()
+                    .zip(ws.output.rows())
+                    .zip(d_output)
+                {
+                    for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
+                        *dz = da * A::derivative_from_output(a);
+                    }
                 }
-            }
+            });
             let dz = ws.d_pre_activation.as_array();
             // dW = dZᵀ·X                                      (OxB)(BxI) -> OxI
             kernels::matmul_transpose_lhs_into(dz, x, S::matrix_mut(&mut gradients.weight));

@@ -2575,8 +2575,19 @@ pub(crate) fn transpose_uninit<'a, E: Copy + 'static>(
     // elements (`MaybeUninit<E>` has `E`'s layout); after it they are all initialized.
     unsafe {
         transpose_raw(from, rows, to.as_mut_ptr().cast::<E>());
-        to.assume_init_mut()
+        assume_init_mut(to)
     }
+}
+
+/// `values` as initialized (`<[MaybeUninit<E>]>::assume_init_mut`, which needs Rust 1.93).
+///
+/// # Safety
+///
+/// Every element of `values` is initialized.
+unsafe fn assume_init_mut<E>(values: &mut [MaybeUninit<E>]) -> &mut [E] {
+    // SAFETY: `MaybeUninit<E>` has `E`'s layout; the elements are initialized (the contract);
+    // the exclusive borrow moves into the result.
+    unsafe { core::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<E>(), values.len()) }
 }
 
 /// # Safety
@@ -2702,7 +2713,7 @@ pub(crate) fn with_transposed_filters<E: Element, const N: usize, R>(
     let zeros = &mut rest[..padded_len];
     zeros.fill(MaybeUninit::new(E::default()));
     // SAFETY: every element of `zeros` was just written.
-    let zeros = unsafe { zeros.assume_init_mut() };
+    let zeros = unsafe { assume_init_mut(zeros) };
     f(wt, zeros)
 }
 
@@ -3002,6 +3013,12 @@ unsafe fn max_pool_2x2_planes_avx512(
     planes: usize,
 ) {
     let (out_height, out_width) = (height / 2, width / 2);
+    if height % 2 == 0 && width % 2 == 0 && (2..=16).contains(&width) {
+        // SAFETY: AVX-512F is present (the contract); the planes have even sizes, so their
+        // rows are whole row pairs, and rows of at most 16.
+        unsafe { max_pool_2x2_narrow_avx512(x, width, out, planes * out_height) };
+        return;
+    }
     for p in 0..planes {
         for r in 0..out_height {
             let top = &x[(p * height + 2 * r) * width..][..width];
@@ -3009,6 +3026,83 @@ unsafe fn max_pool_2x2_planes_avx512(
             let out = &mut out[(p * out_height + r) * out_width..][..out_width];
             // SAFETY: AVX-512F is present (the contract); each row holds `2·out.len()` values.
             unsafe { max_pool_2x2_avx512(top, bottom, out) }
+        }
+    }
+}
+
+/// Max pooling 2 x 2 of rows of at most 16 (LeNet's second pooling: 10), several row pairs
+/// per vector: with one row pair per vector, 5 of 16 lanes would be useful. The input is a
+/// sequence of `pairs` row pairs (planes of even height, one after the other), `2·width` values
+/// each, and the output `width / 2` values per pair. Each step loads the next `⌊32 / width⌋`
+/// pairs (at most 64 values, four vectors) and picks each window's four inputs into four
+/// vectors with two-source permutes (one per half of the loaded values, blended), then takes
+/// the first maximum as [`pool_windows_2x2`] does, in the same order, so the values are the
+/// same bit for bit.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `2 <= width <= 16` and even; `x` holds `pairs · 2·width` values, `out`
+/// `pairs · width / 2`.
+#[target_feature(enable = "avx512f")]
+unsafe fn max_pool_2x2_narrow_avx512(x: &[f32], width: usize, out: &mut [f32], pairs: usize) {
+    let out_width = width / 2;
+    let per_step = 32 / width; // row pairs per vector: per_step · out_width <= 16 lanes
+    // For each of the four inputs of lane l's window (pair l / OW, window l % OW): where it
+    // lies in the step's 64 values, as an index into the first or the second 32.
+    let mut index = [[[0_i32; 16]; 2]; 4];
+    let mut upper = [0_u16; 4];
+    #[allow(clippy::needless_range_loop)] // `l` indexes the lanes of eight index arrays
+    for l in 0..per_step * out_width {
+        let (pair, j) = (l / out_width, l % out_width);
+        let top_left = pair * 2 * width + 2 * j;
+        for (input, offset) in [0, 1, width, width + 1].into_iter().enumerate() {
+            let at = top_left + offset;
+            index[input][at / 32][l] = (at % 32) as i32;
+            if at >= 32 {
+                upper[input] |= 1 << l;
+            }
+        }
+    }
+    // SAFETY (whole body): AVX-512F is present (the contract). Step `g0` reads values
+    // `g0·2W .. (g0 + count)·2W` of `x` (the loads masked to those) and writes outputs
+    // `g0·OW .. (g0 + count)·OW` (the store masked to those), `g0 + count <= pairs`; the index
+    // arrays are read whole.
+    unsafe {
+        let index: [[__m512i; 2]; 4] = core::array::from_fn(|i| {
+            core::array::from_fn(|h| _mm512_loadu_si512(index[i][h].as_ptr().cast()))
+        });
+        let larger = |best: __m512, v: __m512| {
+            let best_is_number = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(best, best);
+            let take = _mm512_mask_cmp_ps_mask::<_CMP_NLE_UQ>(best_is_number, v, best);
+            _mm512_mask_mov_ps(best, take, v)
+        };
+        let mut g0 = 0;
+        while g0 < pairs {
+            let count = per_step.min(pairs - g0);
+            let values = count * 2 * width;
+            let source = x.as_ptr().add(g0 * 2 * width);
+            let load = |k: usize| {
+                let valid = values.saturating_sub(16 * k).min(16);
+                let mask = ((1_u32 << valid) - 1) as __mmask16;
+                _mm512_maskz_loadu_ps(mask, source.wrapping_add(16 * k))
+            };
+            let (a, b, c, d) = (load(0), load(1), load(2), load(3));
+            let pick = |i: usize| {
+                let low = _mm512_permutex2var_ps(a, index[i][0], b);
+                let high = _mm512_permutex2var_ps(c, index[i][1], d);
+                _mm512_mask_blend_ps(upper[i], low, high)
+            };
+            let (t0, t1, b0, b1) = (pick(0), pick(1), pick(2), pick(3));
+            let any_nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t0, t1)
+                | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(b0, b1);
+            let best = if any_nan == 0 {
+                _mm512_max_ps(b1, _mm512_max_ps(b0, _mm512_max_ps(t1, t0)))
+            } else {
+                larger(larger(larger(t0, t1), b0), b1)
+            };
+            let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(g0 * out_width), mask, best);
+            g0 += count;
         }
     }
 }
@@ -4488,6 +4582,66 @@ mod tests {
             true
         });
         assert!(checked);
+    }
+
+    /// Planes of even sizes with rows of at most 16 (several row pairs per vector), against the
+    /// definition: each window's first maximum (the first NaN, if any), bit for bit, whatever
+    /// the number of row pairs left for the last step.
+    #[test]
+    fn max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit() {
+        if detected_isa() != Some(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let with_nans = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::NAN,
+            f32::from_bits(0x7fc0_0001),
+            3.0,
+        ];
+        let without_nans = [0.0, -0.0, 1.0, -1.0, 2.5, f32::INFINITY, f32::NEG_INFINITY];
+        for choices in [&with_nans[..], &without_nans[..]] {
+            for width in (2..=16).step_by(2) {
+                for height in [2, 4, 6, 10] {
+                    for planes in [1, 2, 3, 7] {
+                        let x: Vec<f32> = (0..planes * height * width)
+                            .map(|_| choices[(next() % choices.len() as u64) as usize])
+                            .collect();
+                        let (oh, ow) = (height / 2, width / 2);
+                        let mut want = std::vec![0_u32; planes * oh * ow];
+                        for (o, want) in want.iter_mut().enumerate() {
+                            let (pair, j) = (o / ow, o % ow);
+                            let top = pair * 2 * width + 2 * j;
+                            let window = [x[top], x[top + 1], x[top + width], x[top + width + 1]];
+                            let first_max = window[1..].iter().fold(window[0], |m, &v| {
+                                if v > m || (v.is_nan() && !m.is_nan()) {
+                                    v
+                                } else {
+                                    m
+                                }
+                            });
+                            *want = first_max.to_bits();
+                        }
+                        let mut out = std::vec![7.0_f32; want.len() + 1];
+                        let n = want.len();
+                        max_pool_2x2_f32(Isa::Avx512, &x, (height, width), &mut out[..n]);
+                        let got: Vec<u32> = out[..n].iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(got, want, "{planes} planes of {height} x {width}");
+                        assert_eq!(out[n], 7.0, "nothing written past the output");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -282,21 +282,72 @@ fn the_blocked_and_whole_forward_paths_agree() {
     let mut direct = Box::new([[[[0.0_f32; 32]; 32]; 8]; 2]);
     layer.forward(&x, &mut direct);
     assert_eq!(trained, *direct);
-    // Filters too large for the stack buffer (64·6·6 > 2,048): the sums written out.
-    type Wide = Conv2d<f64, 64, 2, 6, 2, 0, 8, 8, 2, 2>;
-    let wide: Wide = random_layer(&mut rng);
-    let x = random_sample(&mut rng);
-    let mut out = [[[0.0; 2]; 2]; 2];
-    wide.forward_one(&x, &mut out);
-    let want = reference_conv(&wide, &x);
-    for (g, w) in out
-        .as_flattened()
-        .as_flattened()
-        .iter()
-        .zip(want.as_flattened().as_flattened())
-    {
-        assert!((g - w).abs() < 1e-10, "{g} vs {w}");
+}
+
+/// `Layer::forward` of a convolution with a stride other than 1 against the definition, on
+/// each of the paths its stack buffer (2,048 elements) leaves: whole patches in blocks of
+/// positions, patches split into chunks of rows (filters larger than the buffer, or too many
+/// for blocks of whole patches), and, with more than 1,024 filters, the sums written out.
+#[test]
+fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() {
+    fn check<
+        const C: usize,
+        const OC: usize,
+        const K: usize,
+        const P: usize,
+        const IH: usize,
+        const IW: usize,
+        const OH: usize,
+        const OW: usize,
+    >(
+        what: &str,
+        rng: &mut StdRng,
+    ) {
+        let layer: Conv2d<f64, C, OC, K, 2, P, IH, IW, OH, OW> = random_layer(rng);
+        let x: Box<[[[f64; IW]; IH]; C]> = Box::new(random_sample(rng));
+        // On the heap, element by element: 1,100 filters' outputs would not fit the stack of a
+        // debug build's test thread.
+        let mut out: Box<[[[f64; OW]; OH]; OC]> = vec![[[0.0; OW]; OH]; OC]
+            .into_boxed_slice()
+            .try_into()
+            .unwrap();
+        layer.forward(std::array::from_ref(&*x), std::array::from_mut(&mut *out));
+        let (w, b) = (Heap::matrix(&layer.weight), Heap::vector(&layer.bias));
+        for o in 0..OC {
+            for i in 0..OH {
+                for j in 0..OW {
+                    // The definition, as in `reference_conv`.
+                    let mut want = b[o];
+                    for c in 0..C {
+                        for kh in 0..K {
+                            for kw in 0..K {
+                                let (ih, iw) =
+                                    ((i * 2 + kh).checked_sub(P), (j * 2 + kw).checked_sub(P));
+                                if let (Some(ih), Some(iw)) = (ih, iw)
+                                    && ih < IH
+                                    && iw < IW
+                                {
+                                    want += w[o][c][kh][kw] * x[c][ih][iw];
+                                }
+                            }
+                        }
+                    }
+                    let got = out[o][i][j];
+                    assert!(
+                        (got - want).abs() < 1e-10,
+                        "{what}, output ({o}, {i}, {j}): {got} vs {want}"
+                    );
+                }
+            }
+        }
     }
+    let mut rng = StdRng::seed_from_u64(3);
+    // One filter, 64·6·6 = 2,304 weights: patches in chunks of rows, blocks of 4 positions.
+    check::<64, 2, 6, 0, 8, 8, 2, 2>("filters larger than the buffer", &mut rng);
+    // 8 whole patches of 40·3·3 do not fit: 3 blocks of positions, 30 chunks of 12 rows.
+    check::<40, 70, 3, 1, 12, 12, 6, 6>("many filters and channels", &mut rng);
+    // 1,100 filters: not even one row and one position fit with the filters' weights.
+    check::<1, 1100, 2, 0, 48, 48, 24, 24>("more than 1,024 filters", &mut rng);
 }
 
 #[test]

@@ -25,7 +25,9 @@
 //! whichever fills them better: output positions (each filter step a broadcast weight times a
 //! shifted input row, LeNet's first layer) or filters (each step a vector of the transposed
 //! weights times a broadcast input, for many filters on narrow images: LeNet's second layer).
-//! Other strides unroll patches (in blocks on the stack when not training). For `dW`, the
+//! Other strides unroll patches (in blocks on the stack when not training: of output positions,
+//! and when whole patches do not fit, of the patches' rows too, each block a product on the SIMD
+//! kernels). For `dW`, the
 //! backward pass of a stride-1 convolution pads the batch's inputs once into the workspace and
 //! sums over the whole batch in one call (`kernels::conv2d_weight_gradient_stride1`, no
 //! patches); other strides unroll the patches of one sample at a time.
@@ -76,6 +78,10 @@ pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, paddin
 /// The elements of the stack buffer a convolution with a stride other than 1 unrolls patches into
 /// in [`Layer::forward`]. Larger convolutions are done in blocks of output positions that fit.
 const SCRATCH: usize = 2048;
+
+/// The fewest output positions per block worth a product of whole patches; with fewer, the
+/// patches' rows are split too (see `Conv2d::forward_in_chunks`).
+const MIN_BLOCK: usize = 8;
 
 /// A 2-D convolution with `C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`
 /// and zero padding `PAD`, on `H x W` images giving `OH x OW` ones, then the activation `A`; its
@@ -250,7 +256,8 @@ where
 
     /// The forward pass of one sample with a stride other than 1: patches unrolled into
     /// `scratch`, the whole `C·K·K x OH·OW` matrix when it fits (the training workspace's
-    /// does), else blocks of output positions.
+    /// does), else blocks of output positions, and when even a few whole patches do not fit
+    /// (many input channels), blocks of positions and of the patches' rows.
     fn forward_sample(
         &self,
         x: &[[[T; W]; H]; C],
@@ -265,7 +272,7 @@ where
         if scratch.len() >= ckk * positions {
             // Z = W·X̂, straight into the output (its rows are the output channels).
             let patches = &mut scratch[..ckk * positions];
-            Self::im2col(x, 0, positions, patches);
+            Self::im2col(x, 0..ckk, 0, positions, patches);
             kernels::gemm_slices(
                 Product::Plain,
                 (OC, positions, ckk),
@@ -274,7 +281,7 @@ where
                 z,
                 false,
             );
-        } else if scratch.len() >= ckk + OC {
+        } else if scratch.len() >= MIN_BLOCK * (ckk + OC) {
             // The same product, a block of output positions (columns of Z) at a time.
             let block = scratch.len() / (ckk + OC);
             let mut start = 0;
@@ -282,7 +289,7 @@ where
                 let n = block.min(positions - start);
                 let (patches, rest) = scratch.split_at_mut(ckk * n);
                 let product = &mut rest[..OC * n];
-                Self::im2col(x, start, start + n, patches);
+                Self::im2col(x, 0..ckk, start, start + n, patches);
                 kernels::gemm_slices(
                     Product::Plain,
                     (OC, n, ckk),
@@ -296,8 +303,11 @@ where
                 }
                 start += n;
             }
+        } else if let Some((rows, block)) = Self::chunks(scratch.len()) {
+            self.forward_in_chunks(x, z, scratch, (rows, block));
         } else {
-            // Filters too large for the stack buffer: the sums written out.
+            // More than about 1,000 filters (their weights for even one row of the patches do
+            // not fit with one position's sums): the sums written out.
             for (o, channel) in z.chunks_exact_mut(positions).enumerate() {
                 for (j, z_oj) in channel.iter_mut().enumerate() {
                     let mut sum = T::zero();
@@ -318,6 +328,67 @@ where
         });
     }
 
+    /// The rows of `X̂` (steps of the sums) and the output positions per chunk of
+    /// [`Self::forward_in_chunks`] in a buffer of `len` elements: the `OC x rows` weights, the
+    /// `rows x block` patches and the `OC x block` sums fit, with blocks of up to 16 positions
+    /// (fewer when the filters are many). `None` when not even one row and one position fit.
+    fn chunks(len: usize) -> Option<(usize, usize)> {
+        let block = (OH * OW).clamp(1, 16).min(len / (2 * OC).max(1));
+        let rows = len.checked_sub(OC * block)? / (OC + block).max(1);
+        (block > 0 && rows > 0).then_some((rows.min(C * K * K), block))
+    }
+
+    /// `Z = W·X̂` when not even [`MIN_BLOCK`] whole columns of `X̂` fit in `scratch`: per block
+    /// of output positions, the sums over the rows of `X̂` in chunks, each chunk a product of
+    /// the matching columns of `W` (copied, as they are not contiguous) and rows of `X̂`, added
+    /// up in the block's sums. Still the SIMD products, where the sums written out element by
+    /// element were 50 times slower than the training pass (256 channels in, 3 x 3, stride 2).
+    fn forward_in_chunks(
+        &self,
+        x: &[[[T; W]; H]; C],
+        z: &mut [T],
+        scratch: &mut [T],
+        (rows, block): (usize, usize),
+    ) {
+        let (ckk, positions) = (C * K * K, OH * OW);
+        let weight = self.weight_matrix();
+        let (weight_chunk, rest) = scratch.split_at_mut(OC * rows);
+        let (patches, rest) = rest.split_at_mut(rows * block);
+        let sums = &mut rest[..OC * block];
+        let mut start = 0;
+        while start < positions {
+            let n = block.min(positions - start);
+            let sums = &mut sums[..OC * n];
+            let mut first = 0;
+            while first < ckk {
+                let count = rows.min(ckk - first);
+                let weight_chunk = &mut weight_chunk[..OC * count];
+                for (to, from) in weight_chunk
+                    .chunks_exact_mut(count)
+                    .zip(weight.chunks_exact(ckk))
+                {
+                    to.copy_from_slice(&from[first..first + count]);
+                }
+                let patches = &mut patches[..count * n];
+                Self::im2col(x, first..first + count, start, start + n, patches);
+                // Σ over this chunk's rows, added to the earlier chunks' sums.
+                kernels::gemm_slices(
+                    Product::Plain,
+                    (OC, n, count),
+                    weight_chunk,
+                    patches,
+                    sums,
+                    first > 0,
+                );
+                first += count;
+            }
+            for (channel, row) in z.chunks_exact_mut(positions).zip(sums.chunks_exact(n)) {
+                channel[start..start + n].copy_from_slice(row);
+            }
+            start += n;
+        }
+    }
+
     /// Entry `(row, column)` of `X̂`: row `(c, kh, kw)`, column `(oh, ow)`.
     #[inline]
     fn patch_value(x: &[[[T; W]; H]; C], row: usize, column: usize) -> T {
@@ -332,15 +403,21 @@ where
         }
     }
 
-    /// Columns `start..end` of `X̂` (output positions), into `patches` (`C·K·K` rows of
-    /// `end - start`).
+    /// Rows `rows` and columns `start..end` of `X̂` (output positions), into `patches`
+    /// (`rows.len()` rows of `end - start`).
     ///
     /// Row `(c, kh, kw)` of `X̂`, restricted to one output row `oh`, is input row
     /// `oh·S + kh - P` of channel `c`, read from column `kw - P` with step `S`: for stride 1 a
     /// slice copy, with zeros where it runs into the padding.
-    fn im2col(x: &[[[T; W]; H]; C], start: usize, end: usize, patches: &mut [T]) {
+    fn im2col(
+        x: &[[[T; W]; H]; C],
+        rows: core::ops::Range<usize>,
+        start: usize,
+        end: usize,
+        patches: &mut [T],
+    ) {
         let n = end - start;
-        for (row, patch_row) in patches.chunks_exact_mut(n).enumerate() {
+        for (row, patch_row) in rows.zip(patches.chunks_exact_mut(n)) {
             let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
             let mut column = start;
             while column < end {
@@ -691,7 +768,7 @@ mod train {
                 let dz = dz.as_flattened().as_flattened();
                 if STRIDE != 1 {
                     let patches = &mut ws.patches;
-                    Self::im2col(x, 0, positions, patches);
+                    Self::im2col(x, 0..C * K * K, 0, positions, patches);
                     // dW += dZ·X̂ᵀ              (OC x OH·OW)(OH·OW x C·K·K) -> OC x C·K·K
                     kernels::gemm_slices(
                         Product::TransposeRhs,

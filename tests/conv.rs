@@ -290,6 +290,7 @@ fn the_blocked_and_whole_forward_paths_agree() {
 /// for blocks of whole patches), and, with more than 1,024 filters, the sums written out.
 #[test]
 fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() {
+    #[allow(clippy::needless_range_loop)] // indices, as in the formula
     fn check<
         const C: usize,
         const OC: usize,

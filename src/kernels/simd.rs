@@ -1987,12 +1987,18 @@ unsafe fn conv_flat_run<S: Simd>(
             let w = w.as_ptr().add(r0 * steps);
             let bias = bias.as_ptr().add(r0);
             let out = out.add(r0 * out_height * out_width);
-            for v in (0..vectors).step_by(S::FLAT_VECTORS) {
+            // Up to 6 filters leave the registers for a fourth vector (24 sums).
+            let per_tile = if S::FLAT_VECTORS == 3 && rows <= 6 {
+                4
+            } else {
+                S::FLAT_VECTORS
+            };
+            for v in (0..vectors).step_by(per_tile) {
                 let q0 = v * S::LANES;
-                if S::FLAT_VECTORS == 3 {
-                    tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, q0);
-                } else {
-                    tile_rows!(conv_flat_tile, rows, 2, shape, x, w, bias, out, q0);
+                match per_tile {
+                    4 => tile_rows!(conv_flat_tile, rows, 4, shape, x, w, bias, out, q0),
+                    3 => tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, q0),
+                    _ => tile_rows!(conv_flat_tile, rows, 2, shape, x, w, bias, out, q0),
                 }
             }
         }

@@ -160,10 +160,37 @@ fn random_layer<N: RandomInit + Parameters<f64>>(rng: &mut StdRng) -> N {
     net
 }
 
-/// The convolution written from its definition: `out[o][i][j] = b[o] + Σ_c Σ_kh Σ_kw
-/// w[o][c][kh][kw] · x[c][i·S + kh - P][j·S + kw - P]`, zero outside the image. (Indices, as in
-/// the formula, rather than iterators.)
+/// One output of the convolution from its definition: `b[o] + Σ_c Σ_kh Σ_kw w[o][c][kh][kw] ·
+/// x[c][i·S + kh - P][j·S + kw - P]`, zero outside the image. (Indices, as in the formula,
+/// rather than iterators.)
 #[allow(clippy::needless_range_loop)]
+fn definition_at<const C: usize, const K: usize, const IH: usize, const IW: usize>(
+    (w, b): (&[[[f64; K]; K]; C], f64),
+    x: &[[[f64; IW]; IH]; C],
+    (stride, padding): (usize, usize),
+    (i, j): (usize, usize),
+) -> f64 {
+    let mut sum = b;
+    for c in 0..C {
+        for kh in 0..K {
+            for kw in 0..K {
+                let (ih, iw) = (
+                    (i * stride + kh).checked_sub(padding),
+                    (j * stride + kw).checked_sub(padding),
+                );
+                if let (Some(ih), Some(iw)) = (ih, iw)
+                    && ih < IH
+                    && iw < IW
+                {
+                    sum += w[c][kh][kw] * x[c][ih][iw];
+                }
+            }
+        }
+    }
+    sum
+}
+
+/// The convolution written from its definition ([`definition_at`] for every output).
 fn reference_conv<
     const C: usize,
     const OC: usize,
@@ -179,31 +206,12 @@ fn reference_conv<
     layer: &Conv2d<f64, C, OC, K, S, P, IH, IW, OH, OW, Identity, St>,
     x: &[[[f64; IW]; IH]; C],
 ) -> [[[f64; OW]; OH]; OC] {
-    let w = St::matrix(&layer.weight);
-    let b = St::vector(&layer.bias);
-    let mut out = [[[0.0; OW]; OH]; OC];
-    for o in 0..OC {
-        for i in 0..OH {
-            for j in 0..OW {
-                let mut sum = b[o];
-                for c in 0..C {
-                    for kh in 0..K {
-                        for kw in 0..K {
-                            let (ih, iw) = (
-                                (i * S + kh) as isize - P as isize,
-                                (j * S + kw) as isize - P as isize,
-                            );
-                            if ih >= 0 && iw >= 0 && (ih as usize) < IH && (iw as usize) < IW {
-                                sum += w[o][c][kh][kw] * x[c][ih as usize][iw as usize];
-                            }
-                        }
-                    }
-                }
-                out[o][i][j] = sum;
-            }
-        }
-    }
-    out
+    let (w, b) = (St::matrix(&layer.weight), St::vector(&layer.bias));
+    std::array::from_fn(|o| {
+        std::array::from_fn(|i| {
+            std::array::from_fn(|j| definition_at((&w[o], b[o]), x, (S, P), (i, j)))
+        })
+    })
 }
 
 #[test]
@@ -290,7 +298,6 @@ fn the_blocked_and_whole_forward_paths_agree() {
 /// for blocks of whole patches), and, with more than 1,024 filters, the sums written out.
 #[test]
 fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() {
-    #[allow(clippy::needless_range_loop)] // indices, as in the formula
     fn check<
         const C: usize,
         const OC: usize,
@@ -317,22 +324,7 @@ fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() 
         for o in 0..OC {
             for i in 0..OH {
                 for j in 0..OW {
-                    // The definition, as in `reference_conv`.
-                    let mut want = b[o];
-                    for c in 0..C {
-                        for kh in 0..K {
-                            for kw in 0..K {
-                                let (ih, iw) =
-                                    ((i * 2 + kh).checked_sub(P), (j * 2 + kw).checked_sub(P));
-                                if let (Some(ih), Some(iw)) = (ih, iw)
-                                    && ih < IH
-                                    && iw < IW
-                                {
-                                    want += w[o][c][kh][kw] * x[c][ih][iw];
-                                }
-                            }
-                        }
-                    }
+                    let want = definition_at((&w[o], b[o]), &x, (2, P), (i, j));
                     let got = out[o][i][j];
                     assert!(
                         (got - want).abs() < 1e-10,

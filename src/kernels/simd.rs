@@ -4590,6 +4590,44 @@ mod tests {
         assert!(checked);
     }
 
+    /// A xorshift generator: the pooling tests' values, the same on every run.
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
+    /// Values that make ties, signed zeros and NaNs (with different payloads) meet in pooling
+    /// windows; and the same without NaNs, which the kernels pool on their faster path.
+    const POOLED_WITH_NANS: [f32; 9] = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.5,
+        f32::NAN,
+        f32::from_bits(0x7fc0_0001),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    const POOLED_WITHOUT_NANS: [f32; 7] =
+        [0.0, -0.0, 1.0, -1.0, 2.5, f32::INFINITY, f32::NEG_INFINITY];
+
+    /// Max pooling's rule: the window's first maximum in its row-major order, or its first NaN.
+    fn first_maximum(window: [f32; 4]) -> f32 {
+        window[1..].iter().fold(window[0], |m, &v| {
+            if v > m || (v.is_nan() && !m.is_nan()) {
+                v
+            } else {
+                m
+            }
+        })
+    }
+
     /// Planes of even sizes with rows of at most 16 (several row pairs per vector), against the
     /// definition: each window's first maximum (the first NaN, if any), bit for bit, whatever
     /// the number of row pairs left for the last step.
@@ -4599,24 +4637,8 @@ mod tests {
             std::eprintln!("skipping: no AVX-512 on this CPU");
             return;
         }
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let with_nans = [
-            0.0,
-            -0.0,
-            1.0,
-            -1.0,
-            f32::NAN,
-            f32::from_bits(0x7fc0_0001),
-            3.0,
-        ];
-        let without_nans = [0.0, -0.0, 1.0, -1.0, 2.5, f32::INFINITY, f32::NEG_INFINITY];
-        for choices in [&with_nans[..], &without_nans[..]] {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        for choices in [&POOLED_WITH_NANS[..], &POOLED_WITHOUT_NANS[..]] {
             for width in (2..=16).step_by(2) {
                 for height in [2, 4, 6, 10] {
                     for planes in [1, 2, 3, 7] {
@@ -4629,14 +4651,7 @@ mod tests {
                             let (pair, j) = (o / ow, o % ow);
                             let top = pair * 2 * width + 2 * j;
                             let window = [x[top], x[top + 1], x[top + width], x[top + width + 1]];
-                            let first_max = window[1..].iter().fold(window[0], |m, &v| {
-                                if v > m || (v.is_nan() && !m.is_nan()) {
-                                    v
-                                } else {
-                                    m
-                                }
-                            });
-                            *want = first_max.to_bits();
+                            *want = first_maximum(window).to_bits();
                         }
                         let mut out = std::vec![7.0_f32; want.len() + 1];
                         let n = want.len();
@@ -4656,29 +4671,8 @@ mod tests {
             std::eprintln!("skipping: no AVX-512 on this CPU");
             return;
         }
-        let mut state = 0x0123_4567_89ab_cdef_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        // Values drawn from few choices, so that ties, signed zeros and NaNs (with different
-        // payloads) meet in windows; and the same without NaNs, which the kernel pools on its
-        // faster path.
-        let with_nans = [
-            0.0,
-            -0.0,
-            1.0,
-            -1.0,
-            2.5,
-            f32::NAN,
-            f32::from_bits(0x7fc0_0001),
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-        ];
-        let without_nans = [0.0, -0.0, 1.0, -1.0, 2.5, f32::INFINITY, f32::NEG_INFINITY];
-        for choices in [&with_nans[..], &without_nans[..]] {
+        let mut next = xorshift(0x0123_4567_89ab_cdef);
+        for choices in [&POOLED_WITH_NANS[..], &POOLED_WITHOUT_NANS[..]] {
             for n in 0..40 {
                 for _ in 0..50 {
                     let mut pick = || choices[(next() % choices.len() as u64) as usize];
@@ -4688,16 +4682,7 @@ mod tests {
                         .map(|j| {
                             let window =
                                 [top[2 * j], top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1]];
-                            window[1..]
-                                .iter()
-                                .fold(window[0], |m, &v| {
-                                    if v > m || (v.is_nan() && !m.is_nan()) {
-                                        v
-                                    } else {
-                                        m
-                                    }
-                                })
-                                .to_bits()
+                            first_maximum(window).to_bits()
                         })
                         .collect();
                     // One plane of three rows (the last, odd one left out) and 2n + 1 columns.

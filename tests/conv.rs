@@ -293,9 +293,9 @@ fn the_blocked_and_whole_forward_paths_agree() {
 }
 
 /// `Layer::forward` of a convolution with a stride other than 1 against the definition, on
-/// each of the paths its stack buffer (2,048 elements) leaves: whole patches in blocks of
-/// positions, patches split into chunks of rows (filters larger than the buffer, or too many
-/// for blocks of whole patches), and, with more than 1,024 filters, the sums written out.
+/// each of the ways its stack buffer (2,048 elements) cuts the product when the patches do not
+/// all fit: whole patches with the filters in groups, and chunks of large patches' rows, with
+/// all filters or groups of 64. (Whole patches with all filters: `convolutions_compute_the_definition`.)
 #[test]
 fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() {
     fn check<
@@ -335,12 +335,17 @@ fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() 
         }
     }
     let mut rng = StdRng::seed_from_u64(3);
-    // One filter, 64·6·6 = 2,304 weights: patches in chunks of rows, blocks of 4 positions.
+    // Two filters of 64·6·6 = 2,304 weights: chunks of 340 rows, one block of 4 positions.
     check::<64, 2, 6, 0, 8, 8, 2, 2>("filters larger than the buffer", &mut rng);
-    // 8 whole patches of 40·3·3 do not fit: 3 blocks of positions, 30 chunks of 12 rows.
+    // Patches of 40·3·3 = 360: groups of 64 and 6 filters, 3 blocks of positions (16, 16, 4),
+    // 30 chunks of 12 rows.
     check::<40, 70, 3, 1, 12, 12, 6, 6>("many filters and channels", &mut rng);
-    // 1,100 filters: not even one row and one position fit with the filters' weights.
-    check::<1, 1100, 2, 0, 48, 48, 24, 24>("more than 1,024 filters", &mut rng);
+    // Patches of 4: whole, in blocks of 8 positions, the filters in groups of 252 (4 of them
+    // and one of 92).
+    check::<1, 1100, 2, 0, 48, 48, 24, 24>("more than 1,000 filters", &mut rng);
+    // Patches of 16·3·3 = 144: whole, the filters in groups of 112 (5 of them and one of 40),
+    // blocks of 8 positions.
+    check::<16, 600, 3, 1, 15, 15, 8, 8>("hundreds of filters", &mut rng);
 }
 
 #[test]

@@ -25,9 +25,9 @@
 //! whichever fills them better: output positions (each filter step a broadcast weight times a
 //! shifted input row, LeNet's first layer) or filters (each step a vector of the transposed
 //! weights times a broadcast input, for many filters on narrow images: LeNet's second layer).
-//! Other strides unroll patches (in blocks on the stack when not training: of output positions,
-//! and when whole patches do not fit, of the patches' rows too, each block a product on the SIMD
-//! kernels). For `dW`, the
+//! Other strides unroll patches (when not training, in pieces that fit a stack buffer: blocks of
+//! output positions, groups of filters, chunks of large patches' rows; each piece a product on
+//! the SIMD kernels). For `dW`, the
 //! backward pass of a stride-1 convolution pads the batch's inputs once into the workspace and
 //! sums over the whole batch in one call (`kernels::conv2d_weight_gradient_stride1`, no
 //! patches); other strides unroll the patches of one sample at a time.
@@ -80,8 +80,11 @@ pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, paddin
 const SCRATCH: usize = 2048;
 
 /// The fewest output positions per block worth a product of whole patches; with fewer, the
-/// patches' rows are split too (see `Conv2d::forward_in_chunks`).
+/// patches' rows are split too (see `Conv2d::split`).
 const MIN_BLOCK: usize = 8;
+
+/// The fewest filters per group worth a product of whole patches (see `Conv2d::split`).
+const MIN_GROUP: usize = 16;
 
 /// A 2-D convolution with `C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`
 /// and zero padding `PAD`, on `H x W` images giving `OH x OW` ones, then the activation `A`; its
@@ -256,8 +259,7 @@ where
 
     /// The forward pass of one sample with a stride other than 1: patches unrolled into
     /// `scratch`, the whole `C·K·K x OH·OW` matrix when it fits (the training workspace's
-    /// does), else blocks of output positions, and when even a few whole patches do not fit
-    /// (many input channels), blocks of positions and of the patches' rows.
+    /// does), else in pieces that fit (see [`Self::split`]).
     fn forward_sample(
         &self,
         x: &[[[T; W]; H]; C],
@@ -281,42 +283,8 @@ where
                 z,
                 false,
             );
-        } else if scratch.len() >= MIN_BLOCK * (ckk + OC) {
-            // The same product, a block of output positions (columns of Z) at a time.
-            let block = scratch.len() / (ckk + OC);
-            let mut start = 0;
-            while start < positions {
-                let n = block.min(positions - start);
-                let (patches, rest) = scratch.split_at_mut(ckk * n);
-                let product = &mut rest[..OC * n];
-                Self::im2col(x, 0..ckk, start, start + n, patches);
-                kernels::gemm_slices(
-                    Product::Plain,
-                    (OC, n, ckk),
-                    weight,
-                    patches,
-                    product,
-                    false,
-                );
-                for (channel, row) in z.chunks_exact_mut(positions).zip(product.chunks_exact(n)) {
-                    channel[start..start + n].copy_from_slice(row);
-                }
-                start += n;
-            }
-        } else if let Some((rows, block)) = Self::chunks(scratch.len()) {
-            self.forward_in_chunks(x, z, scratch, (rows, block));
-        } else {
-            // More than about 1,000 filters (their weights for even one row of the patches do
-            // not fit with one position's sums): the sums written out.
-            for (o, channel) in z.chunks_exact_mut(positions).enumerate() {
-                for (j, z_oj) in channel.iter_mut().enumerate() {
-                    let mut sum = T::zero();
-                    for (i, &w) in weight[o * ckk..(o + 1) * ckk].iter().enumerate() {
-                        sum += w * Self::patch_value(x, i, j);
-                    }
-                    *z_oj = sum;
-                }
-            }
+        } else if OC > 0 {
+            self.forward_in_pieces(x, z, scratch);
         }
         // A = f(Z + b), in place.
         kernels::with_wide_vectors(|| {
@@ -328,78 +296,91 @@ where
         });
     }
 
-    /// The rows of `X̂` (steps of the sums) and the output positions per chunk of
-    /// [`Self::forward_in_chunks`] in a buffer of `len` elements: the `OC x rows` weights, the
-    /// `rows x block` patches and the `OC x block` sums fit, with blocks of up to 16 positions
-    /// (fewer when the filters are many). `None` when not even one row and one position fit.
-    fn chunks(len: usize) -> Option<(usize, usize)> {
-        let block = (OH * OW).clamp(1, 16).min(len / (2 * OC).max(1));
-        let rows = len.checked_sub(OC * block)? / (OC + block).max(1);
-        (block > 0 && rows > 0).then_some((rows.min(C * K * K), block))
-    }
-
-    /// `Z = W·X̂` when not even [`MIN_BLOCK`] whole columns of `X̂` fit in `scratch`: per block
-    /// of output positions, the sums over the rows of `X̂` in chunks, each chunk a product of
-    /// the matching columns of `W` (copied, as they are not contiguous) and rows of `X̂`, added
-    /// up in the block's sums. Still the SIMD products, where the sums written out element by
-    /// element were 50 times slower than the training pass (256 channels in, 3 x 3, stride 2).
-    fn forward_in_chunks(
-        &self,
-        x: &[[[T; W]; H]; C],
-        z: &mut [T],
-        scratch: &mut [T],
-        (rows, block): (usize, usize),
-    ) {
-        let (ckk, positions) = (C * K * K, OH * OW);
-        let weight = self.weight_matrix();
-        let (weight_chunk, rest) = scratch.split_at_mut(OC * rows);
-        let (patches, rest) = rest.split_at_mut(rows * block);
-        let sums = &mut rest[..OC * block];
-        let mut start = 0;
-        while start < positions {
-            let n = block.min(positions - start);
-            let sums = &mut sums[..OC * n];
-            let mut first = 0;
-            while first < ckk {
-                let count = rows.min(ckk - first);
-                let weight_chunk = &mut weight_chunk[..OC * count];
-                for (to, from) in weight_chunk
-                    .chunks_exact_mut(count)
-                    .zip(weight.chunks_exact(ckk))
-                {
-                    to.copy_from_slice(&from[first..first + count]);
-                }
-                let patches = &mut patches[..count * n];
-                Self::im2col(x, first..first + count, start, start + n, patches);
-                // Σ over this chunk's rows, added to the earlier chunks' sums.
-                kernels::gemm_slices(
-                    Product::Plain,
-                    (OC, n, count),
-                    weight_chunk,
-                    patches,
-                    sums,
-                    first > 0,
-                );
-                first += count;
-            }
-            for (channel, row) in z.chunks_exact_mut(positions).zip(sums.chunks_exact(n)) {
-                channel[start..start + n].copy_from_slice(row);
-            }
-            start += n;
+    /// How [`Self::forward_in_pieces`] cuts `Z = W·X̂` to fit a buffer of `len` elements:
+    /// `(filters, positions, rows)` per product, `filters` rows of `W` and `Z` (a group of
+    /// filters), `positions` columns of `X̂` and `Z`, and `rows` rows of `X̂` (steps of the sums).
+    ///
+    /// Whole patches (`rows = C·K·K`, the weights used where they lie) in blocks of at least
+    /// [`MIN_BLOCK`] positions, with as many filters per group as then fit, when that is at
+    /// least [`MIN_GROUP`] (or all of them); else, for large patches, chunks of their rows,
+    /// each chunk's columns of the weights copied into the buffer, with groups of up to 64
+    /// filters and blocks of up to 16 positions. Never 0, for a buffer of [`SCRATCH`].
+    const fn split(len: usize) -> (usize, usize, usize) {
+        let ckk = C * K * K;
+        let most_filters = (len / MIN_BLOCK).saturating_sub(ckk);
+        let few = if OC < MIN_GROUP { OC } else { MIN_GROUP };
+        if most_filters >= few && most_filters > 0 {
+            let filters = if OC < most_filters { OC } else { most_filters };
+            return (filters, len / (ckk + filters), ckk);
         }
+        let filters = if OC < 64 { OC } else { 64 };
+        let block = if OH * OW < 16 { OH * OW } else { 16 };
+        let block = if block == 0 { 1 } else { block };
+        let rows = (len - filters * block) / (filters + block);
+        (filters, block, if rows < ckk { rows } else { ckk })
     }
 
-    /// Entry `(row, column)` of `X̂`: row `(c, kh, kw)`, column `(oh, ow)`.
-    #[inline]
-    fn patch_value(x: &[[[T; W]; H]; C], row: usize, column: usize) -> T {
-        let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
-        let (oh, ow) = (column / OW, column % OW);
-        match (
-            (oh * STRIDE + kh).checked_sub(PAD),
-            (ow * STRIDE + kw).checked_sub(PAD),
-        ) {
-            (Some(ih), Some(iw)) if ih < H && iw < W => x[c][ih][iw],
-            _ => T::zero(),
+    /// `Z = W·X̂` when `X̂` does not fit in `scratch`, in the pieces of [`Self::split`]: per
+    /// group of filters and block of positions, the sums over the patches' rows (in chunks
+    /// when the patches are large), added up in a buffer and copied to the output. Each piece
+    /// is a product on the SIMD kernels. (Sums written out element by element were up to 50
+    /// times slower than the training pass; blocks of a few positions with every filter, 10
+    /// times slower for hundreds of filters.)
+    fn forward_in_pieces(&self, x: &[[[T; W]; H]; C], z: &mut [T], scratch: &mut [T]) {
+        let (ckk, positions) = (C * K * K, OH * OW);
+        let (group, block, rows) = Self::split(scratch.len());
+        assert!(
+            group > 0 && block > 0 && rows > 0,
+            "a split into empty pieces"
+        );
+        let weight = self.weight_matrix();
+        let copies = if rows < ckk { group * rows } else { 0 };
+        let (weight_chunk, rest) = scratch.split_at_mut(copies);
+        let (patches, rest) = rest.split_at_mut(rows * block);
+        let sums = &mut rest[..group * block];
+        for (g, weights) in weight.chunks(group * ckk).enumerate() {
+            let filters = weights.len() / ckk.max(1);
+            let outputs = &mut z[g * group * positions..][..filters * positions];
+            let mut start = 0;
+            while start < positions {
+                let n = block.min(positions - start);
+                let sums = &mut sums[..filters * n];
+                let mut first = 0;
+                while first < ckk {
+                    let count = rows.min(ckk - first);
+                    let w = if count == ckk {
+                        weights
+                    } else {
+                        // The chunk's columns of the group's weights, which are not contiguous.
+                        let chunk = &mut weight_chunk[..filters * count];
+                        for (to, from) in
+                            chunk.chunks_exact_mut(count).zip(weights.chunks_exact(ckk))
+                        {
+                            to.copy_from_slice(&from[first..first + count]);
+                        }
+                        &*chunk
+                    };
+                    let patches = &mut patches[..count * n];
+                    Self::im2col(x, first..first + count, start, start + n, patches);
+                    // Σ over this chunk's rows, added to the earlier chunks' sums.
+                    kernels::gemm_slices(
+                        Product::Plain,
+                        (filters, n, count),
+                        w,
+                        patches,
+                        sums,
+                        first > 0,
+                    );
+                    first += count;
+                }
+                for (channel, row) in outputs
+                    .chunks_exact_mut(positions)
+                    .zip(sums.chunks_exact(n))
+                {
+                    channel[start..start + n].copy_from_slice(row);
+                }
+                start += n;
+            }
         }
     }
 

@@ -4627,6 +4627,114 @@ mod tests {
         })
     }
 
+    /// `len` `f32`s that end where a page without access begins: a load past their end (a
+    /// mask that lets one lane too many through) faults and fails the test run.
+    #[cfg(unix)]
+    struct Guarded {
+        map: *mut libc::c_void,
+        map_len: usize,
+        len: usize,
+    }
+
+    #[cfg(unix)]
+    impl Guarded {
+        fn new(values: &[f32]) -> Self {
+            const PAGE: usize = 1 << 16; // a multiple of every page size in use
+            let bytes = core::mem::size_of_val(values);
+            let data = bytes.div_ceil(PAGE) * PAGE;
+            let map_len = data + PAGE;
+            // SAFETY: a fresh private anonymous mapping, checked; its last page made
+            // inaccessible; the values copied to the `bytes` before it, inside the mapping.
+            unsafe {
+                let map = libc::mmap(
+                    core::ptr::null_mut(),
+                    map_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(map, libc::MAP_FAILED, "mmap");
+                let guard = map.cast::<u8>().add(data);
+                assert_eq!(libc::mprotect(guard.cast(), PAGE, libc::PROT_NONE), 0);
+                let start = guard.sub(bytes).cast::<f32>();
+                core::ptr::copy_nonoverlapping(values.as_ptr(), start, values.len());
+                Self {
+                    map,
+                    map_len,
+                    len: values.len(),
+                }
+            }
+        }
+
+        fn slice(&mut self) -> &mut [f32] {
+            // SAFETY: the `len` values just before the guard page, written in `new`, borrowed
+            // through `self`.
+            unsafe {
+                let guard = self.map.cast::<u8>().add(self.map_len - (1 << 16));
+                core::slice::from_raw_parts_mut(guard.cast::<f32>().sub(self.len), self.len)
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    impl Drop for Guarded {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`, not used after this.
+            unsafe { libc::munmap(self.map, self.map_len) };
+        }
+    }
+
+    /// Max pooling and the transposes never read past their input, nor write past their output:
+    /// both end at a page without access, for every shape around the kernels' vector and step
+    /// sizes (the masks of the last, partial vectors are what this checks).
+    #[cfg(unix)]
+    #[test]
+    fn no_kernel_reads_or_writes_past_the_end_of_its_slices() {
+        let mut next = xorshift(0x5eed_1234_abcd_0001);
+        let mut values = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| (next() % 1000) as f32 / 100.0 - 5.0)
+                .collect()
+        };
+        if detected_isa() == Some(Isa::Avx512) {
+            for planes in 1..4 {
+                for height in 2..9 {
+                    for width in 2..41 {
+                        let x = values(planes * height * width);
+                        let n = planes * (height / 2) * (width / 2);
+                        let (mut x, mut out) = (Guarded::new(&x), Guarded::new(&std::vec![0.0; n]));
+                        max_pool_2x2_f32(Isa::Avx512, x.slice(), (height, width), out.slice());
+                    }
+                }
+            }
+        }
+        for rows in [1, 15, 16, 17, 32, 33] {
+            for columns in [1, 3, 4, 5, 7, 150] {
+                let from = values(rows * columns);
+                let (mut from, mut to) = (
+                    Guarded::new(&from),
+                    Guarded::new(&std::vec![0.0; rows * columns]),
+                );
+                transpose(from.slice(), rows, to.slice());
+                assert_eq!(
+                    to.slice()[..],
+                    transposed(
+                        &from
+                            .slice()
+                            .iter()
+                            .map(|&v| f64::from(v))
+                            .collect::<Vec<_>>(),
+                        rows
+                    )
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect::<Vec<_>>()[..]
+                );
+            }
+        }
+    }
+
     /// Planes of even sizes with rows of at most 16 (several row pairs per vector), against the
     /// definition: each window's first maximum (the first NaN, if any), bit for bit, whatever
     /// the number of row pairs left for the last step.

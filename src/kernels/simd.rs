@@ -3043,8 +3043,7 @@ unsafe fn max_pool_2x2_planes_avx512(
 /// each, and the output `width / 2` values per pair. Each step loads the next `⌊32 / width⌋`
 /// pairs (at most 64 values, four vectors) and picks each window's four inputs into four
 /// vectors with two-source permutes (one per half of the loaded values, blended), then takes
-/// the first maximum as [`pool_windows_2x2`] does, in the same order, so the values are the
-/// same bit for bit.
+/// their first maximum ([`first_maximum_of_windows`], as the row-by-row kernel does).
 ///
 /// # Safety
 ///
@@ -3078,11 +3077,6 @@ unsafe fn max_pool_2x2_narrow_avx512(x: &[f32], width: usize, out: &mut [f32], p
         let index: [[__m512i; 2]; 4] = core::array::from_fn(|i| {
             core::array::from_fn(|h| _mm512_loadu_si512(index[i][h].as_ptr().cast()))
         });
-        let larger = |best: __m512, v: __m512| {
-            let best_is_number = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(best, best);
-            let take = _mm512_mask_cmp_ps_mask::<_CMP_NLE_UQ>(best_is_number, v, best);
-            _mm512_mask_mov_ps(best, take, v)
-        };
         let mut g0 = 0;
         while g0 < pairs {
             let count = per_step.min(pairs - g0);
@@ -3099,14 +3093,7 @@ unsafe fn max_pool_2x2_narrow_avx512(x: &[f32], width: usize, out: &mut [f32], p
                 let high = _mm512_permutex2var_ps(c, index[i][1], d);
                 _mm512_mask_blend_ps(upper[i], low, high)
             };
-            let (t0, t1, b0, b1) = (pick(0), pick(1), pick(2), pick(3));
-            let any_nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t0, t1)
-                | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(b0, b1);
-            let best = if any_nan == 0 {
-                _mm512_max_ps(b1, _mm512_max_ps(b0, _mm512_max_ps(t1, t0)))
-            } else {
-                larger(larger(larger(t0, t1), b0), b1)
-            };
+            let best = first_maximum_of_windows([pick(0), pick(1), pick(2), pick(3)]);
             let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
             _mm512_mask_storeu_ps(out.as_mut_ptr().add(g0 * out_width), mask, best);
             g0 += count;
@@ -3145,6 +3132,23 @@ unsafe fn pool_windows_2x2(
                 _mm512_permutex2var_ps(a, odd, b),
             )
         };
+        let (t0, t1) = row(top);
+        let (b0, b1) = row(bottom);
+        let inputs = [t0, t1, b0, b1];
+        (inputs, first_maximum_of_windows(inputs), (low, high))
+    }
+}
+
+/// Each lane's first maximum of the windows' four inputs `[top[2j], top[2j + 1], bottom[2j],
+/// bottom[2j + 1]]` in that order, or its first NaN: max pooling's rule, bit for bit.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[inline(always)]
+unsafe fn first_maximum_of_windows([t0, t1, b0, b1]: [__m512; 4]) -> __m512 {
+    // SAFETY: AVX-512F is present (the contract); register operations only.
+    unsafe {
         // `v` replaces `best` where `best` is a number and `v` is larger or a NaN: "not less
         // or equal, unordered true" is both, in one comparison, masked to where `best` is
         // ordered.
@@ -3153,19 +3157,16 @@ unsafe fn pool_windows_2x2(
             let take = _mm512_mask_cmp_ps_mask::<_CMP_NLE_UQ>(best_is_number, v, best);
             _mm512_mask_mov_ps(best, take, v)
         };
-        let (t0, t1) = row(top);
-        let (b0, b1) = row(bottom);
         // `max(v, best)` keeps `best` on ties, as `larger` does, and differs from it only where
         // a NaN comes after a number: without NaNs (nearly always) three maxima give the
         // windows' first maxima, a chain half as long.
         let any_nan =
             _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(t0, t1) | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(b0, b1);
-        let best = if any_nan == 0 {
+        if any_nan == 0 {
             _mm512_max_ps(b1, _mm512_max_ps(b0, _mm512_max_ps(t1, t0)))
         } else {
             larger(larger(larger(t0, t1), b0), b1)
-        };
-        ([t0, t1, b0, b1], best, (low, high))
+        }
     }
 }
 

@@ -1052,7 +1052,7 @@ unsafe fn dot_tile<S: Simd, const MR: usize, const NR: usize>(
         while p < full {
             if MR == 1 {
                 // Asking for each row's next lines early measured 25-45% faster (1x784x128) on
-                // an earlier machine.
+                // the Intel Xeon this was written on; on a Zen 4 it costs about 4%.
                 for j in 0..NR {
                     let ahead = b.wrapping_add(j * k + p + PREFETCH_AHEAD);
                     _mm_prefetch::<_MM_HINT_T0>(ahead.cast::<i8>());

@@ -3167,13 +3167,19 @@ unsafe fn max_pool_2x2_planes_avx512(
         unsafe { max_pool_2x2_narrow_avx512(x, width, out, planes * out_height) };
         return;
     }
-    for p in 0..planes {
-        for r in 0..out_height {
-            let top = &x[(p * height + 2 * r) * width..][..width];
-            let bottom = &x[(p * height + 2 * r + 1) * width..][..width];
-            let out = &mut out[(p * out_height + r) * out_width..][..out_width];
-            // SAFETY: AVX-512F is present (the contract); each row holds `2·out.len()` values.
-            unsafe { max_pool_2x2_avx512(top, bottom, out) }
+    if out_width == 0 {
+        return;
+    }
+    // Whole row pairs (an odd last row is left out), each a row of outputs: as chunks, so that
+    // every row's sizes and masks are the same values, computed once.
+    let x_planes = x.chunks_exact(height * width).take(planes);
+    for (plane, out_plane) in x_planes.zip(out.chunks_exact_mut(out_height * out_width)) {
+        let pairs = plane.chunks_exact(2 * width);
+        for (pair, out_row) in pairs.zip(out_plane.chunks_exact_mut(out_width)) {
+            let (top, bottom) = pair.split_at(width);
+            // SAFETY: AVX-512F is present (the contract); each row holds `2·out_row.len()`
+            // values.
+            unsafe { max_pool_2x2_avx512(top, bottom, out_row) }
         }
     }
 }
@@ -3314,7 +3320,7 @@ unsafe fn first_maximum_of_windows([t0, t1, b0, b1]: [__m512; 4]) -> __m512 {
 /// # Safety
 ///
 /// The CPU has AVX-512F; both rows hold at least `2 · out.len()` values.
-#[target_feature(enable = "avx512f")]
+#[inline(always)]
 unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
     // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
     // `2·j0 .. 2·j0 + 2·count` of each row (`pool_windows_2x2`) and writes outputs

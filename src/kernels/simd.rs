@@ -1025,13 +1025,14 @@ unsafe fn dot_tile<S: Simd, const MR: usize, const NR: usize>(
     unsafe {
         let lanes = S::LANES;
         let mut acc = [[S::zero(); NR]; MR];
-        // A single row of A streams B from L2. Rows that start off the vector width split a cache
-        // line with every load: when all of them start `shift` lanes in (`k` a multiple of the
-        // lanes), the loop starts `shift` lanes early, its first and last vectors masked, so
-        // that all the others are aligned (one prediction of the MLP 4.53 -> 4.28 µs). Each
-        // lane still sums the same elements in the same order, one place over, and is turned
-        // back before the horizontal sums: the result does not depend on where B lies.
-        let shift = if MR == 1 && k.is_multiple_of(lanes) {
+        // A single row of A streams B from L2. Rows that start off the vector width split cache
+        // lines (every load of 64 bytes, every other one of 32): when all of them start `shift`
+        // lanes in (`k` a nonzero multiple of the lanes), the loop starts `shift` lanes early,
+        // its first and last vectors masked, so that all the others are aligned (one
+        // prediction of the MLP 4.53 -> 4.28 µs). Each lane still sums the same elements in the
+        // same order, `shift` lanes over, and is turned back before the horizontal sums: the
+        // result does not depend on where B lies.
+        let shift = if MR == 1 && k > 0 && k.is_multiple_of(lanes) {
             (b as usize % (lanes * size_of::<S::E>())) / size_of::<S::E>()
         } else {
             0
@@ -1039,7 +1040,9 @@ unsafe fn dot_tile<S: Simd, const MR: usize, const NR: usize>(
         let mut full = k - k % lanes;
         let mut p = 0;
         if shift > 0 {
-            // Lane l holds element l - shift: lanes shift.. are elements 0..lanes - shift.
+            // Lane l holds element l - shift: lanes shift.. are elements 0..lanes - shift. (The
+            // other lanes are still +0, which a plain multiply-add of the masked zeros would
+            // keep too; masked, nothing depends on that.)
             let m = S::mask_range(shift, lanes);
             let a_v = S::load_masked(a.wrapping_sub(shift), m);
             for j in 0..NR {
@@ -4072,76 +4075,167 @@ mod tests {
         }
     }
 
-    /// A matrix-vector product (`A·Bᵀ`, one row of `A`) with `B` at `offset` elements past a
-    /// 64-byte boundary, and the bits of its result.
-    fn matvec_at<E: Copy + Default>(
+    /// `C (+)= A·Bᵀ` with `B` at `offset` elements past a 64-byte boundary (and `C` starting
+    /// as `start`), as bits.
+    #[allow(clippy::too_many_arguments)]
+    fn product_with_rhs_at<E: Copy + Default>(
         isa: Isa,
-        b: &[E],
-        x: &[E],
+        (m, n, k): (usize, usize, usize),
+        (a, b): (&[E], &[E]),
+        start: &[E],
         offset: usize,
+        accumulate: bool,
+        bits: impl Fn(E) -> u64,
         run: impl Fn(Isa, Layout, usize, usize, usize, &[E], &[E], &mut [E], bool),
-    ) -> Vec<E> {
-        let (n, k) = (b.len() / x.len(), x.len());
+    ) -> Vec<u64> {
         let mut storage = std::vec![E::default(); b.len() + 64];
-        let start = storage.as_ptr().align_offset(64) + offset;
-        storage[start..start + b.len()].copy_from_slice(b);
-        let mut c = std::vec![E::default(); n];
-        run(
-            isa,
-            Layout::TransposeRhs,
-            1,
-            n,
-            k,
-            x,
-            &storage[start..start + b.len()],
-            &mut c,
-            false,
-        );
-        c
+        let at = storage.as_ptr().align_offset(64) + offset;
+        storage[at..at + b.len()].copy_from_slice(b);
+        let mut c = start.to_vec();
+        let b = &storage[at..at + b.len()];
+        run(isa, Layout::TransposeRhs, m, n, k, a, b, &mut c, accumulate);
+        c.into_iter().map(bits).collect()
+    }
+
+    /// Values whose sums depend on their order (magnitudes from 2^-24 to 2^24, both signs),
+    /// `B`'s first row with NaNs of different payloads (which one a sum keeps depends on the
+    /// order too), its second row products that underflow to `-0.0` (a lane that adds a `+0.0`
+    /// turns the sum into `+0.0`).
+    fn order_sensitive<E: Copy>(
+        (m, n, k): (usize, usize, usize),
+        seed: u64,
+        from: impl Fn(f64) -> E,
+        nan: impl Fn(u32) -> E,
+        tiny: f64,
+    ) -> (Vec<E>, Vec<E>) {
+        let mut next = xorshift(seed);
+        let mut value = || {
+            let r = next();
+            let magnitude =
+                2.0_f64.powi((r % 49) as i32 - 24) * (1.0 + (r >> 8) as f64 / 2.0_f64.powi(56));
+            if r & 1 << 7 == 0 {
+                magnitude
+            } else {
+                -magnitude
+            }
+        };
+        let mut a: Vec<E> = (0..m * k).map(|_| from(value())).collect();
+        let mut b: Vec<E> = (0..n * k).map(|_| from(value())).collect();
+        for (p, v) in b[..k].iter_mut().enumerate() {
+            if p % 3 == 1 {
+                *v = nan(p as u32 + 1);
+            }
+        }
+        if n > 1 {
+            for p in 0..k {
+                b[k + p] = from(-tiny);
+            }
+            for v in &mut a[..k] {
+                *v = from(tiny);
+            }
+        }
+        (a, b)
+    }
+
+    /// The lanes of `E` for `isa`.
+    fn lanes_of<E>(isa: Isa) -> usize {
+        let bytes = if isa == Isa::Avx512 { 64 } else { 32 };
+        bytes / core::mem::size_of::<E>()
     }
 
     #[test]
     fn matrix_vector_products_do_not_depend_on_where_the_matrix_lies() {
-        // Rows a whole number of vectors long take the aligned loop from any starting lane.
+        // Rows a whole number of vectors long take the aligned loop from any starting lane; one
+        // row of A (and, with AVX2's tiles of 2 rows, the third of 3) is a matrix-vector
+        // product. Every tile width (8, 4, and 1-3 rows of B), C written and added to.
         for isa in [Isa::Avx512, Isa::Avx2Fma] {
             if !isa_available(isa) {
                 std::eprintln!("skipping {isa:?}: not on this CPU");
                 continue;
             }
-            for (n, k) in [(13, 16), (8, 64), (120, 400), (3, 48)] {
-                let b64 = values(n * k, 11 + k as u64);
-                let x64 = values(k, 12);
-                let want = expected(Layout::TransposeRhs, 1, n, k, &x64, &b64);
-                let b32: Vec<f32> = b64.iter().map(|&v| v as f32).collect();
-                let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
-                let run32 = |isa, l, m, n, k, a: &[f32], b: &[f32], c: &mut [f32], acc| {
-                    gemm(isa, l, m, n, k, a, b, c, acc)
-                };
-                let run64 = |isa, l, m, n, k, a: &[f64], b: &[f64], c: &mut [f64], acc| {
-                    gemm(isa, l, m, n, k, a, b, c, acc)
-                };
-                let aligned32 = matvec_at(isa, &b32, &x32, 0, run32);
-                let aligned64 = matvec_at(isa, &b64, &x64, 0, run64);
-                for (got, w) in aligned32.iter().zip(&want) {
-                    assert!((f64::from(*got) - w).abs() <= 1e-5 * (1.0 + w.abs()));
-                }
-                for (got, w) in aligned64.iter().zip(&want) {
-                    assert!((got - w).abs() <= 1e-12 * (1.0 + w.abs()));
-                }
-                for offset in 1..16 {
-                    let bits = |c: Vec<f32>| c.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(
-                        bits(matvec_at(isa, &b32, &x32, offset, run32)),
-                        bits(aligned32.clone()),
-                        "{isa:?} f32 {n}x{k}, B {offset} elements past a line"
-                    );
-                    let bits = |c: Vec<f64>| c.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(
-                        bits(matvec_at(isa, &b64, &x64, offset % 8, run64)),
-                        bits(aligned64.clone()),
-                        "{isa:?} f64 {n}x{k}, B {} elements past a line",
-                        offset % 8
-                    );
+            for m in [1, 3] {
+                for n in [1, 2, 3, 4, 7, 8, 13, 20] {
+                    for vectors in [1, 2, 25] {
+                        let lanes = lanes_of::<f32>(isa);
+                        let dims = (m, n, vectors * lanes);
+                        let (a, b) = order_sensitive(
+                            dims,
+                            7 + n as u64,
+                            |v| v as f32,
+                            |p| f32::from_bits(0x7fc0_0000 | p),
+                            1e-30,
+                        );
+                        let start: Vec<f32> = (0..m * n).map(|i| i as f32 - 3.5).collect();
+                        for accumulate in [false, true] {
+                            let run = |offset| {
+                                product_with_rhs_at(
+                                    isa,
+                                    dims,
+                                    (&a, &b),
+                                    &start,
+                                    offset,
+                                    accumulate,
+                                    |v: f32| u64::from(v.to_bits()),
+                                    gemm,
+                                )
+                            };
+                            let aligned = run(0);
+                            if n > 1 && !accumulate {
+                                // The underflowing row's sum is -0.0.
+                                assert_eq!(
+                                    aligned[1],
+                                    u64::from((-0.0_f32).to_bits()),
+                                    "{isa:?} f32 {dims:?}"
+                                );
+                            }
+                            for offset in 1..lanes {
+                                assert_eq!(
+                                    run(offset),
+                                    aligned,
+                                    "{isa:?} f32 {dims:?}, B {offset} past a line, accumulate {accumulate}"
+                                );
+                            }
+                        }
+                        let lanes = lanes_of::<f64>(isa);
+                        let dims = (m, n, vectors * lanes);
+                        let (a, b) = order_sensitive(
+                            dims,
+                            9 + n as u64,
+                            |v| v,
+                            |p| f64::from_bits(0x7ff8_0000_0000_0000 | u64::from(p)),
+                            1e-200,
+                        );
+                        let start: Vec<f64> = (0..m * n).map(|i| i as f64 - 3.5).collect();
+                        for accumulate in [false, true] {
+                            let run = |offset| {
+                                product_with_rhs_at(
+                                    isa,
+                                    dims,
+                                    (&a, &b),
+                                    &start,
+                                    offset,
+                                    accumulate,
+                                    f64::to_bits,
+                                    gemm,
+                                )
+                            };
+                            let aligned = run(0);
+                            if n > 1 && !accumulate {
+                                assert_eq!(
+                                    aligned[1],
+                                    (-0.0_f64).to_bits(),
+                                    "{isa:?} f64 {dims:?}"
+                                );
+                            }
+                            for offset in 1..lanes {
+                                assert_eq!(
+                                    run(offset),
+                                    aligned,
+                                    "{isa:?} f64 {dims:?}, B {offset} past a line, accumulate {accumulate}"
+                                );
+                            }
+                        }
+                    }
                 }
             }
         }

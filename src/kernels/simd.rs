@@ -4137,6 +4137,37 @@ mod tests {
         (a, b)
     }
 
+    /// `got` (`C` after `C (+)= A·Bᵀ`, one row of `A` per row of `C`) against the definition
+    /// in `f64`: a NaN where a NaN is due, else within `tolerance` of the sum of the products'
+    /// magnitudes (the values' sums cancel), plus `smallest`, the element type's smallest
+    /// normal value (for products that underflow in it).
+    fn assert_near_definition(
+        (m, n, k): (usize, usize, usize),
+        (a, b, start): (&[f64], &[f64], &[f64]),
+        accumulate: bool,
+        got: &[f64],
+        (tolerance, smallest): (f64, f64),
+        what: &str,
+    ) {
+        for i in 0..m {
+            for j in 0..n {
+                let products = (0..k).map(|p| a[i * k + p] * b[j * k + p]);
+                let base = if accumulate { start[i * n + j] } else { 0.0 };
+                let want = products.clone().fold(base, |s, v| s + v);
+                let scale = products.fold(base.abs(), |s, v| s + v.abs());
+                let got = got[i * n + j];
+                assert!(
+                    if want.is_nan() {
+                        got.is_nan()
+                    } else {
+                        (got - want).abs() <= tolerance * scale + smallest
+                    },
+                    "{what}: C[{i}][{j}] is {got}, expected {want}"
+                );
+            }
+        }
+    }
+
     /// The lanes of `E` for `isa`.
     fn lanes_of<E>(isa: Isa) -> usize {
         let bytes = if isa == Isa::Avx512 { 64 } else { 32 };
@@ -4180,6 +4211,23 @@ mod tests {
                                 )
                             };
                             let aligned = run(0);
+                            let widen =
+                                |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+                            let got: Vec<f64> = aligned
+                                .iter()
+                                .map(|&v| f64::from(f32::from_bits(v as u32)))
+                                .collect();
+                            let (a64, b64, start64) = (widen(&a), widen(&b), widen(&start));
+                            let what =
+                                std::format!("{isa:?} f32 {dims:?}, accumulate {accumulate}");
+                            assert_near_definition(
+                                dims,
+                                (&a64, &b64, &start64),
+                                accumulate,
+                                &got,
+                                (1e-6, f64::from(f32::MIN_POSITIVE)),
+                                &what,
+                            );
                             if n > 1 && !accumulate {
                                 // The underflowing row's sum is -0.0.
                                 assert_eq!(
@@ -4220,6 +4268,18 @@ mod tests {
                                 )
                             };
                             let aligned = run(0);
+                            let got: Vec<f64> =
+                                aligned.iter().map(|&v| f64::from_bits(v)).collect();
+                            let what =
+                                std::format!("{isa:?} f64 {dims:?}, accumulate {accumulate}");
+                            assert_near_definition(
+                                dims,
+                                (&a, &b, &start),
+                                accumulate,
+                                &got,
+                                (1e-14, f64::MIN_POSITIVE),
+                                &what,
+                            );
                             if n > 1 && !accumulate {
                                 assert_eq!(
                                     aligned[1],

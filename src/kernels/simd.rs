@@ -4174,6 +4174,55 @@ mod tests {
         bytes / core::mem::size_of::<E>()
     }
 
+    /// One element type's part of the test below: `C (+)= A·Bᵀ` for `dims` (values from
+    /// [`order_sensitive`]) near the definition, its underflowing row `-0.0`, and the same bits
+    /// with `B` at every offset from a 64-byte boundary.
+    #[allow(clippy::type_complexity)]
+    fn check_matvec_at_every_offset<E: Element>(
+        isa: Isa,
+        (dims, seed): ((usize, usize, usize), u64),
+        (from, nan, tiny): (&dyn Fn(f64) -> E, &dyn Fn(u32) -> E, f64),
+        (widen, bits): (&dyn Fn(E) -> f64, &dyn Fn(E) -> u64),
+        tolerance: (f64, f64),
+    ) {
+        let (m, n, k) = dims;
+        let (a, b) = order_sensitive(dims, seed, from, nan, tiny);
+        let start: Vec<E> = (0..m * n).map(|i| from(i as f64 - 3.5)).collect();
+        let wide = |v: &[E]| v.iter().map(|&x| widen(x)).collect::<Vec<_>>();
+        let lanes = lanes_of::<E>(isa);
+        for accumulate in [false, true] {
+            let what = std::format!("{isa:?} {dims:?}, accumulate {accumulate}");
+            let run = |offset| {
+                let product = (&a[..], &b[..]);
+                product_with_rhs_at(isa, dims, product, &start, offset, accumulate, bits, gemm)
+            };
+            let aligned = run(0);
+            let mut c = start.clone();
+            gemm(
+                isa,
+                Layout::TransposeRhs,
+                m,
+                n,
+                k,
+                &a,
+                &b,
+                &mut c,
+                accumulate,
+            );
+            let c_bits: Vec<u64> = c.iter().map(|&v| bits(v)).collect();
+            assert_eq!(c_bits, aligned, "{what}, B where the allocator put it");
+            let operands = (&wide(&a)[..], &wide(&b)[..], &wide(&start)[..]);
+            assert_near_definition(dims, operands, accumulate, &wide(&c), tolerance, &what);
+            if n > 1 && !accumulate {
+                // The underflowing row's sum is -0.0.
+                assert_eq!(aligned[1], bits(from(-0.0)), "{what}");
+            }
+            for offset in 1..lanes {
+                assert_eq!(run(offset), aligned, "{what}, B {offset} past a line");
+            }
+        }
+    }
+
     #[test]
     fn matrix_vector_products_do_not_depend_on_where_the_matrix_lies() {
         // Rows a whole number of vectors long take the aligned loop from any starting lane; one
@@ -4187,114 +4236,26 @@ mod tests {
             for m in [1, 3] {
                 for n in [1, 2, 3, 4, 7, 8, 13, 20] {
                     for vectors in [1, 2, 25] {
-                        let lanes = lanes_of::<f32>(isa);
-                        let dims = (m, n, vectors * lanes);
-                        let (a, b) = order_sensitive(
-                            dims,
-                            7 + n as u64,
-                            |v| v as f32,
-                            |p| f32::from_bits(0x7fc0_0000 | p),
-                            1e-30,
+                        let dims = (m, n, vectors * lanes_of::<f32>(isa));
+                        check_matvec_at_every_offset::<f32>(
+                            isa,
+                            (dims, 7 + n as u64),
+                            (&|v| v as f32, &|p| f32::from_bits(0x7fc0_0000 | p), 1e-30),
+                            (&f64::from, &|v| u64::from(v.to_bits())),
+                            (1e-6, f64::from(f32::MIN_POSITIVE)),
                         );
-                        let start: Vec<f32> = (0..m * n).map(|i| i as f32 - 3.5).collect();
-                        for accumulate in [false, true] {
-                            let run = |offset| {
-                                product_with_rhs_at(
-                                    isa,
-                                    dims,
-                                    (&a, &b),
-                                    &start,
-                                    offset,
-                                    accumulate,
-                                    |v: f32| u64::from(v.to_bits()),
-                                    gemm,
-                                )
-                            };
-                            let aligned = run(0);
-                            let widen =
-                                |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
-                            let got: Vec<f64> = aligned
-                                .iter()
-                                .map(|&v| f64::from(f32::from_bits(v as u32)))
-                                .collect();
-                            let (a64, b64, start64) = (widen(&a), widen(&b), widen(&start));
-                            let what =
-                                std::format!("{isa:?} f32 {dims:?}, accumulate {accumulate}");
-                            assert_near_definition(
-                                dims,
-                                (&a64, &b64, &start64),
-                                accumulate,
-                                &got,
-                                (1e-6, f64::from(f32::MIN_POSITIVE)),
-                                &what,
-                            );
-                            if n > 1 && !accumulate {
-                                // The underflowing row's sum is -0.0.
-                                assert_eq!(
-                                    aligned[1],
-                                    u64::from((-0.0_f32).to_bits()),
-                                    "{isa:?} f32 {dims:?}"
-                                );
-                            }
-                            for offset in 1..lanes {
-                                assert_eq!(
-                                    run(offset),
-                                    aligned,
-                                    "{isa:?} f32 {dims:?}, B {offset} past a line, accumulate {accumulate}"
-                                );
-                            }
-                        }
-                        let lanes = lanes_of::<f64>(isa);
-                        let dims = (m, n, vectors * lanes);
-                        let (a, b) = order_sensitive(
-                            dims,
-                            9 + n as u64,
-                            |v| v,
-                            |p| f64::from_bits(0x7ff8_0000_0000_0000 | u64::from(p)),
-                            1e-200,
+                        let dims = (m, n, vectors * lanes_of::<f64>(isa));
+                        check_matvec_at_every_offset::<f64>(
+                            isa,
+                            (dims, 9 + n as u64),
+                            (
+                                &|v| v,
+                                &|p| f64::from_bits(0x7ff8_0000_0000_0000 | u64::from(p)),
+                                1e-200,
+                            ),
+                            (&|v| v, &f64::to_bits),
+                            (1e-14, f64::MIN_POSITIVE),
                         );
-                        let start: Vec<f64> = (0..m * n).map(|i| i as f64 - 3.5).collect();
-                        for accumulate in [false, true] {
-                            let run = |offset| {
-                                product_with_rhs_at(
-                                    isa,
-                                    dims,
-                                    (&a, &b),
-                                    &start,
-                                    offset,
-                                    accumulate,
-                                    f64::to_bits,
-                                    gemm,
-                                )
-                            };
-                            let aligned = run(0);
-                            let got: Vec<f64> =
-                                aligned.iter().map(|&v| f64::from_bits(v)).collect();
-                            let what =
-                                std::format!("{isa:?} f64 {dims:?}, accumulate {accumulate}");
-                            assert_near_definition(
-                                dims,
-                                (&a, &b, &start),
-                                accumulate,
-                                &got,
-                                (1e-14, f64::MIN_POSITIVE),
-                                &what,
-                            );
-                            if n > 1 && !accumulate {
-                                assert_eq!(
-                                    aligned[1],
-                                    (-0.0_f64).to_bits(),
-                                    "{isa:?} f64 {dims:?}"
-                                );
-                            }
-                            for offset in 1..lanes {
-                                assert_eq!(
-                                    run(offset),
-                                    aligned,
-                                    "{isa:?} f64 {dims:?}, B {offset} past a line, accumulate {accumulate}"
-                                );
-                            }
-                        }
                     }
                 }
             }

@@ -4075,26 +4075,22 @@ mod tests {
         }
     }
 
-    /// `C (+)= A·Bᵀ` with `B` at `offset` elements past a 64-byte boundary (and `C` starting
-    /// as `start`), as bits.
-    #[allow(clippy::too_many_arguments)]
-    fn product_with_rhs_at<E: Copy + Default>(
+    /// `C (+)= A·Bᵀ` with `B` at `offset` elements past a 64-byte boundary, `C` starting as
+    /// `start`.
+    fn product_with_rhs_at<E: Element>(
         isa: Isa,
         (m, n, k): (usize, usize, usize),
         (a, b): (&[E], &[E]),
-        start: &[E],
+        (start, accumulate): (&[E], bool),
         offset: usize,
-        accumulate: bool,
-        bits: impl Fn(E) -> u64,
-        run: impl Fn(Isa, Layout, usize, usize, usize, &[E], &[E], &mut [E], bool),
-    ) -> Vec<u64> {
+    ) -> Vec<E> {
         let mut storage = std::vec![E::default(); b.len() + 64];
         let at = storage.as_ptr().align_offset(64) + offset;
         storage[at..at + b.len()].copy_from_slice(b);
         let mut c = start.to_vec();
         let b = &storage[at..at + b.len()];
-        run(isa, Layout::TransposeRhs, m, n, k, a, b, &mut c, accumulate);
-        c.into_iter().map(bits).collect()
+        gemm(isa, Layout::TransposeRhs, m, n, k, a, b, &mut c, accumulate);
+        c
     }
 
     /// Values whose sums depend on their order (magnitudes from 2^-24 to 2^24, both signs),
@@ -4149,12 +4145,13 @@ mod tests {
         (tolerance, smallest): (f64, f64),
         what: &str,
     ) {
+        let sums = expected(Layout::TransposeRhs, m, n, k, a, b);
         for i in 0..m {
             for j in 0..n {
-                let products = (0..k).map(|p| a[i * k + p] * b[j * k + p]);
                 let base = if accumulate { start[i * n + j] } else { 0.0 };
-                let want = products.clone().fold(base, |s, v| s + v);
-                let scale = products.fold(base.abs(), |s, v| s + v.abs());
+                let want = base + sums[i * n + j];
+                let magnitudes = (0..k).map(|p| (a[i * k + p] * b[j * k + p]).abs());
+                let scale = magnitudes.fold(base.abs(), |s, v| s + v);
                 let got = got[i * n + j];
                 assert!(
                     if want.is_nan() {
@@ -4193,8 +4190,8 @@ mod tests {
         for accumulate in [false, true] {
             let what = std::format!("{isa:?} {dims:?}, accumulate {accumulate}");
             let run = |offset| {
-                let product = (&a[..], &b[..]);
-                product_with_rhs_at(isa, dims, product, &start, offset, accumulate, bits, gemm)
+                let c = product_with_rhs_at(isa, dims, (&a, &b), (&start, accumulate), offset);
+                c.into_iter().map(bits).collect::<Vec<u64>>()
             };
             let aligned = run(0);
             let mut c = start.clone();

@@ -159,22 +159,5 @@ fn main() -> ExitCode {
         plot: None,
         usual_lr: 0.05,
     };
-    let options = match training::parse_options(defaults) {
-        Ok(Some(options)) => options,
-        Ok(None) => {
-            print!("{USAGE}\n{}", training::EXIT_CODES);
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    match training::run::<Cnn, EVAL_BATCH>(&options) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    training::main::<Cnn, EVAL_BATCH>(defaults, USAGE)
 }

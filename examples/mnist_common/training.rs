@@ -3,6 +3,7 @@
 //! and saving. Each example supplies its net and how a digit becomes its input ([`Model`]).
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Instant;
 
 use constmat::Matrix;
@@ -446,6 +447,33 @@ pub fn write_results(
         Ok(())
     } else {
         Err(failures.join("; and "))
+    }
+}
+
+/// An example's whole `main`: the options parsed over `defaults` (`--help` prints `usage` and
+/// [`EXIT_CODES`]), then [`run`]; an error goes to standard error, with the exit code that
+/// [`EXIT_CODES`] gives it.
+pub fn main<M: Model, const EVAL: usize>(defaults: Options, usage: &str) -> ExitCode
+where
+    M::Net: Train<f32, EVAL>,
+{
+    let options = match parse_options(defaults) {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            print!("{usage}\n{EXIT_CODES}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    match run::<M, EVAL>(&options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
     }
 }
 

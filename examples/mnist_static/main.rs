@@ -93,24 +93,7 @@ fn main() -> ExitCode {
         plot: None,
         usual_lr: 0.03,
     };
-    let options = match training::parse_options(defaults) {
-        Ok(Some(options)) => options,
-        Ok(None) => {
-            print!("{USAGE}\n{}", training::EXIT_CODES);
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    match training::run::<Mlp, EVAL_BATCH>(&options) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    training::main::<Mlp, EVAL_BATCH>(defaults, USAGE)
 }
 
 /// Writes the net as safetensors, ready for pixels scaled to [0, 1].

@@ -522,6 +522,49 @@ fn files_on_disk_are_found_in_order_without_any_request() {
 }
 
 #[test]
+fn a_named_place_passed_over_is_named_in_a_note() {
+    let place = |source, dir: Option<&str>, state| fetch::Place {
+        source,
+        dir: dir.map(PathBuf::from),
+        state,
+    };
+    let found = Path::new("/data/env");
+    // A mistyped --data, then $MNIST_DIR, which has the files.
+    let looked = [place(
+        Source::DataArg,
+        Some("/data/typo"),
+        DirState::Missing,
+    )];
+    assert_eq!(
+        fetch::passed_over_note(&looked, found).as_deref(),
+        Some("note: MNIST is not in --data /data/typo (missing); using /data/env")
+    );
+    // Both named places lacking the files, the default directory used: both named.
+    let looked = [
+        place(
+            Source::DataArg,
+            Some("/data/partial"),
+            DirState::Lacks(vec![mnist::FILES[3]]),
+        ),
+        place(Source::EnvVar, Some("/data/empty"), DirState::NoFiles),
+    ];
+    assert_eq!(
+        fetch::passed_over_note(&looked, Path::new("data/mnist")).as_deref(),
+        Some(
+            "note: MNIST is not in --data /data/partial (lacks t10k-labels-idx1-ubyte), \
+             $MNIST_DIR=/data/empty (none of the files); using data/mnist"
+        )
+    );
+    // Nothing named, or the first place named holds the files: no note.
+    let looked = [
+        place(Source::DataArg, None, DirState::NotGiven),
+        place(Source::EnvVar, None, DirState::NotGiven),
+    ];
+    assert_eq!(fetch::passed_over_note(&looked, found), None);
+    assert_eq!(fetch::passed_over_note(&[], found), None);
+}
+
+#[test]
 fn only_the_files_missing_from_the_default_directory_are_downloaded() {
     let served = synthetic_mnist();
     let files = remote_files(&served);

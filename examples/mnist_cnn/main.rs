@@ -129,7 +129,8 @@ cross-entropy, batch 64) on MNIST.
 Usage: cargo run --release --example mnist_cnn -- [OPTIONS]
 
 Options:
-  --data DIR          MNIST directory (default: $MNIST_DIR, else data/mnist/, downloaded if missing)
+  --data DIR          MNIST directory, looked in first (then $MNIST_DIR, then data/mnist/,
+                      where it is downloaded if none has it)
   --epochs N          passes over the training set, a whole number from 1 to 100000
                       (default 12)
   --lr RATE           base learning rate, a positive number from 1.2e-38 to 3.4e38 (the

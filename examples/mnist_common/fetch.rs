@@ -4,7 +4,8 @@
 //! the directory named by the `MNIST_DIR` environment variable, then in [`DEFAULT_DIR`]
 //! (`data/mnist`, relative to the current directory), and returns the first of them that holds
 //! all four files, each plain or gzipped (the rule of
-//! [`Mnist::locate`](constmat::data::mnist::Mnist::locate)).
+//! [`Mnist::locate`](constmat::data::mnist::Mnist::locate)). A place the user named that was
+//! passed over is named in a note on stderr ([`passed_over_note`]).
 //!
 //! When none does, the files missing from [`DEFAULT_DIR`] are downloaded into it (creating it),
 //! even if `--data` or `MNIST_DIR` was given: a note on stderr names the places that lacked
@@ -129,6 +130,9 @@ pub fn find_or_fetch(
     for (source, dir) in candidates {
         let state = dir.map_or(DirState::NotGiven, |dir| inspect(dir, files));
         if let (Some(dir), DirState::Complete) = (dir, &state) {
+            if let Some(note) = passed_over_note(&looked, dir) {
+                eprintln!("{note}");
+            }
             return Ok(dir.to_path_buf());
         }
         looked.push(Place {
@@ -162,6 +166,23 @@ pub fn find_or_fetch(
         download(mirrors, file, default_dir).map_err(error)?;
     }
     Ok(default_dir.to_path_buf())
+}
+
+/// The note printed when MNIST is found in `found` after places the user named (`--data`,
+/// `$MNIST_DIR`) that lack it, so that a mistyped `--data` is not passed over in silence; `None`
+/// when nothing the user named was passed over.
+pub fn passed_over_note(looked: &[Place], found: &Path) -> Option<String> {
+    let named: Vec<&Place> = looked
+        .iter()
+        .filter(|place| place.state != DirState::NotGiven && place.source != Source::Default)
+        .collect();
+    (!named.is_empty()).then(|| {
+        format!(
+            "note: MNIST is not in {}; using {}",
+            List(&named),
+            found.display()
+        )
+    })
 }
 
 /// Whether `dir` holds `name` or `name.gz`. A path whose existence cannot be decided counts as

@@ -150,28 +150,60 @@ IMAGE is a PGM (P2 or P5) or PNG file of any size: one digit, white on black or 
 f32 or in int8 (integer arithmetic only).
 ";
 
+/// The net and the image named on the command line (options in any order), or `None` for
+/// `--help`.
+fn parse_args(args: &[String]) -> Result<Option<(Which, PathBuf)>, String> {
+    let mut which = Which::Mlp;
+    let mut path = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--net" => {
+                which = match args.next().map(String::as_str) {
+                    Some("mlp") => Which::Mlp,
+                    Some("cnn") => Which::Cnn,
+                    Some("mlp-int8") => Which::MlpInt8,
+                    Some("cnn-int8") => Which::CnnInt8,
+                    Some(other) => {
+                        return Err(format!(
+                            "--net: expected mlp, cnn, mlp-int8 or cnn-int8, found `{other}`"
+                        ));
+                    }
+                    None => {
+                        return Err("--net needs a value: mlp, cnn, mlp-int8 or cnn-int8".into());
+                    }
+                }
+            }
+            option if option.starts_with('-') => {
+                return Err(format!("unknown option `{option}`"));
+            }
+            image => {
+                if let Some(first) = path.replace(PathBuf::from(image)) {
+                    return Err(format!(
+                        "expected one image file, found `{}` and `{image}`",
+                        first.display()
+                    ));
+                }
+            }
+        }
+    }
+    match path {
+        Some(path) => Ok(Some((which, path))),
+        None => Err("expected an image file".into()),
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (which, path) = match args.as_slice() {
-        [flag] if flag == "-h" || flag == "--help" => {
+    let (which, path) = match parse_args(&args) {
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        [path] if !path.starts_with('-') => (Which::Mlp, PathBuf::from(path)),
-        [flag, net, path] if flag == "--net" && !path.starts_with('-') => match net.as_str() {
-            "mlp" => (Which::Mlp, PathBuf::from(path)),
-            "cnn" => (Which::Cnn, PathBuf::from(path)),
-            "mlp-int8" => (Which::MlpInt8, PathBuf::from(path)),
-            "cnn-int8" => (Which::CnnInt8, PathBuf::from(path)),
-            other => {
-                eprint!(
-                    "error: --net: expected mlp, cnn, mlp-int8 or cnn-int8, found `{other}`\n\n{USAGE}"
-                );
-                return ExitCode::from(2);
-            }
-        },
-        _ => {
-            eprint!("error: expected one image file\n\n{USAGE}");
+        Err(message) => {
+            eprint!("error: {message}\n\n{USAGE}");
             return ExitCode::from(2);
         }
     };

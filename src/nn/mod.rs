@@ -578,6 +578,14 @@ impl TensorInfo {
 /// ```compile_fail
 /// type Wrong = constmat::net![Input<f32, 1, 20, 20>, Conv2d<1, 6, 5, 2>, Flatten, Dense<384, 10>];
 /// ```
+///
+/// So is an image layer first, without `Input`: ``"`Conv2d<1, 6, 5>` first: a net of images
+/// starts with `Input<T, channels, height, width>`, which gives the sizes of its images, as in
+/// `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"``.
+///
+/// ```compile_fail
+/// type Wrong = constmat::net![Conv2d<1, 6, 5>, MaxPool2d<2>, Flatten, Dense<864, 10>];
+/// ```
 #[macro_export]
 macro_rules! net {
     // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
@@ -587,6 +595,15 @@ macro_rules! net {
     (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@image ($t) ($c) ($h) ($w) $($($rest)*)?)
     };
+    // Image layers in their short forms without an `Input` first (their full types, written
+    // out, take more parameters and are plain layers).
+    (Conv2d<$ci:tt, $co:tt, $k:tt $(, $s:tt $(, $p:tt $(, $a:tt)?)?)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input Conv2d<$ci, $co, $k $(, $s $(, $p $(, $a)?)?)?>)
+    };
+    (MaxPool2d<$k:tt $(, $s:tt)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input MaxPool2d<$k $(, $s)?>)
+    };
+    (Flatten $(, $($rest:tt)*)?) => { $crate::__net_image!(@no_input Flatten) };
     // Dense layers whose widths are literals: each one's inputs are checked against the
     // outputs of the one before, where the net is written.
     (Dense<$t:ty, $i:tt, $o:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
@@ -742,6 +759,14 @@ macro_rules! __net_image {
     };
     (@image $t:tt $c:tt $h:tt $w:tt) => {
         ::core::compile_error!("a net needs a layer after its `Input`")
+    };
+    (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
+        ::core::compile_error!(::core::concat!(
+            "`", ::core::stringify!($kind) $(, "<", ::core::stringify!($($arg),+), ">")?,
+            "` first: a net of images starts with ",
+            "`Input<T, channels, height, width>`, which gives the sizes of its images, ",
+            "as in `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"
+        ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $($rest:tt)+) => {
         ::core::compile_error!(::core::concat!(

@@ -959,6 +959,33 @@ fn fill_batch_scales_and_copies_the_chosen_rows() {
 }
 
 #[test]
+fn fill_batch_writes_images_for_a_convolutional_net_row_by_row() {
+    let pixels = pattern(3 * 784);
+    let images = idx::read_images(&images_bytes(3, 28, 28, &pixels)[..]).unwrap();
+    let split = Split::new(images, vec![7, 8, 9]).unwrap();
+
+    let mut flat = [[0.0_f32; mnist::PIXELS]; 2];
+    let mut image = [[[[-1.0_f32; mnist::COLS]; mnist::ROWS]; 1]; 2];
+    let (mut y_flat, mut y_image) = ([0_u8; 2], [0_u8; 2]);
+    split.fill_batch(&[2, 1], &mut flat, &mut y_flat);
+    split.fill_batch(&[2, 1], &mut image, &mut y_image);
+    assert_eq!(y_image, [9, 8]);
+    assert_eq!(y_image, y_flat);
+    for (k, index) in [2, 1].into_iter().enumerate() {
+        for row in 0..mnist::ROWS {
+            for col in 0..mnist::COLS {
+                let expected = f32::from(pixels[index * 784 + row * 28 + col]) / 255.0;
+                assert_eq!(
+                    image[k][0][row][col], expected,
+                    "image {k} at ({row}, {col})"
+                );
+                assert_eq!(flat[k][row * 28 + col], expected);
+            }
+        }
+    }
+}
+
+#[test]
 #[should_panic(expected = "index out of bounds")]
 fn fill_batch_panics_on_an_index_out_of_range() {
     let images = idx::read_images(&images_bytes(1, 28, 28, &[0; 784])[..]).unwrap();

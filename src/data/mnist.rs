@@ -500,11 +500,16 @@ impl Split {
 
     /// Copies the images and labels at `indices` into a caller-owned batch, without allocating.
     ///
-    /// Row `k` of `x` receives image `indices[k]` with each pixel `p` scaled to `p / 255` (so
+    /// Sample `k` of `x` receives image `indices[k]` with each pixel `p` scaled to `p / 255` (so
     /// in `[0, 1]`, exactly `p as f32 / 255.0` for `f32`); `y[k]` receives its label. The batch
     /// size `B` is part of the types, so a batch of the wrong size does not compile; cut an
-    /// index list into batches with [`slice::as_chunks`]. A `Matrix<T, B, PIXELS>` gives its
-    /// storage as `x` through [`Matrix::as_array_mut`](crate::Matrix::as_array_mut).
+    /// index list into batches with [`slice::as_chunks`].
+    ///
+    /// A sample is either of the two inputs of an MNIST net ([`Pixels`]): a vector of
+    /// [`PIXELS`] for a dense net (a `Matrix<T, B, PIXELS>` gives its storage as `x` through
+    /// [`Matrix::as_array_mut`](crate::Matrix::as_array_mut)), or an image of one channel,
+    /// `[[[T; COLS]; ROWS]; 1]`, for a net that starts with `Input<T, 1, 28, 28>` (a batch from
+    /// [`zeroed_batch`](crate::nn::zeroed_batch), say).
     ///
     /// # Panics
     ///
@@ -527,26 +532,65 @@ impl Split {
     /// assert_eq!(y, [2, 1]);
     /// assert!(x.as_array()[0].iter().all(|&v| v == 1.0));
     /// assert!(x.as_array()[1].iter().all(|&v| v == 0.2));
+    ///
+    /// // The same images for a convolutional net: one channel of 28 rows of 28.
+    /// let mut images = [[[[0.0_f32; mnist::COLS]; mnist::ROWS]; 1]; 2];
+    /// split.fill_batch(&[2, 1], &mut images, &mut y);
+    /// assert_eq!(images[0][0][27][27], 1.0);
+    /// assert_eq!(images[1][0][0][0], 0.2);
     /// # Ok::<(), idx::IdxError>(())
     /// ```
     #[track_caller]
-    pub fn fill_batch<T, const B: usize>(
+    pub fn fill_batch<X: Pixels, const B: usize>(
         &self,
         indices: &[usize; B],
-        x: &mut [[T; PIXELS]; B],
+        x: &mut [X; B],
         y: &mut [u8; B],
-    ) where
-        T: Float + From<u8>,
-    {
+    ) {
         let images = self.images();
-        let scale = <T as From<u8>>::from(u8::MAX);
-        for ((row, label), &index) in x.iter_mut().zip(y.iter_mut()).zip(indices) {
-            for (dst, &p) in row.iter_mut().zip(&images[index]) {
-                *dst = <T as From<u8>>::from(p) / scale;
+        let scale = <X::Element as From<u8>>::from(u8::MAX);
+        for ((sample, label), &index) in x.iter_mut().zip(y.iter_mut()).zip(indices) {
+            for (dst, &p) in sample.pixels_mut().iter_mut().zip(&images[index]) {
+                *dst = <X::Element as From<u8>>::from(p) / scale;
             }
             *label = self.labels[index];
         }
     }
+}
+
+/// A sample that holds one MNIST image, as [`Split::fill_batch`] writes it: the [`PIXELS`]
+/// values row after row, as a vector `[T; PIXELS]` (a dense net's input) or as an image of one
+/// channel `[[[T; COLS]; ROWS]; 1]` (the input of a net that starts with `Input<T, 1, 28, 28>`,
+/// channels, rows, columns as in PyTorch).
+///
+/// Sealed: these two are the layouts of an MNIST net's input.
+pub trait Pixels: sealed::Sealed {
+    /// The type of one pixel's value (`f32`, `f64`).
+    type Element: Float + From<u8>;
+    /// The [`PIXELS`] values, row after row.
+    fn pixels_mut(&mut self) -> &mut [Self::Element];
+}
+
+impl<T: Float + From<u8>> Pixels for [T; PIXELS] {
+    type Element = T;
+    #[inline]
+    fn pixels_mut(&mut self) -> &mut [T] {
+        self
+    }
+}
+
+impl<T: Float + From<u8>> Pixels for [[[T; COLS]; ROWS]; 1] {
+    type Element = T;
+    #[inline]
+    fn pixels_mut(&mut self) -> &mut [T] {
+        self.as_flattened_mut().as_flattened_mut()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<T> Sealed for [T; super::PIXELS] {}
+    impl<T> Sealed for [[[T; super::COLS]; super::ROWS]; 1] {}
 }
 
 /// Writes the one-hot encoding of each label: row `k` of `out` is all zeros except a one at

@@ -845,6 +845,65 @@ fn the_baked_model_scores_98_10_percent_like_the_heap_net() {
 #[path = "../examples/embed/preprocess.rs"]
 mod preprocess;
 
+// The command line of `examples/embed`.
+#[allow(dead_code)] // the example prints `USAGE`; these tests check the parser
+#[path = "../examples/embed/cli.rs"]
+mod cli;
+
+#[test]
+fn the_embed_example_reads_its_command_line_in_any_order() {
+    use cli::{Which, parse_args};
+    use std::path::PathBuf;
+    let parse = |args: &[&str]| parse_args(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+    let image = PathBuf::from("seven.png");
+
+    assert_eq!(parse(&["seven.png"]), Ok(Some((Which::Mlp, image.clone()))));
+    assert_eq!(
+        parse(&["--net", "cnn", "seven.png"]),
+        Ok(Some((Which::Cnn, image.clone())))
+    );
+    assert_eq!(
+        parse(&["seven.png", "--net", "cnn-int8"]),
+        Ok(Some((Which::CnnInt8, image.clone())))
+    );
+    assert_eq!(
+        parse(&["--net=mlp-int8", "seven.png"]),
+        Ok(Some((Which::MlpInt8, image.clone())))
+    );
+    assert_eq!(
+        parse(&["seven.png", "--net=mlp"]),
+        Ok(Some((Which::Mlp, image)))
+    );
+    assert_eq!(parse(&["--help"]), Ok(None));
+    assert_eq!(parse(&["seven.png", "-h"]), Ok(None));
+
+    // Each mistake named.
+    let error = |args: &[&str]| parse(args).unwrap_err();
+    assert_eq!(error(&[]), "expected an image file");
+    assert_eq!(error(&["--net", "cnn"]), "expected an image file");
+    assert_eq!(
+        error(&["seven.png", "--net"]),
+        "--net needs a value: mlp, cnn, mlp-int8 or cnn-int8"
+    );
+    assert_eq!(
+        error(&["--net", "lenet", "seven.png"]),
+        "--net: expected mlp, cnn, mlp-int8 or cnn-int8, found `lenet`"
+    );
+    assert_eq!(
+        error(&["--net=", "seven.png"]),
+        "--net: expected mlp, cnn, mlp-int8 or cnn-int8, found ``"
+    );
+    assert_eq!(
+        error(&["--net", "cnn", "seven.png", "--net", "mlp"]),
+        "--net given twice"
+    );
+    assert_eq!(error(&["-n", "cnn", "seven.png"]), "unknown option `-n`");
+    assert_eq!(
+        error(&["seven.png", "one.png"]),
+        "expected one image file, found `seven.png` and `one.png`"
+    );
+}
+
 mod images {
     //! Writing test images.
 

@@ -20,12 +20,13 @@
 //! `models/` into the `static`s below while the program was compiled, and a prediction allocates
 //! nothing.
 
+mod cli;
 mod preprocess;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use cli::Which;
 use constmat::embed::Baked;
 use constmat::nn::{Dense, Layer, Predict, Quantize, Relu, argmax, softmax_in_place};
 
@@ -62,15 +63,6 @@ static INT8: Baked<<Mnist as Quantize>::Quantized> =
 /// LeNet-5 in int8.
 static INT8_CNN: Baked<<Cnn as Quantize>::Quantized> =
     constmat::include_net!("../../models/mnist-cnn-lenet5-int8.safetensors");
-
-/// Which of the baked nets classifies.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Which {
-    Mlp,
-    Cnn,
-    MlpInt8,
-    CnnInt8,
-}
 
 /// A net's input, ready for it: floats, or their int8 quantization (made once, before timing).
 enum Input {
@@ -140,70 +132,16 @@ fn image(pixels: &[f32; 784]) -> [[[f32; 28]; 28]; 1] {
 /// Single predictions timed for the median.
 const TIMED_CALLS: usize = 10_001;
 
-const USAGE: &str = "\
-Classifies a handwritten digit with the MNIST model baked into this program.
-
-Usage: cargo run --release --example embed -- [--net mlp|cnn|mlp-int8|cnn-int8] IMAGE
-
-IMAGE is a PGM (P2 or P5) or PNG file of any size: one digit, white on black or dark on light.
---net chooses the baked net: the 784-128-64-10 MLP (mlp, the default) or LeNet-5 (cnn), in
-f32 or in int8 (integer arithmetic only).
-";
-
-/// The net and the image named on the command line (options in any order), or `None` for
-/// `--help`.
-fn parse_args(args: &[String]) -> Result<Option<(Which, PathBuf)>, String> {
-    let mut which = Which::Mlp;
-    let mut path = None;
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--net" => {
-                which = match args.next().map(String::as_str) {
-                    Some("mlp") => Which::Mlp,
-                    Some("cnn") => Which::Cnn,
-                    Some("mlp-int8") => Which::MlpInt8,
-                    Some("cnn-int8") => Which::CnnInt8,
-                    Some(other) => {
-                        return Err(format!(
-                            "--net: expected mlp, cnn, mlp-int8 or cnn-int8, found `{other}`"
-                        ));
-                    }
-                    None => {
-                        return Err("--net needs a value: mlp, cnn, mlp-int8 or cnn-int8".into());
-                    }
-                }
-            }
-            option if option.starts_with('-') => {
-                return Err(format!("unknown option `{option}`"));
-            }
-            image => {
-                if let Some(first) = path.replace(PathBuf::from(image)) {
-                    return Err(format!(
-                        "expected one image file, found `{}` and `{image}`",
-                        first.display()
-                    ));
-                }
-            }
-        }
-    }
-    match path {
-        Some(path) => Ok(Some((which, path))),
-        None => Err("expected an image file".into()),
-    }
-}
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (which, path) = match parse_args(&args) {
+    let (which, path) = match cli::parse_args(&args) {
         Ok(Some(parsed)) => parsed,
         Ok(None) => {
-            print!("{USAGE}");
+            print!("{}", cli::USAGE);
             return ExitCode::SUCCESS;
         }
         Err(message) => {
-            eprint!("error: {message}\n\n{USAGE}");
+            eprint!("error: {message}\n\n{}", cli::USAGE);
             return ExitCode::from(2);
         }
     };

@@ -564,6 +564,11 @@ impl Split {
 /// channels, rows, columns as in PyTorch).
 ///
 /// Sealed: these two are the layouts of an MNIST net's input.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not hold one MNIST image",
+    label = "a sample of this batch is `{Self}`",
+    note = "a sample is `[T; 784]` (a dense net's input) or `[[[T; 28]; 28]; 1]` (an image of one channel), T a float: `fill_batch::<[f32; 784], B>`, not `fill_batch::<f32, B>`"
+)]
 pub trait Pixels: sealed::Sealed {
     /// The type of one pixel's value (`f32`, `f64`).
     type Element: Float + From<u8>;

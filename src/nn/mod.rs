@@ -624,13 +624,10 @@ impl TensorInfo {
 /// type Wrong = constmat::net![Input<f32, 1, 20, 20>, Conv2d<1, 6, 5, 2>, Flatten, Dense<384, 10>];
 /// ```
 ///
-/// So is an image layer first, without `Input`: ``"`Conv2d<1, 6, 5>` first: a net of images
-/// starts with `Input<T, channels, height, width>`, which gives the sizes of its images, as in
-/// `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"``.
-///
-/// ```compile_fail
-/// type Wrong = constmat::net![Conv2d<1, 6, 5>, MaxPool2d<2>, Flatten, Dense<864, 10>];
-/// ```
+/// So is a convolution or a pooling written as in the image form, in a net without `Input`:
+/// ``"`Conv2d<1, 6, 5>` in a net without `Input`: a net of images starts with `Input<T,
+/// channels, height, width>`, which gives the sizes of its images, as in `net![Input<f32, 1,
+/// 28, 28>, Conv2d<1, 6, 5>, ...]`"`` (`tests/ui/fail/net_image_layer_without_input.rs`).
 #[macro_export]
 macro_rules! net {
     // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
@@ -640,15 +637,15 @@ macro_rules! net {
     (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@image ($t) ($c) ($h) ($w) $($($rest)*)?)
     };
-    // Image layers in their short forms without an `Input` first (their full types, written
-    // out, take more parameters and are plain layers).
-    (Conv2d<$ci:tt, $co:tt, $k:tt $(, $s:tt $(, $p:tt $(, $a:tt)?)?)?> $(, $($rest:tt)*)?) => {
+    // Image layers in their short forms (sizes written as literals) in a net without `Input`.
+    // A type of the same name with other parameters (the full `Conv2d<T, ..>`, a user's alias
+    // whose first parameter is a type) is a plain layer.
+    (Conv2d<$ci:literal, $co:tt, $k:tt $(, $s:tt $(, $p:tt $(, $a:tt)?)?)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input Conv2d<$ci, $co, $k $(, $s $(, $p $(, $a)?)?)?>)
     };
-    (MaxPool2d<$k:tt $(, $s:tt)?> $(, $($rest:tt)*)?) => {
+    (MaxPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input MaxPool2d<$k $(, $s)?>)
     };
-    (Flatten $(, $($rest:tt)*)?) => { $crate::__net_image!(@no_input Flatten) };
     // Dense layers whose widths are literals: each one's inputs are checked against the
     // outputs of the one before, where the net is written.
     (Dense<$t:ty, $i:tt, $o:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
@@ -808,7 +805,7 @@ macro_rules! __net_image {
     (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
         ::core::compile_error!(::core::concat!(
             "`", ::core::stringify!($kind) $(, "<", ::core::stringify!($($arg),+), ">")?,
-            "` first: a net of images starts with ",
+            "` in a net without `Input`: a net of images starts with ",
             "`Input<T, channels, height, width>`, which gives the sizes of its images, ",
             "as in `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"
         ))

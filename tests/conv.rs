@@ -82,13 +82,23 @@ fn assert_close(what: &str, analytic: &[f64], numeric: &[f64]) -> f64 {
 /// `L = Σ output ⊙ R` for a fixed random `R`: checks every parameter tensor of `net` and `dX`
 /// against central differences of the forward pass (`Layer::forward`, the pass baked nets run).
 /// The backward pass starts from dirty buffers, as in `tests/gradient_check.rs`.
+///
+/// `R` is uniform on [-1, 1) scaled by `1/√(number of outputs)`, so that `|L|` stays near 1
+/// however many outputs the net has: the rounding error of a difference quotient grows with
+/// `|L|` (`ε·|L|/h`), and unscaled, a layer with a few hundred outputs came within a factor of
+/// two of the tolerance on noise alone.
 fn check<N, const B: usize>(what: &str, net: &N, x: &[N::In; B], rng: &mut StdRng) -> f64
 where
     N: Train<f64, B> + Clone,
     N::In: Flat,
     N::Out: Flat,
 {
-    let r: [N::Out; B] = std::array::from_fn(|_| random_sample(rng));
+    let scale = 1.0 / ((B * N::Out::LEN) as f64).sqrt();
+    let r: [N::Out; B] = std::array::from_fn(|_| {
+        let mut r: N::Out = random_sample(rng);
+        (0..N::Out::LEN).for_each(|i| *r.get_mut(i) *= scale);
+        r
+    });
     let loss = |net: &N, x: &[N::In; B]| {
         let mut out = [N::Out::ZERO; B];
         net.forward(x, &mut out);
@@ -384,6 +394,19 @@ fn convolution_gradients() {
     case!(Sigmoid, 2, 3, 3, 2, 1, 7, 7);
     case!(Tanh, 3, 2, 2, 2, 0, 6, 4);
     case!(Identity, 2, 4, 3, 2, 0, 7, 5);
+    // Rows and columns left over at the end (8 + 2 - 3 = 7 is odd): the last padding row is in
+    // no window.
+    case!(Tanh, 2, 3, 3, 2, 1, 8, 8);
+    // Kernels smaller than the stride: whole input rows and columns in no window, whose
+    // gradient is 0.
+    case!(Identity, 2, 2, 1, 2, 0, 5, 5);
+    case!(Sigmoid, 1, 2, 2, 3, 0, 8, 8);
+    // Stride 3 with padding 2, two padding rows left over.
+    case!(Tanh, 2, 2, 3, 3, 2, 7, 7);
+    // LeNet's first layer's kernel and padding.
+    case!(Tanh, 1, 2, 5, 1, 2, 6, 6);
+    // Sixteen filters, stride 1: the kernel with the filters in its vector lanes.
+    case!(Identity, 3, 16, 3, 1, 1, 4, 4);
     eprintln!("Conv2d: worst relative error {worst:e}");
 }
 
@@ -468,21 +491,69 @@ fn flatten_is_pytorchs_order_and_its_gradient_the_reshape() {
     eprintln!("Flatten: worst relative error {err:e}");
 }
 
-/// A small CNN, the shape of LeNet, through `net!`'s image form: every tensor and dX.
+/// How close to ReLU's kink a pre-activation may be, and how close to a tie the two largest
+/// inputs of a pooling window (as in `tests/gradient_check.rs`): a perturbation of `h = 1e-6`
+/// moves them by far less, so no difference quotient straddles a point where the net is not
+/// differentiable.
+const KINK_MARGIN: f64 = 1e-3;
+
+/// A small CNN, the shape of LeNet, through `net!`'s image form: every tensor and dX. Its second
+/// convolution has stride 2 and leaves a padding row over (4 + 2 - 3 = 3 is odd).
 #[test]
 fn whole_cnn_gradients() {
     type Cnn = constmat::net![
         Input<f64, 2, 8, 8>,
         Conv2d<2, 3, 3, 1, 1, Tanh>, // 3 x 8 x 8
         MaxPool2d<2>,                // 3 x 4 x 4
-        Conv2d<3, 4, 3, Relu>,       // 4 x 2 x 2
+        Conv2d<3, 4, 3, 2, 1, Relu>, // 4 x 2 x 2
         Flatten,                     // 16
         Dense<16, 5, Sigmoid>,
         Dense<5, 3>,
     ];
     let mut rng = StdRng::seed_from_u64(6);
-    let net: Cnn = random_layer(&mut rng);
-    let x: [<Cnn as Layer>::In; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
+    // Resampled until every pooling window has a clear maximum and every pre-activation of the
+    // ReLU layer is clear of 0, with both signs present (both branches of ReLU exercised).
+    let (net, x) = loop {
+        let net: Cnn = random_layer(&mut rng);
+        let x: [<Cnn as Layer>::In; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
+        let conv1 = &net.first;
+        let (pool, conv2) = (&net.rest.first, &net.rest.rest.first);
+        let mut a1 = [[[[0.0; 8]; 8]; 3]; 2];
+        conv1.forward(&x, &mut a1);
+        let mut pooled = [[[[0.0; 4]; 4]; 3]; 2];
+        pool.forward(&a1, &mut pooled);
+        let windows_clear = a1.iter().flatten().all(|plane| {
+            (0..4).all(|i| {
+                (0..4).all(|j| {
+                    let mut w = [
+                        plane[2 * i][2 * j],
+                        plane[2 * i][2 * j + 1],
+                        plane[2 * i + 1][2 * j],
+                        plane[2 * i + 1][2 * j + 1],
+                    ];
+                    w.sort_by(f64::total_cmp);
+                    w[3] - w[2] > KINK_MARGIN
+                })
+            })
+        });
+        let (w, b) = (Heap::matrix(&conv2.weight), Heap::vector(&conv2.bias));
+        let z: Vec<f64> = pooled
+            .iter()
+            .flat_map(|p| {
+                (0..4).flat_map(move |o| {
+                    (0..2).flat_map(move |i| {
+                        (0..2).map(move |j| definition_at((&w[o], b[o]), p, (2, 1), (i, j)))
+                    })
+                })
+            })
+            .collect();
+        let relu_clear = z.iter().all(|z| z.abs() > KINK_MARGIN)
+            && z.iter().any(|&z| z > 0.0)
+            && z.iter().any(|&z| z < 0.0);
+        if windows_clear && relu_clear {
+            break (net, x);
+        }
+    };
     let err = check("CNN", &net, &x, &mut rng);
     let inline = net.to_store::<Inline>();
     check("CNN, inline", &inline, &x, &mut rng);

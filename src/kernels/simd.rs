@@ -2702,6 +2702,7 @@ unsafe fn run_with_avx2<R>(f: impl FnOnce() -> R) -> R {
 /// # Panics
 ///
 /// When `rows` does not divide `from.len()` or `to` is not as long as `from`.
+#[cfg(any(feature = "alloc", test))]
 pub(crate) fn transpose<E: Copy + 'static>(from: &[E], rows: usize, to: &mut [E]) {
     assert_eq!(from.len(), to.len(), "a transpose keeps every element");
     // SAFETY: `to` is as long as `from` (asserted), and initialized values are written to it.

@@ -39,20 +39,21 @@ impl Init {
         fan_out: usize,
         rng: &mut R,
     ) {
+        use num_traits::Float;
         use rand::distr::{Distribution, Uniform};
         let to_t =
             |x: f64| T::from(x).expect("every float type holds an f64 weight, perhaps rounded");
         let (fan_in, fan_out) = (fan_in as f64, fan_out as f64);
         match self {
             Init::He => {
-                let normal = rand_distr::Normal::new(0.0, (2.0 / fan_in).sqrt())
+                let normal = rand_distr::Normal::new(0.0, Float::sqrt(2.0 / fan_in))
                     .expect("a finite, positive standard deviation");
                 weights
                     .iter_mut()
                     .for_each(|w| *w = to_t(normal.sample(rng)));
             }
             Init::Xavier => {
-                let limit = (6.0 / (fan_in + fan_out)).sqrt();
+                let limit = Float::sqrt(6.0 / (fan_in + fan_out));
                 let uniform = Uniform::new_inclusive(-limit, limit).expect("a finite range");
                 weights
                     .iter_mut()

@@ -30,6 +30,39 @@
 //! assert!(digit < 10 && (p.iter().sum::<f32>() - 1.0).abs() < 1e-5);
 //! ```
 //!
+//! A convolutional net bakes the same way. Its type is `net!`'s image form, which starts with
+//! `Input<T, channels, height, width>` and computes every layer's output size; a sample is an
+//! image, `[[[T; W]; H]; C]`:
+//!
+//! ```
+//! use constmat::embed::Baked;
+//! use constmat::nn::{Predict, Relu};
+//!
+//! /// The LeNet-5 of `examples/mnist_cnn`: 1 x 28 x 28 pixels in [0, 1] -> 10 logits.
+//! type LeNet = constmat::net![
+//!     Input<f32, 1, 28, 28>,
+//!     Conv2d<1, 6, 5, 1, 2, Relu>, // 6 filters of 5 x 5, stride 1, padding 2
+//!     MaxPool2d<2>,
+//!     Conv2d<6, 16, 5, Relu>,
+//!     MaxPool2d<2>,
+//!     Flatten,                     // 16 x 5 x 5 = 400, computed
+//!     Dense<400, 120, Relu>,
+//!     Dense<120, 84, Relu>,
+//!     Dense<84, 10>,
+//! ];
+//!
+//! static CNN: Baked<LeNet> = constmat::include_net!("../../models/mnist-cnn-lenet5.safetensors");
+//!
+//! /// A 28 x 28 grayscale image, row-major, white on black as in MNIST.
+//! fn classify(pixels: &[u8; 784]) -> usize {
+//!     let image = [core::array::from_fn(|r| {
+//!         core::array::from_fn(|c| f32::from(pixels[r * 28 + c]) / 255.0)
+//!     })];
+//!     CNN.predict(&image)
+//! }
+//! assert!(classify(&[0; 784]) < 10);
+//! ```
+//!
 //! # Shapes are checked when the program is built
 //!
 //! The file is held to the same rule as a file loaded at run time
@@ -46,6 +79,11 @@
 //! 9 | static NET: Baked<Wrong> = constmat::include_net!("../models/mnist-784-128-64-10.safetensors");
 //!   |                            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ evaluation of `NET::bake::<...>::{constant#0}` failed here
 //! ```
+//!
+//! (The compiler writes the net's type out in full where this shows `...`, and adds a
+//! `note: erroneous constant encountered` at the same line.) The tensor is named as in PyTorch's
+//! `nn.Sequential`, where activations count as modules: `2.weight` is the weight of the second
+//! `Dense` here, and in the LeNet above `0`, `3`, `7`, `9` and `11` are the layers with weights.
 //!
 //! In a `static`, the error appears in `cargo check` (and an editor) as well as in `cargo
 //! build`, since the compiler evaluates a `static` while checking the crate. Elsewhere (a

@@ -9,14 +9,16 @@
  *   ./classify_mnist images labels
  *
  * `--gc-sections` drops the unused code of Rust's prebuilt `core`, which refers to
- * `rust_eh_personality`; what is left needs only `memcpy` and `memset` from the C library. */
+ * `rust_eh_personality`; what is left needs only `memcpy`, `memset` and `abort` (the panic
+ * handler's) from the C library. */
 #include <stdint.h>
 #include <stdio.h>
 
-uint8_t constmat_classify_digit_cnn(const uint8_t pixels[784]);
-uint8_t constmat_classify_digit_mlp(const uint8_t pixels[784]);
-uint8_t constmat_classify_digit_cnn_int8(const uint8_t pixels[784]);
-uint8_t constmat_classify_digit_mlp_int8(const uint8_t pixels[784]);
+/* `pixels`: 784 readable bytes, never NULL (the Rust side takes `&[u8; 784]`). */
+uint8_t constmat_classify_digit_cnn(const uint8_t pixels[static 784]);
+uint8_t constmat_classify_digit_mlp(const uint8_t pixels[static 784]);
+uint8_t constmat_classify_digit_cnn_int8(const uint8_t pixels[static 784]);
+uint8_t constmat_classify_digit_mlp_int8(const uint8_t pixels[static 784]);
 
 int main(int argc, char **argv) {
     if (argc != 3) {

@@ -2,11 +2,13 @@
 //!
 //! ```c
 //! #include <stdint.h>
-//! uint8_t constmat_classify_digit_cnn(const uint8_t pixels[784]);
+//! uint8_t constmat_classify_digit_cnn(const uint8_t pixels[static 784]);
 //! ```
 //!
-//! `pixels` is a 28x28 grayscale image, row-major, white digit on black as in MNIST. Building
-//! this crate is the test: it fails if anything it links needs a heap (see `Cargo.toml`).
+//! `pixels` is a 28x28 grayscale image, row-major, white digit on black as in MNIST. It must
+//! point to 784 readable bytes, never NULL: the functions take `&[u8; 784]`, which C passes as
+//! a pointer. Building this crate is the test: it fails if anything it links needs a heap (see
+//! `Cargo.toml`).
 #![no_std]
 
 /// The digit in `pixels` by the LeNet-5 (`models/mnist-cnn-lenet5.safetensors`), in `f32`.
@@ -33,9 +35,14 @@ pub extern "C" fn constmat_classify_digit_mlp_int8(pixels: &[u8; 784]) -> u8 {
     no_std_embed::classify_int8(pixels)
 }
 
-/// Without std there is no unwinding and nothing to print to: a microcontroller's firmware
-/// would reset here.
+// The C library's `abort`; firmware provides its own (a reset, say).
+unsafe extern "C" {
+    safe fn abort() -> !;
+}
+
+/// Without std there is no unwinding and nothing to print to: stop the program, so that a test
+/// fails rather than hangs. (A prediction has no error to report; this is for a bug.)
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
-    loop {}
+    abort()
 }

@@ -1,6 +1,7 @@
 //! The MNIST examples' exit codes, from the programs themselves: 0 for `--help`, 2 for a bad
 //! command line (nothing is run), 1 for a failure while running (here, unreadable data), as
-//! their `--help` states.
+//! their `--help` states. And the two teaching examples, which check their hand-written
+//! backward passes against `constmat::nn` and finite differences, run to the end: exit 0.
 //!
 //! The programs are the ones `cargo test` builds beside this test (`target/<profile>/examples`);
 //! `cargo test --test exit_codes` alone does not build them, and the test then says so.
@@ -99,5 +100,15 @@ fn unreadable_data_exits_1() {
     let dir = dir.to_str().unwrap();
     for program in PROGRAMS {
         expect(program, &["--data", dir, "--epochs", "1"], 1, "error:");
+    }
+}
+
+/// `backprop_by_hand` (a dense net learning XOR) and `conv_by_hand` (a strided, padded
+/// convolution) assert that every hand-written value equals `constmat::nn`'s and that one
+/// derivative or two match finite differences; a mismatch panics, which exits 101.
+#[test]
+fn the_by_hand_examples_pass_their_checks() {
+    for program in ["backprop_by_hand", "conv_by_hand"] {
+        expect(program, &[], 0, "All checks passed.");
     }
 }

@@ -68,8 +68,9 @@ fn im2col(x: &Image) -> Matrix<f64, CKK, Q> {
     })
 }
 
-/// The inverse bookkeeping of [`im2col`]: every entry of `dX̂` is added to the input pixel it
-/// was copied from; entries copied from the padding are dropped.
+/// The transpose of [`im2col`] (not its inverse): every entry of `dX̂` is added to the input
+/// pixel it was copied from, so a pixel read by `n` windows gets `n` terms; entries copied from
+/// the padding are dropped.
 fn col2im(d_patches: &Matrix<f64, CKK, Q>) -> Image {
     let mut dx = [[[0.0; W]; H]; C];
     for r in 0..CKK {
@@ -97,7 +98,7 @@ struct Pass {
     /// `A` of each image, `OC × OH·OW`.
     a: [Matrix<f64, OC, Q>; B],
     /// `dŴ = Σ_batch dZ·X̂ᵀ`, `OC × C·K·K`.
-    dw: Matrix<f64, OC, CKK>,
+    dw_hat: Matrix<f64, OC, CKK>,
     /// `db = Σ_batch Σ_q dZ`, `OC × 1`.
     db: Matrix<f64, OC, 1>,
     /// `dX = col2im(Ŵᵀ·dZ)` of each image.
@@ -106,39 +107,40 @@ struct Pass {
 
 /// The forward and backward pass, one image at a time, every step a `let` with its shape.
 fn forward_backward(
-    w: &Matrix<f64, OC, CKK>,
+    w_hat: &Matrix<f64, OC, CKK>,
     b: &Matrix<f64, OC, 1>,
     x: &[Image; B],
     t: &[Matrix<f64, OC, Q>; B],
 ) -> Pass {
     let mut loss = 0.0;
-    let mut dw = Matrix::<f64, OC, CKK>::zeros();
+    let mut dw_hat = Matrix::<f64, OC, CKK>::zeros();
     let mut db = Matrix::<f64, OC, 1>::zeros();
     let mut a_all = [Matrix::zeros(), Matrix::zeros()];
     let mut dx_all = [[[[0.0; W]; H]; C]; B];
     for i in 0..B {
         // Forward.
         let x_hat: Matrix<f64, CKK, Q> = im2col(&x[i]);
-        let z: Matrix<f64, OC, Q> = (w * &x_hat).add_column_broadcast(b);
+        let z: Matrix<f64, OC, Q> = (w_hat * &x_hat).add_column_broadcast(b);
         let a: Matrix<f64, OC, Q> = z.map(f64::tanh);
-        // The loss and its gradient: L = ½ Σ (A - T)², dA = A - T.
+        // The loss and its gradient: L = ½ Σ (A - T)², dA = A - T. (Not `MeanSquaredError`,
+        // whose mean would scale dA by 2/(B·OC·OH·OW): the ½ and the sum keep dA plain.)
         let da: Matrix<f64, OC, Q> = &a - &t[i];
         loss += 0.5 * da.iter().map(|d| d * d).sum::<f64>();
-        // Backward. tanh' written through its output: 1 - A².
+        // Backward. dZ = dA ⊙ tanh'(Z), with tanh'(Z) = 1 - A² read from the output   OC×Q
         let dz: Matrix<f64, OC, Q> = da.hadamard(&a.map(|a| 1.0 - a * a));
         // dŴ += dZ·X̂ᵀ                  (OC×Q)(Q×CKK) -> OC×CKK
-        dw += &dz.matmul_transpose_rhs(&x_hat);
+        dw_hat += &dz.matmul_transpose_rhs(&x_hat);
         // db += the sum of dZ over the positions     OC×1
         db += &dz.row_sums();
         // dX̂ = Ŵᵀ·dZ                   (CKK×OC)(OC×Q) -> CKK×Q, then folded back
-        let dx_hat: Matrix<f64, CKK, Q> = w.matmul_transpose_lhs(&dz);
+        let dx_hat: Matrix<f64, CKK, Q> = w_hat.matmul_transpose_lhs(&dz);
         dx_all[i] = col2im(&dx_hat);
         a_all[i] = a;
     }
     Pass {
         loss,
         a: a_all,
-        dw,
+        dw_hat,
         db,
         dx: dx_all,
     }
@@ -161,11 +163,12 @@ fn main() {
     // The library's layer, random weights and biases; the hand-written pass reads the same
     // numbers as the matrix Ŵ (its [OC][C][K][K] storage with the rows flattened) and b.
     let mut layer = Conv::random(&mut rng);
+    // `random` leaves the biases at 0, which would hide a missing `+ b`.
     Heap::vector_mut(&mut layer.bias)
         .iter_mut()
         .for_each(|b| *b = uniform.sample(&mut rng));
     let weight: &[[[[f64; K]; K]; C]; OC] = Heap::matrix(&layer.weight);
-    let w = Matrix::<f64, OC, CKK>::from_fn(|o, r| weight[o][r / (K * K)][r / K % K][r % K]);
+    let w_hat = Matrix::<f64, OC, CKK>::from_fn(|o, r| weight[o][r / (K * K)][r / K % K][r % K]);
     let b = Matrix::<f64, OC, 1>::from_fn(|o, _| Heap::vector(&layer.bias)[o]);
     let x: [Image; B] = std::array::from_fn(|_| {
         std::array::from_fn(|_| {
@@ -175,19 +178,29 @@ fn main() {
     let t: [Matrix<f64, OC, Q>; B] = std::array::from_fn(|_| Matrix::random(&uniform, &mut rng));
 
     println!("== Shapes");
-    println!("X: {B} images of {C}x{H}x{W}; filters {OC}x{C}x{K}x{K}, stride {S}, padding {P}");
-    println!("OH = OW = ({H} + 2*{P} - {K}) / {S} + 1 = {OH}");
-    println!("X̂ = im2col(X): {CKK}x{Q}   Ŵ: {OC}x{CKK}   Z = Ŵ·X̂ + b: {OC}x{Q}");
+    println!("X: {B} images of {C}×{H}×{W}; filters {OC}×{C}×{K}×{K}, stride {S}, padding {P}");
+    println!("OH = OW = ⌊({H} + 2·{P} - {K}) / {S}⌋ + 1 = {OH}");
+    println!("X̂ = im2col(X): {CKK}×{Q}   Ŵ: {OC}×{CKK}   Z = Ŵ·X̂ + b: {OC}×{Q}");
     println!(
-        "dŴ = Σ dZ·X̂ᵀ: {OC}x{CKK}   db: {OC}x1   dX̂ = Ŵᵀ·dZ: {CKK}x{Q} -> col2im -> {C}x{H}x{W}"
+        "dŴ = Σ dZ·X̂ᵀ: {OC}×{CKK}   db: {OC}×1   dX̂ = Ŵᵀ·dZ: {CKK}×{Q} -> col2im -> {C}×{H}×{W}"
     );
     println!();
 
-    let hand = forward_backward(&w, &b, &x, &t);
+    let hand = forward_backward(&w_hat, &b, &x, &t);
     println!(
-        "== The first image's patches X̂, rounded (rows r = (c, kh, kw), columns q = (oh, ow); 0 = padding)"
+        "== The first image's patches X̂ (row r = (c, kh, kw), column q = (oh, ow); · = padding)"
     );
-    println!("{}", im2col(&x[0]).map(|v| (v * 100.0).round() / 100.0));
+    let x_hat = im2col(&x[0]);
+    for r in 0..CKK {
+        let row: Vec<String> = (0..Q)
+            .map(|q| match input_position(r, q) {
+                Some(_) => format!("{:+.2}", x_hat[(r, q)]),
+                None => "    ·".to_string(),
+            })
+            .collect();
+        let (c, kh, kw) = (r / (K * K), r / K % K, r % K);
+        println!("r = {r:2} ({c}, {kh}, {kw}): {}", row.join(" "));
+    }
     println!("loss L = ½ Σ (A - T)² = {:.6}", hand.loss);
     println!();
 
@@ -220,14 +233,14 @@ fn main() {
             ),
         ),
         (
-            "dW",
+            "dŴ",
             max_abs_diff(
                 Heap::matrix(&gradients.weight)
                     .iter()
                     .flatten()
                     .flatten()
                     .flatten(),
-                hand.dw.iter(),
+                hand.dw_hat.iter(),
             ),
         ),
         (
@@ -256,18 +269,19 @@ fn main() {
     let epsilon = 1e-5;
     let (o, r) = (1, 13); // filter 1, channel 1, kernel row 1, kernel column 1
     let loss_with_weight = |delta: f64| {
-        let mut shifted = w.clone();
+        let mut shifted = w_hat.clone();
         shifted[(o, r)] += delta;
         forward_backward(&shifted, &b, &x, &t).loss
     };
     let numeric = (loss_with_weight(epsilon) - loss_with_weight(-epsilon)) / (2.0 * epsilon);
-    report(&format!("∂L/∂Ŵ[{o},{r}]"), hand.dw[(o, r)], numeric);
-    // A pixel on the image's top edge: the window that reads it also reads the padding.
-    let (i, c, ih, iw) = (1, 0, 0, 2);
+    report(&format!("∂L/∂Ŵ[{o},{r}]"), hand.dw_hat[(o, r)], numeric);
+    // A pixel read by four windows, three of them also reading the padding: col2im adds four
+    // terms into its gradient.
+    let (i, c, ih, iw) = (1, 0, 1, 1);
     let loss_with_pixel = |delta: f64| {
         let mut shifted = x;
         shifted[i][c][ih][iw] += delta;
-        forward_backward(&w, &b, &shifted, &t).loss
+        forward_backward(&w_hat, &b, &shifted, &t).loss
     };
     let numeric = (loss_with_pixel(epsilon) - loss_with_pixel(-epsilon)) / (2.0 * epsilon);
     report(

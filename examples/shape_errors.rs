@@ -528,7 +528,7 @@ fn pool_rows() -> String {
             Conv2d<4, 8, 2, Relu>,
             MaxPool2d<2>,
             Flatten,
-            Dense<288, 10>,
+            Dense<392, 10>,
         ];
         let _net = Net::zeros();
     }

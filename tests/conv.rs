@@ -471,6 +471,41 @@ fn max_pooling_ties_and_nan() {
     assert_eq!(dx[0][0], [[0.0, 1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]]);
 }
 
+/// The `f32` backward pass of 2 x 2 pooling (on AVX-512, a kernel that writes only the inputs
+/// its windows read) against the generic `f64` code on the same values: every element of the
+/// input gradient written, from a buffer full of NaNs.
+#[test]
+fn max_pooling_backward_in_f32_overwrites_the_whole_input_gradient() {
+    fn case<const H: usize, const W: usize, const OH: usize, const OW: usize>(rng: &mut StdRng) {
+        let wide: [[[[f64; W]; H]; 3]; 2] = [random_sample(rng), random_sample(rng)];
+        let d_out: [[[[f64; OW]; OH]; 3]; 2] = [random_sample(rng), random_sample(rng)];
+        // Values that f32 holds exactly, so that both passes see the same ones.
+        let narrow = |v: f64| f64::from(v as f32);
+        let (x, d_out) = (wide.map(|s| s.map(|p| p.map(|r| r.map(narrow)))), d_out);
+        let d_out = d_out.map(|s| s.map(|p| p.map(|r| r.map(narrow))));
+
+        let pool = MaxPool2d::<f64, 3, 2, 2, H, W, OH, OW>::new();
+        let mut ws = Train::<f64, 2>::workspace(&pool);
+        pool.forward_train(&x, &mut ws);
+        let mut want = [[[[f64::NAN; W]; H]; 3]; 2];
+        pool.backward(&x, &mut ws, &d_out, Some(&mut want), &mut pool.clone());
+
+        let to_f32 = |s: [[[f64; W]; H]; 3]| s.map(|p| p.map(|r| r.map(|v| v as f32)));
+        let pool = MaxPool2d::<f32, 3, 2, 2, H, W, OH, OW>::new();
+        let x = x.map(to_f32);
+        let d_out = d_out.map(|s| s.map(|p| p.map(|r| r.map(|v| v as f32))));
+        let mut ws = Train::<f32, 2>::workspace(&pool);
+        pool.forward_train(&x, &mut ws);
+        let mut got = [[[[f32::NAN; W]; H]; 3]; 2];
+        pool.backward(&x, &mut ws, &d_out, Some(&mut got), &mut pool.clone());
+        assert_eq!(got, want.map(to_f32), "{H} x {W}");
+    }
+    let mut rng = StdRng::seed_from_u64(11);
+    case::<4, 6, 2, 3>(&mut rng);
+    case::<2, 34, 1, 17>(&mut rng);
+    case::<10, 10, 5, 5>(&mut rng);
+}
+
 #[test]
 fn flatten_is_pytorchs_order_and_its_gradient_the_reshape() {
     let mut rng = StdRng::seed_from_u64(5);

@@ -181,7 +181,7 @@ pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize}
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use shape::{
-    __flattened_inputs, __input_channels, __inputs, __output_size, __output_size_unchecked,
+    __fits, __flattened_inputs, __input_channels, __inputs, __output_size, __output_size_unchecked,
 };
 pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
@@ -631,11 +631,14 @@ impl TensorInfo {
 #[macro_export]
 macro_rules! net {
     // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
+    // The image form's state: the element type, the channels, height and width that reach the
+    // next layer, and whether every layer so far passed its checks (after one that did not, the
+    // sizes are not checked again: a mistake is one error, where it is made).
     (Input<i8, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
-        $crate::__net_image!(@image (i8) ($c) ($h) ($w) $($($rest)*)?)
+        $crate::__net_image!(@image (i8) ($c) ($h) ($w) (true) $($($rest)*)?)
     };
     (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
-        $crate::__net_image!(@image ($t) ($c) ($h) ($w) $($($rest)*)?)
+        $crate::__net_image!(@image ($t) ($c) ($h) ($w) (true) $($($rest)*)?)
     };
     // Image layers in their short forms (sizes written as literals) in a net without `Input`.
     // A type of the same name with other parameters (the full `Conv2d<T, ..>`, a user's alias
@@ -686,63 +689,65 @@ macro_rules! __net_dense {
 #[macro_export]
 macro_rules! __net_image {
     // Convolutions: (in, out, kernel[, stride, padding][, activation]).
-    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k))
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k))
             ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
         ::core::compile_error!(::core::concat!(
             "`Conv2d<", ::core::stringify!($ci, $co, $k, $s), ">`: a stride comes with its padding, ",
             "`Conv2d<in, out, kernel, stride, padding>` (then, optionally, the activation)"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
             ($ci, $co, $k, 1, 0, $a) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
             ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p, $a))
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p, $a))
             ($ci, $co, $k, $s, $p, $a) $($rest)*)
     };
     // The input channels are checked against the channels that reach the layer (and the type
     // takes the latter, so that a mistake is one error, here).
-    (@conv $t:tt ($c:tt) ($h:tt) ($w:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+    (@conv $t:tt ($c:tt) ($h:tt) ($w:tt) ($ok:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::__net_image!(@conv_type $t ({ $crate::nn::__input_channels($name, $ci, $c) },
                 $co, $k, $s, $p, $h, $w,
-                { $crate::nn::__output_size("Conv2d", "height", $h, $k, $s, $p) },
-                { $crate::nn::__output_size("Conv2d", "width", $w, $k, $s, $p) }, $a)))
+                { $crate::nn::__output_size("Conv2d", "height", $ok, $h, $k, $s, $p) },
+                { $crate::nn::__output_size("Conv2d", "width", $ok, $w, $k, $s, $p) }, $a)))
             (@image $t ($co)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, $p) })
-                ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) }))
+                ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) })
+                ({ ($ok) && $crate::nn::__fits($h, $k, $s, $p) && $crate::nn::__fits($w, $k, $s, $p) }))
             $($rest)*)
     };
     // Max pooling: (window[, stride]); the stride is the window unless given.
-    (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w ($k, $k) $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool $t $c $h $w $ok ($k, $k) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w ($k, $s) $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool $t $c $h $w $ok ($k, $s) $($rest)*)
     };
-    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($k:tt, $s:tt) $($rest:tt)*) => {
+    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($ok:tt) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::MaxPool2d<$($t)+, $c, $k, $s, $h, $w,
-                { $crate::nn::__output_size("MaxPool2d", "height", $h, $k, $s, 0) },
-                { $crate::nn::__output_size("MaxPool2d", "width", $w, $k, $s, 0) }>)
+                { $crate::nn::__output_size("MaxPool2d", "height", $ok, $h, $k, $s, 0) },
+                { $crate::nn::__output_size("MaxPool2d", "width", $ok, $w, $k, $s, 0) }>)
             (@image ($($t)+) ($c)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, 0) })
-                ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) }))
+                ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) })
+                ({ ($ok) && $crate::nn::__fits($h, $k, $s, 0) && $crate::nn::__fits($w, $k, $s, 0) }))
             $($rest)*)
     };
     // Flatten: the image becomes a vector of C·H·W.
-    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) Flatten $($rest:tt)*) => {
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($ok:tt) Flatten $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::Flatten<$($t)+, $c, $h, $w, { $c * $h * $w }>)
-            (@vector ($($t)+) (flatten $c $h $w))
+            (@vector ($($t)+) (flatten $ok $c $h $w))
             $($rest)*)
     };
     // Dense layers, on vectors: (in, out[, activation]); the inputs checked against what
@@ -761,8 +766,8 @@ macro_rules! __net_image {
                 ({ $crate::__net_image!(@inputs $given $name, $i) }, $o, $a)))
             (@vector $t (dense $o)) $($rest)*)
     };
-    (@inputs (flatten $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
-        $crate::nn::__flattened_inputs($name, $i, ($c, $h, $w))
+    (@inputs (flatten $ok:tt $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
+        $crate::nn::__flattened_inputs($name, $ok, $i, ($c, $h, $w))
     };
     (@inputs (dense $o:tt) $name:expr, $i:tt) => {
         $crate::nn::__inputs($name, $i, $o)
@@ -784,7 +789,7 @@ macro_rules! __net_image {
     (@dense_type (i8) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::QDense<$i, $o, $a> };
     (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
     // Mistakes of order.
-    (@image $t:tt $c:tt $h:tt $w:tt Dense $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Dense $($rest:tt)*) => {
         ::core::compile_error!("`Dense` takes a vector: put `Flatten` between the image layers and it")
     };
     (@vector $t:tt $given:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
@@ -799,7 +804,7 @@ macro_rules! __net_image {
             "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers take a vector"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt) => {
         ::core::compile_error!("a net needs a layer after its `Input`")
     };
     (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
@@ -810,7 +815,7 @@ macro_rules! __net_image {
             "as in `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $($rest:tt)+) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt $($rest:tt)+) => {
         ::core::compile_error!(::core::concat!(
             "expected `Conv2d<..>`, `MaxPool2d<..>`, `Flatten` or `Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"

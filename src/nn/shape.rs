@@ -85,18 +85,33 @@ pub const fn __output_size_unchecked(
     }
 }
 
-/// [`output_size`] for [`net!`](crate::net): the layer's own output height or width.
+/// Whether [`output_size`] accepts these sizes (returns rather than panics).
+#[doc(hidden)]
+#[must_use]
+pub const fn __fits(input: usize, window: usize, stride: usize, padding: usize) -> bool {
+    let padded = input + 2 * padding;
+    stride > 0 && window > 0 && window <= padded && (padded - window) % stride <= padding
+}
+
+/// [`output_size`] for [`net!`](crate::net): the layer's own output height or width, checked
+/// while `checked` (every layer before this one passed its checks). After a layer that failed,
+/// the sizes that reach this one follow from that mistake, which was reported where it was
+/// made: [`__output_size_unchecked`], no second error.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
 pub const fn __output_size(
     layer: &str,
     dimension: &str,
+    checked: bool,
     input: usize,
     window: usize,
     stride: usize,
     padding: usize,
 ) -> usize {
+    if !checked {
+        return __output_size_unchecked(input, window, stride, padding);
+    }
     output_size(layer, dimension, (input, window, stride, padding))
 }
 
@@ -175,17 +190,19 @@ pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
 }
 
 /// For [`net!`](crate::net): `written`, the inputs of the dense layer after `Flatten`, checked
-/// against what `Flatten` gives, `channels x height x width`. Returns that width.
+/// against what `Flatten` gives, `channels x height x width`, while `checked` (see
+/// [`__output_size`]). Returns that width.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
 pub const fn __flattened_inputs(
     layer: &str,
+    checked: bool,
     written: usize,
     (channels, height, width): (usize, usize, usize),
 ) -> usize {
     let given = channels * height * width;
-    if written != given {
+    if checked && written != given {
         Message::new()
             .str("`")
             .str(layer)

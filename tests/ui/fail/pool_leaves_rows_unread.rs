@@ -8,7 +8,7 @@ type Net = constmat::net![
     Conv2d<4, 8, 2, Relu>,       // 8 x 13 x 13
     MaxPool2d<2>,
     Flatten,
-    Dense<288, 10>,
+    Dense<392, 10>,              // 8 x 7 x 7, as with PyTorch's `ceil_mode`: not a second error
 ];
 
 fn main() {

@@ -36,7 +36,7 @@ use num_traits::Float;
 
 #[cfg(feature = "rand")]
 use super::Init;
-use super::shape::check_output_size;
+use super::shape::{Window, check_output_size};
 use super::{
     Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
 };
@@ -72,7 +72,12 @@ use crate::kernels::{self, Product};
 #[must_use]
 #[track_caller]
 pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, padding: usize) -> usize {
-    super::shape::output_size("Conv2d", "input", (input, kernel, stride, padding))
+    super::shape::output_size(
+        "Conv2d",
+        "input",
+        Window::Kernel,
+        (input, kernel, stride, padding),
+    )
 }
 
 /// The elements of the stack buffer a convolution with a stride other than 1 unrolls patches into
@@ -153,8 +158,8 @@ impl<
     /// The shape rule, evaluated when the layer's code is generated: `OH` and `OW` are the
     /// output sizes of `H` and `W`.
     const SHAPE: () = {
-        check_output_size("Conv2d", "height", (H, K, STRIDE, PAD), OH);
-        check_output_size("Conv2d", "width", (W, K, STRIDE, PAD), OW);
+        check_output_size("Conv2d", "height", Window::Kernel, (H, K, STRIDE, PAD), OH);
+        check_output_size("Conv2d", "width", Window::Kernel, (W, K, STRIDE, PAD), OW);
     };
 
     /// A layer with the given parameters; a `const fn`, so an [`Inline`] layer can initialize

@@ -181,7 +181,8 @@ pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize}
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use shape::{
-    __fits, __flattened_inputs, __input_channels, __inputs, __output_size, __output_size_unchecked,
+    __Mistake, __conv_output_size, __fits, __flattened_inputs, __input_channels, __inputs,
+    __output_size_unchecked, __pool_output_size,
 };
 pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
@@ -630,10 +631,10 @@ impl TensorInfo {
 /// 28, 28>, Conv2d<1, 6, 5>, ...]`"`` (`tests/ui/fail/net_image_layer_without_input.rs`).
 #[macro_export]
 macro_rules! net {
-    // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
     // The image form's state: the element type, the channels, height and width that reach the
     // next layer, and whether every layer so far passed its checks (after one that did not, the
     // sizes are not checked again: a mistake is one error, where it is made).
+    // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
     (Input<i8, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@image (i8) ($c) ($h) ($w) (true) $($($rest)*)?)
     };
@@ -648,6 +649,9 @@ macro_rules! net {
     };
     (MaxPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input MaxPool2d<$k $(, $s)?>)
+    };
+    (Flatten $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input Flatten)
     };
     // Dense layers whose widths are literals: each one's inputs are checked against the
     // outputs of the one before, where the net is written.
@@ -694,7 +698,7 @@ macro_rules! __net_image {
             ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
-        ::core::compile_error!(::core::concat!(
+        $crate::__net_image!(@mistake ::core::concat!(
             "`Conv2d<", ::core::stringify!($ci, $co, $k, $s), ">`: a stride comes with its padding, ",
             "`Conv2d<in, out, kernel, stride, padding>` (then, optionally, the activation)"
         ))
@@ -702,6 +706,31 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
         $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
             ($ci, $co, $k, 1, 0, $a) $($rest)*)
+    };
+    // The activation where the padding goes: the built-in activations by name (a padding may
+    // be a constant's name too).
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Sigmoid>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Tanh>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Identity>)
+    };
+    (@stride_without_padding Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $a:ident>) => {
+        // The activation named, so that its `use` is not reported unused.
+        $crate::nn::__Mistake<{
+            ::core::compile_error!(::core::concat!(
+                "`Conv2d<", ::core::stringify!($ci, $co, $k, $s, $a), ">`: a stride comes with its padding, ",
+                "`Conv2d<in, out, kernel, stride, padding, ", ::core::stringify!($a), ">`"
+            ));
+            let _ = ::core::marker::PhantomData::<$a>;
+            0
+        }>
     };
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
         $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
@@ -717,8 +746,8 @@ macro_rules! __net_image {
         $crate::__net_image!(@emit
             ($crate::__net_image!(@conv_type $t ({ $crate::nn::__input_channels($name, $ci, $c) },
                 $co, $k, $s, $p, $h, $w,
-                { $crate::nn::__output_size("Conv2d", "height", $ok, $h, $k, $s, $p) },
-                { $crate::nn::__output_size("Conv2d", "width", $ok, $w, $k, $s, $p) }, $a)))
+                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $ok, $h, $k, $s, $p) },
+                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $ok, $w, $k, $s, $p) }, $a)))
             (@image $t ($co)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, $p) })
                 ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) })
@@ -727,16 +756,25 @@ macro_rules! __net_image {
     };
     // Max pooling: (window[, stride]); the stride is the window unless given.
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w $ok ($k, $k) $($rest)*)
+        $crate::__net_image!(@pool $t $c $h $w $ok ($crate::__net_image!(@name MaxPool2d $k))
+            ($k, $k) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w $ok ($k, $s) $($rest)*)
+        $crate::__net_image!(@pool $t $c $h $w $ok ($crate::__net_image!(@name MaxPool2d $k, $s))
+            ($k, $s) $($rest)*)
     };
-    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($ok:tt) ($k:tt, $s:tt) $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`MaxPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: max pooling takes no padding, ",
+            "`MaxPool2d<window>` or `MaxPool2d<window, stride>`; its windows must read every row ",
+            "and column of its input (see `nn::pool_output_size`)"
+        ))
+    };
+    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($ok:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::MaxPool2d<$($t)+, $c, $k, $s, $h, $w,
-                { $crate::nn::__output_size("MaxPool2d", "height", $ok, $h, $k, $s, 0) },
-                { $crate::nn::__output_size("MaxPool2d", "width", $ok, $w, $k, $s, 0) }>)
+                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $ok, $h, $k, $s) },
+                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $ok, $w, $k, $s) }>)
             (@image ($($t)+) ($c)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, 0) })
                 ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) })
@@ -790,25 +828,25 @@ macro_rules! __net_image {
     (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
     // Mistakes of order.
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Dense $($rest:tt)*) => {
-        ::core::compile_error!("`Dense` takes a vector: put `Flatten` between the image layers and it")
+        $crate::__net_image!(@mistake "`Dense` takes a vector: put `Flatten` between the image layers and it")
     };
     (@vector $t:tt $given:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
-        ::core::compile_error!(::core::concat!(
+        $crate::__net_image!(@mistake ::core::concat!(
             "`Dense<", ::core::stringify!($t2, $i, $o $(, $a)?), ">`: in `net!`'s image form a dense layer is ",
             "`Dense<inputs, outputs>` or `Dense<inputs, outputs, Activation>`; ",
             "its element type is `Input`'s"
         ))
     };
     (@vector $t:tt $given:tt $layer:ident $($rest:tt)*) => {
-        ::core::compile_error!(::core::concat!(
+        $crate::__net_image!(@mistake ::core::concat!(
             "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers take a vector"
         ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt) => {
-        ::core::compile_error!("a net needs a layer after its `Input`")
+        $crate::__net_image!(@mistake "a net needs a layer after its `Input`")
     };
     (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
-        ::core::compile_error!(::core::concat!(
+        $crate::__net_image!(@mistake ::core::concat!(
             "`", ::core::stringify!($kind) $(, "<", ::core::stringify!($($arg),+), ">")?,
             "` in a net without `Input`: a net of images starts with ",
             "`Input<T, channels, height, width>`, which gives the sizes of its images, ",
@@ -816,10 +854,15 @@ macro_rules! __net_image {
         ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $ok:tt $($rest:tt)+) => {
-        ::core::compile_error!(::core::concat!(
+        $crate::__net_image!(@mistake ::core::concat!(
             "expected `Conv2d<..>`, `MaxPool2d<..>`, `Flatten` or `Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"
         ))
+    };
+    // A mistake of spelling or order: its message, in a type that stands for the net so that
+    // the uses of the net add no errors of their own (the type refers to an error).
+    (@mistake $($message:tt)+) => {
+        $crate::nn::__Mistake<{ ::core::compile_error!($($message)+); 0 }>
     };
     // The layer just read: the last one, or the first of a chain.
     (@emit ($layer:ty) ($($state:tt)*) $(,)?) => { $layer };

@@ -14,7 +14,7 @@
 //! in the window's row-major order when several inputs tie, as PyTorch does. A NaN in a window
 //! is its maximum (the first NaN), so that it is not silently dropped.
 
-use super::shape::check_output_size;
+use super::shape::{Window, check_output_size};
 use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store};
 use crate::kernels;
 
@@ -61,13 +61,18 @@ pub struct MaxPool2d<
 /// assert_eq!(
 ///     err.downcast_ref::<String>().unwrap(),
 ///     "MaxPool2d: windows of 2 with stride 2 never read the last 1 of the input's 13: \
-///      13 + 2 x 0 - 2 = 11 is not a multiple of 2"
+///      13 - 2 = 11 is not a multiple of 2 (an input of 12 or 14 fits)"
 /// );
 /// ```
 #[must_use]
 #[track_caller]
 pub const fn pool_output_size(input: usize, window: usize, stride: usize) -> usize {
-    super::shape::output_size("MaxPool2d", "input", (input, window, stride, 0))
+    super::shape::output_size(
+        "MaxPool2d",
+        "input",
+        Window::Pool,
+        (input, window, stride, 0),
+    )
 }
 
 impl<
@@ -83,8 +88,8 @@ impl<
 {
     /// The shape rule, evaluated when the layer's code is generated.
     const SHAPE: () = {
-        check_output_size("MaxPool2d", "height", (H, K, STRIDE, 0), OH);
-        check_output_size("MaxPool2d", "width", (W, K, STRIDE, 0), OW);
+        check_output_size("MaxPool2d", "height", Window::Pool, (H, K, STRIDE, 0), OH);
+        check_output_size("MaxPool2d", "width", Window::Pool, (W, K, STRIDE, 0), OW);
     };
 
     /// The layer (it has no parameters); a `const fn`, for `static`s.

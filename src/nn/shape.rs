@@ -3,44 +3,68 @@
 
 use crate::format::Message;
 
-/// `(input + 2·padding - window) / stride + 1`, or a panic naming the layer, the dimension
-/// (`"height"`, `"width"`, or `"input"`) and the sizes when the window does not fit, the stride
-/// is 0, or the last rows of the input would never be read.
+/// What slides over the input: a convolution's kernel (the input padded) or a pooling's window
+/// (no padding), for the wording of [`output_size`]'s messages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Window {
+    Kernel,
+    Pool,
+}
+
+/// `(input + 2·padding - window) / stride + 1`, or a panic naming the layer (as `layer`), the
+/// dimension (`"height"`, `"width"`, or `"input"`) and the sizes when the window is empty or
+/// does not fit, the stride is 0, or the last rows of the input would never be read (then the
+/// nearest sizes that fit are named).
 #[track_caller]
 pub(crate) const fn output_size(
     layer: &str,
     dimension: &str,
+    kind: Window,
     (input, window, stride, padding): (usize, usize, usize, usize),
 ) -> usize {
+    let (noun, pooling) = match kind {
+        Window::Kernel => ("kernel", false),
+        Window::Pool => ("window", true),
+    };
     let padded = input + 2 * padding;
     if stride == 0 {
         Message::new().str(layer).str(": the stride is 0").panic()
     }
-    if window > padded || window == 0 {
+    if window == 0 {
+        // One mistake, not one per dimension: the height's check, which every caller makes
+        // with the width's, reports it.
+        if bytes_eq(dimension.as_bytes(), b"width") {
+            return 0;
+        }
+        Message::new()
+            .str(layer)
+            .str(": the ")
+            .str(noun)
+            .str(" is 0 x 0; it needs at least one row and column")
+            .panic()
+    }
+    if window > padded {
         let m = Message::new()
             .str(layer)
-            .str(": the kernel (")
-            .number(window);
-        let m = if bytes_eq(dimension.as_bytes(), b"input") {
-            m.str(") is larger than the padded input (")
+            .str(": the ")
+            .str(noun)
+            .str(" (")
+            .number(window)
+            .str(") is larger than the ");
+        let m = if pooling { m } else { m.str("padded ") };
+        let m = m.str(dimension).str(" (").number(input);
+        let m = if pooling {
+            m
         } else {
-            m.str(") is larger than the padded ")
-                .str(dimension)
-                .str(" (")
+            m.str(" + 2 x ").number(padding).str(" = ").number(padded)
         };
-        m.number(input)
-            .str(" + 2 x ")
-            .number(padding)
-            .str(" = ")
-            .number(padded)
-            .str(")")
-            .panic()
+        m.str(")").panic()
     }
     // The last (padded - window) % stride rows are never read; that is fine while they are
     // padding, not input.
     let left_over = (padded - window) % stride;
     if left_over > padding {
-        Message::new()
+        let m = Message::new()
             .str(layer)
             .str(": windows of ")
             .number(window)
@@ -53,18 +77,49 @@ pub(crate) const fn output_size(
             .str("'s ")
             .number(input)
             .str(": ")
-            .number(input)
-            .str(" + 2 x ")
-            .number(padding)
-            .str(" - ")
+            .number(input);
+        let m = if pooling {
+            m
+        } else {
+            m.str(" + 2 x ").number(padding)
+        };
+        let a = if bytes_eq(dimension.as_bytes(), b"input") {
+            " (an "
+        } else {
+            " (a "
+        };
+        let (fewer, more) = nearest_sizes_that_fit(input, window, stride, padding);
+        m.str(" - ")
             .number(window)
             .str(" = ")
             .number(padded - window)
             .str(" is not a multiple of ")
             .number(stride)
+            .str(a)
+            .str(dimension)
+            .str(" of ")
+            .number(fewer)
+            .str(" or ")
+            .number(more)
+            .str(" fits)")
             .panic()
     }
     (padded - window) / stride + 1
+}
+
+/// The input sizes nearest to `input`, below and above, whose windows read every row: fewer
+/// rows, until what is left over is padding, or more, until the stride divides.
+const fn nearest_sizes_that_fit(
+    input: usize,
+    window: usize,
+    stride: usize,
+    padding: usize,
+) -> (usize, usize) {
+    let left_over = (input + 2 * padding - window) % stride;
+    (
+        input - left_over.saturating_sub(padding),
+        input + (stride - left_over) % stride,
+    )
 }
 
 /// [`output_size`] without the checks (0 where it would panic): how [`net!`](crate::net) passes
@@ -93,26 +148,49 @@ pub const fn __fits(input: usize, window: usize, stride: usize, padding: usize) 
     stride > 0 && window > 0 && window <= padded && (padded - window) % stride <= padding
 }
 
-/// [`output_size`] for [`net!`](crate::net): the layer's own output height or width, checked
-/// while `checked` (every layer before this one passed its checks). After a layer that failed,
-/// the sizes that reach this one follow from that mistake, which was reported where it was
-/// made: [`__output_size_unchecked`], no second error.
+/// [`output_size`] for [`net!`](crate::net): a convolution's own output height or width
+/// (`layer` is the layer as written), checked while `checked` (every layer before this one
+/// passed its checks). After a layer that failed, the sizes that reach this one follow from that
+/// mistake, which was reported where it was made: [`__output_size_unchecked`], no second error.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
-pub const fn __output_size(
+pub const fn __conv_output_size(
+    layer: &str,
+    dimension: &str,
+    checked: bool,
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    padding: usize,
+) -> usize {
+    if !checked {
+        return __output_size_unchecked(input, kernel, stride, padding);
+    }
+    output_size(
+        layer,
+        dimension,
+        Window::Kernel,
+        (input, kernel, stride, padding),
+    )
+}
+
+/// [`__conv_output_size`] for a max pooling (no padding).
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __pool_output_size(
     layer: &str,
     dimension: &str,
     checked: bool,
     input: usize,
     window: usize,
     stride: usize,
-    padding: usize,
 ) -> usize {
     if !checked {
-        return __output_size_unchecked(input, window, stride, padding);
+        return __output_size_unchecked(input, window, stride, 0);
     }
-    output_size(layer, dimension, (input, window, stride, padding))
+    output_size(layer, dimension, Window::Pool, (input, window, stride, 0))
 }
 
 /// Checks that `out` is the output size of `input` (see [`output_size`]), naming the dimension
@@ -121,10 +199,11 @@ pub const fn __output_size(
 pub(crate) const fn check_output_size(
     layer: &str,
     dimension: &str,
+    kind: Window,
     (input, window, stride, padding): (usize, usize, usize, usize),
     out: usize,
 ) {
-    let expected = output_size(layer, dimension, (input, window, stride, padding));
+    let expected = output_size(layer, dimension, kind, (input, window, stride, padding));
     if out != expected {
         Message::new()
             .str(layer)
@@ -163,7 +242,12 @@ pub const fn __input_channels(layer: &str, written: usize, given: usize) -> usiz
             .str(layer)
             .str("` takes ")
             .number(written)
-            .str(" input channels, but the layer before it gives ")
+            .str(if written == 1 {
+                " input channel"
+            } else {
+                " input channels"
+            })
+            .str(", but the layer before it gives ")
             .number(given)
             .panic()
     }
@@ -182,7 +266,8 @@ pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
             .str(layer)
             .str("` takes ")
             .number(written)
-            .str(" inputs, but the layer before it gives ")
+            .str(if written == 1 { " input" } else { " inputs" })
+            .str(", but the layer before it gives ")
             .number(given)
             .panic()
     }
@@ -191,7 +276,7 @@ pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
 
 /// For [`net!`](crate::net): `written`, the inputs of the dense layer after `Flatten`, checked
 /// against what `Flatten` gives, `channels x height x width`, while `checked` (see
-/// [`__output_size`]). Returns that width.
+/// [`__conv_output_size`]). Returns that width.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
@@ -208,7 +293,8 @@ pub const fn __flattened_inputs(
             .str(layer)
             .str("` takes ")
             .number(written)
-            .str(" inputs, but `Flatten` gives ")
+            .str(if written == 1 { " input" } else { " inputs" })
+            .str(", but `Flatten` gives ")
             .number(channels)
             .str(" x ")
             .number(height)
@@ -219,4 +305,39 @@ pub const fn __flattened_inputs(
             .panic()
     }
     given
+}
+
+/// What [`net!`](crate::net) writes for a net it cannot read (a layer misspelled or out of
+/// order), next to the error that says why: its size argument refers to that error, so the
+/// compiler adds none for the uses of the net. Not for direct use.
+#[doc(hidden)]
+pub struct __Mistake<const ERROR: usize>;
+
+#[cfg(test)]
+mod tests {
+    use super::{__fits, nearest_sizes_that_fit};
+
+    /// The sizes the "never read" message proposes fit, and none between them does.
+    #[test]
+    fn the_sizes_proposed_for_rows_left_unread_fit_and_are_the_nearest() {
+        for window in 1..7 {
+            for stride in 1..5 {
+                for padding in 0..3 {
+                    for input in 1..40 {
+                        if input + 2 * padding < window || __fits(input, window, stride, padding) {
+                            continue;
+                        }
+                        let (fewer, more) = nearest_sizes_that_fit(input, window, stride, padding);
+                        let case = (input, window, stride, padding);
+                        assert!(__fits(fewer, window, stride, padding), "{case:?}: {fewer}");
+                        assert!(__fits(more, window, stride, padding), "{case:?}: {more}");
+                        assert!(
+                            (fewer + 1..more).all(|n| !__fits(n, window, stride, padding)),
+                            "{case:?}: a size between {fewer} and {more} fits"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

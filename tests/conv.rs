@@ -737,3 +737,75 @@ fn a_saved_cnn_loads_back_and_its_inline_form_computes_the_same() {
     assert_eq!(heap_out, inline_out);
     assert!(heap_out.iter().all(|v| v.is_finite()));
 }
+
+/// `predict_batch` answered for the whole batch in one forward pass, with every hidden layer's
+/// outputs for all `B` samples on the stack: a LeNet-5 of 64 images overflowed a test thread's
+/// 2 MiB (in release too). It now takes chunks of a few samples, or one at a time for a net
+/// whose buffers are large, and gives what `predict` gives for each sample.
+#[test]
+fn predict_batch_of_a_cnn_fits_the_stack_and_agrees_with_predict() {
+    use constmat::nn::{PREDICT_CHUNK, PREDICT_CHUNK_STACK, Predict};
+    type LeNet = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, 1, 2, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dense<400, 120, Relu>,
+        Dense<120, 84, Relu>,
+        Dense<84, 10>,
+    ];
+    let mut rng = StdRng::seed_from_u64(12);
+    let pixels = Uniform::new(0.0_f32, 1.0).unwrap();
+    let cnn = LeNet::random(&mut rng);
+    const {
+        assert!(
+            LeNet::WORKING_BYTES * PREDICT_CHUNK > PREDICT_CHUNK_STACK,
+            "one at a time"
+        )
+    };
+    let images: Box<[[[[f32; 28]; 28]; 1]; 64]> = vec![[[[0.0; 28]; 28]; 1]; 64]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap();
+    let mut images = images;
+    for p in images.iter_mut().flatten().flatten().flatten() {
+        *p = pixels.sample(&mut rng);
+    }
+    let mut classes = [usize::MAX; 64];
+    cnn.predict_batch(&images, &mut classes);
+    let each: Vec<usize> = images.iter().map(|x| cnn.predict(x)).collect();
+    assert_eq!(classes[..], each[..]);
+
+    // A net whose whole batch does not fit but whose chunks do: in chunks of PREDICT_CHUNK,
+    // then the samples left one at a time (21 = 2 x 8 + 5), each class as `predict`'s.
+    type Mlp = constmat::net![Dense<f32, 12, 1024, Relu>, Dense<f32, 1024, 5>];
+    const {
+        assert!(
+            Mlp::WORKING_BYTES * 21 > PREDICT_CHUNK_STACK,
+            "not all at once"
+        )
+    };
+    const {
+        assert!(
+            Mlp::WORKING_BYTES * PREDICT_CHUNK <= PREDICT_CHUNK_STACK,
+            "in chunks"
+        )
+    };
+    let mlp = Mlp::random(&mut rng);
+    let xs: [[f32; 12]; 21] =
+        std::array::from_fn(|_| std::array::from_fn(|_| pixels.sample(&mut rng)));
+    let mut classes = [usize::MAX; 21];
+    mlp.predict_batch(&xs, &mut classes);
+    let each: Vec<usize> = xs.iter().map(|x| mlp.predict(x)).collect();
+    assert_eq!(classes[..], each[..]);
+    assert!(
+        each.iter().any(|&c| c != each[0]),
+        "the classes differ: the test can tell"
+    );
+    // A batch whose buffers fit: all at once, the same classes.
+    let mut first = [usize::MAX; 4];
+    mlp.predict_batch(xs[..4].try_into().unwrap(), &mut first);
+    assert_eq!(first[..], each[..4]);
+}

@@ -1098,6 +1098,12 @@ fn every_format_of_one_digit_gives_the_same_mnist_input() {
 fn bad_images_are_errors_not_panics() {
     use preprocess::{ImageError, decode};
 
+    // A file that never ends is read up to a bound, not until memory runs out.
+    #[cfg(target_os = "linux")]
+    {
+        let endless = preprocess::load(Path::new("/dev/zero")).unwrap_err();
+        assert!(matches!(endless, ImageError::FileTooLarge), "{endless}");
+    }
     let missing = preprocess::load(Path::new("/no/such/digit.png")).unwrap_err();
     assert!(matches!(missing, ImageError::Io(..)), "{missing}");
     assert!(

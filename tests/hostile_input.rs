@@ -68,12 +68,13 @@ fn output_paths_that_cannot_be_written_are_refused_before_training() {
 #[test]
 fn a_failed_write_at_the_end_falls_back_and_says_where() {
     let target = scratch("gone/weights.safetensors");
+    // The free name in the temporary directory (numbered if a file of that name is there).
+    let fallback = training::fallback_path(&target);
     let err = training::write_or_fallback("weights", &target, |p| {
         std::fs::write(p, b"the trained net")
             .map_err(|e| format!("cannot write {}: {e}", p.display()))
     })
     .unwrap_err();
-    let fallback = std::env::temp_dir().join("weights.safetensors");
     assert!(
         err.contains(&format!("written to {}", fallback.display())),
         "{err}"
@@ -117,11 +118,12 @@ fn runs_that_explode_or_stall_are_stopped_with_an_honest_hint() {
     adam.optimizer = "adam".into();
     adam.lr = 100.0;
     // Exploded: the mean loss far above where it started.
-    let err = training::check_progress(&adam, 1, 1000, 2.4, 5e3, 0.1135).unwrap_err();
+    let err = training::check_progress(&adam, 1, 1000, (2.4, 5e3, 0.1135), None).unwrap_err();
     assert!(err.contains("diverged in epoch 1"), "{err}");
     assert!(err.contains("far above the usual 0.001 for adam"), "{err}");
     // Stalled at chance: ln 10 with 11.35% accuracy.
-    let err = training::check_progress(&adam, 2, 1000, 2.4, CHANCE_LOSS, 0.1135).unwrap_err();
+    let err =
+        training::check_progress(&adam, 2, 1000, (2.4, CHANCE_LOSS, 0.1135), None).unwrap_err();
     assert!(
         err.contains("stuck at chance level after epoch 2 (1000 steps)"),
         "{err}"
@@ -130,19 +132,137 @@ fn runs_that_explode_or_stall_are_stopped_with_an_honest_hint() {
     // A tiny learning rate is blamed for being tiny, not too large.
     let mut tiny = defaults();
     tiny.lr = 1e-7;
-    let err = training::check_progress(&tiny, 3, 1000, 2.3, CHANCE_LOSS - 1e-4, 0.10).unwrap_err();
+    let err = training::check_progress(&tiny, 3, 1000, (2.3, CHANCE_LOSS - 1e-4, 0.10), None)
+        .unwrap_err();
     assert!(
         err.contains("so small that the weights barely move"),
         "{err}"
     );
     // A usual learning rate points at the data.
-    let err = training::check_progress(&defaults(), 1, 1000, 2.3, CHANCE_LOSS, 0.098).unwrap_err();
+    let err = training::check_progress(&defaults(), 1, 1000, (2.3, CHANCE_LOSS, 0.098), None)
+        .unwrap_err();
     assert!(err.contains("images and labels"), "{err}");
     // Non-finite is divergence too.
-    assert!(training::check_progress(&defaults(), 1, 1000, 2.3, f64::NAN, 0.1).is_err());
+    assert!(training::check_progress(&defaults(), 1, 1000, (2.3, f64::NAN, 0.1), None).is_err());
     // A healthy run passes, early and late.
-    training::check_progress(&defaults(), 1, 1000, 2.4, 0.25, 0.96).unwrap();
-    training::check_progress(&defaults(), 10, 1000, 2.4, 0.01, 0.98).unwrap();
+    training::check_progress(&defaults(), 1, 1000, (2.4, 0.25, 0.96), None).unwrap();
+    training::check_progress(&defaults(), 10, 1000, (2.4, 0.01, 0.98), None).unwrap();
+}
+
+/// A LeNet-5 at 3x its default learning rate reached 89.75% after one epoch, then fell to
+/// chance; the error called the rate "in the usual range" and sent the user to check the data.
+/// A net that learned and then lost it collapsed: the rate is blamed, whatever its range, and
+/// the data is not (at chance level, or diverging).
+#[test]
+fn a_net_that_learned_and_lost_it_blames_the_learning_rate_not_the_data() {
+    let mut o = defaults();
+    o.lr = 0.09; // within ten times the usual 0.03
+    let err = training::check_progress(&o, 3, 2811, (2.3, 2.3068, 0.1135), Some((1, 0.8975)))
+        .unwrap_err();
+    assert!(
+        err.contains("training collapsed in epoch 3: the test accuracy fell from 89.75% (after epoch 1) to 11.35%"),
+        "{err}"
+    );
+    assert!(
+        err.contains("too high for this net (the default is 0.03): try --lr 0.03"),
+        "{err}"
+    );
+    assert!(!err.contains("images and labels"), "{err}");
+    // Collapsed before the steps that make a stall: still stopped.
+    let err =
+        training::check_progress(&o, 2, 20, (2.3, 2.3068, 0.1135), Some((1, 0.8975))).unwrap_err();
+    assert!(err.contains("collapsed"), "{err}");
+    // At or below the default, a lower rate is proposed.
+    let err = training::check_progress(&defaults(), 3, 2811, (2.3, 2.31, 0.1), Some((2, 0.9)))
+        .unwrap_err();
+    assert!(err.contains("try a lower one, such as --lr 0.01"), "{err}");
+    // Diverging after learning: the data is not the cause either.
+    let err =
+        training::check_progress(&o, 2, 2000, (2.3, 1e4, 0.1), Some((1, 0.8975))).unwrap_err();
+    assert!(err.contains("diverged in epoch 2"), "{err}");
+    assert!(
+        err.contains("the net had learned (test accuracy 89.75% after epoch 1)"),
+        "{err}"
+    );
+    assert!(!err.contains("images and labels"), "{err}");
+    // A best epoch that never learned (below 50%) changes nothing: the data may be the cause.
+    let err =
+        training::check_progress(&o, 9, 2811, (2.3, CHANCE_LOSS, 0.1), Some((1, 0.2))).unwrap_err();
+    assert!(err.contains("stuck at chance level"), "{err}");
+    // A net still learning passes, and a dip that is not back at chance too.
+    training::check_progress(&o, 2, 2000, (2.3, 0.3, 0.95), Some((1, 0.9))).unwrap();
+    training::check_progress(&o, 2, 2000, (2.3, 1.7, 0.1), Some((1, 0.9))).unwrap();
+}
+
+/// A run that went wrong returned before `--save`: its trained net was lost, even the 89.75%
+/// of its first epoch. The best net of the run, when it learned, is now written there, and the
+/// error says so.
+#[test]
+fn a_run_that_goes_wrong_saves_its_best_net() {
+    let path = scratch("best-of-a-failed-run.safetensors");
+    let _ = std::fs::remove_file(&path);
+    let net = <<Tiny as common::training::Model>::Net as constmat::nn::Parameters<f32>>::zeros();
+    let err = training::save_best::<Tiny>(Some(&path), Some((4, 0.93, &net)), "it failed".into());
+    assert_eq!(
+        err,
+        format!(
+            "it failed\nthe net of epoch 4 (test accuracy 93.00%), the best of this run, was written to {}",
+            path.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "net");
+    std::fs::remove_file(&path).unwrap();
+    // A net that never learned is not worth a file; nor is anything without --save.
+    let err = training::save_best::<Tiny>(Some(&path), Some((4, 0.3, &net)), "it failed".into());
+    assert_eq!(err, "it failed");
+    assert!(!path.exists());
+    let err = training::save_best::<Tiny>(None, Some((4, 0.93, &net)), "it failed".into());
+    assert_eq!(err, "it failed");
+}
+
+/// A failed write fell back to a file of the same name in the temporary directory, overwriting
+/// what was there (an earlier run's net, or this run's other output: `--save /dev/full --plot
+/// /dev/full` left the weights where the message said the curves were). The fallback now takes
+/// a free name.
+#[test]
+fn a_fallback_never_overwrites_a_file() {
+    let name = format!("constmat-fallback-{}.svg", std::process::id());
+    let taken = std::env::temp_dir().join(&name);
+    std::fs::write(&taken, "precious").unwrap();
+    let fallback = training::fallback_path(Path::new("/nowhere").join(&name).as_path());
+    assert_ne!(fallback, taken);
+    assert_eq!(
+        fallback.file_name().unwrap().to_string_lossy(),
+        format!("constmat-fallback-{}-2.svg", std::process::id())
+    );
+    std::fs::write(&fallback, "second").unwrap();
+    let third = training::fallback_path(Path::new("/nowhere").join(&name).as_path());
+    assert!(
+        third.to_string_lossy().ends_with("-3.svg"),
+        "{}",
+        third.display()
+    );
+    assert_eq!(std::fs::read_to_string(&taken).unwrap(), "precious");
+    std::fs::remove_file(taken).unwrap();
+    std::fs::remove_file(fallback).unwrap();
+}
+
+/// `--save X --plot X` wrote the curves, then the weights over them, and reported both.
+/// A pipe as `--save` hung the check before training. Both are refused on the command line.
+#[test]
+fn one_file_for_both_outputs_and_special_files_are_refused() {
+    let path = scratch("both.out");
+    let p = path.to_str().unwrap();
+    let err = parse(&["--save", p, "--plot", p]).unwrap_err();
+    assert!(
+        err.contains("--save and --plot name the same file"),
+        "{err}"
+    );
+    #[cfg(unix)]
+    {
+        let err = parse(&["--save", "/dev/null"]).unwrap_err();
+        assert_eq!(err, "--save /dev/null: is not a regular file");
+    }
 }
 
 /// `--lr 1e-50` became 0 in f32 (and the hint called it "in the usual range"); `--lr 1e39`
@@ -224,15 +344,28 @@ fn the_hint_places_the_learning_rate_honestly() {
 #[test]
 fn a_run_is_not_called_stalled_before_enough_steps() {
     let o = defaults();
-    training::check_progress(&o, 1, 10, 2.3, CHANCE_LOSS, 0.087).unwrap();
-    training::check_progress(&o, 49, MIN_STEPS_BEFORE_STALL - 1, 2.3, CHANCE_LOSS, 0.09).unwrap();
-    let err = training::check_progress(&o, 50, MIN_STEPS_BEFORE_STALL, 2.3, CHANCE_LOSS, 0.09)
-        .unwrap_err();
+    training::check_progress(&o, 1, 10, (2.3, CHANCE_LOSS, 0.087), None).unwrap();
+    training::check_progress(
+        &o,
+        49,
+        MIN_STEPS_BEFORE_STALL - 1,
+        (2.3, CHANCE_LOSS, 0.09),
+        None,
+    )
+    .unwrap();
+    let err = training::check_progress(
+        &o,
+        50,
+        MIN_STEPS_BEFORE_STALL,
+        (2.3, CHANCE_LOSS, 0.09),
+        None,
+    )
+    .unwrap_err();
     assert!(
         err.contains("stuck at chance level after epoch 50 (500 steps)"),
         "{err}"
     );
-    let err = training::check_progress(&o, 1, 10, 2.3, 1e3, 0.09).unwrap_err();
+    let err = training::check_progress(&o, 1, 10, (2.3, 1e3, 0.09), None).unwrap_err();
     assert!(err.contains("diverged in epoch 1"), "{err}");
     // A run that ends at chance level before that says so, rather than report an accuracy
     // as if it were a verdict.
@@ -297,10 +430,12 @@ fn when_both_late_writes_fail_both_fallbacks_are_named() {
             std::fs::write(p, what).map_err(|e| format!("cannot write {}: {e}", p.display()))
         }
     };
+    let (curves, weights) = (
+        training::fallback_path(&plot),
+        training::fallback_path(&save),
+    );
     let err =
         training::write_results(Some(&plot), Some(&save), write("svg"), write("net")).unwrap_err();
-    let curves = std::env::temp_dir().join("curves-both.svg");
-    let weights = std::env::temp_dir().join("weights-both.safetensors");
     assert!(
         err.contains(&format!(
             "the curves were written to {} instead",
@@ -321,10 +456,11 @@ fn when_both_late_writes_fail_both_fallbacks_are_named() {
     std::fs::remove_file(weights).unwrap();
     // One failing, one written: the failure alone is an error; both written: fine.
     let fine = scratch("curves-fine.svg");
+    let weights = training::fallback_path(&save);
     let err =
         training::write_results(Some(&fine), Some(&save), write("svg"), write("net")).unwrap_err();
     assert!(!err.contains("curves"), "{err}");
-    std::fs::remove_file(std::env::temp_dir().join("weights-both.safetensors")).unwrap();
+    std::fs::remove_file(weights).unwrap();
     training::write_results(Some(&fine), None, write("svg"), write("net")).unwrap();
     assert_eq!(std::fs::read_to_string(&fine).unwrap(), "svg");
 }
@@ -440,9 +576,9 @@ fn a_run_whose_outputs_cannot_be_written_names_both_fallbacks() {
         plot: Some(scratch("vanished/tiny-curves.svg")),
         ..defaults()
     };
+    let fallbacks = [&o.save, &o.plot].map(|p| training::fallback_path(p.as_ref().unwrap()));
     let err = training::run::<Tiny, 2>(&o).unwrap_err();
-    for name in ["tiny-weights.safetensors", "tiny-curves.svg"] {
-        let fallback = std::env::temp_dir().join(name);
+    for fallback in fallbacks {
         assert!(
             err.contains(&format!("{} instead", fallback.display())),
             "{err}"

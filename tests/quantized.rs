@@ -227,6 +227,19 @@ fn quantizing_refuses_what_int8_cannot_represent() {
         Err(QuantizeError::Multiplier { layer: 0, value }) => assert!(value >= 2f64.powi(30)),
         other => panic!("expected a multiplier error, got {other:?}"),
     }
+    // Blank calibration samples: quantizing the shipped LeNet-5 on blank images succeeded, with
+    // an input scale of 1.2e-7, and the int8 net scored 9.74% on MNIST.
+    let err = quantize(&net, &[[0.0; 12]; 20]).unwrap_err();
+    assert_eq!(err, QuantizeError::BlankCalibration);
+    assert_eq!(
+        err.to_string(),
+        "the calibration samples are all 0, so there is no range to measure (blank images?): \
+         calibrate on real inputs"
+    );
+    // One value that is not 0 is a range.
+    let mut nearly_blank = [[0.0; 12]; 20];
+    nearly_blank[7][3] = 0.5;
+    quantize(&net, &nearly_blank).unwrap();
 }
 
 #[test]

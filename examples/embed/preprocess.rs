@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 /// Images larger than this many pixels are refused rather than decoded (a 25-megapixel photo
 /// fits; a corrupt header claiming billions of pixels does not allocate).
 pub const MAX_PIXELS: usize = 25_000_000;
+/// The most bytes of a file read: a text PGM of [`MAX_PIXELS`] pixels written as `255 ` each.
+pub const MAX_FILE_BYTES: u64 = 4 * MAX_PIXELS as u64 + 1024;
 
 /// The side of the box a digit is scaled to fit, and of the field it is centered in.
 pub const BOX: usize = 20;
@@ -64,6 +66,8 @@ pub enum ImageError {
     Truncated(String),
     /// The file is damaged or not what its header says.
     Malformed(String),
+    /// A file of more than [`MAX_FILE_BYTES`] bytes (or one that does not end).
+    FileTooLarge,
     /// More than [`MAX_PIXELS`] pixels.
     TooLarge {
         /// Columns, as the header says.
@@ -82,6 +86,11 @@ impl fmt::Display for ImageError {
             Self::Unsupported(what) => write!(f, "unsupported image: {what}"),
             Self::Truncated(what) => write!(f, "truncated image: {what}"),
             Self::Malformed(what) => write!(f, "malformed image: {what}"),
+            Self::FileTooLarge => write!(
+                f,
+                "the file is larger than {MAX_FILE_BYTES} bytes, more than an image of at most \
+                 {MAX_PIXELS} pixels takes"
+            ),
             Self::TooLarge { width, height } => write!(
                 f,
                 "the image is {width}x{height} pixels; at most {MAX_PIXELS} pixels are read"
@@ -103,7 +112,16 @@ impl std::error::Error for ImageError {}
 ///
 /// [`ImageError::Io`] when the file cannot be read, else as [`decode`].
 pub fn load(path: &Path) -> Result<Gray, ImageError> {
-    let bytes = std::fs::read(path).map_err(|e| ImageError::Io(path.to_owned(), e))?;
+    use std::io::Read as _;
+    let io = |e| ImageError::Io(path.to_owned(), e);
+    // At most one byte past the bound: a device such as /dev/zero never ends.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ImageError::FileTooLarge);
+    }
     decode(&bytes)
 }
 

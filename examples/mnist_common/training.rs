@@ -18,6 +18,21 @@ use rand::{SeedableRng, rngs::StdRng};
 
 use super::{fetch, report};
 
+/// `println!` to standard output, except that an output closed early (`| head`, `| grep -m1`)
+/// is not an error: the run goes on and still writes its files. (`println!` panics there.)
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// [`say!`] without the line break, for text that ends with its own.
+fn say_text(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(text.as_bytes());
+}
+
 /// Samples per training step. A compile-time constant: every buffer of a step has it in its type.
 pub const BATCH: usize = 64;
 
@@ -164,12 +179,25 @@ pub fn parse_args(
         ));
     }
     // Before any training: a path that cannot be written would lose the run's work at the end.
+    if let (Some(save), Some(plot)) = (&o.save, &o.plot)
+        && (save == plot || same_file(save, plot))
+    {
+        return Err(format!(
+            "--save and --plot name the same file, {}: the weights would overwrite the curves",
+            save.display()
+        ));
+    }
     for (flag, path) in [("--save", &o.save), ("--plot", &o.plot)] {
         if let Some(path) = path {
             check_writable(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
         }
     }
     Ok(Some(o))
+}
+
+/// Whether two paths name one existing file (through links or `..`).
+fn same_file(a: &Path, b: &Path) -> bool {
+    matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
 }
 
 /// The most epochs `--epochs` accepts: far more than any run needs (the MLP reaches its best
@@ -180,8 +208,9 @@ pub const MAX_EPOCHS: usize = 100_000;
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  trained, and wrote every file asked for
-  1  failed while running: the data, a run that diverged or stalled at chance level, or a file
-     that could not be written at the end (the net is then written to a fallback path, named)
+  1  failed while running: the data, a run that diverged or stalled at chance level (the best
+     net it had, if it learned, is written to --save), or a file that could not be written at
+     the end (the net is then written to a fallback path, named)
   2  a bad command line (nothing was run), including a --save or --plot path that cannot be
      written
 ";
@@ -197,6 +226,10 @@ fn check_writable(path: &Path) -> Result<(), String> {
     let existed = path.exists();
     if path.is_dir() {
         return Err("is a directory".into());
+    }
+    // A pipe would block the check (and the run) until something reads it.
+    if existed && !path.is_file() {
+        return Err("is not a regular file".into());
     }
     std::fs::OpenOptions::new()
         .write(true)
@@ -220,11 +253,7 @@ pub fn write_or_fallback(
     let Err(first) = write(path) else {
         return Ok(());
     };
-    let name = path.file_name().map_or_else(
-        || format!("constmat-{}", std::process::id()).into(),
-        |n| n.to_os_string(),
-    );
-    let fallback = std::env::temp_dir().join(name);
+    let fallback = fallback_path(path);
     match write(&fallback) {
         Ok(()) => Err(format!(
             "{first}; the {what} were written to {} instead",
@@ -235,6 +264,30 @@ pub fn write_or_fallback(
             fallback.display()
         )),
     }
+}
+
+/// Where [`write_or_fallback`] writes when `path` fails: a file of the same name in the
+/// temporary directory, numbered (`weights-2.safetensors`) when one of that name exists, so that
+/// nothing there is overwritten (an earlier run's fallback, the other output of this run).
+pub fn fallback_path(path: &Path) -> PathBuf {
+    let dir = std::env::temp_dir();
+    let name = path.file_name().map_or_else(
+        || format!("constmat-{}", std::process::id()).into(),
+        |n| n.to_os_string(),
+    );
+    let plain = dir.join(&name);
+    if !plain.exists() {
+        return plain;
+    }
+    let name = Path::new(&name);
+    let stem = name.file_stem().unwrap_or_default().to_string_lossy();
+    let extension = name
+        .extension()
+        .map_or_else(String::new, |e| format!(".{}", e.to_string_lossy()));
+    (2..)
+        .map(|n| dir.join(format!("{stem}-{n}{extension}")))
+        .find(|p| !p.exists())
+        .expect("a free name among unbounded numbers")
 }
 
 /// The learning rate this example recommends for the optimizer, for hints.
@@ -317,21 +370,43 @@ pub const MIN_STEPS_BEFORE_STALL: usize = 500;
 
 /// An error when an epoch's results show a run going nowhere: a mean loss that grew far past its
 /// start (exploded), or one still at chance level with chance accuracy after at least
-/// [`MIN_STEPS_BEFORE_STALL`] steps (`steps` is the number taken so far).
+/// [`MIN_STEPS_BEFORE_STALL`] steps (`steps` is the number taken so far). `best` is the epoch
+/// with the best test accuracy before this one, and that accuracy: a net that had learned and
+/// then lost it collapsed, which the data cannot explain and the learning rate can.
 pub fn check_progress(
     o: &Options,
     epoch: usize,
     steps: usize,
-    first_loss: f64,
-    train_loss: f64,
-    accuracy: f64,
+    (first_loss, train_loss, accuracy): (f64, f64, f64),
+    best: Option<(usize, f64)>,
 ) -> Result<(), String> {
     let start = first_loss.max(CHANCE_LOSS);
+    let learned = best.filter(|&(_, best)| best >= LEARNED);
     if !train_loss.is_finite() || train_loss > 10.0 * start {
+        let why = match learned {
+            Some((best_epoch, best)) => format!(
+                "the net had learned (test accuracy {:.2}% after epoch {best_epoch}), so the data \
+                 is not the cause: {}",
+                100.0 * best,
+                collapse_hint(o)
+            ),
+            None => hint(o, Trouble::Diverged),
+        };
         return Err(format!(
             "training diverged in epoch {epoch}: the mean loss grew from {first_loss:.4} (the first \
-             batch) to {train_loss:.4}; {}",
-            hint(o, Trouble::Diverged)
+             batch) to {train_loss:.4}; {why}"
+        ));
+    }
+    if let Some((best_epoch, best)) = learned
+        && at_chance(train_loss, accuracy)
+    {
+        return Err(format!(
+            "training collapsed in epoch {epoch}: the test accuracy fell from {:.2}% (after epoch \
+             {best_epoch}) to {:.2}%, and the mean loss is back at chance level ({train_loss:.4}); \
+             {}",
+            100.0 * best,
+            100.0 * accuracy,
+            collapse_hint(o)
         ));
     }
     if steps >= MIN_STEPS_BEFORE_STALL && at_chance(train_loss, accuracy) {
@@ -343,6 +418,27 @@ pub fn check_progress(
         ));
     }
     Ok(())
+}
+
+/// The test accuracy from which a net is said to have learned: five times chance.
+pub const LEARNED: f64 = 0.5;
+
+/// The hint for a net that learned and then lost it: its learning rate is too high for it,
+/// whatever range the rate is in.
+fn collapse_hint(o: &Options) -> String {
+    let usual = usual_lr(o);
+    let lr = show(o.lr);
+    if o.lr > usual {
+        format!(
+            "the learning rate {lr} is too high for this net (the default is {usual}): try \
+             --lr {usual}"
+        )
+    } else {
+        format!(
+            "the learning rate {lr} is too high for this net: try a lower one, such as --lr {}",
+            short(o.lr / 3.0)
+        )
+    }
 }
 
 /// Whether an epoch's mean loss and accuracy are those of guessing.
@@ -439,7 +535,7 @@ pub fn write_results(
     for (what, path, write) in outcomes {
         let Some(path) = path else { continue };
         match write_or_fallback(what, path, write) {
-            Ok(()) => println!("{what} written to {}", path.display()),
+            Ok(()) => say!("{what} written to {}", path.display()),
             Err(e) => failures.push(e),
         }
     }
@@ -460,7 +556,7 @@ where
     let options = match parse_options(defaults) {
         Ok(Some(options)) => options,
         Ok(None) => {
-            print!("{usage}\n{EXIT_CODES}");
+            say_text(&format!("{usage}\n{EXIT_CODES}"));
             return ExitCode::SUCCESS;
         }
         Err(message) => {
@@ -488,7 +584,7 @@ where
     constmat::kernels::use_threads(o.threads).map_err(|e| format!("--threads: {e}"))?;
     let dir = fetch::mnist_dir(o.data.as_deref()).map_err(|e| e.to_string())?;
     let data = Mnist::load(&dir).map_err(|e| e.to_string())?;
-    println!(
+    say!(
         "MNIST from {}: {} training, {} test images (loaded in {:.2} s)",
         dir.display(),
         data.train.len(),
@@ -517,7 +613,7 @@ where
         },
         _ => Schedule::Cosine { total, floor: 0.0 },
     };
-    println!(
+    say!(
         "training {}, batch {BATCH}, {} epochs, {} lr {} ({} schedule), seed {}, {} thread(s)",
         M::DESCRIPTION,
         o.epochs,
@@ -537,6 +633,16 @@ where
     let mut step = 0;
     let mut first_loss = CHANCE_LOSS;
     let mut last = (CHANCE_LOSS, 0.0);
+    // The epoch with the best test accuracy so far, and its net: what a run that goes wrong
+    // later still saves.
+    let mut best: Option<(usize, f64, M::Net)> = None;
+    let saving_best = |best: &Option<(usize, f64, M::Net)>, error: String| {
+        save_best::<M>(
+            o.save.as_deref(),
+            best.as_ref().map(|(e, a, n)| (*e, *a, n)),
+            error,
+        )
+    };
 
     for epoch in 1..=o.epochs {
         let epoch_start = Instant::now();
@@ -566,9 +672,13 @@ where
                         ),
                         _ => hint(o, Trouble::Diverged),
                     };
-                    format!(
-                        "training stopped in epoch {epoch}, batch {}/{batches_per_epoch}: {error}; {why}",
-                        b + 1,
+                    saving_best(
+                        &best,
+                        format!(
+                            "training stopped in epoch {epoch}, batch {}/{batches_per_epoch}: \
+                             {error}; {why}",
+                            b + 1,
+                        ),
                     )
                 })?;
             if step == 0 {
@@ -586,28 +696,36 @@ where
         let train_loss = loss_sum / batches_per_epoch as f64;
         let accuracy = eval.accuracy(&net, &data.test);
         history.push(train_loss, accuracy);
-        println!(
+        say!(
             "epoch {epoch:>2}/{}  train loss {train_loss:.4}  test accuracy {:.2}%  {:>7.0} samples/s  {:.2} s",
             o.epochs,
             100.0 * accuracy,
             (batches_per_epoch * BATCH) as f64 / train_seconds,
             epoch_start.elapsed().as_secs_f64(),
         );
-        check_progress(o, epoch, step, first_loss, train_loss, accuracy)?;
+        let best_so_far = best.as_ref().map(|&(e, a, _)| (e, a));
+        check_progress(
+            o,
+            epoch,
+            step,
+            (first_loss, train_loss, accuracy),
+            best_so_far,
+        )
+        .map_err(|error| saving_best(&best, error))?;
         last = (train_loss, accuracy);
+        if best_so_far.is_none_or(|(_, a)| accuracy > a) {
+            best = Some((epoch, accuracy, net.clone()));
+        }
     }
     if let Some(note) = too_short_note(o, step, last.0, last.1) {
-        println!("note: {note}");
+        say!("note: {note}");
     }
 
     let predictions = eval.predict_all(&net, &data.test);
-    println!();
-    print!(
-        "{}",
-        report::confusion_matrix(data.test.labels(), &predictions)
-    );
-    println!();
-    print!("{}", report::misclassified(&data.test, &predictions, 4));
+    say!();
+    say_text(&report::confusion_matrix(data.test.labels(), &predictions));
+    say!();
+    say_text(&report::misclassified(&data.test, &predictions, 4));
     let svg = report::svg(&history);
     write_results(
         o.plot.as_deref(),
@@ -618,12 +736,36 @@ where
         },
         |p| M::save(&net, p),
     )?;
-    println!("total time {:.2} s", start.elapsed().as_secs_f64());
-    println!(
+    say!("total time {:.2} s", start.elapsed().as_secs_f64());
+    say!(
         "test accuracy: {:.2}%",
         100.0 * accuracy_of(&predictions, data.test.labels())
     );
     Ok(())
+}
+
+/// `error`, after writing to `save` (if given) the net of `best`, the epoch with the best test
+/// accuracy before the run went wrong, when that net had learned: the error then says where it
+/// went, so that the work done is not lost.
+pub fn save_best<M: Model>(
+    save: Option<&Path>,
+    best: Option<(usize, f64, &M::Net)>,
+    error: String,
+) -> String {
+    let (Some(path), Some((epoch, accuracy, net))) = (save, best) else {
+        return error;
+    };
+    if accuracy < LEARNED {
+        return error;
+    }
+    let what = format!(
+        "the net of epoch {epoch} (test accuracy {:.2}%), the best of this run,",
+        100.0 * accuracy
+    );
+    match write_or_fallback("weights", path, |p| M::save(net, p)) {
+        Ok(()) => format!("{error}\n{what} was written to {}", path.display()),
+        Err(e) => format!("{error}\n{what}: {e}"),
+    }
 }
 
 fn accuracy_of(predictions: &[u8], labels: &[u8]) -> f64 {

@@ -173,7 +173,7 @@ pub use init::RandomInit;
 pub use mse::MeanSquaredError;
 pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
 pub use pool::{MaxPool2d, pool_output_size};
-pub use predict::Predict;
+pub use predict::{PREDICT_CHUNK, PREDICT_CHUNK_STACK, Predict};
 pub use qconv::QConv2d;
 pub use qdense::{QDense, QuantizedActivation};
 #[cfg(feature = "alloc")]

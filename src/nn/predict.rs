@@ -5,6 +5,14 @@ use num_traits::Float;
 
 use super::{Layer, Sample, argmax, softmax_in_place};
 
+/// The samples [`Predict::predict_batch`] passes through a net together when a whole batch's
+/// buffers would not fit in [`PREDICT_CHUNK_STACK`].
+pub const PREDICT_CHUNK: usize = 8;
+
+/// The most stack bytes [`Predict::predict_batch`] gives the buffers of the samples it passes
+/// through a net together.
+pub const PREDICT_CHUNK_STACK: usize = 64 * 1024;
+
 /// A classifier's answers, for every [`Layer`] whose output is `[T; C]` (logits of `C`
 /// classes), whatever its storage: a `static` baked net and a heap net loaded at run time
 /// alike. Intermediate results live on the stack; nothing is allocated.
@@ -36,8 +44,11 @@ pub trait Predict<T, const C: usize>: Layer<Out = [T; C]> {
 
     /// The predicted class of each sample of a batch: `classes[k]` for `x[k]`.
     ///
-    /// The outputs of the batch, and of each hidden layer, live on the stack (`B` times their
-    /// widths): keep `B` moderate (for the 784-128-64-10 net, `B = 64` takes about 52 KB).
+    /// The samples go through the net all at once ([`Layer::forward`], whose products are
+    /// faster than one sample's) when their buffers ([`Layer::WORKING_BYTES`] each) take at most
+    /// [`PREDICT_CHUNK_STACK`] bytes of stack; else [`PREDICT_CHUNK`] at a time when that many
+    /// fit; else one at a time (a convolutional net's): the stack it takes does not grow with
+    /// `B` beyond that bound (the outputs of a chunk and the kernels' frames come on top).
     fn predict_batch<const B: usize>(&self, x: &[Self::In; B], classes: &mut [usize; B]);
 }
 
@@ -61,10 +72,40 @@ where
     }
 
     fn predict_batch<const B: usize>(&self, x: &[Self::In; B], classes: &mut [usize; B]) {
-        let mut out = [[T::ZERO; C]; B];
-        self.forward(x, &mut out);
-        for (class, row) in classes.iter_mut().zip(&out) {
-            *class = argmax(row);
+        // The whole batch at once while its buffers fit (the fastest), else in chunks, else
+        // one sample at a time.
+        if Self::WORKING_BYTES.saturating_mul(B) <= PREDICT_CHUNK_STACK {
+            classes_of(self, x, classes);
+            return;
         }
+        let (chunks, rest) = if Self::WORKING_BYTES * PREDICT_CHUNK <= PREDICT_CHUNK_STACK {
+            x.as_chunks::<PREDICT_CHUNK>()
+        } else {
+            (&[][..], &x[..])
+        };
+        let (class_chunks, _) = classes.as_chunks_mut::<PREDICT_CHUNK>();
+        for (x, classes) in chunks.iter().zip(class_chunks) {
+            classes_of(self, x, classes);
+        }
+        let done = chunks.len() * PREDICT_CHUNK;
+        for (x, class) in rest.iter().zip(&mut classes[done..]) {
+            *class = self.predict(x);
+        }
+    }
+}
+
+/// The class of each of `x`, from one forward pass of them all.
+fn classes_of<L, T, const C: usize, const N: usize>(
+    net: &L,
+    x: &[L::In; N],
+    classes: &mut [usize; N],
+) where
+    L: Layer<Out = [T; C]>,
+    T: Float + Sample,
+{
+    let mut out = [[T::ZERO; C]; N];
+    net.forward(x, &mut out);
+    for (class, row) in classes.iter_mut().zip(&out) {
+        *class = argmax(row);
     }
 }

@@ -29,6 +29,9 @@ pub enum QuantizeError {
         /// What was not finite: "weight", "bias", "calibration input" or "output".
         what: &'static str,
     },
+    /// Every value of every calibration sample is 0 (blank images): there is no range to
+    /// measure, and the input's quantization would saturate on every real input.
+    BlankCalibration,
     /// Layer `layer`'s requantization multiplier `s_in·s_w / s_out` is too large for the fixed
     /// point form (at least `2^30`): its output's range is tiny against its input's.
     Multiplier {
@@ -49,6 +52,11 @@ impl fmt::Display for QuantizeError {
             Self::NotFinite { layer, what } => write!(
                 f,
                 "layer {layer}: a {what} is NaN, infinite or beyond f32's range, which int8 cannot represent"
+            ),
+            Self::BlankCalibration => write!(
+                f,
+                "the calibration samples are all 0, so there is no range to measure (blank \
+                 images?): calibrate on real inputs"
             ),
             Self::Multiplier { layer, value } => write!(
                 f,
@@ -110,6 +118,12 @@ impl<Q: Layer> Quantized<Q> {
     /// (the only float arithmetic: a microcontroller without an FPU quantizes its input
     /// otherwise, e.g. with a table of 256 entries for 8-bit pixels, and calls
     /// [`Layer::forward_one`] on `net`).
+    ///
+    /// Quantizing saturates: a value beyond the calibrated range becomes the nearest end of it
+    /// (an infinity, the end on its side), and a NaN becomes the zero point, as
+    /// [`Quantization::quantize`](crate::quant::Quantization::quantize) does. So unlike the
+    /// float net, whose outputs a NaN input turns into NaNs, the int8 net answers with ordinary
+    /// numbers: check the input for NaNs first where one can occur.
     pub fn forward_float<S: QuantizeSample<Quantized = Q::In>>(&self, x: &S) -> Q::Out {
         let mut out = Q::Out::ZERO;
         self.net.forward_one(&x.quantize(self.input), &mut out);
@@ -119,7 +133,9 @@ impl<Q: Layer> Quantized<Q> {
 
 impl<Q: Layer<Out = [i8; C]>, const C: usize> Quantized<Q> {
     /// The class of the float sample `x`: the index of the int8 net's largest output (the
-    /// first of equal ones).
+    /// first of equal ones). A NaN in `x` is quantized to the zero point (see
+    /// [`forward_float`](Self::forward_float)), so the answer is a class like any other, where
+    /// the float net's [`Predict::predict`](super::Predict::predict) gives 0 (the first NaN).
     pub fn predict<S: QuantizeSample<Quantized = Q::In>>(&self, x: &S) -> usize {
         argmax(&self.forward_float(x))
     }
@@ -171,15 +187,34 @@ impl<S: QuantizeSample, const N: usize> QuantizeSample for [S; N] {
     }
 }
 
-/// The quantization of values in the range of `samples`; `None` when one is not finite.
-fn range_of<S: QuantizeSample>(samples: &[S]) -> Option<Quantization> {
+/// The quantization of the range of `samples` (layer `layer`'s `what`: "calibration input" or
+/// "output"), which contains 0.
+///
+/// # Errors
+///
+/// [`QuantizeError::NotFinite`] when a value is NaN, infinite or beyond `f32`'s range;
+/// [`QuantizeError::BlankCalibration`] when every calibration input is 0.
+fn range_of<S: QuantizeSample>(
+    samples: &[S],
+    layer: usize,
+    what: &'static str,
+) -> Result<Quantization, QuantizeError> {
     let mut range = (0.0_f64, 0.0_f64);
     let finite = samples
         .iter()
         .fold(true, |finite, s| s.widen_range(&mut range) & finite);
     // An f64 value beyond f32's range would become an infinite bound: refused as not finite.
     let (min, max) = (range.0 as f32, range.1 as f32);
-    (finite && min.is_finite() && max.is_finite()).then(|| Quantization::from_range(min, max))
+    if !(finite && min.is_finite() && max.is_finite()) {
+        return Err(QuantizeError::NotFinite { layer, what });
+    }
+    // Samples that are all 0 (blank images) have no range: the input's scale would be the
+    // smallest there is, and every real input would saturate. A layer whose outputs are all 0
+    // is another matter: the float net gives the same on those samples, and so does the int8.
+    if layer == 0 && what == "calibration input" && min == 0.0 && max == 0.0 {
+        return Err(QuantizeError::BlankCalibration);
+    }
+    Ok(Quantization::from_range(min, max))
 }
 
 /// The int8 form of a trained net, calibrated on `calibration` (a few hundred training
@@ -227,10 +262,7 @@ where
     if calibration.is_empty() {
         return Err(QuantizeError::NoCalibrationSamples);
     }
-    let input = range_of(calibration).ok_or(QuantizeError::NotFinite {
-        layer: 0,
-        what: "calibration input",
-    })?;
+    let input = range_of(calibration, 0, "calibration input")?;
     let (net, output, _) = net.quantize_layer(0, input, calibration)?;
     Ok(Quantized { net, input, output })
 }
@@ -263,10 +295,7 @@ where
     L::Out: QuantizeSample,
 {
     let outputs = outputs_of(layer, samples);
-    let output = range_of(&outputs).ok_or(QuantizeError::NotFinite {
-        layer: index,
-        what: "output",
-    })?;
+    let output = range_of(&outputs, index, "output")?;
     Ok((outputs, output))
 }
 

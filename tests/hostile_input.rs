@@ -247,6 +247,16 @@ fn a_fallback_never_overwrites_a_file() {
     std::fs::remove_file(fallback).unwrap();
 }
 
+/// `--lr 0.1 --lr 0.01` took the last, silently (`embed` refused `--net` twice).
+#[test]
+fn an_option_given_twice_is_refused() {
+    assert_eq!(
+        parse(&["--lr", "0.1", "--epochs", "2", "--lr", "0.01"]).unwrap_err(),
+        "--lr is given twice"
+    );
+    parse(&["--lr", "0.1", "--epochs", "2"]).unwrap();
+}
+
 /// `--save X --plot X` wrote the curves, then the weights over them, and reported both.
 /// A pipe as `--save` hung the check before training. Both are refused on the command line.
 #[test]

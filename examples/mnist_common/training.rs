@@ -91,10 +91,16 @@ pub fn parse_args(
 ) -> Result<Option<Options>, String> {
     let mut o = defaults;
     let mut args = args.into_iter();
+    let mut seen = Vec::new();
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
             return Ok(None);
         }
+        // The second of two was taken before, silently: which one the user meant is unknown.
+        if flag.starts_with("--") && seen.contains(&flag) {
+            return Err(format!("{flag} is given twice"));
+        }
+        seen.push(flag.clone());
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
         let number = |v: String, what: &str| format!("{flag}: expected {what}, found `{v}`");
         match flag.as_str() {

@@ -128,6 +128,76 @@
 //! assert!(last < first / 10.0, "the bars are told apart: {first} -> {last}");
 //! # Ok::<(), constmat::nn::StepError<f64>>(())
 //! ```
+//!
+//! # Generic code over the sizes
+//!
+//! `net!` computes sizes from numbers written in the net; in code generic over a size (`H`,
+//! `W`) there are no numbers to compute with, and stable Rust cannot compute `H - 2` in a type.
+//! So a generic function names its layers' types in full, with the output sizes as parameters
+//! of their own, and each layer checks them against its rule where the types become concrete
+//! (a mistake fails `cargo build`, not `cargo check`: `docs/shape-errors.md`, "Sizes written by
+//! hand"). The caller usually names only the result, and the compiler infers the rest:
+//!
+//! ```
+//! use constmat::nn::{Chain, Conv2d, Layer, MaxPool2d, RandomInit, Relu};
+//! use rand::{SeedableRng, rngs::StdRng};
+//!
+//! /// A 3 x 3 convolution with padding 1 (the size kept), then 2 x 2 pooling (halved), for
+//! /// single-channel images of any even size.
+//! type Block<const H: usize, const W: usize, const OH: usize, const OW: usize> = Chain<
+//!     Conv2d<f32, 1, 4, 3, 1, 1, H, W, H, W, Relu>,
+//!     MaxPool2d<f32, 4, 2, 2, H, W, OH, OW>,
+//! >;
+//!
+//! fn block<const H: usize, const W: usize, const OH: usize, const OW: usize>(
+//!     rng: &mut StdRng,
+//! ) -> Block<H, W, OH, OW> {
+//!     Chain::new(Conv2d::random(rng), MaxPool2d::new())
+//! }
+//!
+//! let mut rng = StdRng::seed_from_u64(1);
+//! let small: Block<8, 8, 4, 4> = block(&mut rng);
+//! let wide: Block<6, 10, 3, 5> = block(&mut rng);
+//! let mut out = [[[0.0; 5]; 3]; 4];
+//! wide.forward_one(&[[[0.5; 10]; 6]], &mut out);
+//! # let _ = small;
+//! ```
+//!
+//! A function that trains any net names what it needs of it: a net that trains in batches of
+//! `B` ([`Train`]) with `C` logits, an optimizer for that net, a loss for those batches.
+//!
+//! ```
+//! use constmat::nn::{Dense, Layer, Loss, Optimizer, StepError, Train, Trainer};
+//!
+//! /// `steps` steps on one batch; the last loss.
+//! fn train<N, O, L, const B: usize, const C: usize>(
+//!     net: &mut N,
+//!     optimizer: &mut O,
+//!     loss: &L,
+//!     (x, y): (&[N::In; B], &[[f32; C]; B]),
+//!     steps: usize,
+//! ) -> Result<f32, StepError<f32>>
+//! where
+//!     N: Train<f32, B> + Layer<Out = [f32; C]>,
+//!     O: Optimizer<f32, N>,
+//!     L: Loss<f32, B, C>,
+//! {
+//!     let mut trainer = Trainer::<f32, N, B>::new(net);
+//!     let mut last = f32::NAN;
+//!     for _ in 0..steps {
+//!         last = trainer.step(net, optimizer, 0.1, loss, x, y)?;
+//!     }
+//!     Ok(last)
+//! }
+//!
+//! type Net = constmat::net![Dense<f32, 2, 2>];
+//! let mut net = <Net as constmat::nn::Parameters<f32>>::zeros();
+//! let mut sgd = constmat::nn::Sgd::new();
+//! let (x, y) = ([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]);
+//! let loss = train(&mut net, &mut sgd, &constmat::nn::SoftmaxCrossEntropy, (&x, &y), 50)?;
+//! assert!(loss < 0.3, "{loss}");
+//! # Ok::<(), StepError<f32>>(())
+//! ```
 
 mod activation;
 mod bake;
@@ -629,6 +699,8 @@ impl TensorInfo {
 /// ``"`Conv2d<1, 6, 5>` in a net without `Input`: a net of images starts with `Input<T,
 /// channels, height, width>`, which gives the sizes of its images, as in `net![Input<f32, 1,
 /// 28, 28>, Conv2d<1, 6, 5>, ...]`"`` (`tests/ui/fail/net_image_layer_without_input.rs`).
+// `Input` is a word of this macro, not a type: a search for it should land here.
+#[doc(alias = "Input")]
 #[macro_export]
 macro_rules! net {
     // The image form's state: the element type, the channels, height and width that reach the

@@ -599,19 +599,21 @@ fn whole_cnn_gradients() {
     eprintln!("CNN: worst relative error {err:e}");
 }
 
+/// The LeNet-5 of `examples/mnist_cnn`.
+type LeNet = constmat::net![
+    Input<f32, 1, 28, 28>,
+    Conv2d<1, 6, 5, 1, 2, Relu>,
+    MaxPool2d<2>,
+    Conv2d<6, 16, 5, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<400, 120, Relu>,
+    Dense<120, 84, Relu>,
+    Dense<84, 10>,
+];
+
 #[test]
 fn the_image_form_of_net_spells_pytorchs_sequential() {
-    type LeNet = constmat::net![
-        Input<f32, 1, 28, 28>,
-        Conv2d<1, 6, 5, 1, 2, Relu>,
-        MaxPool2d<2>,
-        Conv2d<6, 16, 5, Relu>,
-        MaxPool2d<2>,
-        Flatten,
-        Dense<400, 120, Relu>,
-        Dense<120, 84, Relu>,
-        Dense<84, 10>,
-    ];
     type Spelled = Chain<
         Conv2d<f32, 1, 6, 5, 1, 2, 28, 28, 28, 28, Relu>,
         Chain<
@@ -745,17 +747,6 @@ fn a_saved_cnn_loads_back_and_its_inline_form_computes_the_same() {
 #[test]
 fn predict_batch_of_a_cnn_fits_the_stack_and_agrees_with_predict() {
     use constmat::nn::{PREDICT_CHUNK, PREDICT_CHUNK_STACK, Predict};
-    type LeNet = constmat::net![
-        Input<f32, 1, 28, 28>,
-        Conv2d<1, 6, 5, 1, 2, Relu>,
-        MaxPool2d<2>,
-        Conv2d<6, 16, 5, Relu>,
-        MaxPool2d<2>,
-        Flatten,
-        Dense<400, 120, Relu>,
-        Dense<120, 84, Relu>,
-        Dense<84, 10>,
-    ];
     let mut rng = StdRng::seed_from_u64(12);
     let pixels = Uniform::new(0.0_f32, 1.0).unwrap();
     let cnn = LeNet::random(&mut rng);

@@ -800,3 +800,24 @@ fn predict_batch_of_a_cnn_fits_the_stack_and_agrees_with_predict() {
     mlp.predict_batch(xs[..4].try_into().unwrap(), &mut first);
     assert_eq!(first[..], each[..4]);
 }
+
+/// The outputs count too: a one-layer net keeps no buffers between layers (`WORKING_BYTES` is
+/// 0), and `predict_batch` of 400,000 samples put 16 MB of outputs on the stack at once.
+#[test]
+fn predict_batch_of_a_huge_batch_of_a_one_layer_net_fits_the_stack() {
+    use constmat::nn::Predict;
+    type One = constmat::net![Dense<f32, 4, 10>];
+    let net = One::random(&mut StdRng::seed_from_u64(13));
+    let xs: Box<[[f32; 4]; 400_000]> = (0..400_000)
+        .map(|i| [i as f32 % 7.0 - 3.0, 1.0, -(i as f32 % 5.0), 0.5])
+        .collect::<Vec<_>>()
+        .into_boxed_slice()
+        .try_into()
+        .unwrap();
+    let mut classes: Box<[usize; 400_000]> =
+        vec![0; 400_000].into_boxed_slice().try_into().unwrap();
+    net.predict_batch(&xs, &mut classes);
+    for k in [0, 1, 12_345, 399_999] {
+        assert_eq!(classes[k], net.predict(&xs[k]), "sample {k}");
+    }
+}

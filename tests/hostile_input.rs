@@ -194,6 +194,35 @@ fn a_net_that_learned_and_lost_it_blames_the_learning_rate_not_the_data() {
     training::check_progress(&o, 2, 2000, (2.3, 1.7, 0.1), Some((1, 0.9))).unwrap();
 }
 
+/// The same for a step that fails mid-epoch (a NaN loss, an overflowing update), the usual way a
+/// rate too high for the net ends a run: it was sent to check the data even after the net had
+/// learned.
+#[test]
+fn a_step_that_fails_after_the_net_learned_blames_the_learning_rate() {
+    use constmat::nn::StepError;
+    let mut o = defaults();
+    o.lr = 0.09;
+    let overflow = StepError::Update { tensor: 3 };
+    let why = training::step_failure_hint(&o, &overflow, Some((2, 0.91)));
+    assert_eq!(
+        why,
+        "the net had learned (test accuracy 91.00% after epoch 2), so the data is not the \
+         cause: the learning rate 0.09 is too high for this net (the default is 0.03): try --lr \
+         0.03"
+    );
+    // Before it learned, the usual placement of the rate (here in range: the data is suspect).
+    let why = training::step_failure_hint(&o, &overflow, Some((1, 0.2)));
+    assert!(why.contains("images and labels"), "{why}");
+    let why = training::step_failure_hint(&o, &overflow, None);
+    assert!(why.contains("images and labels"), "{why}");
+    // A rate the schedule took below f32's range is its own cause, learned or not.
+    let why = training::step_failure_hint(&o, &StepError::LearningRate(0.0), Some((2, 0.91)));
+    assert!(
+        why.starts_with("--lr 0.09 is too small for the cosine schedule"),
+        "{why}"
+    );
+}
+
 /// A run that went wrong returned before `--save`: its trained net was lost, even the 89.75%
 /// of its first epoch. The best net of the run, when it learned, is now written there, and the
 /// error says so.
@@ -268,6 +297,18 @@ fn one_file_for_both_outputs_and_special_files_are_refused() {
         err.contains("--save and --plot name the same file"),
         "{err}"
     );
+    // Spelled differently, and not there yet: the same file all the same.
+    std::fs::create_dir_all(scratch("sub")).unwrap();
+    let other = scratch("sub/../both.out");
+    let err = parse(&["--save", p, "--plot", other.to_str().unwrap()]).unwrap_err();
+    assert!(err.contains("name the same file"), "{err}");
+    parse(&[
+        "--save",
+        p,
+        "--plot",
+        scratch("other.out").to_str().unwrap(),
+    ])
+    .unwrap();
     #[cfg(unix)]
     {
         let err = parse(&["--save", "/dev/null"]).unwrap_err();

@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 /// Images larger than this many pixels are refused rather than decoded (a 25-megapixel photo
 /// fits; a corrupt header claiming billions of pixels does not allocate).
 pub const MAX_PIXELS: usize = 25_000_000;
-/// The most bytes of a file read: a text PGM of [`MAX_PIXELS`] pixels written as `255 ` each.
-pub const MAX_FILE_BYTES: u64 = 4 * MAX_PIXELS as u64 + 1024;
+/// The most bytes of a file read: a text PGM of [`MAX_PIXELS`] 16-bit pixels, `65535 ` each.
+pub const MAX_FILE_BYTES: u64 = 6 * MAX_PIXELS as u64 + 1024;
 
 /// The side of the box a digit is scaled to fit, and of the field it is centered in.
 pub const BOX: usize = 20;

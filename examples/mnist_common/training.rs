@@ -27,8 +27,11 @@ macro_rules! say {
     }};
 }
 
+#[allow(unused_imports)] // not every example that includes this module prints with it
+pub(crate) use say;
+
 /// [`say!`] without the line break, for text that ends with its own.
-fn say_text(text: &str) {
+pub fn say_text(text: &str) {
     use std::io::Write as _;
     let _ = std::io::stdout().write_all(text.as_bytes());
 }
@@ -201,9 +204,17 @@ pub fn parse_args(
     Ok(Some(o))
 }
 
-/// Whether two paths name one existing file (through links or `..`).
+/// Whether two paths name one file, existing or not (`x` and `./x`, through links or `..`):
+/// their directories resolved, and the same name in them.
 fn same_file(a: &Path, b: &Path) -> bool {
-    matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+    let resolved = |p: &Path| {
+        let dir = match p.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    };
+    matches!((resolved(a), resolved(b)), (Some(a), Some(b)) if a == b)
 }
 
 /// The most epochs `--epochs` accepts: far more than any run needs (the MLP reaches its best
@@ -424,6 +435,33 @@ pub fn check_progress(
         ));
     }
     Ok(())
+}
+
+/// Why a training step failed, for its error: a learning rate too small for `f32`, or a step
+/// that diverged (the rate, when the net had learned by `best`, the epoch and test accuracy of
+/// the best epoch so far; else as [`hint`] places it).
+pub fn step_failure_hint(
+    o: &Options,
+    error: &StepError<f32>,
+    best: Option<(usize, f64)>,
+) -> String {
+    match (error, best) {
+        // The schedule took a tiny base rate below what f32 holds.
+        (StepError::LearningRate(_), _) => format!(
+            "--lr {} is too small for the {} schedule in f32: try --lr {}",
+            show(o.lr),
+            o.schedule,
+            usual_lr(o)
+        ),
+        // A net that had learned: the rate, not the data (as `check_progress`).
+        (_, Some((best_epoch, best))) if best >= LEARNED => format!(
+            "the net had learned (test accuracy {:.2}% after epoch {best_epoch}), so the data \
+             is not the cause: {}",
+            100.0 * best,
+            collapse_hint(o)
+        ),
+        _ => hint(o, Trouble::Diverged),
+    }
 }
 
 /// The test accuracy from which a net is said to have learned: five times chance.
@@ -668,16 +706,8 @@ where
                 .step(&mut net, &mut optimizer, lr, &SoftmaxCrossEntropy, &x, &y)
                 .map_err(|error| {
                     progress.abandon();
-                    let why = match error {
-                        // The schedule took a tiny base rate below what f32 holds.
-                        StepError::LearningRate(_) => format!(
-                            "--lr {} is too small for the {} schedule in f32: try --lr {}",
-                            show(o.lr),
-                            o.schedule,
-                            usual_lr(o)
-                        ),
-                        _ => hint(o, Trouble::Diverged),
-                    };
+                    let best_so_far = best.as_ref().map(|&(e, a, _)| (e, a));
+                    let why = step_failure_hint(o, &error, best_so_far);
                     saving_best(
                         &best,
                         format!(

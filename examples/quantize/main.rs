@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use common::training::{say, say_text};
 use constmat::data::mnist::{Mnist, PIXELS, Split};
 use constmat::embed::Baked;
 use constmat::io::safetensors as st;
@@ -180,7 +181,7 @@ fn write_int8<Q: constmat::nn::Weights + PartialEq>(
             path.display()
         ));
     }
-    println!("wrote {}", path.display());
+    say!("wrote {}", path.display());
     Ok(())
 }
 
@@ -280,7 +281,7 @@ fn main() -> ExitCode {
     let options = match parse_args() {
         Ok(Some(options)) => options,
         Ok(None) => {
-            print!("{HELP}");
+            say_text(HELP);
             return ExitCode::SUCCESS;
         }
         Err(message) => {
@@ -297,7 +298,7 @@ fn main() -> ExitCode {
             .map_err(|e| format!("cannot write to --out {}: {e}", options.out.display()))?;
         let dir = common::fetch::mnist_dir(options.data.as_deref()).map_err(|e| e.to_string())?;
         let data = Mnist::load(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        println!(
+        say!(
             "MNIST from {}; calibrating on the first {} training images",
             dir.display(),
             options.calibration
@@ -307,7 +308,7 @@ fn main() -> ExitCode {
             cnn(&data, options.calibration, &options.out)?,
         ];
         for line in lines {
-            println!("{line}");
+            say!("{line}");
         }
         Ok(())
     };

@@ -20,7 +20,7 @@ use super::{Bake, Layer, Message, NetSpec, Parameters, SafetensorsFile, Sample, 
 /// flatten.forward_one(&[[[1.0, 2.0]], [[3.0, 4.0]]], &mut out);
 /// assert_eq!(out, [1.0, 2.0, 3.0, 4.0]);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flatten<T, const C: usize, const H: usize, const W: usize, const N: usize>(
     core::marker::PhantomData<fn() -> T>,
 );
@@ -50,6 +50,20 @@ impl<T, const C: usize, const H: usize, const W: usize, const N: usize> Flatten<
         // caller).
         let () = Self::SHAPE;
         Self(core::marker::PhantomData)
+    }
+}
+
+impl<T, const C: usize, const H: usize, const W: usize, const N: usize> Default
+    for Flatten<T, C, H, W, N>
+{
+    /// [`Flatten::new`]: its shape rule checked too.
+    ///
+    /// ```compile_fail,E0080
+    /// // 2 x 3 x 3 = 18 values, not 16.
+    /// let _ = constmat::nn::Flatten::<f32, 2, 3, 3, 16>::default();
+    /// ```
+    fn default() -> Self {
+        Self::new()
     }
 }
 

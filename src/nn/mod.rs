@@ -251,7 +251,7 @@ pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize}
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use shape::{
-    __Mistake, __conv_output_size, __fits, __flattened_inputs, __input_channels, __inputs,
+    __Mistake, __conv_output_size, __flattened_inputs, __input_channels, __inputs,
     __output_size_unchecked, __pool_output_size,
 };
 pub use store::{Heap, Inline, Store};
@@ -704,8 +704,9 @@ impl TensorInfo {
 #[macro_export]
 macro_rules! net {
     // The image form's state: the element type, the channels, height and width that reach the
-    // next layer, and whether every layer so far passed its checks (after one that did not, the
-    // sizes are not checked again: a mistake is one error, where it is made).
+    // next layer, and whether those come straight from `Input`. A layer that fails its size
+    // check passes 0 on; after the first layer a size of 0 is such a consequence, not checked
+    // again (a mistake is one error, where it is made), while `Input`'s own 0 is reported.
     // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
     (Input<i8, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@image (i8) ($c) ($h) ($w) (true) $($($rest)*)?)
@@ -765,32 +766,32 @@ macro_rules! __net_dense {
 #[macro_export]
 macro_rules! __net_image {
     // Convolutions: (in, out, kernel[, stride, padding][, activation]).
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k))
             ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "`Conv2d<", ::core::stringify!($ci, $co, $k, $s), ">`: a stride comes with its padding, ",
             "`Conv2d<in, out, kernel, stride, padding>` (then, optionally, the activation)"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
             ($ci, $co, $k, 1, 0, $a) $($rest)*)
     };
     // The activation where the padding goes: the built-in activations by name (a padding may
     // be a constant's name too).
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu>)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Sigmoid>)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Tanh>)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Identity>)
     };
     (@stride_without_padding Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $a:ident>) => {
@@ -804,60 +805,60 @@ macro_rules! __net_image {
             0
         }>
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
             ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $ok ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p, $a))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p, $a))
             ($ci, $co, $k, $s, $p, $a) $($rest)*)
     };
     // The input channels are checked against the channels that reach the layer (and the type
     // takes the latter, so that a mistake is one error, here).
-    (@conv $t:tt ($c:tt) ($h:tt) ($w:tt) ($ok:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+    (@conv $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::__net_image!(@conv_type $t ({ $crate::nn::__input_channels($name, $ci, $c) },
                 $co, $k, $s, $p, $h, $w,
-                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $ok, $h, $k, $s, $p) },
-                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $ok, $w, $k, $s, $p) }, $a)))
+                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s, $p) },
+                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s, $p) }, $a)))
             (@image $t ($co)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, $p) })
                 ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) })
-                ({ ($ok) && $crate::nn::__fits($h, $k, $s, $p) && $crate::nn::__fits($w, $k, $s, $p) }))
+                (false))
             $($rest)*)
     };
     // Max pooling: (window[, stride]); the stride is the window unless given.
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w $ok ($crate::__net_image!(@name MaxPool2d $k))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
             ($k, $k) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w $ok ($crate::__net_image!(@name MaxPool2d $k, $s))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k, $s))
             ($k, $s) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "`MaxPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: max pooling takes no padding, ",
             "`MaxPool2d<window>` or `MaxPool2d<window, stride>`; its windows must read every row ",
             "and column of its input (see `nn::pool_output_size`)"
         ))
     };
-    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($ok:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
+    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::MaxPool2d<$($t)+, $c, $k, $s, $h, $w,
-                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $ok, $h, $k, $s) },
-                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $ok, $w, $k, $s) }>)
+                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s) },
+                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s) }>)
             (@image ($($t)+) ($c)
                 ({ $crate::nn::__output_size_unchecked($h, $k, $s, 0) })
                 ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) })
-                ({ ($ok) && $crate::nn::__fits($h, $k, $s, 0) && $crate::nn::__fits($w, $k, $s, 0) }))
+                (false))
             $($rest)*)
     };
     // Flatten: the image becomes a vector of C·H·W.
-    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($ok:tt) Flatten $($rest:tt)*) => {
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Flatten $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::Flatten<$($t)+, $c, $h, $w, { $c * $h * $w }>)
-            (@vector ($($t)+) (flatten $ok $c $h $w))
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
     // Dense layers, on vectors: (in, out[, activation]); the inputs checked against what
@@ -876,8 +877,8 @@ macro_rules! __net_image {
                 ({ $crate::__net_image!(@inputs $given $name, $i) }, $o, $a)))
             (@vector $t (dense $o)) $($rest)*)
     };
-    (@inputs (flatten $ok:tt $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
-        $crate::nn::__flattened_inputs($name, $ok, $i, ($c, $h, $w))
+    (@inputs (flatten $from_input:tt $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
+        $crate::nn::__flattened_inputs($name, $from_input, $i, ($c, $h, $w))
     };
     (@inputs (dense $o:tt) $name:expr, $i:tt) => {
         $crate::nn::__inputs($name, $i, $o)
@@ -899,7 +900,7 @@ macro_rules! __net_image {
     (@dense_type (i8) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::QDense<$i, $o, $a> };
     (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
     // Mistakes of order.
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt Dense $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Dense $($rest:tt)*) => {
         $crate::__net_image!(@mistake "`Dense` takes a vector: put `Flatten` between the image layers and it")
     };
     (@vector $t:tt $given:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
@@ -914,7 +915,7 @@ macro_rules! __net_image {
             "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers take a vector"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt) => {
         $crate::__net_image!(@mistake "a net needs a layer after its `Input`")
     };
     (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
@@ -925,7 +926,7 @@ macro_rules! __net_image {
             "as in `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $ok:tt $($rest:tt)+) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "expected `Conv2d<..>`, `MaxPool2d<..>`, `Flatten` or `Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"

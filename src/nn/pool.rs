@@ -34,7 +34,7 @@ use crate::kernels;
 /// pool.forward_one(&image, &mut out);
 /// assert_eq!(out, [[[4.0, 9.0], [6.0, 7.0]]]);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MaxPool2d<
     T,
     const C: usize,
@@ -99,6 +99,28 @@ impl<
         // caller).
         let () = Self::SHAPE;
         Self(core::marker::PhantomData)
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+> Default for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+{
+    /// [`MaxPool2d::new`]: its shape rule checked too.
+    ///
+    /// ```compile_fail,E0080
+    /// // Windows of 2 with stride 2 never read the last row and column of a 5 x 5 image.
+    /// let _ = constmat::nn::MaxPool2d::<f32, 1, 2, 2, 5, 5, 2, 2>::default();
+    /// ```
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -319,6 +341,9 @@ mod train {
             d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
             _gradients: &mut Self,
         ) {
+            // The 2 x 2 kernel below writes only the inputs its windows read: the rule that
+            // every input is read is what makes that all of them.
+            let () = Self::SHAPE;
             let Some(d_input) = d_input else {
                 return;
             };

@@ -45,10 +45,11 @@ pub trait Predict<T, const C: usize>: Layer<Out = [T; C]> {
     /// The predicted class of each sample of a batch: `classes[k]` for `x[k]`.
     ///
     /// The samples go through the net all at once ([`Layer::forward`], whose products are
-    /// faster than one sample's) when their buffers ([`Layer::WORKING_BYTES`] each) take at most
-    /// [`PREDICT_CHUNK_STACK`] bytes of stack; else [`PREDICT_CHUNK`] at a time when that many
-    /// fit; else one at a time (a convolutional net's): the stack it takes does not grow with
-    /// `B` beyond that bound (the outputs of a chunk and the kernels' frames come on top).
+    /// faster than one sample's) when their buffers and outputs ([`Layer::WORKING_BYTES`] and
+    /// `C` values each) take at most [`PREDICT_CHUNK_STACK`] bytes of stack; else
+    /// [`PREDICT_CHUNK`] at a time when that many fit; else one at a time (a convolutional
+    /// net's): the stack it takes does not grow with `B` (the kernels' frames, and a single
+    /// sample's buffers where even those exceed the bound, come on top).
     fn predict_batch<const B: usize>(&self, x: &[Self::In; B], classes: &mut [usize; B]);
 }
 
@@ -74,11 +75,13 @@ where
     fn predict_batch<const B: usize>(&self, x: &[Self::In; B], classes: &mut [usize; B]) {
         // The whole batch at once while its buffers fit (the fastest), else in chunks, else
         // one sample at a time.
-        if Self::WORKING_BYTES.saturating_mul(B) <= PREDICT_CHUNK_STACK {
+        // A sample's share: its buffers and its outputs.
+        let per_sample = Self::WORKING_BYTES + core::mem::size_of::<[T; C]>();
+        if per_sample.saturating_mul(B) <= PREDICT_CHUNK_STACK {
             classes_of(self, x, classes);
             return;
         }
-        let (chunks, rest) = if Self::WORKING_BYTES * PREDICT_CHUNK <= PREDICT_CHUNK_STACK {
+        let (chunks, rest) = if per_sample.saturating_mul(PREDICT_CHUNK) <= PREDICT_CHUNK_STACK {
             x.as_chunks::<PREDICT_CHUNK>()
         } else {
             (&[][..], &x[..])

@@ -27,13 +27,12 @@ pub(crate) const fn output_size(
         Window::Pool => ("window", true),
     };
     let padded = input + 2 * padding;
-    if stride == 0 {
-        Message::new().str(layer).str(": the stride is 0").panic()
-    }
+    // An empty window or a stride of 0 is one mistake, not one per dimension: the height's
+    // check, which every caller makes with the width's, reports it. (A pooling's stride is its
+    // window unless given, so the window is looked at first.)
+    let width = bytes_eq(dimension.as_bytes(), b"width");
     if window == 0 {
-        // One mistake, not one per dimension: the height's check, which every caller makes
-        // with the width's, reports it.
-        if bytes_eq(dimension.as_bytes(), b"width") {
+        if width {
             return 0;
         }
         Message::new()
@@ -42,6 +41,12 @@ pub(crate) const fn output_size(
             .str(noun)
             .str(" is 0 x 0; it needs at least one row and column")
             .panic()
+    }
+    if stride == 0 {
+        if width {
+            return 0;
+        }
+        Message::new().str(layer).str(": the stride is 0").panic()
     }
     if window > padded {
         let m = Message::new()
@@ -83,26 +88,36 @@ pub(crate) const fn output_size(
         } else {
             m.str(" + 2 x ").number(padding)
         };
+        let m = m
+            .str(" - ")
+            .number(window)
+            .str(" = ")
+            .number(padded - window);
+        // Without padding the rule is divisibility; with it, what is left over may be padding.
+        let m = if padding == 0 {
+            m.str(" is not a multiple of ").number(stride)
+        } else {
+            m.str(" leaves ")
+                .number(left_over)
+                .str(" over for the stride ")
+                .number(stride)
+                .str(", more than the padding ")
+                .number(padding)
+        };
         let a = if bytes_eq(dimension.as_bytes(), b"input") {
             " (an "
         } else {
             " (a "
         };
         let (fewer, more) = nearest_sizes_that_fit(input, window, stride, padding);
-        m.str(" - ")
-            .number(window)
-            .str(" = ")
-            .number(padded - window)
-            .str(" is not a multiple of ")
-            .number(stride)
-            .str(a)
-            .str(dimension)
-            .str(" of ")
-            .number(fewer)
-            .str(" or ")
-            .number(more)
-            .str(" fits)")
-            .panic()
+        let m = m.str(a).str(dimension).str(" of ");
+        // No input of 0 rows: then only the larger size is named.
+        let m = if fewer > 0 {
+            m.number(fewer).str(" or ")
+        } else {
+            m
+        };
+        m.number(more).str(" fits)").panic()
     }
     (padded - window) / stride + 1
 }
@@ -122,8 +137,9 @@ const fn nearest_sizes_that_fit(
     )
 }
 
-/// [`output_size`] without the checks (0 where it would panic): how [`net!`](crate::net) passes
-/// a size on to the next layer, so that a mistake is reported once, at the layer that makes it.
+/// [`output_size`] without the checks, for [`net!`](crate::net) to pass a size on to the next
+/// layer: 0 where the check fails, or where `input` is 0 (a layer before failed), so that every
+/// size after a mistake is 0 and the layers there do not report it again.
 #[doc(hidden)]
 #[must_use]
 pub const fn __output_size_unchecked(
@@ -132,40 +148,37 @@ pub const fn __output_size_unchecked(
     stride: usize,
     padding: usize,
 ) -> usize {
-    let padded = input + 2 * padding;
-    if stride == 0 || window > padded {
+    if input == 0 || !fits(input, window, stride, padding) {
         0
     } else {
-        (padded - window) / stride + 1
+        (input + 2 * padding - window) / stride + 1
     }
 }
 
 /// Whether [`output_size`] accepts these sizes (returns rather than panics).
-#[doc(hidden)]
-#[must_use]
-pub const fn __fits(input: usize, window: usize, stride: usize, padding: usize) -> bool {
+const fn fits(input: usize, window: usize, stride: usize, padding: usize) -> bool {
     let padded = input + 2 * padding;
     stride > 0 && window > 0 && window <= padded && (padded - window) % stride <= padding
 }
 
 /// [`output_size`] for [`net!`](crate::net): a convolution's own output height or width
-/// (`layer` is the layer as written), checked while `checked` (every layer before this one
-/// passed its checks). After a layer that failed, the sizes that reach this one follow from that
-/// mistake, which was reported where it was made: [`__output_size_unchecked`], no second error.
+/// (`layer` is the layer as written). `from_input` says the sizes come straight from `Input`;
+/// after another layer, an `input` of 0 is the consequence of a mistake reported there (see
+/// [`__output_size_unchecked`]), and gives 0 without a second error.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
 pub const fn __conv_output_size(
     layer: &str,
     dimension: &str,
-    checked: bool,
+    from_input: bool,
     input: usize,
     kernel: usize,
     stride: usize,
     padding: usize,
 ) -> usize {
-    if !checked {
-        return __output_size_unchecked(input, kernel, stride, padding);
+    if input == 0 && !from_input {
+        return 0;
     }
     output_size(
         layer,
@@ -182,13 +195,13 @@ pub const fn __conv_output_size(
 pub const fn __pool_output_size(
     layer: &str,
     dimension: &str,
-    checked: bool,
+    from_input: bool,
     input: usize,
     window: usize,
     stride: usize,
 ) -> usize {
-    if !checked {
-        return __output_size_unchecked(input, window, stride, 0);
+    if input == 0 && !from_input {
+        return 0;
     }
     output_size(layer, dimension, Window::Pool, (input, window, stride, 0))
 }
@@ -275,19 +288,20 @@ pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
 }
 
 /// For [`net!`](crate::net): `written`, the inputs of the dense layer after `Flatten`, checked
-/// against what `Flatten` gives, `channels x height x width`, while `checked` (see
-/// [`__conv_output_size`]). Returns that width.
+/// against what `Flatten` gives, `channels x height x width`, unless that is 0 after a layer
+/// that failed its check (see [`__conv_output_size`]). Returns that width.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
 pub const fn __flattened_inputs(
     layer: &str,
-    checked: bool,
+    from_input: bool,
     written: usize,
     (channels, height, width): (usize, usize, usize),
 ) -> usize {
     let given = channels * height * width;
-    if checked && written != given {
+    let reported = given == 0 && !from_input;
+    if !reported && written != given {
         Message::new()
             .str("`")
             .str(layer)
@@ -315,7 +329,7 @@ pub struct __Mistake<const ERROR: usize>;
 
 #[cfg(test)]
 mod tests {
-    use super::{__fits, nearest_sizes_that_fit};
+    use super::{fits, nearest_sizes_that_fit};
 
     /// The sizes the "never read" message proposes fit, and none between them does.
     #[test]
@@ -324,15 +338,17 @@ mod tests {
             for stride in 1..5 {
                 for padding in 0..3 {
                     for input in 1..40 {
-                        if input + 2 * padding < window || __fits(input, window, stride, padding) {
+                        if input + 2 * padding < window || fits(input, window, stride, padding) {
                             continue;
                         }
                         let (fewer, more) = nearest_sizes_that_fit(input, window, stride, padding);
                         let case = (input, window, stride, padding);
-                        assert!(__fits(fewer, window, stride, padding), "{case:?}: {fewer}");
-                        assert!(__fits(more, window, stride, padding), "{case:?}: {more}");
+                        // 0 is a fit of the formula but not an input; the message leaves it out.
+                        assert!(fits(fewer, window, stride, padding), "{case:?}: {fewer}");
+                        assert!(fits(more, window, stride, padding), "{case:?}: {more}");
+                        assert!(fewer < input && input < more, "{case:?}: {fewer}, {more}");
                         assert!(
-                            (fewer + 1..more).all(|n| !__fits(n, window, stride, padding)),
+                            (fewer + 1..more).all(|n| !fits(n, window, stride, padding)),
                             "{case:?}: a size between {fewer} and {more} fits"
                         );
                     }

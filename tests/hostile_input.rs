@@ -309,6 +309,22 @@ fn one_file_for_both_outputs_and_special_files_are_refused() {
         scratch("other.out").to_str().unwrap(),
     ])
     .unwrap();
+    // A link to the other file.
+    #[cfg(unix)]
+    {
+        let (target, link) = (scratch("linked.out"), scratch("link-to-linked.out"));
+        std::fs::write(&target, "").unwrap();
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = parse(&[
+            "--save",
+            link.to_str().unwrap(),
+            "--plot",
+            target.to_str().unwrap(),
+        ])
+        .unwrap_err();
+        assert!(err.contains("name the same file"), "{err}");
+    }
     #[cfg(unix)]
     {
         let err = parse(&["--save", "/dev/null"]).unwrap_err();

@@ -205,14 +205,17 @@ pub fn parse_args(
 }
 
 /// Whether two paths name one file, existing or not (`x` and `./x`, through links or `..`):
-/// their directories resolved, and the same name in them.
+/// the path resolved when it exists (a link to a file, too), else its directory resolved and
+/// the same name in it.
 fn same_file(a: &Path, b: &Path) -> bool {
     let resolved = |p: &Path| {
-        let dir = match p.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+        p.canonicalize().ok().or_else(|| {
+            let dir = match p.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            Some(dir.canonicalize().ok()?.join(p.file_name()?))
+        })
     };
     matches!((resolved(a), resolved(b)), (Some(a), Some(b)) if a == b)
 }

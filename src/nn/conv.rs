@@ -68,6 +68,15 @@ use crate::kernels::{self, Product};
 ///     err.downcast_ref::<String>().unwrap(),
 ///     "Conv2d: the kernel (5) is larger than the padded input (3 + 2 x 0 = 3)"
 /// );
+/// // Windows of 4 with stride 3 on 10 + 2 x 1 rows: the last two are never read, one of them
+/// // input. The nearest sizes that fit are named.
+/// let err = std::panic::catch_unwind(|| conv_output_size(10, 4, 3, 1)).unwrap_err();
+/// assert_eq!(
+///     err.downcast_ref::<String>().unwrap(),
+///     "Conv2d: windows of 4 with stride 3 never read the last 1 of the input's 10: \
+///      10 + 2 x 1 - 4 = 8 leaves 2 over for the stride 3, more than the padding 1 \
+///      (an input of 9 or 11 fits)"
+/// );
 /// ```
 #[must_use]
 #[track_caller]

@@ -705,8 +705,9 @@ impl TensorInfo {
 macro_rules! net {
     // The image form's state: the element type, the channels, height and width that reach the
     // next layer, and whether those come straight from `Input`. A layer that fails its size
-    // check passes 0 on; after the first layer a size of 0 is such a consequence, not checked
-    // again (a mistake is one error, where it is made), while `Input`'s own 0 is reported.
+    // check passes a height and width of 0 on; after the first layer such a 0 is that mistake's
+    // consequence, not checked again (a mistake is one error, where it is made), while a 0 of
+    // `Input`'s goes through the checks as any size.
     // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
     (Input<i8, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@image (i8) ($c) ($h) ($w) (true) $($($rest)*)?)
@@ -822,8 +823,8 @@ macro_rules! __net_image {
                 { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s, $p) },
                 { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s, $p) }, $a)))
             (@image $t ($co)
-                ({ $crate::nn::__output_size_unchecked($h, $k, $s, $p) })
-                ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, $p) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, $p) })
                 (false))
             $($rest)*)
     };
@@ -849,8 +850,8 @@ macro_rules! __net_image {
                 { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s) },
                 { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s) }>)
             (@image ($($t)+) ($c)
-                ({ $crate::nn::__output_size_unchecked($h, $k, $s, 0) })
-                ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, 0) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, 0) })
                 (false))
             $($rest)*)
     };

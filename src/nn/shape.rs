@@ -138,17 +138,19 @@ const fn nearest_sizes_that_fit(
 }
 
 /// [`output_size`] without the checks, for [`net!`](crate::net) to pass a size on to the next
-/// layer: 0 where the check fails, or where `input` is 0 (a layer before failed), so that every
-/// size after a mistake is 0 and the layers there do not report it again.
+/// layer: 0 where the check fails, and 0 for an `input` of 0 that does not come straight from
+/// `Input` (`from_input`: a layer before failed), so that every size after a mistake is 0 and
+/// the layers there do not report it again.
 #[doc(hidden)]
 #[must_use]
 pub const fn __output_size_unchecked(
+    from_input: bool,
     input: usize,
     window: usize,
     stride: usize,
     padding: usize,
 ) -> usize {
-    if input == 0 || !fits(input, window, stride, padding) {
+    if (input == 0 && !from_input) || !fits(input, window, stride, padding) {
         0
     } else {
         (input + 2 * padding - window) / stride + 1
@@ -300,7 +302,8 @@ pub const fn __flattened_inputs(
     (channels, height, width): (usize, usize, usize),
 ) -> usize {
     let given = channels * height * width;
-    let reported = given == 0 && !from_input;
+    // A failed layer zeroes the height and width; 0 channels are a size like any other.
+    let reported = (height == 0 || width == 0) && !from_input;
     if !reported && written != given {
         Message::new()
             .str("`")

@@ -404,12 +404,7 @@ pub fn check_progress(
     let learned = best.filter(|&(_, best)| best >= LEARNED);
     if !train_loss.is_finite() || train_loss > 10.0 * start {
         let why = match learned {
-            Some((best_epoch, best)) => format!(
-                "the net had learned (test accuracy {:.2}% after epoch {best_epoch}), so the data \
-                 is not the cause: {}",
-                100.0 * best,
-                collapse_hint(o)
-            ),
+            Some((best_epoch, best)) => learned_hint(o, best_epoch, best),
             None => hint(o, Trouble::Diverged),
         };
         return Err(format!(
@@ -457,18 +452,24 @@ pub fn step_failure_hint(
             usual_lr(o)
         ),
         // A net that had learned: the rate, not the data (as `check_progress`).
-        (_, Some((best_epoch, best))) if best >= LEARNED => format!(
-            "the net had learned (test accuracy {:.2}% after epoch {best_epoch}), so the data \
-             is not the cause: {}",
-            100.0 * best,
-            collapse_hint(o)
-        ),
+        (_, Some((best_epoch, best))) if best >= LEARNED => learned_hint(o, best_epoch, best),
         _ => hint(o, Trouble::Diverged),
     }
 }
 
 /// The test accuracy from which a net is said to have learned: five times chance.
 pub const LEARNED: f64 = 0.5;
+
+/// The hint for a run that went wrong after its net had learned (`best`, the test accuracy of
+/// epoch `best_epoch`): the data is not the cause, the learning rate is.
+fn learned_hint(o: &Options, best_epoch: usize, best: f64) -> String {
+    format!(
+        "the net had learned (test accuracy {:.2}% after epoch {best_epoch}), so the data is not \
+         the cause: {}",
+        100.0 * best,
+        collapse_hint(o)
+    )
+}
 
 /// The hint for a net that learned and then lost it: its learning rate is too high for it,
 /// whatever range the rate is in.

@@ -187,34 +187,28 @@ impl<S: QuantizeSample, const N: usize> QuantizeSample for [S; N] {
     }
 }
 
-/// The quantization of the range of `samples` (layer `layer`'s `what`: "calibration input" or
-/// "output"), which contains 0.
+/// The range of `samples` (layer `layer`'s `what`: "calibration input" or "output"), widened
+/// to contain 0.
 ///
 /// # Errors
 ///
-/// [`QuantizeError::NotFinite`] when a value is NaN, infinite or beyond `f32`'s range;
-/// [`QuantizeError::BlankCalibration`] when every calibration input is 0.
+/// [`QuantizeError::NotFinite`] when a value is NaN, infinite or beyond `f32`'s range.
 fn range_of<S: QuantizeSample>(
     samples: &[S],
     layer: usize,
     what: &'static str,
-) -> Result<Quantization, QuantizeError> {
+) -> Result<(f32, f32), QuantizeError> {
     let mut range = (0.0_f64, 0.0_f64);
     let finite = samples
         .iter()
         .fold(true, |finite, s| s.widen_range(&mut range) & finite);
     // An f64 value beyond f32's range would become an infinite bound: refused as not finite.
     let (min, max) = (range.0 as f32, range.1 as f32);
-    if !(finite && min.is_finite() && max.is_finite()) {
-        return Err(QuantizeError::NotFinite { layer, what });
+    if finite && min.is_finite() && max.is_finite() {
+        Ok((min, max))
+    } else {
+        Err(QuantizeError::NotFinite { layer, what })
     }
-    // Samples that are all 0 (blank images) have no range: the input's scale would be the
-    // smallest there is, and every real input would saturate. A layer whose outputs are all 0
-    // is another matter: the float net gives the same on those samples, and so does the int8.
-    if layer == 0 && what == "calibration input" && min == 0.0 && max == 0.0 {
-        return Err(QuantizeError::BlankCalibration);
-    }
-    Ok(Quantization::from_range(min, max))
 }
 
 /// The int8 form of a trained net, calibrated on `calibration` (a few hundred training
@@ -262,7 +256,14 @@ where
     if calibration.is_empty() {
         return Err(QuantizeError::NoCalibrationSamples);
     }
-    let input = range_of(calibration, 0, "calibration input")?;
+    let (min, max) = range_of(calibration, 0, "calibration input")?;
+    // Samples that are all 0 (blank images) have no range: the input's scale would be the
+    // smallest there is, and every real input would saturate. (A layer whose outputs are all 0
+    // is another matter: the float net gives the same on those samples, and so does the int8.)
+    if min == 0.0 && max == 0.0 {
+        return Err(QuantizeError::BlankCalibration);
+    }
+    let input = Quantization::from_range(min, max);
     let (net, output, _) = net.quantize_layer(0, input, calibration)?;
     Ok(Quantized { net, input, output })
 }
@@ -295,7 +296,8 @@ where
     L::Out: QuantizeSample,
 {
     let outputs = outputs_of(layer, samples);
-    let output = range_of(&outputs, index, "output")?;
+    let (min, max) = range_of(&outputs, index, "output")?;
+    let output = Quantization::from_range(min, max);
     Ok((outputs, output))
 }
 

@@ -408,6 +408,13 @@ fn convolution_gradients() {
     // Sixteen filters, stride 1: the kernel with the filters in its vector lanes (with
     // AVX-512; with AVX2 it puts the positions in them, equally full).
     case!(Identity, 3, 16, 3, 1, 1, 4, 4);
+    // Stride 1 with kernels of 3 to 5 takes Winograd's method for dX (on x86-64 with AVX2 or
+    // AVX-512); sizes its tiles do not divide, and a 4 x 4 kernel:
+    case!(Tanh, 3, 4, 4, 1, 1, 7, 6);
+    case!(Identity, 6, 5, 5, 1, 0, 9, 11);
+    // ... other kernels take the product and col2im.
+    case!(Tanh, 2, 3, 2, 1, 0, 5, 6);
+    case!(Identity, 2, 2, 6, 1, 2, 5, 5);
     eprintln!("Conv2d: worst relative error {worst:e}");
 }
 

@@ -2675,6 +2675,53 @@ pub(crate) fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// [`super::winograd::input_gradient`] compiled with `isa`'s instruction set: it is too large
+/// for the compiler to inline into [`with_isa`]'s closure, so it gets functions of its own,
+/// into which it is inlined (and its `mul_add` becomes a fused multiply-add instruction rather
+/// than a call to a software one).
+///
+/// # Panics
+///
+/// When the CPU does not have `isa`, or as [`super::winograd::input_gradient`].
+#[cfg(feature = "alloc")]
+pub(crate) fn winograd_input_gradient<T: num_traits::Float + 'static>(
+    isa: Isa,
+    shape: &Conv,
+    batch: usize,
+    dz: &[T],
+    w: &[T],
+    dx: &mut [T],
+    scratch: &mut [T],
+) {
+    use super::winograd::input_gradient;
+
+    #[target_feature(enable = "avx512f")]
+    fn with_avx512<T: num_traits::Float + 'static>(
+        shape: &Conv,
+        batch: usize,
+        (dz, w, dx, scratch): (&[T], &[T], &mut [T], &mut [T]),
+    ) {
+        input_gradient(shape, batch, dz, w, dx, scratch);
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn with_avx2<T: num_traits::Float + 'static>(
+        shape: &Conv,
+        batch: usize,
+        (dz, w, dx, scratch): (&[T], &[T], &mut [T], &mut [T]),
+    ) {
+        input_gradient(shape, batch, dz, w, dx, scratch);
+    }
+
+    assert_isa(isa);
+    let operands = (dz, w, dx, scratch);
+    match isa {
+        // SAFETY (both): the CPU has the instruction set (asserted); the functions are safe code.
+        Isa::Avx512 => unsafe { with_avx512(shape, batch, operands) },
+        Isa::Avx2Fma => unsafe { with_avx2(shape, batch, operands) },
+    }
+}
+
 /// `f()`, its code inlined here and so compiled with AVX-512F.
 ///
 /// # Safety

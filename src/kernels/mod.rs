@@ -88,7 +88,8 @@ pub(crate) mod le_bytes;
 mod reference;
 #[cfg(target_arch = "x86_64")]
 mod simd;
-#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+// Reached only with `std`, which detects the fused multiply-adds it needs.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod winograd;
 
 #[cfg(target_arch = "x86_64")]
@@ -857,36 +858,26 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     }
 }
 
-/// Whether [`conv2d_input_gradient_stride1`] computes the input gradient of `shape`: a kernel
-/// of 3 to 5 (see `winograd::applies`), on a CPU with fused multiply-adds in hardware, which
-/// `mul_add` needs to be fast (x86-64 with AVX2 or AVX-512, detected at run time, so `std`).
-/// [`conv2d_input_gradient_stride1`] decides the same way.
-#[cfg(feature = "alloc")]
-pub(crate) fn conv_input_gradient_by_winograd(shape: &Conv) -> bool {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if simd::detected_isa().is_some() {
-        return winograd::applies(shape);
-    }
-    let _ = shape;
-    false
-}
-
 /// The elements of the scratch [`conv2d_input_gradient_stride1`] uses for `shape`: 0 when it
-/// does not apply (see [`conv_input_gradient_by_winograd`]).
+/// does not apply, which it decides the same way: a kernel of 3 to 5 (`winograd::applies`), on
+/// a CPU with fused multiply-adds in hardware, which `mul_add` needs to be fast (x86-64 with
+/// AVX2 or AVX-512, detected at run time, so `std`).
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_input_gradient_scratch(shape: &Conv) -> usize {
-    if conv_input_gradient_by_winograd(shape) {
-        winograd::scratch_len(shape)
-    } else {
-        0
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if simd::detected_isa().is_some() && winograd::applies(shape) {
+        return winograd::scratch_len(shape);
     }
+    let _ = shape;
+    0
 }
 
 /// `dx = col2im(Wᵀ·dZ)` of each of `batch` images of a stride-1 convolution of `shape`
 /// (padding included), by Winograd's minimal filtering (`kernels/winograd.rs`): `dz` is
 /// `batch x filters x OH x OW`, `w` the filters, `dx` (written) `batch x channels x H x W`,
 /// `scratch` [`conv_input_gradient_scratch`] elements. Returns `false`, changing nothing, when it
-/// does not apply (the caller then takes the product and `col2im`).
+/// does not apply (see [`conv_input_gradient_scratch`]; the caller then takes the product and
+/// `col2im`).
 ///
 /// # Panics
 ///

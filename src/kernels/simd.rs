@@ -2683,7 +2683,7 @@ pub(crate) fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
 /// # Panics
 ///
 /// When the CPU does not have `isa`, or as [`super::winograd::input_gradient`].
-#[cfg(feature = "alloc")]
+#[cfg(feature = "std")]
 pub(crate) fn winograd_input_gradient<T: num_traits::Float + 'static>(
     isa: Isa,
     shape: &Conv,

@@ -828,3 +828,66 @@ fn predict_batch_of_a_huge_batch_of_a_one_layer_net_fits_the_stack() {
         assert_eq!(classes[k], net.predict(&xs[k]), "sample {k}");
     }
 }
+
+/// A stride-1 convolution with a 3 x 3 to 5 x 5 kernel computes `dX` by Winograd's method on
+/// a CPU with AVX2 or AVX-512 (its scratch is in the workspace): the gradient checks above
+/// then test that path, not the product and `col2im`.
+#[test]
+fn stride_1_convolutions_take_winograds_input_gradient_where_the_cpu_has_it() {
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::is_x86_feature_detected!("avx512f")
+        || (std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"));
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = false;
+    let mut rng = StdRng::seed_from_u64(12);
+    let layer: Conv2d<f64, 2, 3, 3, 1, 1, 6, 6, 6, 6> = random_layer(&mut rng);
+    assert_eq!(
+        !Train::<f64, 2>::workspace(&layer).winograd.is_empty(),
+        wide,
+        "Winograd's scratch in the workspace of a 3 x 3 stride-1 convolution"
+    );
+    // Kernels of other sizes and other strides never take it.
+    let two: Conv2d<f64, 2, 3, 2, 1, 0, 6, 6, 5, 5> = random_layer(&mut rng);
+    assert!(Train::<f64, 2>::workspace(&two).winograd.is_empty());
+    let strided: Conv2d<f64, 2, 3, 3, 2, 1, 6, 6, 3, 3> = random_layer(&mut rng);
+    assert!(Train::<f64, 2>::workspace(&strided).winograd.is_empty());
+}
+
+/// Layers with a size of 0 (no input channels, no filters, an empty input read with padding)
+/// train without a panic on a batch that is not a multiple of 16, and their input gradients
+/// are 0.
+#[test]
+fn convolutions_with_a_size_of_0_have_gradients() {
+    fn run<
+        const C: usize,
+        const OC: usize,
+        const P: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+    >() {
+        const B: usize = 5;
+        let layer: Conv2d<f64, C, OC, 3, 1, P, H, W, OH, OW> = Conv2d::zeros();
+        let x = [[[[0.5; W]; H]; C]; B];
+        let mut ws = Train::<f64, B>::workspace(&layer);
+        layer.forward_train(&x, &mut ws);
+        let d_output = [[[[1.0; OW]; OH]; OC]; B];
+        let mut d_input = [[[[f64::NAN; W]; H]; C]; B];
+        let mut gradients = Conv2d::zeros();
+        layer.backward(&x, &mut ws, &d_output, Some(&mut d_input), &mut gradients);
+        assert!(
+            d_input
+                .as_flattened()
+                .as_flattened()
+                .as_flattened()
+                .iter()
+                .all(|&v| v == 0.0),
+            "C {C}, OC {OC}, {H} x {W}"
+        );
+    }
+    run::<0, 4, 1, 5, 5, 5, 5>();
+    run::<2, 0, 1, 5, 5, 5, 5>();
+    run::<2, 3, 2, 0, 5, 2, 7>();
+    run::<2, 3, 2, 5, 0, 7, 2>();
+}

@@ -51,10 +51,16 @@ type Lanes<T> = [T; LANES];
 /// Whether the input gradient of `shape` (stride 1) is computed here: kernels of 3 to 5, which
 /// a 6-wide tile fits with at least 2 outputs. A 2 x 2 kernel would fit too (5 outputs a
 /// side), but its transforms (powers of 2 up to 16) lose 2-4 times more precision in `f32`
-/// than the others'. Needs fused multiply-adds in hardware (`std`'s `mul_add` on x86-64 with
-/// AVX2 or AVX-512), which the caller checks.
+/// than the others'. A layer with a size of 0 (channels, filters, the input's height or width)
+/// takes the product and `col2im`, which handle them. Needs fused multiply-adds in hardware
+/// (`std`'s `mul_add` on x86-64 with AVX2 or AVX-512), which the caller checks.
 pub(crate) const fn applies(shape: &Conv) -> bool {
-    shape.kernel >= 3 && shape.kernel <= 5
+    shape.kernel >= 3
+        && shape.kernel <= 5
+        && shape.channels > 0
+        && shape.filters > 0
+        && shape.height > 0
+        && shape.width > 0
 }
 
 /// The outputs per tile side, `m = 7 - r`.
@@ -86,7 +92,8 @@ const fn tiling(shape: &Conv) -> (usize, usize, usize, usize) {
 /// The elements of scratch [`input_gradient`] needs for `shape`: the transformed filters, one
 /// tile's `A dY`, a row of its `dM` and its `dV`, one group's `dZ` with the images in the lanes, and its padded input
 /// gradient twice (images in the lanes, then image by image): for LeNet's second convolution,
-/// 310 KiB of `f32`.
+/// 292 KiB of `f32`. About 16 times a layer's output and twice 16 times its padded input: for
+/// many channels, several times the `d_patches` of the product and `col2im` it replaces.
 pub(crate) const fn scratch_len(shape: &Conv) -> usize {
     let (_, _, covered_high, covered_wide) = tiling(shape);
     let (c, f) = (shape.channels, shape.filters);
@@ -307,8 +314,8 @@ pub(crate) fn input_gradient<T: Float + 'static>(
     dx: &mut [T],
     scratch: &mut [T],
 ) {
-    // One copy of the kernel per kernel size: its loops over the tile then have constant
-    // bounds and coefficients.
+    // One copy of the kernel per kernel size: its loops over a tile's outputs then have
+    // constant bounds, and unroll.
     match shape.kernel {
         3 => sized::<T, 3, 4>(shape, batch, dz, w, dx, scratch),
         4 => sized::<T, 4, 3>(shape, batch, dz, w, dx, scratch),
@@ -369,7 +376,8 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
         group_dx.as_chunks_mut::<LANES>().0,
     );
 
-    // U = G g Gᵀ of every (filter, channel), stored position-major: u[(ξ·OC + f)·C + c].
+    // U = G g Gᵀ of every (filter, channel), once per batch, stored position-major
+    // (u[(ξ·OC + f)·C + c]): the sums over the filters at one position read it in order.
     let g = cast::<T>(&transforms.g);
     for f in 0..filters {
         for c in 0..channels {
@@ -391,7 +399,8 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
 
     for group in (0..batch).step_by(LANES) {
         let images = LANES.min(batch - group);
-        // The group's dZ with the images in the lanes: [filter][y][x][image].
+        // The group's dZ with the images in the lanes ([filter][y][x][image]), so that every
+        // step below is one vector operation for the whole group.
         let group_dz = {
             let from = &dz[group * output_len..][..images * output_len];
             if images == LANES {
@@ -467,7 +476,8 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
                 }
             }
         }
-        // The group's gradient image by image, then each without its padding.
+        // Back to one image after another, in one transpose (vector shuffles, where reading
+        // a lane at a time for each element was slower), then each without its padding.
         super::simd::transpose(group_dx.as_flattened(), channels * covered, by_image);
         for (l, image) in dx[group * image_len..]
             .chunks_exact_mut(image_len)
@@ -642,11 +652,12 @@ mod tests {
         dx
     }
 
+    /// The input gradient of a batch: a way to compute it.
+    type Way<'a, T> = &'a dyn Fn(&Conv, usize, &[T], &[T], &mut [T], &mut [T]);
+
     /// Runs `check` with the input gradient computed each way this CPU can: the generic code
     /// as it is (no fused multiply-add instructions) and compiled for each instruction set.
-    fn every_way<T: Float + 'static>(
-        mut check: impl FnMut(&str, &dyn Fn(&Conv, usize, &[T], &[T], &mut [T], &mut [T])),
-    ) {
+    fn every_way<T: Float + 'static>(mut check: impl FnMut(&str, Way<'_, T>)) {
         check("generic", &|shape, batch, dz, w, dx, scratch| {
             input_gradient(shape, batch, dz, w, dx, scratch)
         });
@@ -667,12 +678,17 @@ mod tests {
         }
     }
 
-    /// Compares the input gradient with [`direct`]'s, in `T`, within `tolerance` relative to
-    /// the size of the terms summed.
-    fn agrees_with_the_direct_sums<T: Float + 'static>(tolerance: f64) {
+    /// Compares the input gradient computed `way` with [`direct`]'s, in `T`, within
+    /// `tolerance` times the number of terms summed (each at most 1 in size).
+    fn agrees_with_the_direct_sums<T: Float + 'static>(
+        name: &str,
+        way: Way<'_, T>,
+        tolerance: f64,
+    ) {
         let shapes = [
             // LeNet's second convolution, and each kernel size, padded or not, with sizes the
-            // tiles do not divide, one and many channels and filters.
+            // tiles do not divide, one and many channels and filters, padding larger than the
+            // kernel.
             (6, 16, 5, 0, 14, 14),
             (1, 6, 5, 2, 28, 28),
             (3, 4, 3, 1, 9, 7),
@@ -681,87 +697,97 @@ mod tests {
             (9, 1, 3, 0, 3, 3),
             (1, 1, 5, 0, 5, 5),
             (10, 7, 3, 1, 8, 8),
+            (2, 3, 3, 3, 1, 2),
+            (1, 2, 5, 5, 3, 3),
         ];
-        every_way::<T>(|way, input_gradient| {
-            for (i, &(channels, filters, kernel, padding, height, width)) in
-                shapes.iter().enumerate()
-            {
-                let shape = Conv {
-                    channels,
-                    filters,
-                    kernel,
-                    padding,
-                    height,
-                    width,
+        for (i, &(channels, filters, kernel, padding, height, width)) in shapes.iter().enumerate() {
+            let shape = Conv {
+                channels,
+                filters,
+                kernel,
+                padding,
+                height,
+                width,
+            };
+            // One image, a partial group, a whole group and a partial one.
+            for batch in [1, 5, 21] {
+                let value = |k: usize, salt: usize| {
+                    ((k * 7919 + salt * 104_729 + i) % 997) as f64 / 498.5 - 1.0
                 };
-                // One image, a partial group, a whole group and a partial one.
-                for batch in [1, 5, 21] {
-                    let value = |k: usize, salt: usize| {
-                        ((k * 7919 + salt * 104_729 + i) % 997) as f64 / 498.5 - 1.0
-                    };
-                    let dz: Vec<f64> =
-                        (0..batch * filters * shape.out_height() * shape.out_width())
-                            .map(|k| value(k, 1))
-                            .collect();
-                    let w: Vec<f64> = (0..filters * channels * kernel * kernel)
-                        .map(|k| value(k, 2))
-                        .collect();
-                    let expected = direct(&shape, batch, &dz, &w);
-                    let cast =
-                        |v: &[f64]| -> Vec<T> { v.iter().map(|&v| T::from(v).unwrap()).collect() };
-                    // Garbage in dx first: it is written, not added to.
-                    let mut dx = vec![T::nan(); batch * channels * height * width];
-                    let mut scratch = vec![T::nan(); scratch_len(&shape)];
-                    input_gradient(&shape, batch, &cast(&dz), &cast(&w), &mut dx, &mut scratch);
-                    // Every term is at most 1 in size: `filters·r²` of them per element.
-                    let scale = (filters * kernel * kernel) as f64;
-                    for (k, (&got, &want)) in dx.iter().zip(&expected).enumerate() {
-                        let got = got.to_f64().unwrap();
-                        assert!(
-                            (got - want).abs() <= tolerance * scale,
-                            "{way}, {shape:?}, batch {batch}, element {k}: {got} against {want}"
-                        );
-                    }
+                let dz: Vec<f64> = (0..batch * filters * shape.out_height() * shape.out_width())
+                    .map(|k| value(k, 1))
+                    .collect();
+                let w: Vec<f64> = (0..filters * channels * kernel * kernel)
+                    .map(|k| value(k, 2))
+                    .collect();
+                let expected = direct(&shape, batch, &dz, &w);
+                let cast =
+                    |v: &[f64]| -> Vec<T> { v.iter().map(|&v| T::from(v).unwrap()).collect() };
+                // Garbage in dx first: it is written, not added to.
+                let mut dx = vec![T::nan(); batch * channels * height * width];
+                let mut scratch = vec![T::nan(); scratch_len(&shape)];
+                way(&shape, batch, &cast(&dz), &cast(&w), &mut dx, &mut scratch);
+                let scale = (filters * kernel * kernel) as f64;
+                for (k, (&got, &want)) in dx.iter().zip(&expected).enumerate() {
+                    let got = got.to_f64().unwrap();
+                    assert!(
+                        (got - want).abs() <= tolerance * scale,
+                        "{name}, {shape:?}, batch {batch}, element {k}: {got} against {want}"
+                    );
                 }
             }
-        });
+        }
     }
 
     #[test]
     fn the_input_gradient_is_the_sum_of_products_it_replaces_in_f64() {
-        agrees_with_the_direct_sums::<f64>(1e-14);
+        every_way::<f64>(|name, way| agrees_with_the_direct_sums(name, way, 1e-14));
     }
 
     #[test]
     fn the_input_gradient_is_the_sum_of_products_it_replaces_in_f32() {
         // Measured: at most 1.6e-7 for 5 x 5 kernels, 2.3e-7 for 4 x 4, 4.1e-7 for 3 x 3.
-        agrees_with_the_direct_sums::<f32>(5e-7);
+        every_way::<f32>(|name, way| agrees_with_the_direct_sums(name, way, 5e-7));
     }
 
-    /// A broken step is caught: the comparison is not vacuous.
+    /// The comparison is not vacuous: a gradient off by one filter's kernel turned by 180°
+    /// (the textbook form's flip, forgotten) is caught.
     #[test]
     #[should_panic(expected = "against")]
     fn a_wrong_gradient_is_caught() {
-        let shape = Conv {
-            channels: 2,
-            filters: 3,
+        agrees_with_the_direct_sums::<f64>(
+            "unflipped",
+            &|shape, batch, dz, w, dx, scratch| {
+                let r = shape.kernel;
+                let turned: Vec<f64> = w
+                    .chunks_exact(r * r)
+                    .flat_map(|kernel| kernel.iter().rev().copied())
+                    .collect();
+                input_gradient(shape, batch, dz, &turned, dx, scratch)
+            },
+            1e-14,
+        );
+    }
+
+    /// Layers with a size of 0 take the product and `col2im` (which handles them).
+    #[test]
+    fn sizes_of_zero_are_left_to_the_product() {
+        let layer = |channels, filters, height, width| Conv {
+            channels,
+            filters,
             kernel: 3,
             padding: 1,
-            height: 5,
-            width: 5,
+            height,
+            width,
         };
-        let dz = vec![1.0; 3 * 25];
-        let w = vec![0.5; 3 * 2 * 9];
-        let mut expected = direct(&shape, 1, &dz, &w);
-        expected[7] += 1e-9;
-        let mut dx = vec![0.0; 2 * 25];
-        let mut scratch = vec![0.0; scratch_len(&shape)];
-        input_gradient(&shape, 1, &dz, &w, &mut dx, &mut scratch);
-        for (k, (&got, &want)) in dx.iter().zip(&expected).enumerate() {
-            assert!(
-                (got - want).abs() <= 1e-12,
-                "element {k}: {got} against {want}"
-            );
+        assert!(applies(&layer(2, 3, 5, 5)));
+        for shape in [
+            layer(0, 3, 5, 5),
+            layer(2, 0, 5, 5),
+            layer(2, 3, 0, 5),
+            layer(2, 3, 5, 0),
+        ] {
+            assert!(!applies(&shape), "{shape:?}");
         }
     }
 }

@@ -150,11 +150,11 @@ pub fn compare(name: &str, report: &Report, reference: &Report) -> bool {
             format!("{prefix}mean loss, first {CHECK_STEPS} steps"),
             format!("{:.6} vs {:.6}", net.mean_loss, net_ref.mean_loss),
             scalar(net.mean_loss, net_ref.mean_loss),
-            // Not tighter: a hundred steps amplify rounding. With Winograd's dX, constmat's
-            // CNN loss after one step differs from PyTorch's by 1.2e-7 and its mean loss over
-            // the first 100 steps by 1.2e-3 (both passed at 0 before: the two computed the
-            // same floats). The one-step checks above are the tight ones.
-            1e-2,
+            // A hundred steps amplify rounding. With Winograd's dX, constmat's CNN loss after
+            // one step differs from PyTorch's by 1.2e-7 and its mean loss over the first 100
+            // steps by 1.2e-3 (both were 0 before: the two computed the same floats). The
+            // one-step checks above are the tight ones; the MLP's sums are unchanged.
+            if prefix.is_empty() { 1e-3 } else { 1e-2 },
         );
         line(
             format!("{prefix}logits, forward batch 1"),

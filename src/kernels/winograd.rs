@@ -476,8 +476,8 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
                 }
             }
         }
-        // Back to one image after another, in one transpose (vector shuffles, where reading
-        // a lane at a time for each element was slower), then each without its padding.
+        // Back to one image after another in one transpose (vector shuffles for f32 with
+        // AVX-512), then each image without its padding.
         super::simd::transpose(group_dx.as_flattened(), channels * covered, by_image);
         for (l, image) in dx[group * image_len..]
             .chunks_exact_mut(image_len)

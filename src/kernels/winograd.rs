@@ -750,8 +750,8 @@ mod tests {
         every_way::<f32>(|name, way| agrees_with_the_direct_sums(name, way, 5e-7));
     }
 
-    /// The comparison is not vacuous: a gradient off by one filter's kernel turned by 180°
-    /// (the textbook form's flip, forgotten) is caught.
+    /// The comparison is not vacuous: a gradient computed with every kernel turned by 180° (the
+    /// textbook form's flip, applied where it does not belong) is caught.
     #[test]
     #[should_panic(expected = "against")]
     fn a_wrong_gradient_is_caught() {

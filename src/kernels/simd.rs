@@ -161,11 +161,17 @@ trait Simd {
     const DOT_COLS: usize;
     /// Vectors per tile of the flat convolution kernel (2 or 3), `OUTER_ROWS` filters each.
     const FLAT_VECTORS: usize;
+    /// Output rows per tile of the Winograd forward kernel: 6 accumulators each.
+    const WINOGRAD_ROWS: usize;
 
     unsafe fn zero() -> Self::V;
     unsafe fn splat(x: Self::E) -> Self::V;
     /// `a · b + c`, fused.
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `a + b` (on the adders, which the fused multiply-adds leave free on some CPUs).
+    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// `a - b`.
+    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
     /// `a · b + c` in the lanes selected by `m`; the other lanes are `c`'s, bit for bit (a
     /// masked-off product of zeros would turn a `-0.0` into `+0.0`).
     unsafe fn fma_masked(a: Self::V, b: Self::V, c: Self::V, m: Self::Mask) -> Self::V;
@@ -245,6 +251,8 @@ macro_rules! avx512 {
             const OUTER_ROWS: usize = 8;
             const OUTER_VECTORS: usize = 2;
             const FLAT_VECTORS: usize = 3;
+            // 30 accumulators, a vector of the filters' transforms and a broadcast.
+            const WINOGRAD_ROWS: usize = 5;
             // 24 accumulators, 6 vectors of A and one of B: 31 of the 32 registers.
             const DOT_ROWS: usize = 6;
             const DOT_COLS: usize = 4;
@@ -263,6 +271,16 @@ macro_rules! avx512 {
             #[target_feature(enable = "avx512f")]
             unsafe fn fma(a: $v, b: $v, c: $v) -> $v {
                 avx512!(@op fmadd, $suffix)(a, b, c)
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn add(a: $v, b: $v) -> $v {
+                avx512!(@op add, $suffix)(a, b)
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn sub(a: $v, b: $v) -> $v {
+                avx512!(@op sub, $suffix)(a, b)
             }
             #[inline]
             #[target_feature(enable = "avx512f")]
@@ -342,6 +360,12 @@ macro_rules! avx512 {
 
 /// The AVX-512 intrinsic names for `f32` (`_ps`) and `f64` (`_pd`).
 macro_rules! pastey_ps {
+    (add) => {
+        _mm512_add_ps
+    };
+    (sub) => {
+        _mm512_sub_ps
+    };
     (setzero) => {
         _mm512_setzero_ps
     };
@@ -371,6 +395,12 @@ macro_rules! pastey_ps {
     };
 }
 macro_rules! pastey_pd {
+    (add) => {
+        _mm512_add_pd
+    };
+    (sub) => {
+        _mm512_sub_pd
+    };
     (setzero) => {
         _mm512_setzero_pd
     };
@@ -433,11 +463,12 @@ fn rotate_lanes_avx512_pd(v: __m512d, by: usize) -> __m512d {
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn store_transposed_avx512_ps(rows: &[__m512], out: *mut f32, stride: usize, count: usize) {
-    let mut r = [_mm512_setzero_ps(); 16];
-    r[..rows.len()].copy_from_slice(rows);
+    // The missing rows are zeros; read in place (a copy into a 16-row buffer was a call to
+    // `memcpy`, for rows of variable number).
+    let r = |i: usize| rows.get(i).copied().unwrap_or(_mm512_setzero_ps());
     // Per 128-bit block k: columns 4k, 4k+1 (then 4k+2, 4k+3) of rows 2i, 2i+1 interleaved.
     let t: [__m512; 16] = core::array::from_fn(|i| {
-        let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+        let (a, b) = (r(i / 2 * 2), r(i / 2 * 2 + 1));
         if i % 2 == 0 {
             _mm512_unpacklo_ps(a, b)
         } else {
@@ -540,6 +571,12 @@ avx512!(Avx512F64, f64, __m512d, __mmask8, 8, pd);
 
 /// The AVX2 intrinsic names for `f32` (`_ps`) and `f64` (`_pd`).
 macro_rules! avx2_ps {
+    (add) => {
+        _mm256_add_ps
+    };
+    (sub) => {
+        _mm256_sub_ps
+    };
     (setzero) => {
         _mm256_setzero_ps
     };
@@ -563,6 +600,12 @@ macro_rules! avx2_ps {
     };
 }
 macro_rules! avx2_pd {
+    (add) => {
+        _mm256_add_pd
+    };
+    (sub) => {
+        _mm256_sub_pd
+    };
     (setzero) => {
         _mm256_setzero_pd
     };
@@ -633,6 +676,8 @@ macro_rules! avx2 {
             const OUTER_ROWS: usize = 6;
             const OUTER_VECTORS: usize = 2;
             const FLAT_VECTORS: usize = 2;
+            // 12 accumulators of the 16 registers.
+            const WINOGRAD_ROWS: usize = 2;
             // 8 accumulators, 2 vectors of A and one of B fit the 16 registers without spilling.
             const DOT_ROWS: usize = 2;
             const DOT_COLS: usize = 4;
@@ -651,6 +696,16 @@ macro_rules! avx2 {
             #[target_feature(enable = "avx2,fma")]
             unsafe fn fma(a: $v, b: $v, c: $v) -> $v {
                 $ops!(fmadd)(a, b, c)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn add(a: $v, b: $v) -> $v {
+                $ops!(add)(a, b)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn sub(a: $v, b: $v) -> $v {
+                $ops!(sub)(a, b)
             }
             #[inline]
             #[target_feature(enable = "avx2,fma")]
@@ -2458,6 +2513,426 @@ unsafe fn weight_grad_filters_run<S: Simd>(
             }
         }
     }
+}
+
+/// `Bᵀ·d` of the Winograd tile (6 inputs to 6), written out (see [`super::winograd`]; the tests
+/// check it against the matrix):
+///
+/// ```text
+/// z0 = 4 d0 - 5 d2 + d4          z3 = (d4 - d2) + 2 (d3 - d1)
+/// z1 = (d4 - 4 d2) + (d3 - 4 d1)  z4 = (d4 - d2) - 2 (d3 - d1)
+/// z2 = (d4 - 4 d2) - (d3 - 4 d1)  z5 = 4 d1 - 5 d3 + d5
+/// ```
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set.
+#[inline(always)]
+unsafe fn winograd_input_transform<S: Simd>(d: [S::V; 6]) -> [S::V; 6]
+where
+    S::E: From<f32>,
+{
+    // SAFETY: the instruction set is present (the caller's contract).
+    unsafe {
+        let c = |v: f32| S::splat(S::E::from(v));
+        let (four, minus_four, minus_five, two) = (c(4.0), c(-4.0), c(-5.0), c(2.0));
+        let t0 = S::fma(minus_four, d[2], d[4]);
+        let t1 = S::fma(minus_four, d[1], d[3]);
+        let t2 = S::sub(d[4], d[2]);
+        let t3 = S::sub(d[3], d[1]);
+        [
+            S::fma(four, d[0], S::fma(minus_five, d[2], d[4])),
+            S::add(t0, t1),
+            S::sub(t0, t1),
+            S::fma(two, t3, t2),
+            S::fma(S::splat(S::E::from(-2.0)), t3, t2),
+            S::fma(four, d[1], S::fma(minus_five, d[3], d[5])),
+        ]
+    }
+}
+
+/// `Aᵀ·m` of the Winograd tile (6 products to `M` outputs), written out, its first `valid`
+/// outputs stored a vector apart from `out`: output `i` is
+/// `[i = 0]·m0 + (m1 + (-1)ⁱ m2) + 2ⁱ (m3 + (-1)ⁱ m4) + [i = M - 1]·m5`.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `out` is valid for writing `valid <= M` vectors.
+#[inline(always)]
+unsafe fn winograd_output_transform<S: Simd, const M: usize>(
+    m: &[S::V; 6],
+    out: *mut S::E,
+    valid: usize,
+) where
+    S::E: From<f32>,
+{
+    // SAFETY: the instruction set is present and the vectors written are valid (the caller's
+    // contract).
+    unsafe {
+        let (sum_1, difference_1) = (S::add(m[1], m[2]), S::sub(m[1], m[2]));
+        let (sum_2, difference_2) = (S::add(m[3], m[4]), S::sub(m[3], m[4]));
+        for i in 0..valid {
+            let power_of_2 = S::splat(S::E::from((1_u32 << i) as f32));
+            let mut y = if i % 2 == 0 {
+                S::fma(power_of_2, sum_2, sum_1)
+            } else {
+                S::fma(power_of_2, difference_2, difference_1)
+            };
+            if i == 0 {
+                y = S::add(m[0], y);
+            }
+            if i == M - 1 {
+                y = S::add(y, m[5]);
+            }
+            S::store(out.add(i * S::LANES), y);
+        }
+    }
+}
+
+/// The sizes of [`winograd_forward_run`] for `shape`: the tiles across an output row, the
+/// width of the padded image they cover, and the padded height.
+const fn winograd_forward_tiling(shape: &Conv) -> (usize, usize, usize) {
+    let (r, m) = (
+        shape.kernel,
+        super::winograd::outputs_per_tile(shape.kernel),
+    );
+    let tiles = shape.out_width().div_ceil(m);
+    (tiles, tiles * m + r - 1, shape.height + 2 * shape.padding)
+}
+
+/// The scratch elements [`conv2d_stride1_winograd`] needs for `shape` with `isa`: the
+/// transposed filters and their transforms, one padded image transposed, its transforms, and
+/// one vector of sums per output position.
+pub(crate) fn winograd_forward_scratch<E>(isa: Isa, shape: &Conv) -> usize {
+    let lanes = match isa {
+        Isa::Avx512 => 64,
+        Isa::Avx2Fma => 32,
+    } / core::mem::size_of::<E>();
+    let Conv {
+        channels,
+        filters,
+        kernel,
+        ..
+    } = *shape;
+    let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
+    let tile = super::winograd::TILE;
+    filters * channels * kernel * kernel
+        + filters.div_ceil(lanes) * channels * kernel * tile * lanes
+        + channels * covered * padded_height
+        + channels * tiles * tile * padded_height
+        + shape.out_height() * shape.out_width() * lanes
+}
+
+/// Whether [`conv2d_stride1_winograd`] computes `shape`'s forward pass: kernels of 3 to 5 (see
+/// [`super::winograd::applies`]) and at least one whole tile across an output row.
+pub(crate) fn winograd_forward_applies(shape: &Conv) -> bool {
+    super::winograd::applies(shape)
+        && shape.out_height() > 0
+        && shape.out_width() >= super::winograd::outputs_per_tile(shape.kernel)
+}
+
+/// One tile of the Winograd forward pass: output rows `oh0..oh0 + NR` of the tile `t` (its `M`
+/// columns from `t·M`), for one group of filters (in the lanes). Per step `(c, ky)` and
+/// transformed position `ν`: one vector of the filters' transforms `U[c][ky][ν]` and, per row,
+/// the input's transform `V[c][t][ν][oh + ky]`, broadcast: `6·NR` fused multiply-adds per 6
+/// loads, the broadcasts at constant offsets from 6 pointers. Then `Aᵀ` of each row's 6 sums
+/// into `out`, one vector of filters per output position (`[oh][ow][lane]`).
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `u` holds the group's `C·R·6` vectors, `v` the image's
+/// transforms (`[c][t][ν][row]`); `out` holds `OH·OW` vectors; the output rows exist and
+/// `t·M + valid <= OW`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn winograd_forward_tile<S: Simd, const R: usize, const M: usize, const NR: usize>(
+    shape: &Conv,
+    u: *const S::E,
+    v: *const S::E,
+    tiles: usize,
+    out: *mut S::E,
+    (oh0, t, valid): (usize, usize, usize),
+) where
+    S::E: From<f32>,
+{
+    const TILE: usize = super::winograd::TILE;
+    let padded_height = shape.height + 2 * shape.padding;
+    // SAFETY (whole body): the instruction set is present (the caller's contract). The vectors
+    // of `u` read are (c·R + ky)·6 + ν < C·R·6; the transforms of `v` read are of tile t < tiles
+    // at rows oh0 + o + ky < OH + R - 1 = the padded height; the vectors written are at rows
+    // oh0 + o < OH, columns t·M + i < OW.
+    unsafe {
+        let mut acc = [[S::zero(); TILE]; NR];
+        for c in 0..shape.channels {
+            let mut v_step = v.add((c * tiles + t) * TILE * padded_height + oh0);
+            let mut u_step = u.add(c * R * TILE * S::LANES);
+            for _ in 0..R {
+                for nu in 0..TILE {
+                    let u_nu = S::load(u_step.add(nu * S::LANES));
+                    let v_nu = v_step.add(nu * padded_height);
+                    for (o, acc_o) in acc.iter_mut().enumerate() {
+                        acc_o[nu] = S::fma(S::splat(*v_nu.add(o)), u_nu, acc_o[nu]);
+                    }
+                }
+                v_step = v_step.add(1);
+                u_step = u_step.add(TILE * S::LANES);
+            }
+        }
+        for (o, sums) in acc.iter().enumerate() {
+            let first = out.add(((oh0 + o) * shape.out_width() + t * M) * S::LANES);
+            winograd_output_transform::<S, M>(sums, first, valid);
+        }
+    }
+}
+
+/// The forward pass of a batch of stride-1 convolutions by Winograd's minimal filtering along
+/// the rows, `F(M, R)`, the filters in the lanes: `6/M` products per output and step `(c, ky)`
+/// where the direct kernel does `R`. Each output is
+/// `Σ_(c, ky) Aᵀ[(G·g[c][ky]) ⊙ (Bᵀ·d[c][oh + ky])]` over the 6-wide input tile `d` of its row:
+/// the filters' transforms `G·g` once per call, each image's `Bᵀ·d` once per image, the input
+/// rows in the lanes (the image transposed first).
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; the slices and sizes were checked by
+/// [`conv2d_stride1_winograd`] (`scratch` as [`winograd_forward_scratch`] says).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
+    shape: &Conv,
+    batch: usize,
+    x: &[S::E],
+    w: &[S::E],
+    bias: &[S::E],
+    out: &mut [S::E],
+    g: &[[S::E; 6]; 6],
+    scratch: &mut [MaybeUninit<S::E>],
+) where
+    S::E: From<f32> + PartialEq + 'static,
+{
+    let lanes = S::LANES;
+    let tile = super::winograd::TILE;
+    let Conv {
+        channels,
+        filters,
+        padding,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
+    let groups = filters.div_ceil(lanes);
+    // Not zeroed first (at batch 1 that cost a tenth of the convolution): `wt` and `image` are
+    // written whole here, every element of `u`, `v` and `sums` before it is read.
+    let (wt, rest) = scratch.split_at_mut(filters * channels * R * R);
+    let (u, rest) = rest.split_at_mut(groups * channels * R * tile * lanes);
+    let (image, rest) = rest.split_at_mut(channels * covered * padded_height);
+    let (v, rest) = rest.split_at_mut(channels * tiles * tile * padded_height);
+    let sums = &mut rest[..out_height * out_width * lanes];
+    let wt = transpose_uninit(w, filters, wt);
+    image.fill(MaybeUninit::new(S::E::default()));
+    // SAFETY (whole body): the instruction set is present (the caller's contract); every read
+    // and write is inside the slices split above, as each comment says; `image` was just
+    // written whole; `u`, `v` and `sums` are read only where written.
+    unsafe {
+        let image = assume_init_mut(image).as_mut_ptr();
+        let (u, v) = (u.as_mut_ptr().cast::<S::E>(), v.as_mut_ptr().cast::<S::E>());
+        let sums = sums.as_mut_ptr().cast::<S::E>();
+        // U = G·g of every (c, ky), one vector of filters at a time: [group][c][ky][ν][lane].
+        for group in 0..groups {
+            let f0 = group * lanes;
+            let mask = S::mask(lanes.min(filters - f0));
+            for step in 0..channels * R {
+                // Taps (c, ky, kx) of filters f0.. (masked to the filters that exist).
+                let taps: [S::V; R] = core::array::from_fn(|kx| {
+                    S::load_masked(wt.as_ptr().add((step * R + kx) * filters + f0), mask)
+                });
+                let u_step = u.add((group * channels * R + step) * tile * lanes);
+                for (nu, g_nu) in g.iter().enumerate() {
+                    let mut sum = S::zero();
+                    for (&tap, &g) in taps.iter().zip(g_nu) {
+                        if g != S::E::default() {
+                            sum = S::fma(S::splat(g), tap, sum);
+                        }
+                    }
+                    S::store(u_step.add(nu * lanes), sum);
+                }
+            }
+        }
+        let (image_len, output_len) = (shape.image_len(), shape.output_len());
+        let mut rows = [S::zero(); 16];
+        for b in 0..batch {
+            // The image transposed, `[c][column][row]` (its padding zero from the start), 16 x
+            // 16 blocks at a time: the input transform then has the rows in the lanes.
+            let x = x[b * image_len..][..image_len].as_ptr();
+            for c in 0..channels {
+                for r0 in (0..height).step_by(lanes) {
+                    let n = lanes.min(height - r0);
+                    for x0 in (0..width).step_by(lanes) {
+                        let columns = lanes.min(width - x0);
+                        let mask = S::mask(columns);
+                        for (i, row) in rows[..n].iter_mut().enumerate() {
+                            *row = S::load_masked(x.add((c * height + r0 + i) * width + x0), mask);
+                        }
+                        let to =
+                            image.add((c * covered + padding + x0) * padded_height + padding + r0);
+                        S::store_transposed(&rows[..n], to, padded_height, columns);
+                    }
+                }
+            }
+            // V = Bᵀ·d of every tile and row, [c][t][ν][row]: column t·M + j of the image
+            // is input j of row tile t.
+            for c in 0..channels {
+                for t in 0..tiles {
+                    let from = image.add((c * covered + t * M) * padded_height);
+                    let to = v.add((c * tiles + t) * tile * padded_height);
+                    for r0 in (0..padded_height).step_by(lanes) {
+                        let mask = S::mask(lanes.min(padded_height - r0));
+                        let d: [S::V; 6] = core::array::from_fn(|j| {
+                            S::load_masked(from.add(j * padded_height + r0), mask)
+                        });
+                        for (nu, z) in winograd_input_transform::<S>(d).into_iter().enumerate() {
+                            S::store_masked(to.add(nu * padded_height + r0), mask, z);
+                        }
+                    }
+                }
+            }
+            let out = out[b * output_len..][..output_len].as_mut_ptr();
+            for group in 0..groups {
+                let f0 = group * lanes;
+                let count = lanes.min(filters - f0);
+                let bias = S::load_masked(bias.as_ptr().add(f0), S::mask(count));
+                let u = u.add(group * channels * R * tile * lanes).cast_const();
+                let v = v.cast_const();
+                for t in 0..tiles {
+                    let valid = M.min(out_width - t * M);
+                    let mut oh0 = 0;
+                    while oh0 < out_height {
+                        let n = S::WINOGRAD_ROWS.min(out_height - oh0);
+                        let at = (oh0, t, valid);
+                        match n {
+                            5 => winograd_forward_tile::<S, R, M, 5>(shape, u, v, tiles, sums, at),
+                            4 => winograd_forward_tile::<S, R, M, 4>(shape, u, v, tiles, sums, at),
+                            3 => winograd_forward_tile::<S, R, M, 3>(shape, u, v, tiles, sums, at),
+                            2 => winograd_forward_tile::<S, R, M, 2>(shape, u, v, tiles, sums, at),
+                            _ => winograd_forward_tile::<S, R, M, 1>(shape, u, v, tiles, sums, at),
+                        }
+                        oh0 += n;
+                    }
+                }
+                // The group's outputs, position-major in `sums`, plus the bias, into their
+                // planes, 16 positions (one transpose) at a time.
+                let plane = out_height * out_width;
+                let out = out.add(f0 * plane);
+                for p0 in (0..plane).step_by(lanes) {
+                    let n = lanes.min(plane - p0);
+                    for (i, row) in rows[..n].iter_mut().enumerate() {
+                        *row = S::add(S::load(sums.add((p0 + i) * lanes)), bias);
+                    }
+                    S::store_transposed(&rows[..n], out.add(p0), plane, count);
+                }
+            }
+        }
+    }
+}
+
+macro_rules! winograd_forward_entry {
+    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; sizes checked by
+        /// [`conv2d_stride1_winograd`].
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            shape: &Conv,
+            batch: usize,
+            x: &[$e],
+            w: &[$e],
+            bias: &[$e],
+            out: &mut [$e],
+            scratch: &mut [MaybeUninit<$e>],
+        ) {
+            // `G` of each kernel size in the element type, at compile time.
+            const fn g(r: usize) -> [[$e; 6]; 6] {
+                let g = super::winograd::filter_transform(r);
+                let mut out = [[0.0; 6]; 6];
+                let mut i = 0;
+                while i < 36 {
+                    out[i / 6][i % 6] = g[i / 6][i % 6] as $e;
+                    i += 1;
+                }
+                out
+            }
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                match shape.kernel {
+                    3 => winograd_forward_run::<$simd, 3, 4>(shape, batch, x, w, bias, out, &const { g(3) }, scratch),
+                    4 => winograd_forward_run::<$simd, 4, 3>(shape, batch, x, w, bias, out, &const { g(4) }, scratch),
+                    _ => winograd_forward_run::<$simd, 5, 2>(shape, batch, x, w, bias, out, &const { g(5) }, scratch),
+                }
+            }
+        }
+    };
+}
+
+winograd_forward_entry!(winograd_forward_avx512_f32, Avx512F32, f32, "avx512f");
+winograd_forward_entry!(winograd_forward_avx512_f64, Avx512F64, f64, "avx512f");
+winograd_forward_entry!(winograd_forward_avx2_f32, Avx2F32, f32, "avx2,fma");
+winograd_forward_entry!(winograd_forward_avx2_f64, Avx2F64, f64, "avx2,fma");
+
+/// A batch of stride-1 convolutions, `out = conv(x, w) + bias` image by image (see [`Conv`]),
+/// by Winograd's minimal filtering along the rows, the filters in the lanes, with `isa`; `w` in
+/// PyTorch's layout (`[filters][C][K][K]`).
+///
+/// # Panics
+///
+/// When [`winograd_forward_applies`] is false for `shape`, a slice's length does not fit,
+/// `scratch` is shorter than [`winograd_forward_scratch`], or the CPU does not have `isa`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_stride1_winograd<E: Element>(
+    isa: Isa,
+    shape: &Conv,
+    batch: usize,
+    x: &[E],
+    w: &[E],
+    bias: &[E],
+    out: &mut [E],
+    scratch: &mut [MaybeUninit<E>],
+) {
+    assert!(
+        winograd_forward_applies(shape),
+        "no Winograd tiles for {shape:?}"
+    );
+    shape.check_batch(batch, x.len(), w.len(), bias.len(), out.len());
+    assert!(
+        scratch.len() >= winograd_forward_scratch::<E>(isa, shape),
+        "{} elements of scratch for {shape:?}",
+        scratch.len()
+    );
+    assert_isa(isa);
+    macro_rules! run {
+        ($e:ty, $avx512:ident, $avx2:ident) => {
+            if let (Some(x), Some(w), Some(bias), Some(out), Some(scratch)) = (
+                same_type_slice::<E, $e>(x),
+                same_type_slice::<E, $e>(w),
+                same_type_slice::<E, $e>(bias),
+                same_type_slice_mut::<E, $e>(out),
+                same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<$e>>(scratch),
+            ) {
+                // SAFETY (both): sizes, lengths and instruction set checked above.
+                match isa {
+                    Isa::Avx512 => unsafe { $avx512(shape, batch, x, w, bias, out, scratch) },
+                    Isa::Avx2Fma => unsafe { $avx2(shape, batch, x, w, bias, out, scratch) },
+                }
+                return;
+            }
+        };
+    }
+    run!(f32, winograd_forward_avx512_f32, winograd_forward_avx2_f32);
+    run!(f64, winograd_forward_avx512_f64, winograd_forward_avx2_f64);
+    unreachable!("the SIMD kernels take f32 and f64");
 }
 
 macro_rules! conv_entry {
@@ -5410,6 +5885,150 @@ mod tests {
                         assert!(!all_finite(isa, &v), "{isa:?} {len} {bad} at {at}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The Winograd forward pass of a batch agrees with the definition summed in `f64`, on
+    /// each instruction set, in `f32` and `f64`, within `tolerance` times the sum of the terms'
+    /// sizes (its transforms add rounding the direct kernel does not have): every kernel size,
+    /// padded or not, partial groups of filters, tiles that overhang the output, images taller
+    /// and wider than a vector.
+    #[test]
+    fn winograd_forward_passes_match_the_definition_on_every_available_instruction_set() {
+        const SHAPES: [(usize, usize, usize, usize, usize, usize); 6] = [
+            (6, 16, 5, 0, 14, 14), // LeNet's second convolution
+            (3, 20, 3, 1, 7, 9),   // 3x3, padded, 20 filters, a partial tile (9 = 2·4 + 1)
+            (2, 5, 4, 2, 18, 19),  // 4x4, padded, taller and wider than a vector
+            (1, 33, 5, 0, 6, 20),  // three groups of filters (two with AVX-512 f32)
+            (4, 8, 3, 0, 35, 6),   // one tile across, three vectors of rows
+            (2, 3, 5, 3, 2, 2),    // padding larger than the image
+        ];
+        fn check<E: Element + Into<f64>>(isa: Isa, tolerance: f64, from: impl Fn(f64) -> E) {
+            let batch = 3;
+            for (i, &(channels, filters, kernel, padding, height, width)) in
+                SHAPES.iter().enumerate()
+            {
+                let shape = Conv {
+                    channels,
+                    filters,
+                    kernel,
+                    padding,
+                    height,
+                    width,
+                };
+                assert!(winograd_forward_applies(&shape), "{shape:?}");
+                let (image, output) = (shape.image_len(), shape.output_len());
+                let x = values(batch * image, 50 + i as u64);
+                let w = values(filters * channels * kernel * kernel, 60 + i as u64);
+                let b = values(filters, 70 + i as u64);
+                let cast = |v: &[f64]| v.iter().map(|&x| from(x)).collect::<Vec<E>>();
+                let mut got = cast(&values(batch * output, 80));
+                let mut scratch = std::vec![MaybeUninit::<E>::uninit(); winograd_forward_scratch::<E>(isa, &shape)];
+                conv2d_stride1_winograd(
+                    isa,
+                    &shape,
+                    batch,
+                    &cast(&x),
+                    &cast(&w),
+                    &cast(&b),
+                    &mut got,
+                    &mut scratch,
+                );
+                let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
+                for n in 0..batch {
+                    let (mut want, mut size) = (std::vec![0.0; output], std::vec![0.0; output]);
+                    let x = &x[n * image..][..image];
+                    super::super::reference::conv2d_stride1(&shape, x, &w, &b, &mut want);
+                    super::super::reference::conv2d_stride1(
+                        &shape,
+                        &abs(x),
+                        &abs(&w),
+                        &abs(&b),
+                        &mut size,
+                    );
+                    let got = &got[n * output..][..output];
+                    for (j, ((&g, &want), &size)) in got.iter().zip(&want).zip(&size).enumerate() {
+                        let g: f64 = g.into();
+                        assert!(
+                            (g - want).abs() <= tolerance * size,
+                            "{isa:?} {shape:?}, image {n}, output {j}: {g} against {want} (terms of {size})"
+                        );
+                    }
+                }
+            }
+        }
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            check::<f32>(isa, 1e-6, |x| x as f32);
+            check::<f64>(isa, 1e-14, |x| x);
+        }
+    }
+
+    /// The written-out `Bᵀ·d` and `Aᵀ·m` of the Winograd forward kernel are the Toom-Cook
+    /// matrices' products, for every kernel size.
+    #[test]
+    fn the_winograd_forward_transforms_are_the_matrices() {
+        if !isa_available(Isa::Avx2Fma) {
+            std::eprintln!("skipping: no AVX2 on this CPU");
+            return;
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn run<const M: usize>(d: [f64; 6]) -> ([f64; 6], [f64; M]) {
+            // SAFETY: AVX2 and FMA are present (the caller checked); the stores write the
+            // arrays' elements.
+            unsafe {
+                let vectors = d.map(|v| Avx2F64::splat(v));
+                let mut z = [0.0; 6];
+                for (z, v) in z
+                    .iter_mut()
+                    .zip(winograd_input_transform::<Avx2F64>(vectors))
+                {
+                    let mut lanes = [0.0; 4];
+                    Avx2F64::store(lanes.as_mut_ptr(), v);
+                    *z = lanes[0];
+                }
+                let mut y = [[0.0; 4]; M];
+                winograd_output_transform::<Avx2F64, M>(&vectors, y.as_mut_ptr().cast(), M);
+                (z, y.map(|lanes| lanes[0]))
+            }
+        }
+        let d = [0.3, -1.7, 2.9, 0.55, -0.8, 1.3];
+        for r in 3..=5 {
+            let [at, bt] = super::super::winograd::output_and_input_transforms(r);
+            // SAFETY: AVX2 and FMA are present (checked above).
+            let (z, y) = unsafe {
+                match r {
+                    3 => {
+                        let (z, y) = run::<4>(d);
+                        (z, y.to_vec())
+                    }
+                    4 => {
+                        let (z, y) = run::<3>(d);
+                        (z, y.to_vec())
+                    }
+                    _ => {
+                        let (z, y) = run::<2>(d);
+                        (z, y.to_vec())
+                    }
+                }
+            };
+            for (j, &z) in z.iter().enumerate() {
+                let expected: f64 = (0..6).map(|i| bt[j][i] * d[i]).sum();
+                assert!(
+                    (z - expected).abs() < 1e-12,
+                    "Bᵀ·d, row {j}: {z} against {expected}"
+                );
+            }
+            for (i, &y) in y.iter().enumerate() {
+                let expected: f64 = (0..6).map(|j| at[i][j] * d[j]).sum();
+                assert!(
+                    (y - expected).abs() < 1e-12,
+                    "Aᵀ·m, r = {r}, row {i}: {y} against {expected}"
+                );
             }
         }
     }

@@ -35,12 +35,15 @@
 //!
 //! No `unsafe` here: the speed comes from the loops' shapes, not from intrinsics.
 
+// Without `std` only the tables are used (by the SIMD forward kernel).
+#![cfg_attr(not(feature = "std"), allow(dead_code))]
+
 use num_traits::Float;
 
 use super::Conv;
 
 /// The width of a tile: 5 finite points and infinity.
-const TILE: usize = 6;
+pub(crate) const TILE: usize = 6;
 /// The positions of a tile, `TILE²`; the middle step does one product per position.
 const POSITIONS: usize = TILE * TILE;
 /// The images of a batch done at once, one per vector lane (a 512-bit vector of `f32`).
@@ -64,7 +67,7 @@ pub(crate) const fn applies(shape: &Conv) -> bool {
 }
 
 /// The outputs per tile side, `m = 7 - r`.
-const fn outputs_per_tile(kernel: usize) -> usize {
+pub(crate) const fn outputs_per_tile(kernel: usize) -> usize {
     TILE + 1 - kernel
 }
 
@@ -118,6 +121,19 @@ struct Transforms {
     /// `Bᵀ`, `6 x 6`.
     #[cfg_attr(not(test), allow(dead_code))]
     bt: [[f64; TILE]; TILE],
+}
+
+/// `G` of `F(7 - r, r)` (`6 x r`, in a 6 x 6 array): the filter's transform, applied as a
+/// matrix (once per call, not per tile).
+pub(crate) const fn filter_transform(r: usize) -> [[f64; TILE]; TILE] {
+    Transforms::new(r).g
+}
+
+/// `Aᵀ` and `Bᵀ` of `F(7 - r, r)`, for the tests of the kernels that write them out.
+#[cfg(test)]
+pub(crate) fn output_and_input_transforms(r: usize) -> [[[f64; TILE]; TILE]; 2] {
+    let t = Transforms::new(r);
+    [t.at, t.bt]
 }
 
 /// `x^n`, in a `const fn`.
@@ -302,6 +318,7 @@ fn cast<T: Float>(table: &[[f64; TILE]; TILE]) -> [[T; TILE]; TILE] {
 /// # Panics
 ///
 /// When [`applies`] is false for `shape` or a slice's length does not fit (bugs in the caller).
+#[cfg(feature = "std")]
 // Inlined into its callers, compiled with AVX-512 or AVX2 (`simd::winograd_input_gradient`):
 // compiled on its own, for baseline x86-64, `mul_add` would be a call to a software fused
 // multiply-add.
@@ -324,6 +341,7 @@ pub(crate) fn input_gradient<T: Float + 'static>(
     }
 }
 
+#[cfg(feature = "std")]
 /// [`input_gradient`] for a kernel of `R`, `M = 7 - R` outputs per tile side.
 #[inline(always)]
 fn sized<T: Float + 'static, const R: usize, const M: usize>(

@@ -25,6 +25,10 @@
 //! whichever fills them better: output positions (each filter step a broadcast weight times a
 //! shifted input row, LeNet's first layer) or filters (each step a vector of the transposed
 //! weights times a broadcast input, for many filters on narrow images: LeNet's second layer).
+//! With the filters in the lanes and a kernel of 3 to 5, it computes the sums by Winograd's
+//! minimal filtering along the rows (`6/m` multiplications per output and kernel row instead
+//! of `K`; `docs/backprop.md`, "The forward pass by Winograd along the rows"). Training and
+//! prediction run the same kernel, so their outputs agree bit for bit.
 //! Other strides unroll patches (when not training, in pieces that fit a stack buffer: blocks of
 //! output positions, groups of filters, chunks of large patches' rows; each piece a product on
 //! the SIMD kernels). For `dW`, the

@@ -594,11 +594,25 @@ const fn whole_vectors(n: usize, lanes: usize) -> usize {
 
 /// The most elements of stack buffer [`conv2d_stride1`] takes for a convolution of `shape` on
 /// elements of `element_size` bytes on this target: on x86-64, the buffer its SIMD kernels pad
-/// the image and transpose the weights into (the larger of the paths AVX-512 and AVX2 take);
-/// elsewhere none.
+/// the image and transpose the weights into, or the Winograd forward pass's scratch (the
+/// largest of the paths AVX-512 and AVX2 take); elsewhere none.
 pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usize {
     if !cfg!(target_arch = "x86_64") || element_size == 0 || element_size > 32 {
         return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // The Winograd forward pass, with either instruction set's vectors.
+        let mut lanes = 64 / element_size;
+        while lanes >= 32 / element_size && lanes > 0 {
+            if filters_fill_lanes_better(shape, lanes)
+                && simd::winograd_forward_applies(shape)
+                && simd::winograd_forward_scratch(shape, lanes) <= WINOGRAD_STACK_SCRATCH
+            {
+                return WINOGRAD_STACK_SCRATCH;
+            }
+            lanes /= 2;
+        }
     }
     let filters_somewhere = filters_fill_lanes_better(shape, 64 / element_size)
         || filters_fill_lanes_better(shape, 32 / element_size);
@@ -703,7 +717,7 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
     };
     if simd::filters_in_lanes::<E>(isa, shape)
         && simd::winograd_forward_applies(shape)
-        && simd::winograd_forward_scratch::<E>(isa, shape) <= WINOGRAD_STACK_SCRATCH
+        && simd::winograd_forward_scratch(shape, simd::lanes::<E>(isa)) <= WINOGRAD_STACK_SCRATCH
     {
         conv2d_stride1_winograd_on_stack(isa, shape, batch, x, w, bias, out);
     } else if simd::filters_in_lanes::<E>(isa, shape)
@@ -736,9 +750,10 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
     }
 }
 
-/// The elements of the stack buffer of the Winograd forward pass (64 KiB of `f32`); a
-/// convolution whose filters and image transforms need more takes the direct kernel.
-const WINOGRAD_STACK_SCRATCH: usize = 16 * 1024;
+/// The elements of the stack buffer of the Winograd forward pass (32 KiB of `f32`; LeNet's
+/// second layer needs 8,176 with AVX-512); a convolution whose filters' and image's transforms
+/// need more takes the direct kernel.
+const WINOGRAD_STACK_SCRATCH: usize = 8 * 1024;
 
 /// The Winograd path of [`conv2d_stride1_simd`], its scratch on the stack (not zeroed). Never
 /// inlined, so that its buffer is not in the caller's stack frame on the other paths.

@@ -2236,11 +2236,16 @@ const FILTER_TILE_STEPS: usize = 8;
 /// vector is useful that way. A 10-wide output row fills 10 of 16 `f32` lanes of AVX-512, 16
 /// filters fill all 16.
 pub(crate) fn filters_in_lanes<E>(isa: Isa, shape: &Conv) -> bool {
-    let lanes = match isa {
+    super::filters_fill_lanes_better(shape, lanes::<E>(isa))
+}
+
+/// The lanes of `isa`'s vectors of `E`.
+pub(crate) const fn lanes<E>(isa: Isa) -> usize {
+    let bytes = match isa {
         Isa::Avx512 => 64,
         Isa::Avx2Fma => 32,
-    } / core::mem::size_of::<E>();
-    super::filters_fill_lanes_better(shape, lanes)
+    };
+    bytes / core::mem::size_of::<E>()
 }
 
 /// One tile of a stride-1 convolution without padding, the filters in the lanes: filters
@@ -2600,14 +2605,11 @@ const fn winograd_forward_tiling(shape: &Conv) -> (usize, usize, usize) {
     (tiles, tiles * m + r - 1, shape.height + 2 * shape.padding)
 }
 
-/// The scratch elements [`conv2d_stride1_winograd`] needs for `shape` with `isa`: the
-/// transposed filters and their transforms, one padded image transposed, its transforms, and
-/// one vector of sums per output position.
-pub(crate) fn winograd_forward_scratch<E>(isa: Isa, shape: &Conv) -> usize {
-    let lanes = match isa {
-        Isa::Avx512 => 64,
-        Isa::Avx2Fma => 32,
-    } / core::mem::size_of::<E>();
+/// The scratch elements [`conv2d_stride1_winograd`] needs for `shape` with vectors of `lanes`:
+/// the filters' transforms, and then either the transposed filters (while the transforms are
+/// computed) or, in the same place, one padded image transposed, its transforms, and one vector
+/// of sums per output position.
+pub(crate) const fn winograd_forward_scratch(shape: &Conv, lanes: usize) -> usize {
     let Conv {
         channels,
         filters,
@@ -2616,16 +2618,21 @@ pub(crate) fn winograd_forward_scratch<E>(isa: Isa, shape: &Conv) -> usize {
     } = *shape;
     let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
     let tile = super::winograd::TILE;
-    filters * channels * kernel * kernel
-        + filters.div_ceil(lanes) * channels * kernel * tile * lanes
-        + channels * covered * padded_height
+    let filters_transposed = filters * channels * kernel * kernel;
+    let per_image = channels * covered * padded_height
         + channels * tiles * tile * padded_height
-        + shape.out_height() * shape.out_width() * lanes
+        + shape.out_height() * shape.out_width() * lanes;
+    filters.div_ceil(lanes) * channels * kernel * tile * lanes
+        + if filters_transposed > per_image {
+            filters_transposed
+        } else {
+            per_image
+        }
 }
 
 /// Whether [`conv2d_stride1_winograd`] computes `shape`'s forward pass: kernels of 3 to 5 (see
 /// [`super::winograd::applies`]) and at least one whole tile across an output row.
-pub(crate) fn winograd_forward_applies(shape: &Conv) -> bool {
+pub(crate) const fn winograd_forward_applies(shape: &Conv) -> bool {
     super::winograd::applies(shape)
         && shape.out_height() > 0
         && shape.out_width() >= super::winograd::outputs_per_tile(shape.kernel)
@@ -2724,21 +2731,14 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
     let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
     let groups = filters.div_ceil(lanes);
     // Not zeroed first (at batch 1 that cost a tenth of the convolution): `wt` and `image` are
-    // written whole here, every element of `u`, `v` and `sums` before it is read.
-    let (wt, rest) = scratch.split_at_mut(filters * channels * R * R);
-    let (u, rest) = rest.split_at_mut(groups * channels * R * tile * lanes);
-    let (image, rest) = rest.split_at_mut(channels * covered * padded_height);
-    let (v, rest) = rest.split_at_mut(channels * tiles * tile * padded_height);
-    let sums = &mut rest[..out_height * out_width * lanes];
-    let wt = transpose_uninit(w, filters, wt);
-    image.fill(MaybeUninit::new(S::E::default()));
-    // SAFETY (whole body): the instruction set is present (the caller's contract); every read
-    // and write is inside the slices split above, as each comment says; `image` was just
-    // written whole; `u`, `v` and `sums` are read only where written.
+    // written whole here, every element of `u`, `v` and `sums` before it is read. The filters
+    // transposed, `wt`, are needed only for `u`: the image's parts take their place after.
+    let (u, rest) = scratch.split_at_mut(groups * channels * R * tile * lanes);
+    let u = u.as_mut_ptr().cast::<S::E>();
+    // SAFETY: the instruction set is present (the caller's contract); `wt` was written whole
+    // by the transpose; the vectors of `u` written are inside it (its length above).
     unsafe {
-        let image = assume_init_mut(image).as_mut_ptr();
-        let (u, v) = (u.as_mut_ptr().cast::<S::E>(), v.as_mut_ptr().cast::<S::E>());
-        let sums = sums.as_mut_ptr().cast::<S::E>();
+        let wt = transpose_uninit(w, filters, &mut rest[..filters * channels * R * R]);
         // U = G·g of every (c, ky), one vector of filters at a time: [group][c][ky][ν][lane].
         for group in 0..groups {
             let f0 = group * lanes;
@@ -2760,6 +2760,18 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
                 }
             }
         }
+    }
+    let (image, rest) = rest.split_at_mut(channels * covered * padded_height);
+    let (v, rest) = rest.split_at_mut(channels * tiles * tile * padded_height);
+    let sums = &mut rest[..out_height * out_width * lanes];
+    image.fill(MaybeUninit::new(S::E::default()));
+    // SAFETY (whole body): the instruction set is present (the caller's contract); every read
+    // and write is inside the slices split above, as each comment says; `image` was just
+    // written whole; `u` (whole, above), `v` and `sums` are read only where written.
+    unsafe {
+        let image = assume_init_mut(image).as_mut_ptr();
+        let v = v.as_mut_ptr().cast::<S::E>();
+        let sums = sums.as_mut_ptr().cast::<S::E>();
         let (image_len, output_len) = (shape.image_len(), shape.output_len());
         let mut rows = [S::zero(); 16];
         for b in 0..batch {
@@ -2907,7 +2919,7 @@ pub(crate) fn conv2d_stride1_winograd<E: Element>(
     );
     shape.check_batch(batch, x.len(), w.len(), bias.len(), out.len());
     assert!(
-        scratch.len() >= winograd_forward_scratch::<E>(isa, shape),
+        scratch.len() >= winograd_forward_scratch(shape, lanes::<E>(isa)),
         "{} elements of scratch for {shape:?}",
         scratch.len()
     );
@@ -5924,7 +5936,7 @@ mod tests {
                 let b = values(filters, 70 + i as u64);
                 let cast = |v: &[f64]| v.iter().map(|&x| from(x)).collect::<Vec<E>>();
                 let mut got = cast(&values(batch * output, 80));
-                let mut scratch = std::vec![MaybeUninit::<E>::uninit(); winograd_forward_scratch::<E>(isa, &shape)];
+                let mut scratch = std::vec![MaybeUninit::<E>::uninit(); winograd_forward_scratch(&shape, lanes::<E>(isa))];
                 conv2d_stride1_winograd(
                     isa,
                     &shape,

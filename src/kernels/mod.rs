@@ -1374,6 +1374,63 @@ mod tests {
         check::<i64>(|x| x, |a, b| a == b);
     }
 
+    /// On a CPU with AVX2 or AVX-512, a stride-1 convolution with the filters in the lanes and a
+    /// 3 x 3 to 5 x 5 kernel (LeNet's second layer) takes the Winograd forward pass: the batch
+    /// function's outputs are its outputs, bit for bit (the direct kernel's differ in the last
+    /// bits), and its stack buffer is what `conv_stack_scratch` counts.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn lenets_second_convolution_takes_the_winograd_forward_pass() {
+        let Some(isa) = simd::detected_isa() else {
+            std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+            return;
+        };
+        let shape = Conv {
+            channels: 6,
+            filters: 16,
+            kernel: 5,
+            padding: 0,
+            height: 14,
+            width: 14,
+        };
+        let value = |n: usize, seed: usize| -> std::vec::Vec<f32> {
+            (0..n)
+                .map(|j| ((j * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0)
+                .collect()
+        };
+        let batch = 2;
+        let (x, w, bias) = (
+            value(batch * shape.image_len(), 1),
+            value(16 * 6 * 25, 2),
+            value(16, 3),
+        );
+        let mut by_dispatch = std::vec![0.0_f32; batch * shape.output_len()];
+        conv2d_stride1(&shape, batch, &x, &w, &bias, &mut by_dispatch);
+        let mut by_winograd = std::vec![0.0_f32; batch * shape.output_len()];
+        let scratch_len = simd::winograd_forward_scratch(&shape, simd::lanes::<f32>(isa));
+        assert!(scratch_len <= WINOGRAD_STACK_SCRATCH);
+        let mut scratch = std::vec![core::mem::MaybeUninit::uninit(); scratch_len];
+        simd::conv2d_stride1_winograd(
+            isa,
+            &shape,
+            batch,
+            &x,
+            &w,
+            &bias,
+            &mut by_winograd,
+            &mut scratch,
+        );
+        assert_eq!(by_dispatch, by_winograd);
+        let mut direct = std::vec![0.0_f32; shape.output_len()];
+        reference::conv2d_stride1(&shape, &x[..shape.image_len()], &w, &bias, &mut direct);
+        assert_ne!(
+            direct[..],
+            by_winograd[..shape.output_len()],
+            "the direct sums round differently"
+        );
+        assert_eq!(conv_stack_scratch(&shape, 4), WINOGRAD_STACK_SCRATCH);
+    }
+
     /// Whichever kernel a batch takes (filters or positions in the lanes, padded or not, with
     /// or without the scratch), the batch functions compute each image's convolution and the
     /// batch's summed weight gradient as the per-image definitions do, in every element type.

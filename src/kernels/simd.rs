@@ -36,7 +36,7 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 use core::ops::Range;
 
-use super::Conv;
+use super::{Conv, Epilogue};
 
 /// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +172,9 @@ trait Simd {
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
     /// `a - b`.
     unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+    /// `max(v, 0)` per lane, a NaN kept and `-0.0` made `+0.0` ([`Epilogue::Relu`]): the lanes
+    /// "not less than or equal to 0, or unordered" kept, the others zeroed.
+    unsafe fn relu(v: Self::V) -> Self::V;
     /// `a · b + c` in the lanes selected by `m`; the other lanes are `c`'s, bit for bit (a
     /// masked-off product of zeros would turn a `-0.0` into `+0.0`).
     unsafe fn fma_masked(a: Self::V, b: Self::V, c: Self::V, m: Self::Mask) -> Self::V;
@@ -238,6 +241,20 @@ unsafe fn store_transposed_lanes<S: Simd + ?Sized>(
     }
 }
 
+/// `v` after `epilogue`, lane by lane as [`Epilogue::apply`] does, bit for bit.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set.
+#[inline(always)]
+unsafe fn finish<S: Simd>(v: S::V, epilogue: Epilogue) -> S::V {
+    match epilogue {
+        Epilogue::Identity => v,
+        // SAFETY: the caller's contract.
+        Epilogue::Relu => unsafe { S::relu(v) },
+    }
+}
+
 macro_rules! avx512 {
     ($name:ident, $e:ty, $v:ty, $mask:ty, $lanes:expr, $suffix:ident) => {
         #[derive(Clone, Copy)]
@@ -281,6 +298,13 @@ macro_rules! avx512 {
             #[target_feature(enable = "avx512f")]
             unsafe fn sub(a: $v, b: $v) -> $v {
                 avx512!(@op sub, $suffix)(a, b)
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn relu(v: $v) -> $v {
+                let zero = avx512!(@op setzero, $suffix)();
+                let keep = avx512!(@op cmp_mask, $suffix)(v, zero);
+                avx512!(@op maskz_mov, $suffix)(keep, v)
             }
             #[inline]
             #[target_feature(enable = "avx512f")]
@@ -366,6 +390,12 @@ macro_rules! pastey_ps {
     (sub) => {
         _mm512_sub_ps
     };
+    (cmp_mask) => {
+        _mm512_cmp_ps_mask::<_CMP_NLE_UQ>
+    };
+    (maskz_mov) => {
+        _mm512_maskz_mov_ps
+    };
     (setzero) => {
         _mm512_setzero_ps
     };
@@ -400,6 +430,12 @@ macro_rules! pastey_pd {
     };
     (sub) => {
         _mm512_sub_pd
+    };
+    (cmp_mask) => {
+        _mm512_cmp_pd_mask::<_CMP_NLE_UQ>
+    };
+    (maskz_mov) => {
+        _mm512_maskz_mov_pd
     };
     (setzero) => {
         _mm512_setzero_pd
@@ -577,6 +613,12 @@ macro_rules! avx2_ps {
     (sub) => {
         _mm256_sub_ps
     };
+    (and) => {
+        _mm256_and_ps
+    };
+    (cmp) => {
+        _mm256_cmp_ps::<_CMP_NLE_UQ>
+    };
     (setzero) => {
         _mm256_setzero_ps
     };
@@ -605,6 +647,12 @@ macro_rules! avx2_pd {
     };
     (sub) => {
         _mm256_sub_pd
+    };
+    (and) => {
+        _mm256_and_pd
+    };
+    (cmp) => {
+        _mm256_cmp_pd::<_CMP_NLE_UQ>
     };
     (setzero) => {
         _mm256_setzero_pd
@@ -706,6 +754,12 @@ macro_rules! avx2 {
             #[target_feature(enable = "avx2,fma")]
             unsafe fn sub(a: $v, b: $v) -> $v {
                 $ops!(sub)(a, b)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn relu(v: $v) -> $v {
+                // The comparison's lanes are all ones or all zeros: `and` keeps or zeroes.
+                $ops!(and)($ops!(cmp)(v, $ops!(setzero)()), v)
             }
             #[inline]
             #[target_feature(enable = "avx2,fma")]
@@ -1419,6 +1473,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         w: &[Self],
         bias: &[Self],
         out: &mut [Self],
+        epilogue: Epilogue,
     );
 
     /// Runs a stride-1 convolution of one image without padding, flat, with `isa`'s kernels.
@@ -1433,6 +1488,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         w: &[Self],
         bias: &[Self],
         out: &mut [Self],
+        epilogue: Epilogue,
     );
 
     /// Runs a stride-1 convolution of one image without padding, the filters in the lanes,
@@ -1448,6 +1504,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         wt: &[Self],
         bias: &[Self],
         out: &mut [Self],
+        epilogue: Epilogue,
     );
 
     /// Runs a stride-1 convolution's weight gradient over a batch, the filters in the lanes,
@@ -1490,19 +1547,19 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
 macro_rules! element {
     ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident, $convf512:ident, $convf2:ident, $wgf512:ident, $wgf2:ident, $flat512:ident, $flat2:ident) => {
         impl Element for $e {
-            unsafe fn conv_flat_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
+            unsafe fn conv_flat_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e], epilogue: Epilogue) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
-                    Isa::Avx512 => unsafe { $flat512(shape, x, w, bias, out) },
-                    Isa::Avx2Fma => unsafe { $flat2(shape, x, w, bias, out) },
+                    Isa::Avx512 => unsafe { $flat512(shape, x, w, bias, out, epilogue) },
+                    Isa::Avx2Fma => unsafe { $flat2(shape, x, w, bias, out, epilogue) },
                 }
             }
 
-            unsafe fn conv_filters_rows(isa: Isa, shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [$e]) {
+            unsafe fn conv_filters_rows(isa: Isa, shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [$e], epilogue: Epilogue) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
-                    Isa::Avx512 => unsafe { $convf512(shape, x, wt, bias, out) },
-                    Isa::Avx2Fma => unsafe { $convf2(shape, x, wt, bias, out) },
+                    Isa::Avx512 => unsafe { $convf512(shape, x, wt, bias, out, epilogue) },
+                    Isa::Avx2Fma => unsafe { $convf2(shape, x, wt, bias, out, epilogue) },
                 }
             }
 
@@ -1522,11 +1579,11 @@ macro_rules! element {
                 }
             }
 
-            unsafe fn conv_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
+            unsafe fn conv_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e], epilogue: Epilogue) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
-                    Isa::Avx512 => unsafe { $conv512(shape, x, w, bias, out) },
-                    Isa::Avx2Fma => unsafe { $conv2(shape, x, w, bias, out) },
+                    Isa::Avx512 => unsafe { $conv512(shape, x, w, bias, out, epilogue) },
+                    Isa::Avx2Fma => unsafe { $conv2(shape, x, w, bias, out, epilogue) },
                 }
             }
 
@@ -1730,6 +1787,7 @@ unsafe fn conv_tile<S: Simd, const MR: usize, const NV: usize>(
     bias: *const S::E,
     out: *mut S::E,
     vectors: [(usize, usize, usize); NV],
+    epilogue: Epilogue,
 ) {
     let Conv {
         channels,
@@ -1815,6 +1873,7 @@ unsafe fn conv_tile<S: Simd, const MR: usize, const NV: usize>(
         for (r, acc_row) in acc.iter().enumerate() {
             for (&acc_v, &(oh, ow0, count)) in acc_row.iter().zip(vectors.iter()) {
                 let p = out.add(r * out_height * out_width + oh * out_width + ow0);
+                let acc_v = finish::<S>(acc_v, epilogue);
                 if count == lanes {
                     S::store(p, acc_v);
                 } else {
@@ -1832,7 +1891,14 @@ unsafe fn conv_tile<S: Simd, const MR: usize, const NV: usize>(
 ///
 /// The CPU has `S`'s instruction set; the slices and sizes were checked by [`conv2d_stride1`].
 #[inline(always)]
-unsafe fn conv_run<S: Simd>(shape: &Conv, x: &[S::E], w: &[S::E], bias: &[S::E], out: &mut [S::E]) {
+unsafe fn conv_run<S: Simd>(
+    shape: &Conv,
+    x: &[S::E],
+    w: &[S::E],
+    bias: &[S::E],
+    out: &mut [S::E],
+    epilogue: Epilogue,
+) {
     let lanes = S::LANES;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
     let per_row = out_width.div_ceil(lanes);
@@ -1862,12 +1928,14 @@ unsafe fn conv_run<S: Simd>(shape: &Conv, x: &[S::E], w: &[S::E], bias: &[S::E],
                     w,
                     bias,
                     out,
-                    [vector(i), vector(i + 1)]
+                    [vector(i), vector(i + 1)],
+                    epilogue
                 );
                 i += 2;
             }
             if i < vectors {
-                tile_rows!(conv_tile, rows, 1, shape, x, w, bias, out, [vector(i)]);
+                let last = [vector(i)];
+                tile_rows!(conv_tile, rows, 1, shape, x, w, bias, out, last, epilogue);
             }
         }
     }
@@ -2074,6 +2142,7 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     bias: *const S::E,
     out: *mut S::E,
     q0: usize,
+    epilogue: Epilogue,
 ) {
     let Conv {
         channels,
@@ -2145,7 +2214,7 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
                             .add(r * plane_out + oh * out_width)
                             .wrapping_add(q_start)
                             .wrapping_sub(row_start);
-                        S::store_masked(p, mask, acc_row[v]);
+                        S::store_masked(p, mask, finish::<S>(acc_row[v], epilogue));
                     }
                 }
                 oh += 1;
@@ -2169,6 +2238,7 @@ unsafe fn conv_flat_run<S: Simd>(
     w: &[S::E],
     bias: &[S::E],
     out: &mut [S::E],
+    epilogue: Epilogue,
 ) {
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
     if out_height == 0 || out_width == 0 {
@@ -2195,9 +2265,42 @@ unsafe fn conv_flat_run<S: Simd>(
             for v in (0..vectors).step_by(per_tile) {
                 let q0 = v * S::LANES;
                 match per_tile {
-                    4 => tile_rows!(conv_flat_tile, rows, 4, shape, x, w, bias, out, q0),
-                    3 => tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, q0),
-                    _ => tile_rows!(conv_flat_tile, rows, 2, shape, x, w, bias, out, q0),
+                    4 => tile_rows!(
+                        conv_flat_tile,
+                        rows,
+                        4,
+                        shape,
+                        x,
+                        w,
+                        bias,
+                        out,
+                        q0,
+                        epilogue
+                    ),
+                    3 => tile_rows!(
+                        conv_flat_tile,
+                        rows,
+                        3,
+                        shape,
+                        x,
+                        w,
+                        bias,
+                        out,
+                        q0,
+                        epilogue
+                    ),
+                    _ => tile_rows!(
+                        conv_flat_tile,
+                        rows,
+                        2,
+                        shape,
+                        x,
+                        w,
+                        bias,
+                        out,
+                        q0,
+                        epilogue
+                    ),
                 }
             }
         }
@@ -2211,9 +2314,22 @@ macro_rules! conv_flat_entry {
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
         /// [`conv2d_stride1_flat`].
         #[target_feature(enable = $features)]
-        unsafe fn $name(shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { conv_flat_run::<$simd>(shape, x, w, bias, out) }
+        unsafe fn $name(
+            shape: &Conv,
+            x: &[$e],
+            w: &[$e],
+            bias: &[$e],
+            out: &mut [$e],
+            epilogue: Epilogue,
+        ) {
+            // SAFETY (both): forwarded from this function's contract. One inlined copy per
+            // epilogue, each a constant there: as a run-time value it cost the flat kernel 15%.
+            match epilogue {
+                Epilogue::Identity => unsafe {
+                    conv_flat_run::<$simd>(shape, x, w, bias, out, Epilogue::Identity)
+                },
+                Epilogue::Relu => unsafe { conv_flat_run::<$simd>(shape, x, w, bias, out, Epilogue::Relu) },
+            }
         }
     };
 }
@@ -2271,6 +2387,7 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
     (f0, count): (usize, usize),
     oh: usize,
     ow0: usize,
+    epilogue: Epilogue,
 ) {
     let Conv {
         channels,
@@ -2312,6 +2429,7 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
             }
         }
         let first = out.add(f0 * plane_out + oh * shape.out_width() + ow0);
+        let acc = acc.map(|v| finish::<S>(v, epilogue));
         S::store_transposed(&acc, first, plane_out, count);
     }
 }
@@ -2350,6 +2468,7 @@ unsafe fn conv_filters_run<S: Simd>(
     wt: &[S::E],
     bias: &[S::E],
     out: &mut [S::E],
+    epilogue: Epilogue,
 ) {
     const NP: usize = FILTER_TILE_POSITIONS;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
@@ -2362,7 +2481,7 @@ unsafe fn conv_filters_run<S: Simd>(
             unsafe {
                 let mut ow0 = 0;
                 while ow0 + NP <= out_width {
-                    conv_filters_tile::<S, NP>(shape, x, wt, bias, out, filters, oh, ow0);
+                    conv_filters_tile::<S, NP>(shape, x, wt, bias, out, filters, oh, ow0, epilogue);
                     ow0 += NP;
                 }
                 if ow0 < out_width {
@@ -2376,7 +2495,8 @@ unsafe fn conv_filters_run<S: Simd>(
                         out,
                         filters,
                         oh,
-                        ow0
+                        ow0,
+                        epilogue
                     );
                 }
             }
@@ -2714,6 +2834,7 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
     out: &mut [S::E],
     g: &[[S::E; 6]; 6],
     scratch: &mut [MaybeUninit<S::E>],
+    epilogue: Epilogue,
 ) where
     S::E: From<f32> + PartialEq + 'static,
 {
@@ -2840,7 +2961,10 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
                 for p0 in (0..plane).step_by(lanes) {
                     let n = lanes.min(plane - p0);
                     for (i, row) in rows[..n].iter_mut().enumerate() {
-                        *row = S::add(S::load(sums.add((p0 + i) * lanes)), bias);
+                        *row = finish::<S>(
+                            S::add(S::load(sums.add((p0 + i) * lanes)), bias),
+                            epilogue,
+                        );
                     }
                     S::store_transposed(&rows[..n], out.add(p0), plane, count);
                 }
@@ -2865,6 +2989,7 @@ macro_rules! winograd_forward_entry {
             bias: &[$e],
             out: &mut [$e],
             scratch: &mut [MaybeUninit<$e>],
+            epilogue: Epilogue,
         ) {
             // `G` of each kernel size in the element type, at compile time.
             const fn g(r: usize) -> [[$e; 6]; 6] {
@@ -2880,9 +3005,9 @@ macro_rules! winograd_forward_entry {
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 match shape.kernel {
-                    3 => winograd_forward_run::<$simd, 3, 4>(shape, batch, x, w, bias, out, &const { g(3) }, scratch),
-                    4 => winograd_forward_run::<$simd, 4, 3>(shape, batch, x, w, bias, out, &const { g(4) }, scratch),
-                    _ => winograd_forward_run::<$simd, 5, 2>(shape, batch, x, w, bias, out, &const { g(5) }, scratch),
+                    3 => winograd_forward_run::<$simd, 3, 4>(shape, batch, x, w, bias, out, &const { g(3) }, scratch, epilogue),
+                    4 => winograd_forward_run::<$simd, 4, 3>(shape, batch, x, w, bias, out, &const { g(4) }, scratch, epilogue),
+                    _ => winograd_forward_run::<$simd, 5, 2>(shape, batch, x, w, bias, out, &const { g(5) }, scratch, epilogue),
                 }
             }
         }
@@ -2912,6 +3037,7 @@ pub(crate) fn conv2d_stride1_winograd<E: Element>(
     bias: &[E],
     out: &mut [E],
     scratch: &mut [MaybeUninit<E>],
+    epilogue: Epilogue,
 ) {
     assert!(
         winograd_forward_applies(shape),
@@ -2935,8 +3061,8 @@ pub(crate) fn conv2d_stride1_winograd<E: Element>(
             ) {
                 // SAFETY (both): sizes, lengths and instruction set checked above.
                 match isa {
-                    Isa::Avx512 => unsafe { $avx512(shape, batch, x, w, bias, out, scratch) },
-                    Isa::Avx2Fma => unsafe { $avx2(shape, batch, x, w, bias, out, scratch) },
+                    Isa::Avx512 => unsafe { $avx512(shape, batch, x, w, bias, out, scratch, epilogue) },
+                    Isa::Avx2Fma => unsafe { $avx2(shape, batch, x, w, bias, out, scratch, epilogue) },
                 }
                 return;
             }
@@ -2954,9 +3080,22 @@ macro_rules! conv_entry {
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
         /// [`conv2d_stride1`].
         #[target_feature(enable = $features)]
-        unsafe fn $name(shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e]) {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { conv_run::<$simd>(shape, x, w, bias, out) }
+        unsafe fn $name(
+            shape: &Conv,
+            x: &[$e],
+            w: &[$e],
+            bias: &[$e],
+            out: &mut [$e],
+            epilogue: Epilogue,
+        ) {
+            // SAFETY (both): forwarded from this function's contract. One inlined copy per
+            // epilogue, each a constant there: as a run-time value it cost the flat kernel 15%.
+            match epilogue {
+                Epilogue::Identity => unsafe {
+                    conv_run::<$simd>(shape, x, w, bias, out, Epilogue::Identity)
+                },
+                Epilogue::Relu => unsafe { conv_run::<$simd>(shape, x, w, bias, out, Epilogue::Relu) },
+            }
         }
     };
 }
@@ -2990,9 +3129,22 @@ macro_rules! conv_filters_entry {
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
         /// [`conv2d_stride1_filters`].
         #[target_feature(enable = $features)]
-        unsafe fn $name(shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [$e]) {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { conv_filters_run::<$simd>(shape, x, wt, bias, out) }
+        unsafe fn $name(
+            shape: &Conv,
+            x: &[$e],
+            wt: &[$e],
+            bias: &[$e],
+            out: &mut [$e],
+            epilogue: Epilogue,
+        ) {
+            // SAFETY (both): forwarded from this function's contract. One inlined copy per
+            // epilogue, each a constant there: as a run-time value it cost the flat kernel 15%.
+            match epilogue {
+                Epilogue::Identity => unsafe {
+                    conv_filters_run::<$simd>(shape, x, wt, bias, out, Epilogue::Identity)
+                },
+                Epilogue::Relu => unsafe { conv_filters_run::<$simd>(shape, x, wt, bias, out, Epilogue::Relu) },
+            }
         }
     };
 }
@@ -3052,11 +3204,12 @@ pub(crate) fn conv2d_stride1<E: Element>(
     w: &[E],
     bias: &[E],
     out: &mut [E],
+    epilogue: Epilogue,
 ) {
     shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
     assert_isa(isa);
     // SAFETY: lengths, sizes and instruction set checked above.
-    unsafe { E::conv_rows(isa, shape, x, w, bias, out) }
+    unsafe { E::conv_rows(isa, shape, x, w, bias, out, epilogue) }
 }
 
 /// The weight gradient of a stride-1 convolution without padding summed over a batch of
@@ -3115,12 +3268,13 @@ pub(crate) fn conv2d_stride1_flat<E: Element>(
     w: &[E],
     bias: &[E],
     out: &mut [E],
+    epilogue: Epilogue,
 ) {
     shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
     assert_eq!(shape.padding, 0, "the flat kernel takes a padded image");
     assert_isa(isa);
     // SAFETY: lengths, padding, sizes and instruction set checked above.
-    unsafe { E::conv_flat_rows(isa, shape, x, w, bias, out) }
+    unsafe { E::conv_flat_rows(isa, shape, x, w, bias, out, epilogue) }
 }
 
 /// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, from the
@@ -3137,6 +3291,7 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
     wt: &[E],
     bias: &[E],
     out: &mut [E],
+    epilogue: Epilogue,
 ) {
     shape.check_lengths(x.len(), wt.len(), bias.len(), out.len());
     assert_eq!(
@@ -3145,7 +3300,7 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
     );
     assert_isa(isa);
     // SAFETY: lengths, padding, sizes and instruction set checked above.
-    unsafe { E::conv_filters_rows(isa, shape, x, wt, bias, out) }
+    unsafe { E::conv_filters_rows(isa, shape, x, wt, bias, out, epilogue) }
 }
 
 /// Runs `f` compiled with `isa`'s instruction set (see [`super::with_wide_vectors`]).
@@ -4487,6 +4642,8 @@ mod tests {
     use super::*;
     use std::vec::Vec;
 
+    const ID: Epilogue = Epilogue::Identity;
+
     /// Deterministic values in [-1, 1) that are not round numbers.
     fn values(len: usize, seed: u64) -> Vec<f64> {
         let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -4952,12 +5109,12 @@ mod tests {
                 continue;
             }
             check_conv::<f32>(
-                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o),
+                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o, Epilogue::Identity),
                 |x| x as f32,
                 1e-6,
             );
             check_conv::<f64>(
-                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o),
+                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o, Epilogue::Identity),
                 |x| x,
                 1e-13,
             );
@@ -5144,8 +5301,10 @@ mod tests {
                 // flat positions in the lanes.
                 for (kernel, weights) in [("filters", &wt), ("flat", &w)] {
                     let run64 = |out: &mut [f64]| match kernel {
-                        "filters" => conv2d_stride1_filters(isa, &shape, &x, weights, &bias, out),
-                        _ => conv2d_stride1_flat(isa, &shape, &x, weights, &bias, out),
+                        "filters" => {
+                            conv2d_stride1_filters(isa, &shape, &x, weights, &bias, out, ID)
+                        }
+                        _ => conv2d_stride1_flat(isa, &shape, &x, weights, &bias, out, ID),
                     };
                     let mut got = values(shape.output_len(), 110); // stale contents
                     run64(&mut got);
@@ -5159,9 +5318,9 @@ mod tests {
                     let mut got = f32s(&values(shape.output_len(), 110));
                     match kernel {
                         "filters" => {
-                            conv2d_stride1_filters(isa, &shape, &x, &weights, &bias, &mut got)
+                            conv2d_stride1_filters(isa, &shape, &x, &weights, &bias, &mut got, ID)
                         }
-                        _ => conv2d_stride1_flat(isa, &shape, &x, &weights, &bias, &mut got),
+                        _ => conv2d_stride1_flat(isa, &shape, &x, &weights, &bias, &mut got, ID),
                     }
                     for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
                         assert!(
@@ -5171,6 +5330,152 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Every convolution kernel applies ReLU as it stores an output exactly as the scalar rule
+    /// applied to the output it stores without it: bit for bit, a NaN kept and a `-0.0` made
+    /// `+0.0`. Filter 0's weights and bias are `-0.0` (outputs of `-0.0` where no product is
+    /// positive zero) and filter 1's bias is a NaN.
+    #[test]
+    fn every_convolution_kernel_applies_relu_as_it_stores_bit_for_bit() {
+        /// How many outputs without the epilogue were negative, `-0.0` and NaN.
+        #[derive(Default)]
+        struct Seen {
+            negative: usize,
+            negative_zero: usize,
+            nan: usize,
+        }
+        fn operands(shape: &Conv, seed: u64) -> [Vec<f64>; 3] {
+            let steps = shape.channels * shape.kernel * shape.kernel;
+            let x = values(shape.image_len() * 2, seed);
+            let mut w = values(shape.filters * steps, seed + 1);
+            let mut bias = values(shape.filters, seed + 2);
+            let first = steps.min(w.len());
+            w[..first].fill(-0.0);
+            if let Some(b) = bias.first_mut() {
+                *b = -0.0;
+            }
+            if let Some(b) = bias.get_mut(1) {
+                *b = f64::NAN;
+            }
+            [x, w, bias]
+        }
+        /// Runs `kernel` with each epilogue on the operands cast to `E` and compares.
+        fn compare<E: Element + crate::Scalar + Into<f64>>(
+            what: &str,
+            [x, w, bias]: &[Vec<f64>; 3],
+            out_len: usize,
+            from: impl Fn(f64) -> E,
+            kernel: impl Fn(&[E], &[E], &[E], &mut [E], Epilogue),
+            seen: &mut Seen,
+        ) {
+            let cast = |v: &[f64]| v.iter().map(|&v| from(v)).collect::<Vec<E>>();
+            let (x, w, bias) = (cast(x), cast(w), cast(bias));
+            let mut plain = cast(&values(out_len, 7)); // stale contents
+            kernel(&x, &w, &bias, &mut plain, Epilogue::Identity);
+            let mut fused = cast(&values(out_len, 8));
+            kernel(&x, &w, &bias, &mut fused, Epilogue::Relu);
+            for (i, (&p, &f)) in plain.iter().zip(&fused).enumerate() {
+                let (p, f, want): (f64, f64, f64) =
+                    (p.into(), f.into(), Epilogue::Relu.apply(p).into());
+                assert_eq!(
+                    f.to_bits(),
+                    want.to_bits(),
+                    "{what}: output {i} is {f:?} with ReLU, {p:?} without"
+                );
+                seen.negative += usize::from(p < 0.0);
+                seen.negative_zero += usize::from(p.to_bits() == (-0.0_f64).to_bits());
+                seen.nan += usize::from(p.is_nan());
+            }
+        }
+        fn every_kernel<E: Element + crate::Scalar + Into<f64>>(
+            isa: Isa,
+            from: impl Fn(f64) -> E + Copy,
+            seen: &mut Seen,
+        ) {
+            for (i, shape) in CONVS.iter().enumerate() {
+                let ops = operands(shape, 300 + i as u64);
+                let (image, len) = (shape.image_len(), shape.output_len());
+                let what = std::format!("{isa:?} positions in the lanes {shape:?}");
+                compare(
+                    &what,
+                    &ops,
+                    len,
+                    from,
+                    |x, w, b, out, e| conv2d_stride1(isa, shape, &x[..image], w, b, out, e),
+                    seen,
+                );
+            }
+            for (i, shape) in filter_shapes().enumerate() {
+                let ops = operands(&shape, 400 + i as u64);
+                let (image, len) = (shape.image_len(), shape.output_len());
+                let what = std::format!("{isa:?} flat {shape:?}");
+                compare(
+                    &what,
+                    &ops,
+                    len,
+                    from,
+                    |x, w, b, out, e| conv2d_stride1_flat(isa, &shape, &x[..image], w, b, out, e),
+                    seen,
+                );
+                let [x, w, b] = &ops;
+                let transposed_ops = [x.clone(), transposed(w, shape.filters), b.clone()];
+                let what = std::format!("{isa:?} filters in the lanes {shape:?}");
+                compare(
+                    &what,
+                    &transposed_ops,
+                    len,
+                    from,
+                    |x, wt, b, out, e| {
+                        conv2d_stride1_filters(isa, &shape, &x[..image], wt, b, out, e)
+                    },
+                    seen,
+                );
+            }
+            let winograd = [
+                (6, 16, 5, 0, 14, 14),
+                (3, 20, 3, 1, 9, 11),
+                (2, 5, 4, 2, 7, 6),
+            ];
+            for (i, (channels, filters, kernel, padding, height, width)) in
+                winograd.into_iter().enumerate()
+            {
+                let shape = Conv {
+                    channels,
+                    filters,
+                    kernel,
+                    padding,
+                    height,
+                    width,
+                };
+                assert!(winograd_forward_applies(&shape), "{shape:?}");
+                let ops = operands(&shape, 500 + i as u64);
+                let what = std::format!("{isa:?} Winograd {shape:?}");
+                let scratch_len = winograd_forward_scratch(&shape, lanes::<E>(isa));
+                compare(
+                    &what,
+                    &ops,
+                    2 * shape.output_len(),
+                    from,
+                    |x, w, b, out, e| {
+                        let mut scratch = std::vec![MaybeUninit::uninit(); scratch_len];
+                        conv2d_stride1_winograd(isa, &shape, 2, x, w, b, out, &mut scratch, e)
+                    },
+                    seen,
+                );
+            }
+        }
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            let mut seen = Seen::default();
+            every_kernel::<f32>(isa, |v| v as f32, &mut seen);
+            every_kernel::<f64>(isa, |v| v, &mut seen);
+            // The cases the rule distinguishes all occurred.
+            assert!(seen.negative > 100 && seen.negative_zero > 10 && seen.nan > 10);
         }
     }
 
@@ -5855,7 +6160,7 @@ mod tests {
             width: 4,
         };
         let mut out = [0.0_f32; 4];
-        conv2d_stride1(isa, &shape, &[0.0; 15], &[0.0; 9], &[0.0], &mut out);
+        conv2d_stride1(isa, &shape, &[0.0; 15], &[0.0; 9], &[0.0], &mut out, ID);
     }
 
     #[test]
@@ -5870,7 +6175,7 @@ mod tests {
             height: 4,
             width: 4,
         };
-        conv2d_stride1::<f32>(isa, &shape, &[0.0; 16], &[0.0; 25], &[0.0], &mut []);
+        conv2d_stride1::<f32>(isa, &shape, &[0.0; 16], &[0.0; 25], &[0.0], &mut [], ID);
     }
 
     #[test]
@@ -6009,6 +6314,7 @@ mod tests {
                 &cast(&b),
                 &mut got,
                 &mut scratch,
+                Epilogue::Identity,
             );
             let mut worst = 0.0_f64;
             for n in 0..batch {

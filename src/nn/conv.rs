@@ -49,7 +49,7 @@ use super::{
 };
 use crate::format::decode::{self, Source};
 use crate::format::{Element, NetSpec, TensorSpec};
-use crate::kernels::{self, Product};
+use crate::kernels::{self, Epilogue, Product};
 
 /// The output size of a convolution along one dimension: `(input + 2·padding - kernel) / stride
 /// + 1`, PyTorch's formula, with its mistakes made errors.
@@ -261,16 +261,22 @@ where
     };
 
     /// The forward pass of a batch with stride 1 (the common case): the direct kernel, which
-    /// needs no patches, on every sample at once, then the activation in place.
+    /// needs no patches, on every sample at once; ReLU as the kernel stores its outputs, any
+    /// other activation in place after.
     fn forward_stride1(&self, x: &[[[[T; W]; H]; C]], y: &mut [[[[T; OW]; OH]; OC]]) {
         let () = Self::SHAPE;
         let batch = x.len().min(y.len());
         let (x, y) = (&x[..batch], &mut y[..batch]);
         let x = x.as_flattened().as_flattened().as_flattened();
         let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
-        // Z = conv(X, W) + b, then A = f(Z) in place.
+        // A = f(conv(X, W) + b): ReLU applied by the kernel as it stores each output, any
+        // other activation in place after.
         let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
-        kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z);
+        if super::activation::is_relu::<A>() {
+            kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z, Epilogue::Relu);
+            return;
+        }
+        kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z, Epilogue::Identity);
         kernels::with_wide_vectors(|| {
             for a in z {
                 *a = A::apply(*a);

@@ -891,3 +891,91 @@ fn convolutions_with_a_size_of_0_have_gradients() {
     run::<2, 3, 2, 0, 5, 2, 7>();
     run::<2, 3, 2, 5, 0, 7, 2>();
 }
+
+/// `forward_uninit` of `layer` into a buffer holding `stale` values equals `forward` into
+/// zeros: every output written, whatever the buffer held (the layers that skip zeroing it) or
+/// zeroed first (the others).
+fn forward_uninit_is_forward<L, const B: usize>(
+    what: &str,
+    layer: &L,
+    x: &[L::In; B],
+    stale: L::Out,
+) where
+    L: Layer,
+    L::Out: std::fmt::Debug,
+{
+    let mut want = [L::Out::ZERO; B];
+    layer.forward(x, &mut want);
+    let mut buffer = std::mem::MaybeUninit::new([stale; B]);
+    let got = layer.forward_uninit(x, &mut buffer);
+    assert_eq!(*got, want, "{what}");
+    assert_ne!(want[0], stale, "{what}: the stale values can be told apart");
+}
+
+#[test]
+fn forward_uninit_writes_every_output_as_forward_does() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let pixels = Uniform::new(-1.0_f32, 1.0).unwrap();
+    let images = |rng: &mut StdRng, c: usize, h: usize, w: usize| -> Vec<f32> {
+        (0..2 * c * h * w).map(|_| pixels.sample(rng)).collect()
+    };
+    macro_rules! batch {
+        ($v:expr, $c:literal, $h:literal, $w:literal) => {{
+            let v = $v;
+            let x: [[[[f32; $w]; $h]; $c]; 2] = std::array::from_fn(|b| {
+                std::array::from_fn(|c| {
+                    std::array::from_fn(|i| {
+                        std::array::from_fn(|j| v[((b * $c + c) * $h + i) * $w + j])
+                    })
+                })
+            });
+            x
+        }};
+    }
+    // Stride 1, ReLU applied by the kernel (the first layer of LeNet-5: positions in the lanes).
+    let conv: Conv2d<f32, 1, 6, 5, 1, 2, 28, 28, 28, 28, Relu> = RandomInit::random(&mut rng);
+    let x = batch!(images(&mut rng, 1, 28, 28), 1, 28, 28);
+    forward_uninit_is_forward("conv, stride 1, ReLU", &conv, &x, [[[7.5; 28]; 28]; 6]);
+    // Stride 1, the activation after the kernel (LeNet-5's second layer: Winograd's kernel).
+    let conv: Conv2d<f32, 6, 16, 5, 1, 0, 14, 14, 10, 10, Tanh> = RandomInit::random(&mut rng);
+    let x = batch!(images(&mut rng, 6, 14, 14), 6, 14, 14);
+    forward_uninit_is_forward("conv, stride 1, tanh", &conv, &x, [[[7.5; 10]; 10]; 16]);
+    // Stride 2: zeroed first, then `forward`.
+    let conv: Conv2d<f32, 3, 4, 3, 2, 1, 9, 9, 5, 5, Relu> = RandomInit::random(&mut rng);
+    let x = batch!(images(&mut rng, 3, 9, 9), 3, 9, 9);
+    forward_uninit_is_forward("conv, stride 2", &conv, &x, [[[7.5; 5]; 5]; 4]);
+    // In f64 (the SIMD kernels' other element type).
+    let conv: Conv2d<f64, 2, 3, 3, 1, 1, 6, 7, 6, 7, Sigmoid> = RandomInit::random(&mut rng);
+    let x: [[[[f64; 7]; 6]; 2]; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
+    forward_uninit_is_forward("conv, f64", &conv, &x, [[[7.5; 7]; 6]; 3]);
+
+    // Max pooling 2 x 2 in f32 (the SIMD kernels, where the CPU has them: a row pair at a
+    // time, and several per vector for rows of at most 16).
+    let x = batch!(images(&mut rng, 6, 28, 28), 6, 28, 28);
+    let pool = MaxPool2d::<f32, 6, 2, 2, 28, 28, 14, 14>::new();
+    forward_uninit_is_forward("pool 2 x 2", &pool, &x, [[[7.5; 14]; 14]; 6]);
+    let x = batch!(images(&mut rng, 3, 6, 10), 3, 6, 10);
+    let pool = MaxPool2d::<f32, 3, 2, 2, 6, 10, 3, 5>::new();
+    forward_uninit_is_forward("pool 2 x 2, narrow", &pool, &x, [[[7.5; 5]; 3]; 3]);
+    // Other windows and f64: zeroed first.
+    let x = batch!(images(&mut rng, 3, 7, 9), 3, 7, 9);
+    let pool = MaxPool2d::<f32, 3, 3, 2, 7, 9, 3, 4>::new();
+    forward_uninit_is_forward("pool 3 x 3", &pool, &x, [[[7.5; 4]; 3]; 3]);
+    let x: [[[[f64; 8]; 6]; 2]; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
+    let pool = MaxPool2d::<f64, 2, 2, 2, 6, 8, 3, 4>::new();
+    forward_uninit_is_forward("pool, f64", &pool, &x, [[[7.5; 4]; 3]; 2]);
+
+    // A whole net: its chain keeps the samples between its layers in buffers not zeroed first.
+    let net = LeNet::random(&mut rng);
+    let x = batch!(images(&mut rng, 1, 28, 28), 1, 28, 28);
+    forward_uninit_is_forward("LeNet-5", &net, &x, [7.5; 10]);
+    let mut trained_way = Train::<f32, 2>::workspace(&net);
+    let logits = net.forward_train(&x, &mut trained_way);
+    let mut y = [[0.0; 10]; 2];
+    net.forward(&x, &mut y);
+    assert_eq!(
+        logits[..],
+        y[..],
+        "forward and forward_train agree bit for bit"
+    );
+}

@@ -26,6 +26,7 @@
 //! the same results up to floating-point rounding (the tests compare them on many shapes).
 
 use core::any::Any;
+use core::mem::MaybeUninit;
 
 /// Lets the matrix products use `threads` threads (the `threads` feature), from now on.
 ///
@@ -683,6 +684,7 @@ impl Epilogue {
 /// # Panics
 ///
 /// When the lengths do not fit the sizes (a bug in the caller).
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
 pub(crate) fn conv2d_stride1<T: Scalar>(
     shape: &Conv,
     batch: usize,
@@ -692,14 +694,89 @@ pub(crate) fn conv2d_stride1<T: Scalar>(
     out: &mut [T],
     epilogue: Epilogue,
 ) {
+    // SAFETY: the convolution writes only initialized values (its outputs) into `out`.
+    let out = unsafe { as_uninit_mut(out) };
+    conv2d_stride1_uninit(shape, batch, x, w, bias, out, epilogue);
+}
+
+/// [`conv2d_stride1`] into `out` whether it is initialized or not: every element of it is
+/// written (each kernel stores every output position of every filter, as the tests of each
+/// one check from stale contents), and it is returned initialized. What lets a chain of layers
+/// skip zeroing the samples between them.
+///
+/// # Panics
+///
+/// As [`conv2d_stride1`].
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+pub(crate) fn conv2d_stride1_uninit<'o, T: Scalar>(
+    shape: &Conv,
+    batch: usize,
+    x: &[T],
+    w: &[T],
+    bias: &[T],
+    out: &'o mut [MaybeUninit<T>],
+    epilogue: Epilogue,
+) -> &'o mut [T] {
     shape.check_batch(batch, x.len(), w.len(), bias.len(), out.len());
+    conv2d_stride1_dispatch(shape, batch, x, w, bias, out, epilogue);
+    // SAFETY: every path of `conv2d_stride1_dispatch` writes every element of `out` (the
+    // lengths were checked to be `batch` outputs).
+    unsafe { assume_init_mut(out) }
+}
+
+/// [`conv2d_stride1_uninit`] of a batch of `B` images into `y`, an uninitialized batch of
+/// outputs (`[image][filter][row][column]`), returned initialized: a layer's output written
+/// without being zeroed first.
+///
+/// # Panics
+///
+/// When `x` is not `B` images or `OC x OH x OW` not the output of `shape`.
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+pub(crate) fn conv2d_stride1_images<
+    'y,
+    T: Scalar,
+    const OC: usize,
+    const OH: usize,
+    const OW: usize,
+    const B: usize,
+>(
+    shape: &Conv,
+    x: &[T],
+    w: &[T],
+    bias: &[T],
+    y: &'y mut MaybeUninit<[[[[T; OW]; OH]; OC]; B]>,
+    epilogue: Epilogue,
+) -> &'y mut [[[[T; OW]; OH]; OC]; B] {
+    // SAFETY: nested arrays of `T` are their `B·OC·OH·OW` elements in a row, without padding,
+    // and `MaybeUninit<T>` has `T`'s layout; the exclusive borrow of `y` moves into `out`.
+    let out = unsafe {
+        core::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<MaybeUninit<T>>(), B * OC * OH * OW)
+    };
+    conv2d_stride1_uninit(shape, B, x, w, bias, out, epilogue);
+    // SAFETY: `conv2d_stride1_uninit` wrote every element of `out`, all of `y` (or panicked on
+    // lengths that do not fit).
+    unsafe { y.assume_init_mut() }
+}
+
+/// The paths of [`conv2d_stride1_uninit`], the lengths checked: the SIMD kernels for `f32`
+/// and `f64` on x86-64 with AVX2 or AVX-512, else the reference loops, then the epilogue.
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+fn conv2d_stride1_dispatch<T: Scalar>(
+    shape: &Conv,
+    batch: usize,
+    x: &[T],
+    w: &[T],
+    bias: &[T],
+    out: &mut [MaybeUninit<T>],
+    epilogue: Epilogue,
+) {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = simd::detected_isa() {
         if let (Some(x), Some(w), Some(bias), Some(out)) = (
             simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice::<T, f32>(w),
             simd::same_type_slice::<T, f32>(bias),
-            simd::same_type_slice_mut::<T, f32>(out),
+            simd::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
         ) {
             conv2d_stride1_simd(isa, shape, batch, x, w, bias, out, epilogue);
             return;
@@ -708,12 +785,16 @@ pub(crate) fn conv2d_stride1<T: Scalar>(
             simd::same_type_slice::<T, f64>(x),
             simd::same_type_slice::<T, f64>(w),
             simd::same_type_slice::<T, f64>(bias),
-            simd::same_type_slice_mut::<T, f64>(out),
+            simd::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f64>>(out),
         ) {
             conv2d_stride1_simd(isa, shape, batch, x, w, bias, out, epilogue);
             return;
         }
     }
+    // The reference loops add into their outputs: zeros first.
+    out.fill(MaybeUninit::new(T::zero()));
+    // SAFETY: every element was just written.
+    let out = unsafe { assume_init_mut(out) };
     let len = shape.output_len();
     for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
         let out = &mut out[b * len..(b + 1) * len];
@@ -724,6 +805,30 @@ pub(crate) fn conv2d_stride1<T: Scalar>(
             }
         }
     }
+}
+
+/// `values` as memory to write into (`MaybeUninit<T>` has `T`'s layout).
+///
+/// # Safety
+///
+/// Only initialized values may be written through the result: the elements stay `T`s.
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+unsafe fn as_uninit_mut<T>(values: &mut [T]) -> &mut [MaybeUninit<T>] {
+    // SAFETY: same layout; the exclusive borrow moves into the result; the caller writes only
+    // initialized values.
+    unsafe { &mut *(core::ptr::from_mut(values) as *mut [MaybeUninit<T>]) }
+}
+
+/// `values` as initialized (`<[MaybeUninit<T>]>::assume_init_mut`, which needs Rust 1.93).
+///
+/// # Safety
+///
+/// Every element of `values` is initialized.
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+unsafe fn assume_init_mut<T>(values: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout; the elements are initialized (the contract);
+    // the exclusive borrow moves into the result.
+    unsafe { core::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<T>(), values.len()) }
 }
 
 /// The `batch` images (or outputs, or output gradients) of `len` elements each in `x`, one
@@ -742,7 +847,7 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
     x: &[E],
     w: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
     let padded_len = if shape.padding > 0 {
@@ -808,7 +913,7 @@ fn conv2d_stride1_winograd_on_stack<E: simd::Element + Scalar>(
     x: &[E],
     w: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
     let mut scratch = [const { core::mem::MaybeUninit::<E>::uninit() }; WINOGRAD_STACK_SCRATCH];
@@ -828,7 +933,7 @@ fn conv2d_stride1_flat_padded<E: simd::Element + Scalar, const SCRATCH: usize>(
     x: &[E],
     w: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
     let mut scratch = [E::default(); SCRATCH];
@@ -855,7 +960,7 @@ fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar, const SCRATCH: usi
     x: &[E],
     w: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
     let len = shape.output_len();
@@ -1143,12 +1248,60 @@ pub(crate) fn requantize_one(
 /// # Panics
 ///
 /// When the slices are not whole planes (a bug in the caller).
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
 pub(crate) fn max_pool_2x2<T: 'static>(x: &[T], size: (usize, usize), out: &mut [T]) -> bool {
+    // SAFETY: pooling writes only initialized values (its outputs) into `out`.
+    max_pool_2x2_dispatch(x, size, unsafe { as_uninit_mut(out) })
+}
+
+/// [`max_pool_2x2`] of a batch of `B` images (`[image][plane][row][column]`, planes of
+/// `size`) into `y`, an uninitialized batch of outputs, returned initialized (the kernel writes
+/// every output, as its tests check from stale contents); or `y` back, untouched, where there
+/// is no kernel.
+///
+/// # Panics
+///
+/// When `x` is not `B` images of `C` planes of `size` or `OH x OW` not their pooled size.
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+#[allow(clippy::type_complexity)]
+pub(crate) fn max_pool_2x2_images<
+    'y,
+    T: 'static,
+    const C: usize,
+    const OH: usize,
+    const OW: usize,
+    const B: usize,
+>(
+    x: &[T],
+    size: (usize, usize),
+    y: &'y mut MaybeUninit<[[[[T; OW]; OH]; C]; B]>,
+) -> Result<&'y mut [[[[T; OW]; OH]; C]; B], &'y mut MaybeUninit<[[[[T; OW]; OH]; C]; B]>> {
+    // SAFETY: nested arrays of `T` are their `B·C·OH·OW` elements in a row, without padding,
+    // and `MaybeUninit<T>` has `T`'s layout; `out` is not used after this statement.
+    let out = unsafe {
+        core::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<MaybeUninit<T>>(), B * C * OH * OW)
+    };
+    if max_pool_2x2_dispatch(x, size, out) {
+        // SAFETY: the kernel wrote every element of `out`, all of `y` (or panicked on lengths
+        // that do not fit).
+        Ok(unsafe { y.assume_init_mut() })
+    } else {
+        Err(y) // nothing written
+    }
+}
+
+/// The kernel of [`max_pool_2x2`] into `out`, initialized or not: every element written when
+/// it returns `true`, none when `false`.
+fn max_pool_2x2_dispatch<T: 'static>(
+    x: &[T],
+    size: (usize, usize),
+    out: &mut [MaybeUninit<T>],
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa @ simd::Isa::Avx512) = simd::detected_isa()
         && let (Some(x), Some(out)) = (
             simd::same_type_slice::<T, f32>(x),
-            simd::same_type_slice_mut::<T, f32>(out),
+            simd::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
         )
     {
         simd::max_pool_2x2_f32(isa, x, size, out);
@@ -1480,6 +1633,7 @@ mod tests {
     /// bits), and its stack buffer is what `conv_stack_scratch` counts.
     #[cfg(target_arch = "x86_64")]
     #[test]
+    #[allow(unsafe_code)] // the kernel's output as it takes it
     fn lenets_second_convolution_takes_the_winograd_forward_pass() {
         let Some(isa) = simd::detected_isa() else {
             std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
@@ -1525,7 +1679,8 @@ mod tests {
             &x,
             &w,
             &bias,
-            &mut by_winograd,
+            // SAFETY: the kernel writes only initialized values (its outputs).
+            unsafe { as_uninit_mut(&mut by_winograd) },
             &mut scratch,
             Epilogue::Identity,
         );

@@ -36,7 +36,7 @@ use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 use core::ops::Range;
 
-use super::{Conv, Epilogue};
+use super::{Conv, Epilogue, assume_init_mut};
 
 /// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1472,7 +1472,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         x: &[Self],
         w: &[Self],
         bias: &[Self],
-        out: &mut [Self],
+        out: &mut [MaybeUninit<Self>],
         epilogue: Epilogue,
     );
 
@@ -1487,7 +1487,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         x: &[Self],
         w: &[Self],
         bias: &[Self],
-        out: &mut [Self],
+        out: &mut [MaybeUninit<Self>],
         epilogue: Epilogue,
     );
 
@@ -1503,7 +1503,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         x: &[Self],
         wt: &[Self],
         bias: &[Self],
-        out: &mut [Self],
+        out: &mut [MaybeUninit<Self>],
         epilogue: Epilogue,
     );
 
@@ -1547,7 +1547,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
 macro_rules! element {
     ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident, $convf512:ident, $convf2:ident, $wgf512:ident, $wgf2:ident, $flat512:ident, $flat2:ident) => {
         impl Element for $e {
-            unsafe fn conv_flat_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e], epilogue: Epilogue) {
+            unsafe fn conv_flat_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [MaybeUninit<$e>], epilogue: Epilogue) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
                     Isa::Avx512 => unsafe { $flat512(shape, x, w, bias, out, epilogue) },
@@ -1555,7 +1555,7 @@ macro_rules! element {
                 }
             }
 
-            unsafe fn conv_filters_rows(isa: Isa, shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [$e], epilogue: Epilogue) {
+            unsafe fn conv_filters_rows(isa: Isa, shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [MaybeUninit<$e>], epilogue: Epilogue) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
                     Isa::Avx512 => unsafe { $convf512(shape, x, wt, bias, out, epilogue) },
@@ -1579,7 +1579,7 @@ macro_rules! element {
                 }
             }
 
-            unsafe fn conv_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [$e], epilogue: Epilogue) {
+            unsafe fn conv_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [MaybeUninit<$e>], epilogue: Epilogue) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
                     Isa::Avx512 => unsafe { $conv512(shape, x, w, bias, out, epilogue) },
@@ -1896,7 +1896,7 @@ unsafe fn conv_run<S: Simd>(
     x: &[S::E],
     w: &[S::E],
     bias: &[S::E],
-    out: &mut [S::E],
+    out: &mut [MaybeUninit<S::E>],
     epilogue: Epilogue,
 ) {
     let lanes = S::LANES;
@@ -1908,7 +1908,7 @@ unsafe fn conv_run<S: Simd>(
         (i / per_row, ow0, lanes.min(out_width - ow0))
     };
     let weights_per_filter = shape.channels * shape.kernel * shape.kernel;
-    let (x, out) = (x.as_ptr(), out.as_mut_ptr());
+    let (x, out) = (x.as_ptr(), out.as_mut_ptr().cast::<S::E>());
     for r0 in (0..shape.filters).step_by(S::OUTER_ROWS) {
         let rows = S::OUTER_ROWS.min(shape.filters - r0);
         // SAFETY: filters r0..r0+rows exist; their weights start at r0·C·K·K, their output
@@ -2237,7 +2237,7 @@ unsafe fn conv_flat_run<S: Simd>(
     x: &[S::E],
     w: &[S::E],
     bias: &[S::E],
-    out: &mut [S::E],
+    out: &mut [MaybeUninit<S::E>],
     epilogue: Epilogue,
 ) {
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
@@ -2247,7 +2247,7 @@ unsafe fn conv_flat_run<S: Simd>(
     let end = (out_height - 1) * shape.width + out_width;
     let vectors = end.div_ceil(S::LANES);
     let steps = shape.channels * shape.kernel * shape.kernel;
-    let (x, out) = (x.as_ptr(), out.as_mut_ptr());
+    let (x, out) = (x.as_ptr(), out.as_mut_ptr().cast::<S::E>());
     for r0 in (0..shape.filters).step_by(S::OUTER_ROWS) {
         let rows = S::OUTER_ROWS.min(shape.filters - r0);
         // SAFETY: filters r0..r0+rows exist; their weights start at r0·C·K·K, their output
@@ -2319,7 +2319,7 @@ macro_rules! conv_flat_entry {
             x: &[$e],
             w: &[$e],
             bias: &[$e],
-            out: &mut [$e],
+            out: &mut [MaybeUninit<$e>],
             epilogue: Epilogue,
         ) {
             // SAFETY (both): forwarded from this function's contract. One inlined copy per
@@ -2467,12 +2467,13 @@ unsafe fn conv_filters_run<S: Simd>(
     x: &[S::E],
     wt: &[S::E],
     bias: &[S::E],
-    out: &mut [S::E],
+    out: &mut [MaybeUninit<S::E>],
     epilogue: Epilogue,
 ) {
     const NP: usize = FILTER_TILE_POSITIONS;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
-    let (x, wt, bias, out) = (x.as_ptr(), wt.as_ptr(), bias.as_ptr(), out.as_mut_ptr());
+    let (x, wt, bias) = (x.as_ptr(), wt.as_ptr(), bias.as_ptr());
+    let out = out.as_mut_ptr().cast::<S::E>();
     for f0 in (0..shape.filters).step_by(S::LANES) {
         let filters = (f0, S::LANES.min(shape.filters - f0));
         for oh in 0..out_height {
@@ -2831,7 +2832,7 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
     x: &[S::E],
     w: &[S::E],
     bias: &[S::E],
-    out: &mut [S::E],
+    out: &mut [MaybeUninit<S::E>],
     g: &[[S::E; 6]; 6],
     scratch: &mut [MaybeUninit<S::E>],
     epilogue: Epilogue,
@@ -2931,7 +2932,9 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
                     }
                 }
             }
-            let out = out[b * output_len..][..output_len].as_mut_ptr();
+            let out = out[b * output_len..][..output_len]
+                .as_mut_ptr()
+                .cast::<S::E>();
             for group in 0..groups {
                 let f0 = group * lanes;
                 let count = lanes.min(filters - f0);
@@ -2987,7 +2990,7 @@ macro_rules! winograd_forward_entry {
             x: &[$e],
             w: &[$e],
             bias: &[$e],
-            out: &mut [$e],
+            out: &mut [MaybeUninit<$e>],
             scratch: &mut [MaybeUninit<$e>],
             epilogue: Epilogue,
         ) {
@@ -3035,7 +3038,7 @@ pub(crate) fn conv2d_stride1_winograd<E: Element>(
     x: &[E],
     w: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     scratch: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
@@ -3056,7 +3059,7 @@ pub(crate) fn conv2d_stride1_winograd<E: Element>(
                 same_type_slice::<E, $e>(x),
                 same_type_slice::<E, $e>(w),
                 same_type_slice::<E, $e>(bias),
-                same_type_slice_mut::<E, $e>(out),
+                same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<$e>>(out),
                 same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<$e>>(scratch),
             ) {
                 // SAFETY (both): sizes, lengths and instruction set checked above.
@@ -3085,7 +3088,7 @@ macro_rules! conv_entry {
             x: &[$e],
             w: &[$e],
             bias: &[$e],
-            out: &mut [$e],
+            out: &mut [MaybeUninit<$e>],
             epilogue: Epilogue,
         ) {
             // SAFETY (both): forwarded from this function's contract. One inlined copy per
@@ -3134,7 +3137,7 @@ macro_rules! conv_filters_entry {
             x: &[$e],
             wt: &[$e],
             bias: &[$e],
-            out: &mut [$e],
+            out: &mut [MaybeUninit<$e>],
             epilogue: Epilogue,
         ) {
             // SAFETY (both): forwarded from this function's contract. One inlined copy per
@@ -3203,7 +3206,7 @@ pub(crate) fn conv2d_stride1<E: Element>(
     x: &[E],
     w: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
     shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
@@ -3267,7 +3270,7 @@ pub(crate) fn conv2d_stride1_flat<E: Element>(
     x: &[E],
     w: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
     shape.check_lengths(x.len(), w.len(), bias.len(), out.len());
@@ -3290,7 +3293,7 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
     x: &[E],
     wt: &[E],
     bias: &[E],
-    out: &mut [E],
+    out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
     shape.check_lengths(x.len(), wt.len(), bias.len(), out.len());
@@ -3417,17 +3420,6 @@ pub(crate) fn transpose_uninit<'a, E: Copy + 'static>(
         transpose_raw(from, rows, to.as_mut_ptr().cast::<E>());
         assume_init_mut(to)
     }
-}
-
-/// `values` as initialized (`<[MaybeUninit<E>]>::assume_init_mut`, which needs Rust 1.93).
-///
-/// # Safety
-///
-/// Every element of `values` is initialized.
-unsafe fn assume_init_mut<E>(values: &mut [MaybeUninit<E>]) -> &mut [E] {
-    // SAFETY: `MaybeUninit<E>` has `E`'s layout; the elements are initialized (the contract);
-    // the exclusive borrow moves into the result.
-    unsafe { core::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<E>(), values.len()) }
 }
 
 /// # Safety
@@ -3822,7 +3814,7 @@ pub(crate) fn max_pool_2x2_f32(
     isa: Isa,
     x: &[f32],
     (height, width): (usize, usize),
-    out: &mut [f32],
+    out: &mut [MaybeUninit<f32>],
 ) {
     let planes = pooled_planes(x.len(), (height, width), out.len());
     assert!(isa == Isa::Avx512, "max pooling has an AVX-512 kernel only");
@@ -3850,7 +3842,7 @@ fn pooled_planes(len: usize, (height, width): (usize, usize), pooled_len: usize)
 unsafe fn max_pool_2x2_planes_avx512(
     x: &[f32],
     (height, width): (usize, usize),
-    out: &mut [f32],
+    out: &mut [MaybeUninit<f32>],
     planes: usize,
 ) {
     let (out_height, out_width) = (height / 2, width / 2);
@@ -3890,7 +3882,12 @@ unsafe fn max_pool_2x2_planes_avx512(
 /// The CPU has AVX-512F; `2 <= width <= 16` and even; `x` holds `pairs · 2·width` values, `out`
 /// `pairs · width / 2`.
 #[target_feature(enable = "avx512f")]
-unsafe fn max_pool_2x2_narrow_avx512(x: &[f32], width: usize, out: &mut [f32], pairs: usize) {
+unsafe fn max_pool_2x2_narrow_avx512(
+    x: &[f32],
+    width: usize,
+    out: &mut [MaybeUninit<f32>],
+    pairs: usize,
+) {
     let out_width = width / 2;
     let per_step = 32 / width; // row pairs per vector: per_step · out_width <= 16 lanes
     // For each of the four inputs of lane l's window (pair l / OW, window l % OW): where it
@@ -3935,7 +3932,8 @@ unsafe fn max_pool_2x2_narrow_avx512(x: &[f32], width: usize, out: &mut [f32], p
             };
             let best = first_maximum_of_windows([pick(0), pick(1), pick(2), pick(3)]);
             let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
-            _mm512_mask_storeu_ps(out.as_mut_ptr().add(g0 * out_width), mask, best);
+            let to = out.as_mut_ptr().add(g0 * out_width).cast::<f32>();
+            _mm512_mask_storeu_ps(to, mask, best);
             g0 += count;
         }
     }
@@ -4014,7 +4012,7 @@ unsafe fn first_maximum_of_windows([t0, t1, b0, b1]: [__m512; 4]) -> __m512 {
 ///
 /// The CPU has AVX-512F; both rows hold at least `2 · out.len()` values.
 #[inline(always)]
-unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
+unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [MaybeUninit<f32>]) {
     // SAFETY (whole body): AVX-512F is present (the contract). Step `j0` reads values
     // `2·j0 .. 2·j0 + 2·count` of each row (`pool_windows_2x2`) and writes outputs
     // `j0 .. j0 + count`, masked to those, `j0 + count <= out.len()`.
@@ -4024,7 +4022,7 @@ unsafe fn max_pool_2x2_avx512(top: &[f32], bottom: &[f32], out: &mut [f32]) {
             let count = (out.len() - j0).min(16);
             let (_, best, _) = pool_windows_2x2((top, bottom), j0, count);
             let mask = ((1_u32 << count) - 1) as __mmask16;
-            _mm512_mask_storeu_ps(out.as_mut_ptr().add(j0), mask, best);
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(j0).cast::<f32>(), mask, best);
             j0 += count;
         }
     }
@@ -4644,6 +4642,12 @@ mod tests {
 
     const ID: Epilogue = Epilogue::Identity;
 
+    /// `values` as a kernel's output, which the kernels take uninitialized.
+    fn as_output<E>(values: &mut [E]) -> &mut [MaybeUninit<E>] {
+        // SAFETY: the kernels write only initialized values (their outputs).
+        unsafe { super::super::as_uninit_mut(values) }
+    }
+
     /// Deterministic values in [-1, 1) that are not round numbers.
     fn values(len: usize, seed: u64) -> Vec<f64> {
         let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -5109,12 +5113,12 @@ mod tests {
                 continue;
             }
             check_conv::<f32>(
-                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o, Epilogue::Identity),
+                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, as_output(o), Epilogue::Identity),
                 |x| x as f32,
                 1e-6,
             );
             check_conv::<f64>(
-                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, o, Epilogue::Identity),
+                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, as_output(o), Epilogue::Identity),
                 |x| x,
                 1e-13,
             );
@@ -5301,10 +5305,18 @@ mod tests {
                 // flat positions in the lanes.
                 for (kernel, weights) in [("filters", &wt), ("flat", &w)] {
                     let run64 = |out: &mut [f64]| match kernel {
-                        "filters" => {
-                            conv2d_stride1_filters(isa, &shape, &x, weights, &bias, out, ID)
+                        "filters" => conv2d_stride1_filters(
+                            isa,
+                            &shape,
+                            &x,
+                            weights,
+                            &bias,
+                            as_output(out),
+                            ID,
+                        ),
+                        _ => {
+                            conv2d_stride1_flat(isa, &shape, &x, weights, &bias, as_output(out), ID)
                         }
-                        _ => conv2d_stride1_flat(isa, &shape, &x, weights, &bias, out, ID),
                     };
                     let mut got = values(shape.output_len(), 110); // stale contents
                     run64(&mut got);
@@ -5317,10 +5329,24 @@ mod tests {
                     let (x, weights, bias) = (f32s(&x), f32s(weights), f32s(&bias));
                     let mut got = f32s(&values(shape.output_len(), 110));
                     match kernel {
-                        "filters" => {
-                            conv2d_stride1_filters(isa, &shape, &x, &weights, &bias, &mut got, ID)
-                        }
-                        _ => conv2d_stride1_flat(isa, &shape, &x, &weights, &bias, &mut got, ID),
+                        "filters" => conv2d_stride1_filters(
+                            isa,
+                            &shape,
+                            &x,
+                            &weights,
+                            &bias,
+                            as_output(&mut got),
+                            ID,
+                        ),
+                        _ => conv2d_stride1_flat(
+                            isa,
+                            &shape,
+                            &x,
+                            &weights,
+                            &bias,
+                            as_output(&mut got),
+                            ID,
+                        ),
                     }
                     for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
                         assert!(
@@ -5403,7 +5429,9 @@ mod tests {
                     &ops,
                     len,
                     from,
-                    |x, w, b, out, e| conv2d_stride1(isa, shape, &x[..image], w, b, out, e),
+                    |x, w, b, out, e| {
+                        conv2d_stride1(isa, shape, &x[..image], w, b, as_output(out), e)
+                    },
                     seen,
                 );
             }
@@ -5416,7 +5444,9 @@ mod tests {
                     &ops,
                     len,
                     from,
-                    |x, w, b, out, e| conv2d_stride1_flat(isa, &shape, &x[..image], w, b, out, e),
+                    |x, w, b, out, e| {
+                        conv2d_stride1_flat(isa, &shape, &x[..image], w, b, as_output(out), e)
+                    },
                     seen,
                 );
                 let [x, w, b] = &ops;
@@ -5428,7 +5458,7 @@ mod tests {
                     len,
                     from,
                     |x, wt, b, out, e| {
-                        conv2d_stride1_filters(isa, &shape, &x[..image], wt, b, out, e)
+                        conv2d_stride1_filters(isa, &shape, &x[..image], wt, b, as_output(out), e)
                     },
                     seen,
                 );
@@ -5460,7 +5490,17 @@ mod tests {
                     from,
                     |x, w, b, out, e| {
                         let mut scratch = std::vec![MaybeUninit::uninit(); scratch_len];
-                        conv2d_stride1_winograd(isa, &shape, 2, x, w, b, out, &mut scratch, e)
+                        conv2d_stride1_winograd(
+                            isa,
+                            &shape,
+                            2,
+                            x,
+                            w,
+                            b,
+                            as_output(out),
+                            &mut scratch,
+                            e,
+                        )
                     },
                     seen,
                 );
@@ -5879,7 +5919,12 @@ mod tests {
                         let x = values(planes * height * width);
                         let n = planes * (height / 2) * (width / 2);
                         let (mut x, mut out) = (Guarded::new(&x), Guarded::new(&std::vec![0.0; n]));
-                        max_pool_2x2_f32(Isa::Avx512, x.slice(), (height, width), out.slice());
+                        max_pool_2x2_f32(
+                            Isa::Avx512,
+                            x.slice(),
+                            (height, width),
+                            as_output(out.slice()),
+                        );
                     }
                 }
             }
@@ -5937,7 +5982,12 @@ mod tests {
                         }
                         let mut out = std::vec![7.0_f32; want.len() + 1];
                         let n = want.len();
-                        max_pool_2x2_f32(Isa::Avx512, &x, (height, width), &mut out[..n]);
+                        max_pool_2x2_f32(
+                            Isa::Avx512,
+                            &x,
+                            (height, width),
+                            as_output(&mut out[..n]),
+                        );
                         let got: Vec<u32> = out[..n].iter().map(|v| v.to_bits()).collect();
                         assert_eq!(got, want, "{planes} planes of {height} x {width}");
                         assert_eq!(out[n], 7.0, "nothing written past the output");
@@ -5972,7 +6022,7 @@ mod tests {
                     let plane = [&top[..], &bottom[..], &third[..]].concat();
                     let size = (3, 2 * n + 1);
                     let mut out = std::vec![7.0_f32; n];
-                    max_pool_2x2_f32(Isa::Avx512, &plane, size, &mut out);
+                    max_pool_2x2_f32(Isa::Avx512, &plane, size, as_output(&mut out));
                     let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
                     assert_eq!(got, want, "{n} windows: {top:?} / {bottom:?}");
                     // Two planes in one call: each pooled on its own.
@@ -5981,7 +6031,7 @@ mod tests {
                         Isa::Avx512,
                         &[&plane[..], &plane[..]].concat(),
                         size,
-                        &mut two,
+                        as_output(&mut two),
                     );
                     let got: Vec<u32> = two.iter().map(|v| v.to_bits()).collect();
                     assert_eq!(
@@ -6160,7 +6210,15 @@ mod tests {
             width: 4,
         };
         let mut out = [0.0_f32; 4];
-        conv2d_stride1(isa, &shape, &[0.0; 15], &[0.0; 9], &[0.0], &mut out, ID);
+        conv2d_stride1(
+            isa,
+            &shape,
+            &[0.0; 15],
+            &[0.0; 9],
+            &[0.0],
+            as_output(&mut out),
+            ID,
+        );
     }
 
     #[test]
@@ -6312,7 +6370,7 @@ mod tests {
                 &cast(&x),
                 &cast(&w),
                 &cast(&b),
-                &mut got,
+                as_output(&mut got),
                 &mut scratch,
                 Epilogue::Identity,
             );

@@ -2,7 +2,9 @@
 //!
 //! Derivation: `docs/backprop.md`, section "The whole net" (the chain rule, one layer at a time).
 
-use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Skip, Store};
+use core::mem::MaybeUninit;
+
+use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Skip, Store};
 
 /// `first` then `rest`: the output of `first` is the input of `rest`.
 ///
@@ -62,11 +64,24 @@ impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
     const WORKING_BYTES: usize =
         core::mem::size_of::<A::Out>() + A::WORKING_BYTES + N::WORKING_BYTES;
 
+    /// The first layer's outputs into a buffer that is not zeroed first
+    /// ([`Layer::forward_uninit`]), then the rest's.
     #[inline]
     fn forward<const B: usize>(&self, x: &[A::In; B], y: &mut [N::Out; B]) {
-        let mut middle = [A::Out::ZERO; B];
-        self.first.forward(x, &mut middle);
-        self.rest.forward(&middle, y);
+        let mut middle = MaybeUninit::uninit();
+        let middle = self.first.forward_uninit(x, &mut middle);
+        self.rest.forward(middle, y);
+    }
+
+    #[inline]
+    fn forward_uninit<'y, const B: usize>(
+        &self,
+        x: &[A::In; B],
+        y: &'y mut MaybeUninit<[N::Out; B]>,
+    ) -> &'y mut [N::Out; B] {
+        let mut middle = MaybeUninit::uninit();
+        let middle = self.first.forward_uninit(x, &mut middle);
+        self.rest.forward_uninit(middle, y)
     }
 
     fn to_store<S: Store>(&self) -> Self::WithStore<S> {

@@ -39,6 +39,8 @@
 //! `col2im(Wᵀ·dZ)` with 2.8-4 times fewer multiplications (`kernels::conv2d_input_gradient_stride1`;
 //! derivation in `docs/backprop.md`, "dX by Winograd's minimal filtering").
 
+use core::mem::MaybeUninit;
+
 use num_traits::Float;
 
 #[cfg(feature = "rand")]
@@ -269,19 +271,31 @@ where
         let (x, y) = (&x[..batch], &mut y[..batch]);
         let x = x.as_flattened().as_flattened().as_flattened();
         let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
-        // A = f(conv(X, W) + b): ReLU applied by the kernel as it stores each output, any
-        // other activation in place after.
         let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
+        kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z, Self::epilogue());
+        Self::activate_after_kernel(z);
+    }
+
+    /// What the kernel applies as it stores each output `conv(X, W) + b`: ReLU, or nothing
+    /// (and [`Self::activate_after_kernel`] applies the activation).
+    fn epilogue() -> Epilogue {
         if super::activation::is_relu::<A>() {
-            kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z, Epilogue::Relu);
-            return;
+            Epilogue::Relu
+        } else {
+            Epilogue::Identity
         }
-        kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z, Epilogue::Identity);
-        kernels::with_wide_vectors(|| {
-            for a in z {
-                *a = A::apply(*a);
-            }
-        });
+    }
+
+    /// `A = f(Z)` in place, after a kernel whose epilogue was [`Self::epilogue`]: nothing left
+    /// to do for ReLU.
+    fn activate_after_kernel(z: &mut [T]) {
+        if Self::epilogue() == Epilogue::Identity {
+            kernels::with_wide_vectors(|| {
+                for a in z {
+                    *a = A::apply(*a);
+                }
+            });
+        }
     }
 
     /// The forward pass of one sample with a stride other than 1: patches unrolled into
@@ -582,6 +596,25 @@ where
         for (x, y) in x.iter().zip(y) {
             self.forward_sample(x, y, &mut scratch);
         }
+    }
+
+    /// Stride 1: the direct kernel writes every output, so `y` is not zeroed first.
+    fn forward_uninit<'y, const B: usize>(
+        &self,
+        x: &[Self::In; B],
+        y: &'y mut MaybeUninit<[Self::Out; B]>,
+    ) -> &'y mut [Self::Out; B] {
+        if STRIDE != 1 {
+            let y = y.write([Self::Out::ZERO; B]);
+            self.forward(x, y);
+            return y;
+        }
+        let () = Self::SHAPE;
+        let x = x.as_flattened().as_flattened().as_flattened();
+        let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
+        let y = kernels::conv2d_stride1_images(&Self::DIRECT, x, weight, bias, y, Self::epilogue());
+        Self::activate_after_kernel(y.as_flattened_mut().as_flattened_mut().as_flattened_mut());
+        y
     }
 
     fn to_store<S2: Store>(&self) -> Self::WithStore<S2> {

@@ -262,6 +262,7 @@ pub use train::{Train, zeroed_batch};
 pub use trainer::{Diverged, StepError, Trainer};
 
 use core::fmt::Debug;
+use core::mem::MaybeUninit;
 
 use crate::format::{Message, NetSpec, TensorName, TensorSpec};
 
@@ -372,6 +373,32 @@ pub trait Layer {
     /// layer's width), so keep `B` moderate here; [`Train::forward_train`] keeps them on the
     /// heap instead.
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]);
+
+    /// [`Layer::forward`] into `y`, which need not be initialized, returned initialized: what a
+    /// [`Chain`] calls for the samples it keeps between its layers, so that they are not zeroed
+    /// first (for LeNet-5, 34 KB per prediction, about 3% of its time). The default zeroes `y`,
+    /// then calls `forward`; a layer whose kernels write every output (a stride-1 [`Conv2d`])
+    /// writes into it directly.
+    ///
+    /// ```
+    /// use core::mem::MaybeUninit;
+    /// use constmat::nn::{Dense, Identity, Inline, Layer};
+    ///
+    /// static LAYER: Dense<f32, 2, 1, Identity, Inline> = Dense::new([[1.0, -1.0]], [0.5]);
+    /// let mut y = MaybeUninit::uninit();
+    /// let y = LAYER.forward_uninit(&[[3.0, 1.0], [0.0, 2.0]], &mut y);
+    /// assert_eq!(*y, [[2.5], [-1.5]]);
+    /// ```
+    #[inline]
+    fn forward_uninit<'y, const B: usize>(
+        &self,
+        x: &[Self::In; B],
+        y: &'y mut MaybeUninit<[Self::Out; B]>,
+    ) -> &'y mut [Self::Out; B] {
+        let y = y.write([Self::Out::ZERO; B]);
+        self.forward(x, y);
+        y
+    }
 
     /// The output of one sample.
     #[inline]

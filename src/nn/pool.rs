@@ -14,6 +14,8 @@
 //! in the window's row-major order when several inputs tie, as PyTorch does. A NaN in a window
 //! is its maximum (the first NaN), so that it is not silently dropped.
 
+use core::mem::MaybeUninit;
+
 use super::shape::{Window, check_output_size};
 use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store};
 use crate::kernels;
@@ -208,6 +210,28 @@ impl<
                 }
             }
         }
+    }
+
+    /// 2 x 2 windows with stride 2 in `f32` where the SIMD kernel runs: it writes every
+    /// output, so `y` is not zeroed first.
+    fn forward_uninit<'y, const B: usize>(
+        &self,
+        x: &[Self::In; B],
+        y: &'y mut MaybeUninit<[Self::Out; B]>,
+    ) -> &'y mut [Self::Out; B] {
+        let () = Self::SHAPE;
+        let y = if K == 2 && STRIDE == 2 {
+            let x = x.as_flattened().as_flattened().as_flattened();
+            match kernels::max_pool_2x2_images(x, (H, W), y) {
+                Ok(pooled) => return pooled,
+                Err(y) => y,
+            }
+        } else {
+            y
+        };
+        let y = y.write([Self::Out::ZERO; B]);
+        self.forward(x, y);
+        y
     }
 
     fn to_store<S: Store>(&self) -> Self {

@@ -980,13 +980,57 @@ fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar, const SCRATCH: usi
 
 /// Copies the image `x` into the inside of `padded`, `shape.padding` from each edge; the
 /// border is not written.
-pub(crate) fn pad<T: Copy>(shape: &Conv, x: &[T], padded: &mut [T]) {
-    let (p, width) = (shape.padding, shape.width);
-    let (padded_height, padded_width) = (shape.height + 2 * p, shape.width + 2 * p);
-    for (i, row) in x.chunks_exact(width.max(1)).enumerate() {
-        let (c, y) = (i / shape.height, i % shape.height);
-        let start = (c * padded_height + y + p) * padded_width + p;
-        padded[start..start + width].copy_from_slice(row);
+pub(crate) fn pad<T: Scalar>(shape: &Conv, x: &[T], padded: &mut [T]) {
+    let (p, height, width) = (shape.padding, shape.height, shape.width);
+    let (padded_height, padded_width) = (height + 2 * p, width + 2 * p);
+    let plane = height * width;
+    if plane == 0 {
+        return;
+    }
+    for c in 0..shape.channels {
+        let inside = &mut padded[(c * padded_height + p) * padded_width + p..];
+        let x = &x[c * plane..][..plane];
+        copy_rows(x, width, inside, padded_width, (height, width), false);
+    }
+}
+
+/// Copies `rows` rows of `width` elements, row `i` from `from[i·from_stride..]` to
+/// `to[i·to_stride..]`; with `zero_gaps`, also zeros the rest of each row of `to`
+/// (`width..to_stride`). With masked vector moves for `f32` and `f64` on x86-64 (AVX2 or
+/// AVX-512), where `copy_from_slice` called `memmove` per row, which for short rows (28
+/// elements, LeNet-5's) cost more than the copy.
+///
+/// # Panics
+///
+/// When a row falls outside its slice (a bug in the caller).
+pub(crate) fn copy_rows<T: Copy + num_traits::Zero + 'static>(
+    from: &[T],
+    from_stride: usize,
+    to: &mut [T],
+    to_stride: usize,
+    (rows, width): (usize, usize),
+    zero_gaps: bool,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa()
+        && simd::copy_rows(
+            isa,
+            from,
+            from_stride,
+            to,
+            to_stride,
+            (rows, width),
+            zero_gaps,
+        )
+    {
+        return;
+    }
+    for i in 0..rows {
+        let from = &from[i * from_stride..][..width];
+        let to = &mut to[i * to_stride..][..if zero_gaps { to_stride } else { width }];
+        let (values, gap) = to.split_at_mut(width);
+        values.copy_from_slice(from);
+        gap.fill(T::zero());
     }
 }
 
@@ -1146,12 +1190,15 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
     if dz_scratch.len() == flat_len && shape.out_width() > 0 {
         // dZ with each output row at the image's row stride, zeros between the rows (the
         // layout of the kernel's flat positions).
-        let rows = dz.chunks_exact(shape.out_width());
-        for (row, flat_row) in rows.zip(dz_scratch.chunks_exact_mut(shape.width)) {
-            let (values, gap) = flat_row.split_at_mut(row.len());
-            values.copy_from_slice(row);
-            gap.fill(E::zero());
-        }
+        let (rows, out_width) = (flat_len / shape.width, shape.out_width());
+        copy_rows(
+            dz,
+            out_width,
+            dz_scratch,
+            shape.width,
+            (rows, out_width),
+            true,
+        );
         simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz_scratch, dw, accumulate);
         return;
     }

@@ -3387,6 +3387,121 @@ unsafe fn run_with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The rows of [`copy_rows`]: each row's vectors loaded and stored masked to its `width`, and
+/// with `zero_gaps` the rest of the row's stride stored from the zeros of the last masked load
+/// (and zero vectors after).
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; the slices hold the rows as [`copy_rows`] checks.
+#[inline(always)]
+unsafe fn copy_rows_run<S: Simd>(
+    from: &[S::E],
+    from_stride: usize,
+    to: &mut [S::E],
+    to_stride: usize,
+    (rows, width): (usize, usize),
+    zero_gaps: bool,
+) {
+    let lanes = S::LANES;
+    let end = if zero_gaps { to_stride } else { width };
+    let (from, to) = (from.as_ptr(), to.as_mut_ptr());
+    // SAFETY (whole body): the instruction set is present (the caller's contract); row `i`
+    // reads `from[i·from_stride..][..width]` and writes `to[i·to_stride..][..end]`, both in
+    // bounds (checked by `copy_rows`), every load and store masked to those.
+    unsafe {
+        for i in 0..rows {
+            let (source, target) = (from.add(i * from_stride), to.add(i * to_stride));
+            let mut v = 0;
+            while v < end {
+                let loaded = S::load_masked(
+                    source.wrapping_add(v),
+                    S::mask(lanes.min(width.saturating_sub(v))),
+                );
+                S::store_masked(target.add(v), S::mask(lanes.min(end - v)), loaded);
+                v += lanes;
+            }
+        }
+    }
+}
+
+macro_rules! copy_rows_entry {
+    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; the slices checked by
+        /// [`copy_rows`].
+        #[target_feature(enable = $features)]
+        unsafe fn $name(
+            from: &[$e],
+            from_stride: usize,
+            to: &mut [$e],
+            to_stride: usize,
+            size: (usize, usize),
+            zero_gaps: bool,
+        ) {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { copy_rows_run::<$simd>(from, from_stride, to, to_stride, size, zero_gaps) }
+        }
+    };
+}
+
+copy_rows_entry!(copy_rows_avx512_f32, Avx512F32, f32, "avx512f");
+copy_rows_entry!(copy_rows_avx512_f64, Avx512F64, f64, "avx512f");
+copy_rows_entry!(copy_rows_avx2_f32, Avx2F32, f32, "avx2,fma");
+copy_rows_entry!(copy_rows_avx2_f64, Avx2F64, f64, "avx2,fma");
+
+/// Copies `rows` rows of `width` elements, row `i` from `from[i·from_stride..]` to
+/// `to[i·to_stride..]`, with `isa`; with `zero_gaps`, also zeros the rest of each row of `to`
+/// (`width..to_stride`). Masked vector moves: `copy_from_slice` called `memmove` once per row,
+/// and for rows of 28 `f32`s (LeNet-5's first layer) the calls cost more than the copies.
+/// Returns `false`, writing nothing, unless `E` is `f32` or `f64`.
+///
+/// # Panics
+///
+/// When a row falls outside its slice (`width > to_stride` with `zero_gaps`, too), or the CPU
+/// does not have `isa`.
+pub(crate) fn copy_rows<E: 'static>(
+    isa: Isa,
+    from: &[E],
+    from_stride: usize,
+    to: &mut [E],
+    to_stride: usize,
+    (rows, width): (usize, usize),
+    zero_gaps: bool,
+) -> bool {
+    let last = |stride: usize, len: usize| (rows > 0).then(|| (rows - 1) * stride + len);
+    let in_from = last(from_stride, width).is_none_or(|n| n <= from.len());
+    let end = if zero_gaps { to_stride } else { width };
+    let in_to = last(to_stride, end).is_none_or(|n| n <= to.len());
+    assert!(
+        in_from && in_to && width <= end,
+        "{rows} rows of {width} from a stride of {from_stride} in {} elements to a stride of \
+         {to_stride} in {}",
+        from.len(),
+        to.len()
+    );
+    assert_isa(isa);
+    let size = (rows, width);
+    macro_rules! run {
+        ($e:ty, $avx512:ident, $avx2:ident) => {
+            if let (Some(from), Some(to)) =
+                (same_type_slice::<E, $e>(from), same_type_slice_mut::<E, $e>(to))
+            {
+                // SAFETY (both): bounds and instruction set checked above.
+                match isa {
+                    Isa::Avx512 => unsafe { $avx512(from, from_stride, to, to_stride, size, zero_gaps) },
+                    Isa::Avx2Fma => unsafe { $avx2(from, from_stride, to, to_stride, size, zero_gaps) },
+                }
+                return true;
+            }
+        };
+    }
+    run!(f32, copy_rows_avx512_f32, copy_rows_avx2_f32);
+    run!(f64, copy_rows_avx512_f64, copy_rows_avx2_f64);
+    false
+}
+
 /// `to = fromᵀ` for `from` of `rows` rows (row-major both; `to` as long as `from`): how the
 /// filters-in-lanes kernels get their weights (`[filters][C·K·K]` to `[C·K·K][filters]`) and
 /// the weight gradient its `dZ`.
@@ -5929,6 +6044,32 @@ mod tests {
                 }
             }
         }
+        for rows in [1, 2, 5] {
+            for width in [1, 3, 15, 16, 17, 28, 33] {
+                for zero_gaps in [false, true] {
+                    let (from_stride, to_stride) = (width + 1, width + 2);
+                    let from = values((rows - 1) * from_stride + width);
+                    let to_len = (rows - 1) * to_stride + if zero_gaps { to_stride } else { width };
+                    let (mut from, mut to) =
+                        (Guarded::new(&from), Guarded::new(&std::vec![0.0; to_len]));
+                    let size = (rows, width);
+                    for isa in [Isa::Avx512, Isa::Avx2Fma]
+                        .into_iter()
+                        .filter(|&i| isa_available(i))
+                    {
+                        copy_rows(
+                            isa,
+                            from.slice(),
+                            from_stride,
+                            to.slice(),
+                            to_stride,
+                            size,
+                            zero_gaps,
+                        );
+                    }
+                }
+            }
+        }
         for rows in [1, 15, 16, 17, 32, 33] {
             for columns in [1, 3, 4, 5, 7, 150] {
                 let from = values(rows * columns);
@@ -5953,6 +6094,76 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Row copies against the definition, for widths around the vector sizes, both strides
+    /// larger than the width (and equal), with and without zeroing the gaps: the values of each
+    /// row copied, the gaps zeroed or left as they were, nothing else written.
+    #[test]
+    fn row_copies_move_each_row_and_zero_only_the_gaps_asked_for() {
+        fn check<E: Element + PartialEq + std::fmt::Debug>(isa: Isa, from_f64: impl Fn(f64) -> E) {
+            let stale = from_f64(7.5);
+            for width in [0, 1, 3, 7, 8, 15, 16, 17, 28, 33] {
+                for (rows, from_gap, to_gap) in
+                    [(0, 0, 0), (1, 0, 0), (3, 0, 4), (5, 2, 0), (4, 3, 17)]
+                {
+                    for zero_gaps in [false, true] {
+                        let (from_stride, to_stride) = (width + from_gap, width + to_gap);
+                        let from: Vec<E> = values(rows * from_stride, width as u64)
+                            .into_iter()
+                            .map(&from_f64)
+                            .collect();
+                        let mut to = std::vec![stale; rows * to_stride + 3];
+                        let mut want = to.clone();
+                        for i in 0..rows {
+                            for j in 0..to_stride {
+                                if j < width {
+                                    want[i * to_stride + j] = from[i * from_stride + j];
+                                } else if zero_gaps {
+                                    want[i * to_stride + j] = E::default();
+                                }
+                            }
+                        }
+                        let size = (rows, width);
+                        assert!(copy_rows(
+                            isa,
+                            &from,
+                            from_stride,
+                            &mut to,
+                            to_stride,
+                            size,
+                            zero_gaps
+                        ));
+                        assert_eq!(
+                            to, want,
+                            "{isa:?}: {rows} rows of {width}, strides {from_stride} and {to_stride}, zero gaps {zero_gaps}"
+                        );
+                    }
+                }
+            }
+        }
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            check::<f32>(isa, |v| v as f32);
+            check::<f64>(isa, |v| v);
+            // Other element types: nothing written, the caller copies.
+            let mut to = [1_i32; 4];
+            assert!(!copy_rows(isa, &[2_i32; 4], 2, &mut to, 2, (2, 2), false));
+            assert_eq!(to, [1; 4]);
+        }
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "3 rows of 4 from a stride of 4 in 12 elements to a stride of 5 in 13"
+    )]
+    fn row_copies_past_the_end_of_their_slices_are_refused() {
+        let isa = detected_isa().expect("this test needs AVX2 or AVX-512");
+        // The last row's gap would end at 15.
+        copy_rows(isa, &[0.0_f32; 12], 4, &mut [0.0; 13], 5, (3, 4), true);
     }
 
     /// Planes of even sizes with rows of at most 16 (several row pairs per vector), against the

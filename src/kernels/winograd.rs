@@ -507,9 +507,8 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
                 .chunks_exact_mut(height * width)
                 .zip(padded.chunks_exact(covered))
             {
-                for (y, row) in plane.chunks_exact_mut(width).enumerate() {
-                    row.copy_from_slice(&padded[(y + padding) * covered_wide + padding..][..width]);
-                }
+                let inside = &padded[padding * covered_wide + padding..];
+                super::copy_rows(inside, covered_wide, plane, width, (height, width), false);
             }
         }
     }

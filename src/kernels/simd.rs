@@ -203,6 +203,9 @@ trait Simd {
     unsafe fn load(p: *const Self::E) -> Self::V;
     /// The lanes selected by `m` must be valid for reading; the others are zero and never read.
     unsafe fn load_masked(p: *const Self::E, m: Self::Mask) -> Self::V;
+    /// `v` with the lanes selected by `m` loaded from `p` (which must be valid for reading
+    /// them; the others are never read).
+    unsafe fn load_masked_into(v: Self::V, p: *const Self::E, m: Self::Mask) -> Self::V;
     /// `p` must be valid for writing `LANES` elements.
     unsafe fn store(p: *mut Self::E, v: Self::V);
     /// The lanes selected by `m` must be valid for writing; the others are not touched.
@@ -353,6 +356,12 @@ macro_rules! avx512 {
             }
             #[inline]
             #[target_feature(enable = "avx512f")]
+            unsafe fn load_masked_into(v: $v, p: *const $e, m: $mask) -> $v {
+                // SAFETY: as `load_masked`; the masked-off lanes are `v`'s.
+                unsafe { avx512!(@op mask_loadu, $suffix)(v, m, p) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
             unsafe fn store(p: *mut $e, v: $v) {
                 // SAFETY: the caller guarantees LANES writable elements at p.
                 unsafe { avx512!(@op storeu, $suffix)(p, v) }
@@ -417,6 +426,9 @@ macro_rules! pastey_ps {
     (maskz_loadu) => {
         _mm512_maskz_loadu_ps
     };
+    (mask_loadu) => {
+        _mm512_mask_loadu_ps
+    };
     (storeu) => {
         _mm512_storeu_ps
     };
@@ -457,6 +469,9 @@ macro_rules! pastey_pd {
     };
     (maskz_loadu) => {
         _mm512_maskz_loadu_pd
+    };
+    (mask_loadu) => {
+        _mm512_mask_loadu_pd
     };
     (storeu) => {
         _mm512_storeu_pd
@@ -634,6 +649,12 @@ macro_rules! avx2_ps {
     (maskload) => {
         _mm256_maskload_ps
     };
+    (blendv) => {
+        _mm256_blendv_ps
+    };
+    (cast_mask) => {
+        _mm256_castsi256_ps
+    };
     (storeu) => {
         _mm256_storeu_ps
     };
@@ -668,6 +689,12 @@ macro_rules! avx2_pd {
     };
     (maskload) => {
         _mm256_maskload_pd
+    };
+    (blendv) => {
+        _mm256_blendv_pd
+    };
+    (cast_mask) => {
+        _mm256_castsi256_pd
     };
     (storeu) => {
         _mm256_storeu_pd
@@ -799,6 +826,13 @@ macro_rules! avx2 {
                 // SAFETY: the caller guarantees the selected lanes are readable; vmaskmov does
                 // not access (or fault on) masked-off lanes.
                 unsafe { $ops!(maskload)(p, m) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn load_masked_into(v: $v, p: *const $e, m: __m256i) -> $v {
+                // SAFETY: as `load_masked`; the mask's lanes are all ones or all zeros, so
+                // `blendv` takes the loaded lanes where it is set.
+                unsafe { $ops!(blendv)(v, $ops!(maskload)(p, m), $ops!(cast_mask)(m)) }
             }
             #[inline]
             #[target_feature(enable = "avx2,fma")]
@@ -2127,7 +2161,8 @@ const WEIGHT_GRAD_PASS_BYTES: usize = 32 * 1024;
 /// input at `q + (c·H + ky)·W + kx` for step `(c, ky, kx)`, so each vector of positions is one
 /// contiguous load per step, whatever the rows, and no lane needs a mask for the padding (the
 /// caller pads the image). Positions with `ow >= OW` are computed and never stored. Filters
-/// `0..MR` at the `NV` vectors of flat positions from `q0`.
+/// `0..MR` at the `NV` vectors of flat positions from `q0`; with `dense`, [`conv_dense_tile`]
+/// instead, `q0` a dense position.
 ///
 /// # Safety
 ///
@@ -2141,8 +2176,7 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     w: *const S::E,
     bias: *const S::E,
     out: *mut S::E,
-    q0: usize,
-    epilogue: Epilogue,
+    (q0, epilogue, dense): (usize, Epilogue, bool),
 ) {
     let Conv {
         channels,
@@ -2156,6 +2190,12 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     // Flat positions 0..end hold every output; the last vectors may run past it.
     let end = (out_height - 1) * width + out_width;
     let steps = channels * kernel * kernel;
+    let plane_out = out_height * out_width;
+    if dense {
+        // SAFETY: forwarded (this function's contract).
+        unsafe { conv_dense_tile::<S, MR, NV>(shape, x, w, bias, out, q0, epilogue) };
+        return;
+    }
     // SAFETY (whole body): the instruction set is present (the caller's contract). A lane at
     // flat position q < end reads x[q + (c·H + ky)·W + kx] <= x[(OH - 1)·W + OW - 1 +
     // (C - 1)·H·W + (K - 1)·W + K - 1] = x[C·H·W - 1] (as OH + K - 1 = H, OW + K - 1 = W);
@@ -2197,7 +2237,6 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
                 }
             }
         }
-        let plane_out = out_height * out_width;
         for v in 0..NV {
             let q_start = q0 + v * lanes;
             let q_end = (q_start + lanes).min(end);
@@ -2223,9 +2262,120 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
+/// A vector of [`conv_dense_tile`]: its first input's offset, whether it lies whole in one
+/// output row, the masks of its two parts (the lanes in its first row, and those in the next),
+/// and how many of its lanes are outputs.
+#[derive(Clone, Copy)]
+struct DenseVector<M> {
+    offset: usize,
+    whole: bool,
+    first: M,
+    second: M,
+    valid: usize,
+}
+
+/// The tile of [`conv_flat_tile`] with the output positions dense (`d = oh·OW + ow`, lane `i`
+/// at `d0 + i`), for outputs at least a vector wide: a vector then spans at most two output
+/// rows, whose inputs lie `W - OW` apart at every step, so it is loaded in two masked parts
+/// (one where it lies in one row) and no lane computes a column of padding (in LeNet-5's first
+/// layer, 4 of every 32 lanes of the flat tile did), and it is stored whole. `q0` is the first
+/// dense position.
+///
+/// # Safety
+///
+/// As [`conv_flat_tile`], and `OW >= LANES`.
+#[inline(always)]
+unsafe fn conv_dense_tile<S: Simd, const MR: usize, const NV: usize>(
+    shape: &Conv,
+    x: *const S::E,
+    w: *const S::E,
+    bias: *const S::E,
+    out: *mut S::E,
+    d0: usize,
+    epilogue: Epilogue,
+) {
+    let Conv {
+        channels,
+        kernel,
+        height,
+        width,
+        ..
+    } = *shape;
+    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let (lanes, gap) = (S::LANES, width - out_width);
+    let plane_out = out_height * out_width;
+    let steps = channels * kernel * kernel;
+    // SAFETY (whole body): the instruction set is present (the caller's contract). Lane `i` of
+    // vector `v` is dense position `d = d0 + v·LANES + i`, output `(oh, ow) = (d / OW, d % OW)`,
+    // which reads the input at the flat position `oh·W + ow = d + oh·(W - OW)`, as the flat
+    // tile's lane at that position does (in bounds for every output); the lanes in the vector's
+    // first row are loaded from `d + oh0·(W - OW)` on, the others (row `oh0 + 1`, as `OW >=
+    // LANES`) from `W - OW` further; lanes at `d >= OH·OW` are masked off, never accessed.
+    // Weights read: r·C·K·K + step, r < MR. Stores: dense positions below OH·OW only.
+    unsafe {
+        let vectors: [DenseVector<S::Mask>; NV] = core::array::from_fn(|v| {
+            let d = d0 + v * lanes;
+            let valid = plane_out.saturating_sub(d).min(lanes);
+            let oh0 = d / out_width;
+            let first = (out_width * (oh0 + 1)).saturating_sub(d).min(valid);
+            DenseVector {
+                offset: d + oh0 * gap,
+                whole: first == lanes,
+                first: S::mask(first),
+                second: S::mask_range(first, valid.max(first)),
+                valid,
+            }
+        });
+        let mut acc = [[S::zero(); NV]; MR];
+        for (r, acc_row) in acc.iter_mut().enumerate() {
+            *acc_row = [S::splat(*bias.add(r)); NV];
+        }
+        let mut step = 0;
+        for c in 0..channels {
+            for ky in 0..kernel {
+                let row = x.wrapping_add((c * height + ky) * width);
+                for kx in 0..kernel {
+                    let mut inputs = [S::zero(); NV];
+                    for (input, vector) in inputs.iter_mut().zip(vectors.iter()) {
+                        let p = row.wrapping_add(vector.offset + kx);
+                        *input = if vector.whole {
+                            S::load(p)
+                        } else {
+                            let part = S::load_masked(p, vector.first);
+                            S::load_masked_into(part, p.wrapping_add(gap), vector.second)
+                        };
+                    }
+                    for (r, acc_row) in acc.iter_mut().enumerate() {
+                        let weight = S::splat(*w.add(r * steps + step));
+                        for (acc_v, &input) in acc_row.iter_mut().zip(inputs.iter()) {
+                            *acc_v = S::fma(weight, input, *acc_v);
+                        }
+                    }
+                    step += 1;
+                }
+            }
+        }
+        for (v, &DenseVector { valid, .. }) in vectors.iter().enumerate() {
+            let d = d0 + v * lanes;
+            for (r, acc_row) in acc.iter().enumerate() {
+                let p = out.wrapping_add(r * plane_out + d);
+                let value = finish::<S>(acc_row[v], epilogue);
+                if valid == lanes {
+                    S::store(p, value);
+                } else if valid > 0 {
+                    S::store_masked(p, S::mask(valid), value);
+                }
+            }
+        }
+    }
+}
+
 /// The whole stride-1 convolution of one image without padding, positions in the lanes, flat
-/// (see [`conv_flat_tile`]): blocks of `OUTER_ROWS` filters, each over the flat positions,
-/// `FLAT_VECTORS` vectors per tile.
+/// (see [`conv_flat_tile`]), or dense where the output is at least a vector wide (see
+/// [`conv_dense_tile`]): blocks of `OUTER_ROWS` filters, each over the positions,
+/// `FLAT_VECTORS` vectors per tile (4 for up to 6 filters on AVX-512), then one tile of the
+/// vectors left. (A last tile as wide as the others computed up to 3 vectors past the end:
+/// with the dense positions of LeNet-5's first layer, 49 vectors, 4 x 13 of them.)
 ///
 /// # Safety
 ///
@@ -2244,7 +2394,13 @@ unsafe fn conv_flat_run<S: Simd>(
     if out_height == 0 || out_width == 0 {
         return;
     }
-    let end = (out_height - 1) * shape.width + out_width;
+    // Outputs at least a vector wide: dense positions (see `conv_dense_tile`).
+    let dense = out_width >= S::LANES;
+    let end = if dense {
+        out_height * out_width
+    } else {
+        (out_height - 1) * shape.width + out_width
+    };
     let vectors = end.div_ceil(S::LANES);
     let steps = shape.channels * shape.kernel * shape.kernel;
     let (x, out) = (x.as_ptr(), out.as_mut_ptr().cast::<S::E>());
@@ -2262,46 +2418,19 @@ unsafe fn conv_flat_run<S: Simd>(
             } else {
                 S::FLAT_VECTORS
             };
-            for v in (0..vectors).step_by(per_tile) {
+            // Whole tiles, then one of the vectors left (no tile of vectors past the end).
+            let mut v = 0;
+            while v < vectors {
+                let n = per_tile.min(vectors - v);
                 let q0 = v * S::LANES;
-                match per_tile {
-                    4 => tile_rows!(
-                        conv_flat_tile,
-                        rows,
-                        4,
-                        shape,
-                        x,
-                        w,
-                        bias,
-                        out,
-                        q0,
-                        epilogue
-                    ),
-                    3 => tile_rows!(
-                        conv_flat_tile,
-                        rows,
-                        3,
-                        shape,
-                        x,
-                        w,
-                        bias,
-                        out,
-                        q0,
-                        epilogue
-                    ),
-                    _ => tile_rows!(
-                        conv_flat_tile,
-                        rows,
-                        2,
-                        shape,
-                        x,
-                        w,
-                        bias,
-                        out,
-                        q0,
-                        epilogue
-                    ),
+                let args = (q0, epilogue, dense);
+                match n {
+                    4 => tile_rows!(conv_flat_tile, rows, 4, shape, x, w, bias, out, args),
+                    3 => tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, args),
+                    2 => tile_rows!(conv_flat_tile, rows, 2, shape, x, w, bias, out, args),
+                    _ => tile_rows!(conv_flat_tile, rows, 1, shape, x, w, bias, out, args),
                 }
+                v += n;
             }
         }
     }
@@ -6042,6 +6171,39 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+        // The flat convolution kernel, positions dense where the output is at least a vector
+        // wide (each vector's last lanes loaded from the next row), flat where it is not: the
+        // image and the output end at the guard page.
+        for (channels, filters, kernel, height, width) in [
+            (1, 6, 5, 32, 32),
+            (2, 3, 3, 18, 19),
+            (1, 1, 1, 1, 16),
+            (1, 2, 3, 7, 9),
+            (3, 9, 2, 5, 40),
+        ] {
+            let shape = Conv {
+                channels,
+                filters,
+                kernel,
+                padding: 0,
+                height,
+                width,
+            };
+            let x = values(shape.image_len());
+            let w = values(filters * channels * kernel * kernel);
+            let bias = values(filters);
+            let (mut x, mut out) = (
+                Guarded::new(&x),
+                Guarded::new(&std::vec![0.0; shape.output_len()]),
+            );
+            for isa in [Isa::Avx512, Isa::Avx2Fma]
+                .into_iter()
+                .filter(|&i| isa_available(i))
+            {
+                let out = as_output(out.slice());
+                conv2d_stride1_flat(isa, &shape, x.slice(), &w, &bias, out, Epilogue::Relu);
             }
         }
         for rows in [1, 2, 5] {

@@ -2436,12 +2436,14 @@ unsafe fn conv_flat_run<S: Simd>(
     }
 }
 
-macro_rules! conv_flat_entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+/// The entry of a stride-1 convolution's forward kernel `$run` (`conv_run`, `conv_flat_run`,
+/// `conv_filters_run`) for one instruction set and element type.
+macro_rules! conv_forward_entry {
+    ($name:ident, $run:ident, $simd:ty, $e:ty, $features:literal) => {
         /// # Safety
         ///
-        /// The CPU has the instruction set named in `target_feature`; sizes checked by
-        /// [`conv2d_stride1_flat`].
+        /// The CPU has the instruction set named in `target_feature`; the sizes and lengths
+        /// checked by the safe function that calls it.
         #[target_feature(enable = $features)]
         unsafe fn $name(
             shape: &Conv,
@@ -2455,18 +2457,30 @@ macro_rules! conv_flat_entry {
             // epilogue, each a constant there: as a run-time value it cost the flat kernel 15%.
             match epilogue {
                 Epilogue::Identity => unsafe {
-                    conv_flat_run::<$simd>(shape, x, w, bias, out, Epilogue::Identity)
+                    $run::<$simd>(shape, x, w, bias, out, Epilogue::Identity)
                 },
-                Epilogue::Relu => unsafe { conv_flat_run::<$simd>(shape, x, w, bias, out, Epilogue::Relu) },
+                Epilogue::Relu => unsafe { $run::<$simd>(shape, x, w, bias, out, Epilogue::Relu) },
             }
         }
     };
 }
 
-conv_flat_entry!(conv_flat_avx512_f32, Avx512F32, f32, "avx512f");
-conv_flat_entry!(conv_flat_avx512_f64, Avx512F64, f64, "avx512f");
-conv_flat_entry!(conv_flat_avx2_f32, Avx2F32, f32, "avx2,fma");
-conv_flat_entry!(conv_flat_avx2_f64, Avx2F64, f64, "avx2,fma");
+conv_forward_entry!(
+    conv_flat_avx512_f32,
+    conv_flat_run,
+    Avx512F32,
+    f32,
+    "avx512f"
+);
+conv_forward_entry!(
+    conv_flat_avx512_f64,
+    conv_flat_run,
+    Avx512F64,
+    f64,
+    "avx512f"
+);
+conv_forward_entry!(conv_flat_avx2_f32, conv_flat_run, Avx2F32, f32, "avx2,fma");
+conv_forward_entry!(conv_flat_avx2_f64, conv_flat_run, Avx2F64, f64, "avx2,fma");
 
 /// Output positions per tile of [`conv_filters_tile`]: one accumulator each, plus the weights'
 /// vector and a broadcast, within AVX2's 16 registers.
@@ -3205,33 +3219,6 @@ pub(crate) fn conv2d_stride1_winograd<E: Element>(
     unreachable!("the SIMD kernels take f32 and f64");
 }
 
-macro_rules! conv_entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
-        /// # Safety
-        ///
-        /// The CPU has the instruction set named in `target_feature`; sizes checked by
-        /// [`conv2d_stride1`].
-        #[target_feature(enable = $features)]
-        unsafe fn $name(
-            shape: &Conv,
-            x: &[$e],
-            w: &[$e],
-            bias: &[$e],
-            out: &mut [MaybeUninit<$e>],
-            epilogue: Epilogue,
-        ) {
-            // SAFETY (both): forwarded from this function's contract. One inlined copy per
-            // epilogue, each a constant there: as a run-time value it cost the flat kernel 15%.
-            match epilogue {
-                Epilogue::Identity => unsafe {
-                    conv_run::<$simd>(shape, x, w, bias, out, Epilogue::Identity)
-                },
-                Epilogue::Relu => unsafe { conv_run::<$simd>(shape, x, w, bias, out, Epilogue::Relu) },
-            }
-        }
-    };
-}
-
 macro_rules! weight_grad_entry {
     ($name:ident, $simd:ty, $e:ty, $features:literal) => {
         /// # Safety
@@ -3250,33 +3237,6 @@ macro_rules! weight_grad_entry {
         ) {
             // SAFETY: forwarded from this function's contract.
             unsafe { weight_grad_run::<$simd>(shape, batch, x, dz, dw, accumulate) }
-        }
-    };
-}
-
-macro_rules! conv_filters_entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
-        /// # Safety
-        ///
-        /// The CPU has the instruction set named in `target_feature`; sizes checked by
-        /// [`conv2d_stride1_filters`].
-        #[target_feature(enable = $features)]
-        unsafe fn $name(
-            shape: &Conv,
-            x: &[$e],
-            wt: &[$e],
-            bias: &[$e],
-            out: &mut [MaybeUninit<$e>],
-            epilogue: Epilogue,
-        ) {
-            // SAFETY (both): forwarded from this function's contract. One inlined copy per
-            // epilogue, each a constant there: as a run-time value it cost the flat kernel 15%.
-            match epilogue {
-                Epilogue::Identity => unsafe {
-                    conv_filters_run::<$simd>(shape, x, wt, bias, out, Epilogue::Identity)
-                },
-                Epilogue::Relu => unsafe { conv_filters_run::<$simd>(shape, x, wt, bias, out, Epilogue::Relu) },
-            }
         }
     };
 }
@@ -3303,10 +3263,34 @@ macro_rules! weight_grad_filters_entry {
     };
 }
 
-conv_filters_entry!(conv_filters_avx512_f32, Avx512F32, f32, "avx512f");
-conv_filters_entry!(conv_filters_avx512_f64, Avx512F64, f64, "avx512f");
-conv_filters_entry!(conv_filters_avx2_f32, Avx2F32, f32, "avx2,fma");
-conv_filters_entry!(conv_filters_avx2_f64, Avx2F64, f64, "avx2,fma");
+conv_forward_entry!(
+    conv_filters_avx512_f32,
+    conv_filters_run,
+    Avx512F32,
+    f32,
+    "avx512f"
+);
+conv_forward_entry!(
+    conv_filters_avx512_f64,
+    conv_filters_run,
+    Avx512F64,
+    f64,
+    "avx512f"
+);
+conv_forward_entry!(
+    conv_filters_avx2_f32,
+    conv_filters_run,
+    Avx2F32,
+    f32,
+    "avx2,fma"
+);
+conv_forward_entry!(
+    conv_filters_avx2_f64,
+    conv_filters_run,
+    Avx2F64,
+    f64,
+    "avx2,fma"
+);
 
 weight_grad_filters_entry!(weight_grad_filters_avx512_f32, Avx512F32, f32, "avx512f");
 weight_grad_filters_entry!(weight_grad_filters_avx512_f64, Avx512F64, f64, "avx512f");
@@ -3318,10 +3302,10 @@ weight_grad_entry!(weight_grad_avx512_f64, Avx512F64, f64, "avx512f");
 weight_grad_entry!(weight_grad_avx2_f32, Avx2F32, f32, "avx2,fma");
 weight_grad_entry!(weight_grad_avx2_f64, Avx2F64, f64, "avx2,fma");
 
-conv_entry!(conv_avx512_f32, Avx512F32, f32, "avx512f");
-conv_entry!(conv_avx512_f64, Avx512F64, f64, "avx512f");
-conv_entry!(conv_avx2_f32, Avx2F32, f32, "avx2,fma");
-conv_entry!(conv_avx2_f64, Avx2F64, f64, "avx2,fma");
+conv_forward_entry!(conv_avx512_f32, conv_run, Avx512F32, f32, "avx512f");
+conv_forward_entry!(conv_avx512_f64, conv_run, Avx512F64, f64, "avx512f");
+conv_forward_entry!(conv_avx2_f32, conv_run, Avx2F32, f32, "avx2,fma");
+conv_forward_entry!(conv_avx2_f64, conv_run, Avx2F64, f64, "avx2,fma");
 
 /// A stride-1 convolution of one image, `out = conv(x, w) + bias` (see [`Conv`]), with `isa`.
 ///

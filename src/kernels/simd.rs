@@ -2156,6 +2156,60 @@ unsafe fn weight_grad_run<S: Simd>(
 /// training step 5% slower than one, the whole batch of 64, read from L3, 12% slower).
 const WEIGHT_GRAD_PASS_BYTES: usize = 32 * 1024;
 
+/// The sums of a tile of [`conv_flat_tile`] or [`conv_dense_tile`]: `acc[r][v]` = filter `r`'s
+/// bias plus, over the steps `(c, ky, kx)`, its weight times vector `v` of inputs,
+/// `load(v, at)` with `at` the image at `(c·H + ky)·W + kx` (each tile adds where its vector's
+/// lanes start).
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `w` and `bias` hold the `MR` filters and biases; `load`
+/// reads only inside the image.
+#[inline(always)]
+unsafe fn positions_tile_sums<S: Simd, const MR: usize, const NV: usize>(
+    shape: &Conv,
+    x: *const S::E,
+    w: *const S::E,
+    bias: *const S::E,
+    load: impl Fn(usize, *const S::E) -> S::V,
+) -> [[S::V; NV]; MR] {
+    let Conv {
+        channels,
+        kernel,
+        height,
+        width,
+        ..
+    } = *shape;
+    let steps = channels * kernel * kernel;
+    // SAFETY: the instruction set is present; weights read: r·C·K·K + step, r < MR (the
+    // caller's contract); the inputs' addresses are formed with wrapping arithmetic and read
+    // only by `load`.
+    unsafe {
+        let mut acc = [[S::zero(); NV]; MR];
+        for (r, acc_row) in acc.iter_mut().enumerate() {
+            *acc_row = [S::splat(*bias.add(r)); NV];
+        }
+        let mut step = 0;
+        for c in 0..channels {
+            for ky in 0..kernel {
+                let row = x.wrapping_add((c * height + ky) * width);
+                for kx in 0..kernel {
+                    let at = row.wrapping_add(kx);
+                    let inputs: [S::V; NV] = core::array::from_fn(|v| load(v, at));
+                    for (r, acc_row) in acc.iter_mut().enumerate() {
+                        let weight = S::splat(*w.add(r * steps + step));
+                        for (acc_v, &input) in acc_row.iter_mut().zip(inputs.iter()) {
+                            *acc_v = S::fma(weight, input, *acc_v);
+                        }
+                    }
+                    step += 1;
+                }
+            }
+        }
+        acc
+    }
+}
+
 /// One tile of a stride-1 convolution without padding, positions in the lanes, the output rows
 /// laid end to end at the input's row stride ("flat"): flat position `q = oh·W + ow` reads the
 /// input at `q + (c·H + ky)·W + kx` for step `(c, ky, kx)`, so each vector of positions is one
@@ -2178,18 +2232,11 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     out: *mut S::E,
     (q0, epilogue, dense): (usize, Epilogue, bool),
 ) {
-    let Conv {
-        channels,
-        kernel,
-        height,
-        width,
-        ..
-    } = *shape;
+    let width = shape.width;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
     let lanes = S::LANES;
     // Flat positions 0..end hold every output; the last vectors may run past it.
     let end = (out_height - 1) * width + out_width;
-    let steps = channels * kernel * kernel;
     let plane_out = out_height * out_width;
     if dense {
         // SAFETY: forwarded (this function's contract).
@@ -2207,36 +2254,15 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
             let valid = end.saturating_sub(q0 + v * lanes).min(lanes);
             (valid == lanes, S::mask(valid))
         });
-        let mut acc = [[S::zero(); NV]; MR];
-        for (r, acc_row) in acc.iter_mut().enumerate() {
-            *acc_row = [S::splat(*bias.add(r)); NV];
-        }
-        let mut step = 0;
-        for c in 0..channels {
-            for ky in 0..kernel {
-                let row = x.wrapping_add((c * height + ky) * width + q0);
-                for kx in 0..kernel {
-                    let mut inputs = [S::zero(); NV];
-                    for (v, (input, &(full, mask))) in
-                        inputs.iter_mut().zip(vectors.iter()).enumerate()
-                    {
-                        let p = row.wrapping_add(kx + v * lanes);
-                        *input = if full {
-                            S::load(p)
-                        } else {
-                            S::load_masked(p, mask)
-                        };
-                    }
-                    for (r, acc_row) in acc.iter_mut().enumerate() {
-                        let weight = S::splat(*w.add(r * steps + step));
-                        for (acc_v, &input) in acc_row.iter_mut().zip(inputs.iter()) {
-                            *acc_v = S::fma(weight, input, *acc_v);
-                        }
-                    }
-                    step += 1;
-                }
+        let acc = positions_tile_sums::<S, MR, NV>(shape, x, w, bias, |v, at| {
+            let p = at.wrapping_add(q0 + v * lanes);
+            let (full, mask) = vectors[v];
+            if full {
+                S::load(p)
+            } else {
+                S::load_masked(p, mask)
             }
-        }
+        });
         for v in 0..NV {
             let q_start = q0 + v * lanes;
             let q_end = (q_start + lanes).min(end);
@@ -2294,17 +2320,9 @@ unsafe fn conv_dense_tile<S: Simd, const MR: usize, const NV: usize>(
     d0: usize,
     epilogue: Epilogue,
 ) {
-    let Conv {
-        channels,
-        kernel,
-        height,
-        width,
-        ..
-    } = *shape;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
-    let (lanes, gap) = (S::LANES, width - out_width);
+    let (lanes, gap) = (S::LANES, shape.width - out_width);
     let plane_out = out_height * out_width;
-    let steps = channels * kernel * kernel;
     // SAFETY (whole body): the instruction set is present (the caller's contract). Lane `i` of
     // vector `v` is dense position `d = d0 + v·LANES + i`, output `(oh, ow) = (d / OW, d % OW)`,
     // which reads the input at the flat position `oh·W + ow = d + oh·(W - OW)`, as the flat
@@ -2326,35 +2344,16 @@ unsafe fn conv_dense_tile<S: Simd, const MR: usize, const NV: usize>(
                 valid,
             }
         });
-        let mut acc = [[S::zero(); NV]; MR];
-        for (r, acc_row) in acc.iter_mut().enumerate() {
-            *acc_row = [S::splat(*bias.add(r)); NV];
-        }
-        let mut step = 0;
-        for c in 0..channels {
-            for ky in 0..kernel {
-                let row = x.wrapping_add((c * height + ky) * width);
-                for kx in 0..kernel {
-                    let mut inputs = [S::zero(); NV];
-                    for (input, vector) in inputs.iter_mut().zip(vectors.iter()) {
-                        let p = row.wrapping_add(vector.offset + kx);
-                        *input = if vector.whole {
-                            S::load(p)
-                        } else {
-                            let part = S::load_masked(p, vector.first);
-                            S::load_masked_into(part, p.wrapping_add(gap), vector.second)
-                        };
-                    }
-                    for (r, acc_row) in acc.iter_mut().enumerate() {
-                        let weight = S::splat(*w.add(r * steps + step));
-                        for (acc_v, &input) in acc_row.iter_mut().zip(inputs.iter()) {
-                            *acc_v = S::fma(weight, input, *acc_v);
-                        }
-                    }
-                    step += 1;
-                }
+        let acc = positions_tile_sums::<S, MR, NV>(shape, x, w, bias, |v, at| {
+            let vector = vectors[v];
+            let p = at.wrapping_add(vector.offset);
+            if vector.whole {
+                S::load(p)
+            } else {
+                let part = S::load_masked(p, vector.first);
+                S::load_masked_into(part, p.wrapping_add(gap), vector.second)
             }
-        }
+        });
         for (v, &DenseVector { valid, .. }) in vectors.iter().enumerate() {
             let d = d0 + v * lanes;
             for (r, acc_row) in acc.iter().enumerate() {
@@ -4870,6 +4869,27 @@ mod tests {
 
     const ID: Epilogue = Epilogue::Identity;
 
+    /// The sizes `(channels, filters, kernel, padding, height, width)` of the tests' tables.
+    fn conv_of(
+        (channels, filters, kernel, padding, height, width): (
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+        ),
+    ) -> Conv {
+        Conv {
+            channels,
+            filters,
+            kernel,
+            padding,
+            height,
+            width,
+        }
+    }
+
     /// `values` as a kernel's output, which the kernels take uninitialized.
     fn as_output<E>(values: &mut [E]) -> &mut [MaybeUninit<E>] {
         // SAFETY: the kernels write only initialized values (their outputs).
@@ -5696,17 +5716,8 @@ mod tests {
                 (3, 20, 3, 1, 9, 11),
                 (2, 5, 4, 2, 7, 6),
             ];
-            for (i, (channels, filters, kernel, padding, height, width)) in
-                winograd.into_iter().enumerate()
-            {
-                let shape = Conv {
-                    channels,
-                    filters,
-                    kernel,
-                    padding,
-                    height,
-                    width,
-                };
+            for (i, sizes) in winograd.into_iter().enumerate() {
+                let shape = conv_of(sizes);
                 assert!(winograd_forward_applies(&shape), "{shape:?}");
                 let ops = operands(&shape, 500 + i as u64);
                 let what = std::format!("{isa:?} Winograd {shape:?}");
@@ -6160,21 +6171,20 @@ mod tests {
         // The flat convolution kernel, positions dense where the output is at least a vector
         // wide (each vector's last lanes loaded from the next row), flat where it is not: the
         // image and the output end at the guard page.
-        for (channels, filters, kernel, height, width) in [
-            (1, 6, 5, 32, 32),
-            (2, 3, 3, 18, 19),
-            (1, 1, 1, 1, 16),
-            (1, 2, 3, 7, 9),
-            (3, 9, 2, 5, 40),
+        for sizes in [
+            (1, 6, 5, 0, 32, 32),
+            (2, 3, 3, 0, 18, 19),
+            (1, 1, 1, 0, 1, 16),
+            (1, 2, 3, 0, 7, 9),
+            (3, 9, 2, 0, 5, 40),
         ] {
-            let shape = Conv {
+            let shape = conv_of(sizes);
+            let Conv {
                 channels,
                 filters,
                 kernel,
-                padding: 0,
-                height,
-                width,
-            };
+                ..
+            } = shape;
             let x = values(shape.image_len());
             let w = values(filters * channels * kernel * kernel);
             let bias = values(filters);
@@ -6674,17 +6684,8 @@ mod tests {
         }
         let worst = |isa: Isa, f32_lanes: bool| {
             let mut worst = 0.0_f64;
-            for (i, &(channels, filters, kernel, padding, height, width)) in
-                shapes.iter().enumerate()
-            {
-                let shape = Conv {
-                    channels,
-                    filters,
-                    kernel,
-                    padding,
-                    height,
-                    width,
-                };
+            for (i, &sizes) in shapes.iter().enumerate() {
+                let shape = conv_of(sizes);
                 assert!(winograd_forward_applies(&shape), "{shape:?}");
                 worst = worst.max(if f32_lanes {
                     error::<f32>(isa, &shape, i as u64, |x| x as f32)

@@ -1308,7 +1308,8 @@ pub(crate) fn max_pool_2x2<T: 'static>(x: &[T], size: (usize, usize), out: &mut 
 ///
 /// # Panics
 ///
-/// When `x` is not `B` images of `C` planes of `size` or `OH x OW` not their pooled size.
+/// Where the kernel runs, when `x` is not `B` images of `C` planes of `size` or `OH x OW` not
+/// their pooled size (where it does not, nothing is checked: the caller's own loops are).
 #[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
 #[allow(clippy::type_complexity)]
 pub(crate) fn max_pool_2x2_images<
@@ -1324,7 +1325,8 @@ pub(crate) fn max_pool_2x2_images<
     y: &'y mut MaybeUninit<[[[[T; OW]; OH]; C]; B]>,
 ) -> Result<&'y mut [[[[T; OW]; OH]; C]; B], &'y mut MaybeUninit<[[[[T; OW]; OH]; C]; B]>> {
     // SAFETY: nested arrays of `T` are their `B·C·OH·OW` elements in a row, without padding,
-    // and `MaybeUninit<T>` has `T`'s layout; `out` is not used after this statement.
+    // and `MaybeUninit<T>` has `T`'s layout; `y` is not used while `out` is (its last use is
+    // the kernel's call below).
     let out = unsafe {
         core::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<MaybeUninit<T>>(), B * C * OH * OW)
     };

@@ -2216,13 +2216,14 @@ unsafe fn positions_tile_sums<S: Simd, const MR: usize, const NV: usize>(
 /// contiguous load per step, whatever the rows, and no lane needs a mask for the padding (the
 /// caller pads the image). Positions with `ow >= OW` are computed and never stored. Filters
 /// `0..MR` at the `NV` vectors of flat positions from `q0`; with `dense`, [`conv_dense_tile`]
-/// instead, `q0` a dense position.
+/// instead, `q0` a dense position (which needs `OW >= LANES`: a vector then spans at most two
+/// rows).
 ///
 /// # Safety
 ///
 /// The CPU has `S`'s instruction set; `x` holds `C·H·W` elements, `w` and `bias` the `MR`
 /// filters and biases, `out` the `MR` output planes of `OH·OW` from the tile's first filter on;
-/// `OH, OW >= 1`; no padding.
+/// `OH, OW >= 1`; no padding; `OW >= LANES` with `dense`.
 #[inline(always)]
 unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     shape: &Conv,
@@ -4079,8 +4080,8 @@ unsafe fn max_pool_2x2_planes_avx512(
         unsafe { max_pool_2x2_narrow_avx512(x, width, out, planes * out_height) };
         return;
     }
-    if out_width == 0 {
-        return;
+    if out_width == 0 || out_height == 0 {
+        return; // nothing to write (and no chunks of 0 elements)
     }
     // Whole row pairs (an odd last row is left out), each a row of outputs: as chunks, so that
     // every row's sizes and masks are the same values, computed once.
@@ -6361,6 +6362,20 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Planes of fewer than two rows pool into nothing, whatever their width (the kernel for
+    /// wide rows once cut its output into chunks of 0 elements and panicked).
+    #[test]
+    fn max_pooling_of_planes_too_short_for_a_window_writes_nothing() {
+        if detected_isa() != Some(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        for (planes, height, width) in [(1, 1, 32), (3, 1, 40), (2, 0, 21), (1, 1, 3), (0, 4, 40)] {
+            let x = std::vec![1.0_f32; planes * height * width];
+            max_pool_2x2_f32(Isa::Avx512, &x, (height, width), as_output(&mut []));
         }
     }
 

@@ -99,10 +99,9 @@ impl Activation for Relu {
     }
 }
 
-/// Whether `A` is [`Relu`], whose rule has a kernel of its own
-/// ([`kernels::relu_in_place`](crate::kernels)): decided by type, so that no activation can
-/// claim to be ReLU and compute something else. The comparison of two constants, folded away
-/// in an optimized build.
+/// Whether `A` is [`Relu`], which the convolution kernels apply as they store each output (their
+/// `Epilogue::Relu`): decided by type, so that no activation can claim to be ReLU and compute
+/// something else. The comparison of two constants, folded away in an optimized build.
 pub(crate) fn is_relu<A: Activation>() -> bool {
     core::any::TypeId::of::<A>() == core::any::TypeId::of::<Relu>()
 }

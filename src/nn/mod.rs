@@ -377,8 +377,12 @@ pub trait Layer {
     /// [`Layer::forward`] into `y`, which need not be initialized, returned initialized: what a
     /// [`Chain`] calls for the samples it keeps between its layers, so that they are not zeroed
     /// first (for LeNet-5, 34 KB per prediction, about 3% of its time). The default zeroes `y`,
-    /// then calls `forward`; a layer whose kernels write every output (a stride-1 [`Conv2d`])
-    /// writes into it directly.
+    /// then calls `forward`; a layer whose kernels write every output (a stride-1 [`Conv2d`], a
+    /// 2 x 2 [`MaxPool2d`] in `f32` where the CPU has AVX-512) writes into it directly, and a
+    /// [`Chain`] passes it on to its last layer.
+    ///
+    /// An implementation gives the same values as `forward` (a chain's `forward` takes its
+    /// first layer's outputs from this method) and returns `y` itself, written.
     ///
     /// ```
     /// use core::mem::MaybeUninit;

@@ -747,13 +747,8 @@ pub(crate) fn conv2d_stride1_images<
     y: &'y mut MaybeUninit<[[[[T; OW]; OH]; OC]; B]>,
     epilogue: Epilogue,
 ) -> &'y mut [[[[T; OW]; OH]; OC]; B] {
-    // SAFETY: nested arrays of `T` are their `B·OC·OH·OW` elements in a row, without padding,
-    // and `MaybeUninit<T>` has `T`'s layout; the exclusive borrow of `y` moves into `out`.
-    let out = unsafe {
-        core::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<MaybeUninit<T>>(), B * OC * OH * OW)
-    };
-    conv2d_stride1_uninit(shape, B, x, w, bias, out, epilogue);
-    // SAFETY: `conv2d_stride1_uninit` wrote every element of `out`, all of `y` (or panicked on
+    conv2d_stride1_uninit(shape, B, x, w, bias, uninit_elements(y), epilogue);
+    // SAFETY: `conv2d_stride1_uninit` wrote every element of `y` (or panicked on
     // lengths that do not fit).
     unsafe { y.assume_init_mut() }
 }
@@ -804,6 +799,19 @@ fn conv2d_stride1_dispatch<T: Scalar>(
                 *z = epilogue.apply(*z);
             }
         }
+    }
+}
+
+/// The elements of an uninitialized batch of images (`[image][plane][row][column]`), to write
+/// into.
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+fn uninit_elements<T, const C: usize, const H: usize, const W: usize, const B: usize>(
+    images: &mut MaybeUninit<[[[[T; W]; H]; C]; B]>,
+) -> &mut [MaybeUninit<T>] {
+    // SAFETY: nested arrays of `T` are their `B·C·H·W` elements in a row, without padding, and
+    // `MaybeUninit<T>` has `T`'s layout; the exclusive borrow of `images` moves into the result.
+    unsafe {
+        core::slice::from_raw_parts_mut(images.as_mut_ptr().cast::<MaybeUninit<T>>(), B * C * H * W)
     }
 }
 
@@ -1324,13 +1332,7 @@ pub(crate) fn max_pool_2x2_images<
     size: (usize, usize),
     y: &'y mut MaybeUninit<[[[[T; OW]; OH]; C]; B]>,
 ) -> Result<&'y mut [[[[T; OW]; OH]; C]; B], &'y mut MaybeUninit<[[[[T; OW]; OH]; C]; B]>> {
-    // SAFETY: nested arrays of `T` are their `B·C·OH·OW` elements in a row, without padding,
-    // and `MaybeUninit<T>` has `T`'s layout; `y` is not used while `out` is (its last use is
-    // the kernel's call below).
-    let out = unsafe {
-        core::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<MaybeUninit<T>>(), B * C * OH * OW)
-    };
-    if max_pool_2x2_dispatch(x, size, out) {
+    if max_pool_2x2_dispatch(x, size, uninit_elements(y)) {
         // SAFETY: the kernel wrote every element of `out`, all of `y` (or panicked on lengths
         // that do not fit).
         Ok(unsafe { y.assume_init_mut() })

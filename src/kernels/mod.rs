@@ -1048,11 +1048,12 @@ pub(crate) fn copy_rows<T: Copy + num_traits::Zero + 'static>(
 /// patches `X̂`. Fast without padding: a padded convolution's caller passes the padded images
 /// (and padding 0).
 ///
-/// The SIMD kernels want `dz` laid out for them in `dz_scratch` (see
+/// The SIMD kernels may want `dz` laid out for them in `dz_scratch` (see
 /// [`conv_weight_gradient_scratch`]): with many filters and narrow images they put the filters
 /// in the lanes and want it position-major; otherwise they put the positions in the lanes and
-/// want each output row at the image's row stride. With a scratch of another length the
-/// generic loops run.
+/// take `dz` as it is where its rows fill whole vectors about as well as the image's rows
+/// would, and want each output row at the image's row stride where not. With a scratch of
+/// another length the generic loops run.
 ///
 /// # Panics
 ///
@@ -1150,7 +1151,8 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
 /// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`,
 /// to lay `dz` out as its SIMD kernel wants: `dz`'s length when it puts the filters in the
 /// lanes (position-major), `dz`'s rows at the padded image's row stride when it puts the
-/// positions in the lanes (flat), 0 without SIMD kernels.
+/// positions in the lanes flat, 0 when it takes `dz` as it is (by rows,
+/// `simd::weight_gradient_by_rows`) and without SIMD kernels.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
@@ -1161,7 +1163,7 @@ pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usiz
         if simd_type && simd::filters_in_lanes::<T>(isa, &padded) {
             return batch * shape.output_len();
         }
-        if simd_type {
+        if simd_type && !simd::weight_gradient_by_rows::<T>(isa, &padded) {
             return batch * padded.filters * padded.out_height() * padded.width;
         }
     }
@@ -1194,6 +1196,11 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
         simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dz_scratch, dw, accumulate);
         return;
     }
+    if simd::weight_gradient_by_rows::<E>(isa, shape) {
+        let dz = (dz, shape.out_width());
+        simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
+        return;
+    }
     let flat_len = batch * shape.filters * shape.out_height() * shape.width;
     if dz_scratch.len() == flat_len && shape.out_width() > 0 {
         // dZ with each output row at the image's row stride, zeros between the rows (the
@@ -1207,7 +1214,8 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
             (rows, out_width),
             true,
         );
-        simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz_scratch, dw, accumulate);
+        let dz = (&dz_scratch[..], shape.width);
+        simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
         return;
     }
     let images = per_image(x, batch, shape.image_len());

@@ -1572,7 +1572,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         shape: &Conv,
         batch: usize,
         x: &[Self],
-        dz: &[Self],
+        dz: (&[Self], usize),
         dw: &mut [Self],
         accumulate: bool,
     );
@@ -1605,7 +1605,7 @@ macro_rules! element {
                 }
             }
 
-            unsafe fn weight_grad_rows(isa: Isa, shape: &Conv, batch: usize, x: &[$e], dz: &[$e], dw: &mut [$e], accumulate: bool) {
+            unsafe fn weight_grad_rows(isa: Isa, shape: &Conv, batch: usize, x: &[$e], dz: (&[$e], usize), dw: &mut [$e], accumulate: bool) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
                     Isa::Avx512 => unsafe { $wg512(shape, batch, x, dz, dw, accumulate) },
@@ -1978,21 +1978,27 @@ unsafe fn conv_run<S: Simd>(
 /// One tile of a stride-1 convolution's weight gradient without padding, summed over a batch:
 /// `dW[r][step] (+)= Σ over the images and output positions of dZ[r][position] ·
 /// X̂[step][position]` for filters `0..MR` and the `NS` steps `steps` (each `(c·K + ky)·K + kx`),
-/// read from the images `x` without unrolling them. Positions are flat, as in
-/// [`conv_flat_tile`]: position `(oh, ow)` is `q = oh·W + ow`, so that the input a step meets
-/// at `q` is `x[q + (c·H + ky)·W + kx]`, one contiguous vector per step; `dz` is laid out the
-/// same way (`[image][filter][OH·W]`, zeros at the columns `ow >= OW` between the rows), so
-/// that the lanes between two output rows add nothing. Per vector of positions, `MR` vectors of
-/// `dZ` and, per step, one of inputs meet in `MR · NS` accumulators, kept from one image to the
-/// next and summed horizontally once.
+/// read from the images `x` without unrolling them. A vector's lane at output position
+/// `(oh, ow)` meets the input `x[(oh·W + ow) + (c·H + ky)·W + kx]`: one contiguous vector per
+/// step. `dz` is `[image][filter][OH][dz_row]`, in one of two layouts:
+///
+/// - `dz_row = W`, flat, as in [`conv_flat_tile`]: the output rows laid end to end at the
+///   image's row stride, zeros at the columns `ow >= OW` between them, so that vectors run on
+///   across rows and the lanes between two rows add nothing;
+/// - `dz_row = OW`, as the layer holds it: each output row in its own vectors, the last one
+///   masked (no copy of `dZ`; as many lanes useful as flat when `OW` rounded up to whole vectors
+///   is at most `W`).
+///
+/// Per vector of positions, `MR` vectors of `dZ` and, per step, one of inputs meet in `MR · NS`
+/// accumulators, kept from one image to the next and summed horizontally once.
 ///
 /// # Safety
 ///
 /// The CPU has `S`'s instruction set; `x` holds `batch` images of `C·H·W`; `dz` points at the
-/// first of the tile's `MR` flat gradient planes of image 0, each image's `filters` planes of
-/// `OH·W` following each other; `dw` at the tile's first filter's `C·K·K` weight gradients (the
-/// `MR` filters' rows following each other); every step is below `C·K·K`; no padding; `OH` and
-/// `OW` are not 0.
+/// first of the tile's `MR` gradient planes of image 0, each image's `filters` planes of
+/// `OH·dz_row` following each other, `dz_row` either `W` (zeros at the columns `OW..W`) or `OW`;
+/// `dw` at the tile's first filter's `C·K·K` weight gradients (the `MR` filters' rows following
+/// each other); every step is below `C·K·K`; no padding; `OH` and `OW` are not 0.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
@@ -2001,7 +2007,7 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
     shape: &Conv,
     batch: usize,
     x: *const S::E,
-    dz: *const S::E,
+    (dz, dz_row): (*const S::E, usize),
     dw: *mut S::E,
     steps: [usize; NS],
     accumulate: bool,
@@ -2016,9 +2022,15 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
     } = *shape;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
     let steps_per_filter = channels * kernel * kernel;
-    let (image_len, plane) = (channels * height * width, out_height * width);
-    // Flat positions 0..end hold every output; the last vector is masked at `end`.
-    let end = (out_height - 1) * width + out_width;
+    let (image_len, plane) = (channels * height * width, out_height * dz_row);
+    let flat = dz_row == width;
+    // Flat: positions 0..end hold every output, the last vector masked at `end`. By rows: each
+    // row's last vector masked at `OW`.
+    let end = if flat {
+        (out_height - 1) * width + out_width
+    } else {
+        out_width
+    };
     let (whole, rest) = (end / S::LANES, end % S::LANES);
     // Where each step's window starts in the image: (c, ky, kx) -> (c·H + ky)·W + kx.
     let offsets = steps.map(|step| {
@@ -2030,34 +2042,45 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
         (c * height + ky) * width + kx
     });
     // SAFETY (whole body): the instruction set is present (the caller's contract). A lane at
-    // flat position q < end reads x[q + (c·H + ky)·W + kx] <= x[(OH - 1)·W + OW - 1 +
-    // (C - 1)·H·W + (K - 1)·W + K - 1] = x[C·H·W - 1] of its image (as OH + K - 1 = H and
-    // OW + K - 1 = W), and dz[r·OH·W + q] of its image, r < MR; lanes at q >= end are masked
-    // off. The gradients written are `dw[r·C·K·K + step]`, r < MR, step < C·K·K.
+    // output position (oh, ow), ow < OW, reads x[oh·W + ow + (c·H + ky)·W + kx] <= x[(OH - 1)·W +
+    // OW - 1 + (C - 1)·H·W + (K - 1)·W + K - 1] = x[C·H·W - 1] of its image (as OH + K - 1 = H
+    // and OW + K - 1 = W), and dz[r·OH·dz_row + oh·dz_row + ow] of its image, r < MR. Flat, a
+    // lane at q = oh·W + ow < end is such a position or a zero of a gap column (ow >= OW, read
+    // inside the same bounds as q < end); lanes at q >= end are masked off. By rows, the whole
+    // vectors end at most at `OW` and the last one's lanes past `OW` are masked off. The
+    // gradients written are `dw[r·C·K·K + step]`, r < MR, step < C·K·K.
     unsafe {
         let rest_mask = S::mask(rest);
         let mut acc = [[S::zero(); NS]; MR];
         for b in 0..batch {
             let (x, dz) = (x.add(b * image_len), dz.add(b * filters * plane));
-            // Whole vectors, then the last one masked: a macro, not a closure, which would
-            // not inherit the caller's target features.
+            // One vector of positions, at `xq` in the image and `dzq` in a gradient plane: a
+            // macro, not a closure, which would not inherit the caller's target features.
             macro_rules! add_vector {
-                ($q:expr, $load:expr) => {{
-                    let q = $q;
-                    let grads: [S::V; MR] = core::array::from_fn(|r| $load(dz.add(r * plane + q)));
+                ($xq:expr, $dzq:expr, $load:expr) => {{
+                    let (xq, dzq) = ($xq, $dzq);
+                    let grads: [S::V; MR] =
+                        core::array::from_fn(|r| $load(dz.add(r * plane + dzq)));
                     for (s, &offset) in offsets.iter().enumerate() {
-                        let input = $load(x.add(offset + q));
+                        let input = $load(x.add(offset + xq));
                         for (acc_row, &g) in acc.iter_mut().zip(grads.iter()) {
                             acc_row[s] = S::fma(g, input, acc_row[s]);
                         }
                     }
                 }};
             }
-            for v in 0..whole {
-                add_vector!(v * S::LANES, |p| S::load(p));
-            }
-            if rest > 0 {
-                add_vector!(whole * S::LANES, |p| S::load_masked(p, rest_mask));
+            // Flat, one "row" that holds them all.
+            let (rows, x_row) = if flat { (1, 0) } else { (out_height, width) };
+            for oh in 0..rows {
+                let (xq, dzq) = (oh * x_row, oh * dz_row);
+                for v in 0..whole {
+                    let q = v * S::LANES;
+                    add_vector!(xq + q, dzq + q, |p| S::load(p));
+                }
+                if rest > 0 {
+                    let q = whole * S::LANES;
+                    add_vector!(xq + q, dzq + q, |p| S::load_masked(p, rest_mask));
+                }
             }
         }
         for (r, acc_row) in acc.iter().enumerate() {
@@ -2071,7 +2094,7 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
 }
 
 /// The weight gradient of a batch: blocks of `OUTER_ROWS` filters, each over the steps two at
-/// a time.
+/// a time; `dz`'s rows at the stride `dz_row` (see [`weight_grad_tile`]).
 ///
 /// # Safety
 ///
@@ -2084,7 +2107,7 @@ unsafe fn weight_grad_run<S: Simd>(
     shape: &Conv,
     batch: usize,
     x: &[S::E],
-    dz: &[S::E],
+    (dz, dz_row): (&[S::E], usize),
     dw: &mut [S::E],
     accumulate: bool,
 ) {
@@ -2096,7 +2119,7 @@ unsafe fn weight_grad_run<S: Simd>(
         return;
     }
     let steps = shape.channels * shape.kernel * shape.kernel;
-    let plane = shape.out_height() * shape.width;
+    let plane = shape.out_height() * dz_row;
     let (image_len, gradients_len) = (shape.image_len(), shape.filters * plane);
     let per_pass = (WEIGHT_GRAD_PASS_BYTES / ((image_len + gradients_len) * size_of::<S::E>()))
         .clamp(1, batch.max(1));
@@ -2106,13 +2129,13 @@ unsafe fn weight_grad_run<S: Simd>(
         let accumulate = accumulate || first > 0;
         for r0 in (0..shape.filters).step_by(S::OUTER_ROWS) {
             let rows = S::OUTER_ROWS.min(shape.filters - r0);
-            // SAFETY: images first..first + batch exist; filters r0..r0+rows exist: their flat
-            // gradient planes start at r0·OH·W in each image, their weight gradients at r0·C·K·K;
-            // every step passed is below C·K·K.
+            // SAFETY: images first..first + batch exist; filters r0..r0+rows exist: their
+            // gradient planes start at r0·OH·dz_row in each image, their weight gradients at
+            // r0·C·K·K; every step passed is below C·K·K.
             unsafe {
                 let x = x.add(first * image_len);
                 let (dz, dw) = (
-                    dz.add(first * gradients_len + r0 * plane),
+                    (dz.add(first * gradients_len + r0 * plane), dz_row),
                     dw.add(r0 * steps),
                 );
                 let mut step = 0;
@@ -3231,7 +3254,7 @@ macro_rules! weight_grad_entry {
             shape: &Conv,
             batch: usize,
             x: &[$e],
-            dz: &[$e],
+            dz: (&[$e], usize),
             dw: &mut [$e],
             accumulate: bool,
         ) {
@@ -3330,13 +3353,14 @@ pub(crate) fn conv2d_stride1<E: Element>(
 
 /// The weight gradient of a stride-1 convolution without padding summed over a batch of
 /// `batch` images, `dw (+)= Σ dZ·X̂ᵀ` (see [`Conv`]), with `isa`, without unrolling the patches
-/// `X̂`, positions in the lanes: `dz` flat, each output row at the image's row stride
-/// (`[image][filter][OH][W]`, zeros in the columns `OW..W`; see [`weight_grad_tile`]).
+/// `X̂`, positions in the lanes. `dz` is `[image][filter][OH][dz_row]`: `dz_row` is `OW` (the
+/// layer's own layout) or `W` (flat: each output row at the image's row stride, zeros in the
+/// columns `OW..W`); see [`weight_grad_tile`] and [`weight_gradient_by_rows`].
 ///
 /// # Panics
 ///
-/// When `x` is not `batch` images, `dz` not `batch` flat gradients, `dw` not the weight's
-/// length, or the padding is not 0.
+/// When `x` is not `batch` images, `dz_row` neither `OW` nor `W`, `dz` not `batch` gradients of
+/// `filters · OH · dz_row`, `dw` not the weight's length, or the padding is not 0.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) fn conv2d_weight_gradient_flat<E: Element>(
@@ -3344,11 +3368,10 @@ pub(crate) fn conv2d_weight_gradient_flat<E: Element>(
     shape: &Conv,
     batch: usize,
     x: &[E],
-    dz: &[E],
+    (dz, dz_row): (&[E], usize),
     dw: &mut [E],
     accumulate: bool,
 ) {
-    let flat = shape.filters * shape.out_height() * shape.width;
     shape.check_batch(
         batch,
         x.len(),
@@ -3356,18 +3379,34 @@ pub(crate) fn conv2d_weight_gradient_flat<E: Element>(
         shape.filters,
         batch * shape.output_len(),
     );
+    assert!(
+        dz_row == shape.out_width() || dz_row == shape.width,
+        "gradient rows of {dz_row} for {shape:?}"
+    );
     assert_eq!(
         dz.len(),
-        batch * flat,
-        "flat gradients of {batch} images of {shape:?}"
+        batch * shape.filters * shape.out_height() * dz_row,
+        "gradients of {batch} images of {shape:?}, rows of {dz_row}"
     );
     assert_eq!(
         shape.padding, 0,
         "the weight-gradient kernel takes a padded image"
     );
     assert_isa(isa);
-    // SAFETY: lengths, padding, sizes and instruction set checked above.
-    unsafe { E::weight_grad_rows(isa, shape, batch, x, dz, dw, accumulate) }
+    // SAFETY: lengths, row stride, padding, sizes and instruction set checked above.
+    unsafe { E::weight_grad_rows(isa, shape, batch, x, (dz, dz_row), dw, accumulate) }
+}
+
+/// Whether [`conv2d_weight_gradient_flat`] takes `dZ` as the layer holds it (`dz_row = OW`, each
+/// output row in its own vectors) rather than flat (copied to rows at the image's stride): when
+/// the rows rounded up to whole vectors are no wider than the image's, which wastes no more
+/// lanes than the flat layout's gap columns do (LeNet-5's first layer: rows of 28, 32 with the
+/// padding, two vectors of 16 either way), and saves the copy.
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) fn weight_gradient_by_rows<E>(isa: Isa, shape: &Conv) -> bool {
+    let lanes = lanes::<E>(isa);
+    shape.out_width().div_ceil(lanes) * lanes <= shape.width
 }
 
 /// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, positions
@@ -5419,40 +5458,51 @@ mod tests {
                         };
                         let case =
                             std::format!("{isa:?} {shape:?} batch {batch} accumulate={accumulate}");
-                        // The kernel's layout: each output row at the image's row stride, the
-                        // columns between them zero.
+                        // The kernel's flat layout: each output row at the image's row
+                        // stride, the columns between them zero.
                         let flat_len = batch * shape.filters * shape.out_height() * shape.width;
                         let mut flat = std::vec![0.0; flat_len];
-                        let rows = dz.chunks_exact(shape.out_width());
+                        let rows = dz.chunks_exact(shape.out_width().max(1));
                         for (row, flat_row) in rows.zip(flat.chunks_exact_mut(shape.width)) {
                             flat_row[..row.len()].copy_from_slice(row);
                         }
-                        let mut got = start.clone();
-                        conv2d_weight_gradient_flat(
-                            isa, shape, batch, &x, &flat, &mut got, accumulate,
-                        );
-                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (g - w).abs() <= bound(w, 1e-13),
-                                "{case}: f64 dW[{idx}] is {g}, expected {w}"
+                        // Both layouts, whichever the caller would choose.
+                        for (dz, dz_row) in [(&flat, shape.width), (&dz, shape.out_width())] {
+                            let case = std::format!("{case}, rows of {dz_row}");
+                            let mut got = start.clone();
+                            conv2d_weight_gradient_flat(
+                                isa,
+                                shape,
+                                batch,
+                                &x,
+                                (dz, dz_row),
+                                &mut got,
+                                accumulate,
                             );
-                        }
-                        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                        let mut got = f32s(&start);
-                        conv2d_weight_gradient_flat(
-                            isa,
-                            shape,
-                            batch,
-                            &f32s(&x),
-                            &f32s(&flat),
-                            &mut got,
-                            accumulate,
-                        );
-                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (f64::from(g) - w).abs() <= bound(w, 1e-6),
-                                "{case}: f32 dW[{idx}] is {g}, expected {w}"
+                            for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                                assert!(
+                                    (g - w).abs() <= bound(w, 1e-13),
+                                    "{case}: f64 dW[{idx}] is {g}, expected {w}"
+                                );
+                            }
+                            let f32s =
+                                |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                            let mut got = f32s(&start);
+                            conv2d_weight_gradient_flat(
+                                isa,
+                                shape,
+                                batch,
+                                &f32s(&x),
+                                (&f32s(dz), dz_row),
+                                &mut got,
+                                accumulate,
                             );
+                            for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                                assert!(
+                                    (f64::from(g) - w).abs() <= bound(w, 1e-6),
+                                    "{case}: f32 dW[{idx}] is {g}, expected {w}"
+                                );
+                            }
                         }
                     }
                 }
@@ -6171,7 +6221,7 @@ mod tests {
         }
         // The flat convolution kernel, positions dense where the output is at least a vector
         // wide (each vector's last lanes loaded from the next row), flat where it is not: the
-        // image and the output end at the guard page.
+        // image and the output end at the guard page. Then the weight gradient by rows.
         for sizes in [
             (1, 6, 5, 0, 32, 32),
             (2, 3, 3, 0, 18, 19),
@@ -6199,6 +6249,22 @@ mod tests {
             {
                 let out = as_output(out.slice());
                 conv2d_stride1_flat(isa, &shape, x.slice(), &w, &bias, out, Epilogue::Relu);
+            }
+            // The weight gradient with `dZ` by rows (each row's last vector masked), two
+            // images: the second image and its gradients end at the guard page.
+            let batch = 2;
+            let (x, dz) = (
+                values(batch * shape.image_len()),
+                values(batch * shape.output_len()),
+            );
+            let (mut x, mut dz) = (Guarded::new(&x), Guarded::new(&dz));
+            let mut dw = std::vec![0.0; w.len()];
+            for isa in [Isa::Avx512, Isa::Avx2Fma]
+                .into_iter()
+                .filter(|&i| isa_available(i))
+            {
+                let dz = (&dz.slice()[..], shape.out_width());
+                conv2d_weight_gradient_flat(isa, &shape, batch, x.slice(), dz, &mut dw, false);
             }
         }
         for rows in [1, 2, 5] {

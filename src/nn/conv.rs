@@ -656,9 +656,10 @@ mod train {
         /// The batch's inputs with their zero padding (`B x C x (H + 2P) x (W + 2P)`), for the
         /// weight gradient of a padded stride-1 convolution; the border is never written.
         pub padded_input: Box<[T]>,
-        /// `dZ` of each sample position-major (`OH·OW x OC`), for the weight gradient of a
-        /// stride-1 convolution whose kernel puts the filters in the vector lanes (empty
-        /// otherwise).
+        /// `dZ` of the batch laid out for the weight-gradient kernel of a stride-1
+        /// convolution: position-major (`OH·OW x OC` per sample) where it puts the filters in
+        /// the vector lanes, each output row at the padded image's row stride where it puts
+        /// the positions in the lanes flat; empty where it reads `dZ` as it is.
         pub d_pre_activation_by_position: Box<[T]>,
         /// The transformed filters and the tiles of the input gradient by Winograd's method,
         /// for a stride-1 convolution with a kernel of 3 to 5 (empty otherwise; then
@@ -668,6 +669,7 @@ mod train {
 
     /// The sum of `values` in 8 independent partial sums: one running sum would make each
     /// addition wait for the previous one.
+    #[inline(always)]
     fn sum<T: Float>(values: &[T]) -> T {
         let mut partial = [T::zero(); 8];
         let chunks = values.chunks_exact(8);
@@ -767,27 +769,39 @@ mod train {
             gradients: &mut Self,
         ) {
             let (ckk, positions) = (C * K * K, OH * OW);
+            let d_bias = S::vector_mut(&mut gradients.bias);
+            d_bias.fill(T::zero());
             // dZ = dA ⊙ f'(Z), with f'(Z) computed from A            OC x OH·OW per sample
-            // One loop over the whole batch (flat slices): the compiler vectorizes it, which it
-            // did not do for the nested rows of a few values.
-            let dz_all = ws
+            // db += Σ over positions of dZ                            OC
+            // One plane at a time (flat slices: the compiler vectorizes them, which it did not
+            // do for the nested rows of a few values), summed while it is in the L1 cache.
+            let planes = ws
                 .d_pre_activation
                 .as_flattened_mut()
                 .as_flattened_mut()
-                .as_flattened_mut();
+                .as_flattened_mut()
+                .chunks_exact_mut(positions.max(1));
             let a_all = ws.output.as_flattened().as_flattened().as_flattened();
             let da_all = d_output.as_flattened().as_flattened().as_flattened();
-            kernels::with_wide_vectors(|| {
-                for ((dz, &a), &da) in dz_all.iter_mut().zip(a_all).zip(da_all) {
-                    *dz = da * A::derivative_from_output(a);
-                }
-            });
+            // Inlined into the function built for the wide vectors, whatever its size.
+            kernels::with_wide_vectors(
+                #[inline(always)]
+                || {
+                    let planes = planes
+                        .zip(a_all.chunks_exact(positions.max(1)))
+                        .zip(da_all.chunks_exact(positions.max(1)));
+                    for (plane, ((dz, a), da)) in planes.enumerate() {
+                        for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
+                            *dz = da * A::derivative_from_output(a);
+                        }
+                        d_bias[plane % OC] += sum(dz);
+                    }
+                },
+            );
             let d_weight = S::matrix_mut(&mut gradients.weight)
                 .as_flattened_mut()
                 .as_flattened_mut()
                 .as_flattened_mut();
-            let d_bias = S::vector_mut(&mut gradients.bias);
-            d_bias.fill(T::zero());
             let weight = self.weight_matrix();
             if STRIDE == 1 {
                 // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X (padded first), where it lies: no patches.
@@ -845,10 +859,6 @@ mod train {
                         d_weight,
                         b > 0,
                     );
-                }
-                // db += Σ over positions of dZ                            OC
-                for (db, channel) in d_bias.iter_mut().zip(dz.chunks_exact(positions)) {
-                    *db += sum(channel);
                 }
                 // dX = col2im(Wᵀ·dZ)          (C·K·K x OC)(OC x OH·OW) -> C·K·K x OH·OW
                 if let Some(dx) = d_input.as_deref_mut().filter(|_| !d_input_done) {

@@ -854,8 +854,8 @@ fn stride_1_convolutions_take_winograds_input_gradient_where_the_cpu_has_it() {
 }
 
 /// Layers with a size of 0 (no input channels, no filters, an empty input read with padding)
-/// train without a panic on a batch that is not a multiple of 16, and their input gradients
-/// are 0.
+/// train without a panic on a batch that is not a multiple of 16, their input gradients are 0,
+/// and their bias gradients the sum of `dZ` (those with filters and outputs).
 #[test]
 fn convolutions_with_a_size_of_0_have_gradients() {
     fn run<
@@ -884,6 +884,13 @@ fn convolutions_with_a_size_of_0_have_gradients() {
                 .iter()
                 .all(|&v| v == 0.0),
             "C {C}, OC {OC}, {H} x {W}"
+        );
+        // The bias gradient sums dZ = dA = 1 (no activation) over the samples and positions.
+        let want = (B * OH * OW) as f64;
+        assert!(
+            gradients.bias.iter().all(|&db| db == want),
+            "C {C}, OC {OC}, {H} x {W}: bias gradient {:?}, expected {want} each",
+            gradients.bias
         );
     }
     run::<0, 4, 1, 5, 5, 5, 5>();

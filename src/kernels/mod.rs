@@ -1052,8 +1052,9 @@ pub(crate) fn copy_rows<T: Copy + num_traits::Zero + 'static>(
 /// [`conv_weight_gradient_scratch`]): with many filters and narrow images they put the filters
 /// in the lanes and want it position-major; otherwise they put the positions in the lanes and
 /// take `dz` as it is where its rows fill whole vectors about as well as the image's rows
-/// would, and want each output row at the image's row stride where not. With a scratch of
-/// another length the generic loops run.
+/// would (`dz_scratch` is then not used), and want each output row at the image's row stride
+/// where not. Where a kernel wants the scratch and it has another length, the generic loops
+/// run.
 ///
 /// # Panics
 ///
@@ -1091,7 +1092,7 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
             return;
         }
     }
-    let _ = dz_scratch; // only the SIMD kernel with the filters in the lanes needs it
+    let _ = dz_scratch; // only the SIMD kernels lay `dz` out
     let images = per_image(x, batch, shape.image_len());
     for (b, (x, dz)) in images
         .zip(per_image(dz, batch, shape.output_len()))
@@ -1755,8 +1756,10 @@ mod tests {
     }
 
     /// Whichever kernel a batch takes (filters or positions in the lanes, padded or not, with
-    /// or without the scratch), the batch functions compute each image's convolution and the
-    /// batch's summed weight gradient as the per-image definitions do, in every element type.
+    /// or without the scratch: without it, the generic loops, except where the kernel reads
+    /// `dZ` by rows and needs none), the batch functions compute each image's convolution and
+    /// the batch's summed weight gradient as the per-image definitions do, in every element
+    /// type.
     #[test]
     fn batches_of_convolutions_match_the_per_image_definitions() {
         let shapes = [

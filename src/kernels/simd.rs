@@ -1996,9 +1996,10 @@ unsafe fn conv_run<S: Simd>(
 ///
 /// The CPU has `S`'s instruction set; `x` holds `batch` images of `C·H·W`; `dz` points at the
 /// first of the tile's `MR` gradient planes of image 0, each image's `filters` planes of
-/// `OH·dz_row` following each other, `dz_row` either `W` (zeros at the columns `OW..W`) or `OW`;
-/// `dw` at the tile's first filter's `C·K·K` weight gradients (the `MR` filters' rows following
-/// each other); every step is below `C·K·K`; no padding; `OH` and `OW` are not 0.
+/// `OH·dz_row` following each other, `dz_row` either `W` or `OW`; `dw` at the tile's first
+/// filter's `C·K·K` weight gradients (the `MR` filters' rows following each other); every step
+/// is below `C·K·K`; no padding; `OH` and `OW` are not 0. (Flat, the sums are right only with
+/// zeros at the columns `OW..W`; that is not a matter of memory.)
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
@@ -2175,8 +2176,9 @@ unsafe fn weight_grad_run<S: Simd>(
 
 /// The most bytes of images and gradients one pass of [`weight_grad_run`]'s tiles reads (at
 /// least one image): the tiles pass over them once per pair of steps, so they should stay in
-/// the L1 cache (LeNet-5's first convolution, 26 KB per image: five images per pass made a
-/// training step 5% slower than one, the whole batch of 64, read from L3, 12% slower).
+/// the L1 cache (LeNet-5's first convolution, 26 KB per image with `dZ` flat, 23 KB by rows:
+/// five images per pass made a training step 5% slower than one, the whole batch of 64, read
+/// from L3, 12% slower).
 const WEIGHT_GRAD_PASS_BYTES: usize = 32 * 1024;
 
 /// The sums of a tile of [`conv_flat_tile`] or [`conv_dense_tile`]: `acc[r][v]` = filter `r`'s
@@ -3406,7 +3408,8 @@ pub(crate) fn conv2d_weight_gradient_flat<E: Element>(
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) fn weight_gradient_by_rows<E>(isa: Isa, shape: &Conv) -> bool {
     let lanes = lanes::<E>(isa);
-    shape.out_width().div_ceil(lanes) * lanes <= shape.width
+    // Rows as wide as the image's (a kernel of 1) are the flat layout already.
+    shape.out_width() == shape.width || shape.out_width().div_ceil(lanes) * lanes <= shape.width
 }
 
 /// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, positions
@@ -5462,7 +5465,7 @@ mod tests {
                         // stride, the columns between them zero.
                         let flat_len = batch * shape.filters * shape.out_height() * shape.width;
                         let mut flat = std::vec![0.0; flat_len];
-                        let rows = dz.chunks_exact(shape.out_width().max(1));
+                        let rows = dz.chunks_exact(shape.out_width());
                         for (row, flat_row) in rows.zip(flat.chunks_exact_mut(shape.width)) {
                             flat_row[..row.len()].copy_from_slice(row);
                         }

@@ -660,7 +660,7 @@ mod train {
         /// convolution: position-major (`OH·OW x OC` per sample) where it puts the filters in
         /// the vector lanes, each output row at the padded image's row stride where it puts
         /// the positions in the lanes flat; empty where it reads `dZ` as it is.
-        pub d_pre_activation_by_position: Box<[T]>,
+        pub d_pre_activation_laid_out: Box<[T]>,
         /// The transformed filters and the tiles of the input gradient by Winograd's method,
         /// for a stride-1 convolution with a kernel of 3 to 5 (empty otherwise; then
         /// `d_patches` is used).
@@ -668,7 +668,8 @@ mod train {
     }
 
     /// The sum of `values` in 8 independent partial sums: one running sum would make each
-    /// addition wait for the previous one.
+    /// addition wait for the previous one. Always inlined: called inside the closure that
+    /// `backward` has compiled for the wide vectors, which a call would leave.
     #[inline(always)]
     fn sum<T: Float>(values: &[T]) -> T {
         let mut partial = [T::zero(); 8];
@@ -727,7 +728,7 @@ mod train {
                     }
                 ]
                 .into_boxed_slice(),
-                d_pre_activation_by_position: vec![
+                d_pre_activation_laid_out: vec![
                     T::ZERO;
                     if STRIDE == 1 {
                         kernels::conv_weight_gradient_scratch::<T>(&Self::PADDED, B)
@@ -783,18 +784,20 @@ mod train {
                 .chunks_exact_mut(positions.max(1));
             let a_all = ws.output.as_flattened().as_flattened().as_flattened();
             let da_all = d_output.as_flattened().as_flattened().as_flattened();
-            // Inlined into the function built for the wide vectors, whatever its size.
+            // Always inlined: a closure the compiler keeps out of line is compiled for the
+            // baseline, and this pass then ran on SSE2's 4 lanes (found in the profile).
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
                     let planes = planes
                         .zip(a_all.chunks_exact(positions.max(1)))
                         .zip(da_all.chunks_exact(positions.max(1)));
-                    for (plane, ((dz, a), da)) in planes.enumerate() {
+                    // The planes are [sample][filter]: plane `i` is filter `i % OC`'s.
+                    for (i, ((dz, a), da)) in planes.enumerate() {
                         for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
                             *dz = da * A::derivative_from_output(a);
                         }
-                        d_bias[plane % OC] += sum(dz);
+                        d_bias[i % OC] += sum(dz);
                     }
                 },
             );
@@ -824,7 +827,7 @@ mod train {
                         .as_flattened()
                         .as_flattened()
                         .as_flattened(),
-                    &mut ws.d_pre_activation_by_position,
+                    &mut ws.d_pre_activation_laid_out,
                     d_weight,
                     false,
                 );

@@ -1149,11 +1149,37 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
     false
 }
 
+/// How the SIMD weight-gradient kernels take `dz` for a shape without padding (a padded
+/// convolution's `shape.padded()`): decided here once, for both the workspace's scratch
+/// ([`conv_weight_gradient_scratch`]) and the kernel it sizes ([`weight_gradient_simd`]).
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DzLayout {
+    /// The filters in the lanes: `dz` transposed into the scratch, `[position][filter]`.
+    PositionMajor,
+    /// The positions in the lanes, each output row in its own vectors: `dz` as it is, no
+    /// scratch (`simd::weight_gradient_by_rows`).
+    AsItIs,
+    /// The positions in the lanes, flat: `dz`'s rows copied into the scratch at the image's
+    /// row stride, zeros between them.
+    Flat,
+}
+
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+fn weight_gradient_layout<E>(isa: simd::Isa, shape: &Conv) -> DzLayout {
+    if simd::filters_in_lanes::<E>(isa, shape) {
+        DzLayout::PositionMajor
+    } else if simd::weight_gradient_by_rows::<E>(isa, shape) {
+        DzLayout::AsItIs
+    } else {
+        DzLayout::Flat
+    }
+}
+
 /// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`,
-/// to lay `dz` out as its SIMD kernel wants: `dz`'s length when it puts the filters in the
-/// lanes (position-major), `dz`'s rows at the padded image's row stride when it puts the
-/// positions in the lanes flat, 0 when it takes `dz` as it is (by rows,
-/// `simd::weight_gradient_by_rows`) and without SIMD kernels.
+/// to lay `dz` out as its SIMD kernel wants ([`DzLayout`]): `dz`'s length position-major, its
+/// rows at the padded image's row stride flat, 0 when the kernel takes `dz` as it is and
+/// without SIMD kernels.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
@@ -1161,11 +1187,12 @@ pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usiz
         let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
             || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
         let padded = shape.padded();
-        if simd_type && simd::filters_in_lanes::<T>(isa, &padded) {
-            return batch * shape.output_len();
-        }
-        if simd_type && !simd::weight_gradient_by_rows::<T>(isa, &padded) {
-            return batch * padded.filters * padded.out_height() * padded.width;
+        if simd_type {
+            return match weight_gradient_layout::<T>(isa, &padded) {
+                DzLayout::PositionMajor => batch * shape.output_len(),
+                DzLayout::AsItIs => 0,
+                DzLayout::Flat => batch * padded.filters * padded.out_height() * padded.width,
+            };
         }
     }
     let _ = (shape, batch);
@@ -1186,38 +1213,43 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
     accumulate: bool,
 ) {
     let positions = shape.out_height() * shape.out_width();
-    if simd::filters_in_lanes::<E>(isa, shape) && dz_scratch.len() == dz.len() && positions > 0 {
-        // dZ of each image, [filter][position] -> [position][filter].
-        for (dz, dzt) in dz
-            .chunks_exact(shape.output_len())
-            .zip(dz_scratch.chunks_exact_mut(shape.output_len()))
-        {
-            simd::transpose(dz, shape.filters, dzt);
-        }
-        simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dz_scratch, dw, accumulate);
-        return;
-    }
-    if simd::weight_gradient_by_rows::<E>(isa, shape) {
-        let dz = (dz, shape.out_width());
-        simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
-        return;
-    }
     let flat_len = batch * shape.filters * shape.out_height() * shape.width;
-    if dz_scratch.len() == flat_len && shape.out_width() > 0 {
-        // dZ with each output row at the image's row stride, zeros between the rows (the
-        // layout of the kernel's flat positions).
-        let (rows, out_width) = (flat_len / shape.width, shape.out_width());
-        copy_rows(
-            dz,
-            out_width,
-            dz_scratch,
-            shape.width,
-            (rows, out_width),
-            true,
-        );
-        let dz = (&dz_scratch[..], shape.width);
-        simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
-        return;
+    match weight_gradient_layout::<E>(isa, shape) {
+        DzLayout::PositionMajor if dz_scratch.len() == dz.len() && positions > 0 => {
+            // dZ of each image, [filter][position] -> [position][filter].
+            for (dz, dzt) in dz
+                .chunks_exact(shape.output_len())
+                .zip(dz_scratch.chunks_exact_mut(shape.output_len()))
+            {
+                simd::transpose(dz, shape.filters, dzt);
+            }
+            let dzt = &dz_scratch[..];
+            simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dzt, dw, accumulate);
+            return;
+        }
+        DzLayout::AsItIs => {
+            let dz = (dz, shape.out_width());
+            simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
+            return;
+        }
+        DzLayout::Flat if dz_scratch.len() == flat_len && shape.out_width() > 0 => {
+            // dZ with each output row at the image's row stride, zeros between the rows (the
+            // layout of the kernel's flat positions).
+            let (rows, out_width) = (flat_len / shape.width, shape.out_width());
+            copy_rows(
+                dz,
+                out_width,
+                dz_scratch,
+                shape.width,
+                (rows, out_width),
+                true,
+            );
+            let dz = (&dz_scratch[..], shape.width);
+            simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
+            return;
+        }
+        // A scratch of another length (or no position): the generic loops.
+        _ => {}
     }
     let images = per_image(x, batch, shape.image_len());
     for (b, (x, dz)) in images

@@ -1048,13 +1048,12 @@ pub(crate) fn copy_rows<T: Copy + num_traits::Zero + 'static>(
 /// patches `X̂`. Fast without padding: a padded convolution's caller passes the padded images
 /// (and padding 0).
 ///
-/// The SIMD kernels may want `dz` laid out for them in `dz_scratch` (see
+/// The SIMD kernels lay their operands out in `scratch` (see
 /// [`conv_weight_gradient_scratch`]): with many filters and narrow images they put the filters
-/// in the lanes and want it position-major; otherwise they put the positions in the lanes and
-/// take `dz` as it is where its rows fill whole vectors about as well as the image's rows
-/// would (`dz_scratch` is then not used), and want each output row at the image's row stride
-/// where not. Where a kernel wants the scratch and it has another length, the generic loops
-/// run.
+/// in the lanes and want `dz` position-major; otherwise they put the positions in the lanes,
+/// take `dz` as it is and copy a few images at a time once per kernel column, shifted, so that
+/// the inputs that meet a vector of `dz` are one vector too. Where the scratch has another
+/// length, the generic loops run.
 ///
 /// # Panics
 ///
@@ -1065,7 +1064,7 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     batch: usize,
     x: &[T],
     dz: &[T],
-    dz_scratch: &mut [T],
+    scratch: &mut [T],
     dw: &mut [T],
     accumulate: bool,
 ) {
@@ -1073,26 +1072,26 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     // The SIMD kernels want the image padded by the caller (no masks in their inner loops).
     #[cfg(target_arch = "x86_64")]
     if let (Some(isa), 0) = (simd::detected_isa(), shape.padding) {
-        if let (Some(x), Some(dz), Some(dz_scratch), Some(dw)) = (
+        if let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
             simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice::<T, f32>(dz),
-            simd::same_type_slice_mut::<T, f32>(dz_scratch),
+            simd::same_type_slice_mut::<T, f32>(scratch),
             simd::same_type_slice_mut::<T, f32>(dw),
         ) {
-            weight_gradient_simd(isa, shape, batch, x, dz, dz_scratch, dw, accumulate);
+            weight_gradient_simd(isa, shape, batch, x, dz, scratch, dw, accumulate);
             return;
         }
-        if let (Some(x), Some(dz), Some(dz_scratch), Some(dw)) = (
+        if let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
             simd::same_type_slice::<T, f64>(x),
             simd::same_type_slice::<T, f64>(dz),
-            simd::same_type_slice_mut::<T, f64>(dz_scratch),
+            simd::same_type_slice_mut::<T, f64>(scratch),
             simd::same_type_slice_mut::<T, f64>(dw),
         ) {
-            weight_gradient_simd(isa, shape, batch, x, dz, dz_scratch, dw, accumulate);
+            weight_gradient_simd(isa, shape, batch, x, dz, scratch, dw, accumulate);
             return;
         }
     }
-    let _ = dz_scratch; // only the SIMD kernels lay `dz` out
+    let _ = scratch; // only the SIMD kernels lay `dz` out
     let images = per_image(x, batch, shape.image_len());
     for (b, (x, dz)) in images
         .zip(per_image(dz, batch, shape.output_len()))
@@ -1149,37 +1148,32 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
     false
 }
 
-/// How the SIMD weight-gradient kernels take `dz` for a shape without padding (a padded
-/// convolution's `shape.padded()`): decided here once, for both the workspace's scratch
-/// ([`conv_weight_gradient_scratch`]) and the kernel it sizes ([`weight_gradient_simd`]).
+/// Which SIMD weight-gradient kernel takes a shape without padding (a padded convolution's
+/// `shape.padded()`), and so what it wants in its scratch: decided here once, for both the
+/// workspace's scratch ([`conv_weight_gradient_scratch`]) and the kernel it sizes
+/// ([`weight_gradient_simd`]).
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DzLayout {
+enum WeightGradientKernel {
     /// The filters in the lanes: `dz` transposed into the scratch, `[position][filter]`.
-    PositionMajor,
-    /// The positions in the lanes, each output row in its own vectors: `dz` as it is, no
-    /// scratch (`simd::weight_gradient_by_rows`).
-    AsItIs,
-    /// The positions in the lanes, flat: `dz`'s rows copied into the scratch at the image's
-    /// row stride, zeros between them.
-    Flat,
+    FiltersInLanes,
+    /// The positions in the lanes: `dz` as it is, the images copied into the scratch once per
+    /// kernel column, shifted (`simd::shifted_image_len`), a few at a time.
+    PositionsInLanes,
 }
 
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
-fn weight_gradient_layout<E>(isa: simd::Isa, shape: &Conv) -> DzLayout {
+fn weight_gradient_kernel<E>(isa: simd::Isa, shape: &Conv) -> WeightGradientKernel {
     if simd::filters_in_lanes::<E>(isa, shape) {
-        DzLayout::PositionMajor
-    } else if simd::weight_gradient_by_rows::<E>(isa, shape) {
-        DzLayout::AsItIs
+        WeightGradientKernel::FiltersInLanes
     } else {
-        DzLayout::Flat
+        WeightGradientKernel::PositionsInLanes
     }
 }
 
-/// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`,
-/// to lay `dz` out as its SIMD kernel wants ([`DzLayout`]): `dz`'s length position-major, its
-/// rows at the padded image's row stride flat, 0 when the kernel takes `dz` as it is and
-/// without SIMD kernels.
+/// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`
+/// ([`WeightGradientKernel`]): `dz`'s length with the filters in the lanes, the column-shifted
+/// copies of the images of one pass with the positions in the lanes, 0 without SIMD kernels.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
@@ -1188,10 +1182,12 @@ pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usiz
             || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
         let padded = shape.padded();
         if simd_type {
-            return match weight_gradient_layout::<T>(isa, &padded) {
-                DzLayout::PositionMajor => batch * shape.output_len(),
-                DzLayout::AsItIs => 0,
-                DzLayout::Flat => batch * padded.filters * padded.out_height() * padded.width,
+            return match weight_gradient_kernel::<T>(isa, &padded) {
+                WeightGradientKernel::FiltersInLanes => batch * shape.output_len(),
+                WeightGradientKernel::PositionsInLanes => {
+                    simd::weight_grad_images_per_pass::<T>(&padded, batch)
+                        * simd::shifted_image_len(&padded)
+                }
             };
         }
     }
@@ -1208,44 +1204,32 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
     batch: usize,
     x: &[E],
     dz: &[E],
-    dz_scratch: &mut [E],
+    scratch: &mut [E],
     dw: &mut [E],
     accumulate: bool,
 ) {
     let positions = shape.out_height() * shape.out_width();
-    let flat_len = batch * shape.filters * shape.out_height() * shape.width;
-    match weight_gradient_layout::<E>(isa, shape) {
-        DzLayout::PositionMajor if dz_scratch.len() == dz.len() && positions > 0 => {
+    match weight_gradient_kernel::<E>(isa, shape) {
+        WeightGradientKernel::FiltersInLanes if scratch.len() == dz.len() && positions > 0 => {
             // dZ of each image, [filter][position] -> [position][filter].
             for (dz, dzt) in dz
                 .chunks_exact(shape.output_len())
-                .zip(dz_scratch.chunks_exact_mut(shape.output_len()))
+                .zip(scratch.chunks_exact_mut(shape.output_len()))
             {
                 simd::transpose(dz, shape.filters, dzt);
             }
-            let dzt = &dz_scratch[..];
+            let dzt = &scratch[..];
             simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dzt, dw, accumulate);
             return;
         }
-        DzLayout::AsItIs => {
-            let dz = (dz, shape.out_width());
-            simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
-            return;
-        }
-        DzLayout::Flat if dz_scratch.len() == flat_len && shape.out_width() > 0 => {
-            // dZ with each output row at the image's row stride, zeros between the rows (the
-            // layout of the kernel's flat positions).
-            let (rows, out_width) = (flat_len / shape.width, shape.out_width());
-            copy_rows(
-                dz,
-                out_width,
-                dz_scratch,
-                shape.width,
-                (rows, out_width),
-                true,
+        WeightGradientKernel::PositionsInLanes
+            if scratch.len()
+                == simd::weight_grad_images_per_pass::<E>(shape, batch)
+                    * simd::shifted_image_len(shape) =>
+        {
+            simd::conv2d_weight_gradient_positions(
+                isa, shape, batch, x, dz, scratch, dw, accumulate,
             );
-            let dz = (&dz_scratch[..], shape.width);
-            simd::conv2d_weight_gradient_flat(isa, shape, batch, x, dz, dw, accumulate);
             return;
         }
         // A scratch of another length (or no position): the generic loops.

@@ -1565,14 +1565,16 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     /// # Safety
     ///
     /// The CPU has `isa`; the slices and sizes were checked by
-    /// [`conv2d_weight_gradient_flat`].
+    /// [`conv2d_weight_gradient_positions`].
     #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn weight_grad_rows(
         isa: Isa,
         shape: &Conv,
         batch: usize,
         x: &[Self],
-        dz: (&[Self], usize),
+        dz: &[Self],
+        shifted: &mut [Self],
         dw: &mut [Self],
         accumulate: bool,
     );
@@ -1605,11 +1607,11 @@ macro_rules! element {
                 }
             }
 
-            unsafe fn weight_grad_rows(isa: Isa, shape: &Conv, batch: usize, x: &[$e], dz: (&[$e], usize), dw: &mut [$e], accumulate: bool) {
+            unsafe fn weight_grad_rows(isa: Isa, shape: &Conv, batch: usize, x: &[$e], dz: &[$e], shifted: &mut [$e], dw: &mut [$e], accumulate: bool) {
                 // SAFETY (both): forwarded from this function's contract.
                 match isa {
-                    Isa::Avx512 => unsafe { $wg512(shape, batch, x, dz, dw, accumulate) },
-                    Isa::Avx2Fma => unsafe { $wg2(shape, batch, x, dz, dw, accumulate) },
+                    Isa::Avx512 => unsafe { $wg512(shape, batch, x, dz, shifted, dw, accumulate) },
+                    Isa::Avx2Fma => unsafe { $wg2(shape, batch, x, dz, shifted, dw, accumulate) },
                 }
             }
 
@@ -1975,31 +1977,56 @@ unsafe fn conv_run<S: Simd>(
     }
 }
 
+/// The elements of one image's column-shifted copy for the weight gradient of `shape` (no
+/// padding): the image once per kernel column `kx`, shifted left by `kx` and cut to the
+/// output's width, `X_kx[c][row][ow] = X[c][row][ow + kx]`, `C·K·H·OW` elements. In it, the
+/// inputs that meet the output positions `q = oh·OW + ow` at a step `(c, ky, kx)` are
+/// contiguous, `X_kx[c][ky·OW + q]`, exactly as `dZ`'s positions are: one vector of positions
+/// is one load of each, whatever the widths (see [`weight_grad_tile`]).
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) const fn shifted_image_len(shape: &Conv) -> usize {
+    shape.channels * shape.kernel * shape.height * shape.out_width()
+}
+
+/// How many images [`weight_grad_run`] shifts and sums at once for `shape` (no padding), in a
+/// batch of `batch`: as many as keep their shifted copies and gradients within
+/// [`WEIGHT_GRAD_PASS_BYTES`], at least one. The scratch it needs is that many
+/// [`shifted_image_len`]s.
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) const fn weight_grad_images_per_pass<E>(shape: &Conv, batch: usize) -> usize {
+    let bytes = (shifted_image_len(shape) + shape.output_len()) * size_of::<E>();
+    let per_pass = WEIGHT_GRAD_PASS_BYTES / if bytes == 0 { 1 } else { bytes };
+    let most = if batch == 0 { 1 } else { batch };
+    if per_pass < 1 {
+        1
+    } else if per_pass > most {
+        most
+    } else {
+        per_pass
+    }
+}
+
 /// One tile of a stride-1 convolution's weight gradient without padding, summed over a batch:
 /// `dW[r][step] (+)= Σ over the images and output positions of dZ[r][position] ·
 /// X̂[step][position]` for filters `0..MR` and the `NS` steps `steps` (each `(c·K + ky)·K + kx`),
-/// read from the images `x` without unrolling them. A vector's lane at output position
-/// `(oh, ow)` meets the input `x[(oh·W + ow) + (c·H + ky)·W + kx]`: one contiguous vector per
-/// step. `dz` is `[image][filter][OH][dz_row]`, in one of two layouts:
-///
-/// - `dz_row = W`, flat, as in [`conv_flat_tile`]: the output rows laid end to end at the
-///   image's row stride, zeros at the columns `ow >= OW` between them, so that vectors run on
-///   across rows and the lanes between two rows add nothing;
-/// - `dz_row = OW`, as the layer holds it: each output row in its own vectors, the last one
-///   masked (no copy of `dZ`; as many lanes useful as flat when `OW` rounded up to whole vectors
-///   is at most `W`).
+/// read from the images' column-shifted copies `shifted` (see [`shifted_image_len`]) without
+/// unrolling the patches. A vector's lane at output position `q = oh·OW + ow` meets
+/// `dz[r][q]` and `shifted[c][kx][ky·OW + q]`: one contiguous vector of each per step, the
+/// rows of `dZ` laid end to end as the layer holds them, so every vector is full but the
+/// plane's last (masked).
 ///
 /// Per vector of positions, `MR` vectors of `dZ` and, per step, one of inputs meet in `MR · NS`
 /// accumulators, kept from one image to the next and summed horizontally once.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `x` holds `batch` images of `C·H·W`; `dz` points at the
-/// first of the tile's `MR` gradient planes of image 0, each image's `filters` planes of
-/// `OH·dz_row` following each other, `dz_row` either `W` or `OW`; `dw` at the tile's first
+/// The CPU has `S`'s instruction set; `shifted` holds `batch` column-shifted images of
+/// [`shifted_image_len`]; `dz` points at the first of the tile's `MR` gradient planes of image
+/// 0, each image's `filters` planes of `OH·OW` following each other; `dw` at the tile's first
 /// filter's `C·K·K` weight gradients (the `MR` filters' rows following each other); every step
-/// is below `C·K·K`; no padding; `OH` and `OW` are not 0. (Flat, the sums are right only with
-/// zeros at the columns `OW..W`; that is not a matter of memory.)
+/// is below `C·K·K`; no padding; `OH` and `OW` are not 0.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
@@ -2007,8 +2034,8 @@ unsafe fn conv_run<S: Simd>(
 unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
     shape: &Conv,
     batch: usize,
-    x: *const S::E,
-    (dz, dz_row): (*const S::E, usize),
+    shifted: *const S::E,
+    dz: *const S::E,
     dw: *mut S::E,
     steps: [usize; NS],
     accumulate: bool,
@@ -2018,70 +2045,50 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
         filters,
         kernel,
         height,
-        width,
         ..
     } = *shape;
-    let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    let out_width = shape.out_width();
     let steps_per_filter = channels * kernel * kernel;
-    let (image_len, plane) = (channels * height * width, out_height * dz_row);
-    let flat = dz_row == width;
-    // Flat: positions 0..end hold every output, the last vector masked at `end`. By rows: each
-    // row's last vector masked at `OW`.
-    let end = if flat {
-        (out_height - 1) * width + out_width
-    } else {
-        out_width
-    };
-    let (whole, rest) = (end / S::LANES, end % S::LANES);
-    // Where each step's window starts in the image: (c, ky, kx) -> (c·H + ky)·W + kx.
+    let (image_len, plane) = (shifted_image_len(shape), shape.out_height() * out_width);
+    let (whole, rest) = (plane / S::LANES, plane % S::LANES);
+    // Where each step's inputs start in a shifted image: (c, ky, kx) -> X_kx[c][ky·OW].
     let offsets = steps.map(|step| {
         let (c, ky, kx) = (
             step / (kernel * kernel),
             step / kernel % kernel,
             step % kernel,
         );
-        (c * height + ky) * width + kx
+        ((c * kernel + kx) * height + ky) * out_width
     });
     // SAFETY (whole body): the instruction set is present (the caller's contract). A lane at
-    // output position (oh, ow), ow < OW, reads x[oh·W + ow + (c·H + ky)·W + kx] <= x[(OH - 1)·W +
-    // OW - 1 + (C - 1)·H·W + (K - 1)·W + K - 1] = x[C·H·W - 1] of its image (as OH + K - 1 = H
-    // and OW + K - 1 = W), and dz[r·OH·dz_row + oh·dz_row + ow] of its image, r < MR. Flat, a
-    // lane at q = oh·W + ow < end is such a position or a zero of a gap column (ow >= OW, read
-    // inside the same bounds as q < end); lanes at q >= end are masked off. By rows, the whole
-    // vectors end at most at `OW` and the last one's lanes past `OW` are masked off. The
+    // position q < OH·OW reads dz[r·OH·OW + q] of its image, r < MR, and shifted[((c·K + kx)·H +
+    // ky)·OW + q] <= shifted[((c·K + kx)·H + K - 1)·OW + OH·OW - 1] = shifted[(c·K + kx + 1)·H·OW
+    // - 1] (as OH + K - 1 = H), inside the image's copy; lanes at q >= OH·OW are masked off. The
     // gradients written are `dw[r·C·K·K + step]`, r < MR, step < C·K·K.
     unsafe {
         let rest_mask = S::mask(rest);
         let mut acc = [[S::zero(); NS]; MR];
         for b in 0..batch {
-            let (x, dz) = (x.add(b * image_len), dz.add(b * filters * plane));
-            // One vector of positions, at `xq` in the image and `dzq` in a gradient plane: a
-            // macro, not a closure, which would not inherit the caller's target features.
+            let (x, dz) = (shifted.add(b * image_len), dz.add(b * filters * plane));
+            // One vector of positions at `q`: a macro, not a closure, which would not inherit
+            // the caller's target features.
             macro_rules! add_vector {
-                ($xq:expr, $dzq:expr, $load:expr) => {{
-                    let (xq, dzq) = ($xq, $dzq);
-                    let grads: [S::V; MR] =
-                        core::array::from_fn(|r| $load(dz.add(r * plane + dzq)));
+                ($q:expr, $load:expr) => {{
+                    let q = $q;
+                    let grads: [S::V; MR] = core::array::from_fn(|r| $load(dz.add(r * plane + q)));
                     for (s, &offset) in offsets.iter().enumerate() {
-                        let input = $load(x.add(offset + xq));
+                        let input = $load(x.add(offset + q));
                         for (acc_row, &g) in acc.iter_mut().zip(grads.iter()) {
                             acc_row[s] = S::fma(g, input, acc_row[s]);
                         }
                     }
                 }};
             }
-            // Flat, one "row" that holds them all.
-            let (rows, x_row) = if flat { (1, 0) } else { (out_height, width) };
-            for oh in 0..rows {
-                let (xq, dzq) = (oh * x_row, oh * dz_row);
-                for v in 0..whole {
-                    let q = v * S::LANES;
-                    add_vector!(xq + q, dzq + q, |p| S::load(p));
-                }
-                if rest > 0 {
-                    let q = whole * S::LANES;
-                    add_vector!(xq + q, dzq + q, |p| S::load_masked(p, rest_mask));
-                }
+            for v in 0..whole {
+                add_vector!(v * S::LANES, |p| S::load(p));
+            }
+            if rest > 0 {
+                add_vector!(whole * S::LANES, |p| S::load_masked(p, rest_mask));
             }
         }
         for (r, acc_row) in acc.iter().enumerate() {
@@ -2094,13 +2101,79 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
     }
 }
 
-/// The weight gradient of a batch: blocks of `OUTER_ROWS` filters, each over the steps two at
-/// a time; `dz`'s rows at the stride `dz_row` (see [`weight_grad_tile`]).
+/// Makes the column-shifted copies (see [`shifted_image_len`]) of `images` at the start of
+/// `shifted`: row `r` of channel `c` of an image, from column `kx` on, `OW` wide, goes to row `r`
+/// of its copy `kx` of that channel.
+///
+/// Rows are copied in the order of the copies, whole vectors each: a vector's lanes past its
+/// row land on later rows, overwritten when their turn comes, or past the last copy, where
+/// nothing reads them; only the loads past the end of `images` and the stores past the end of
+/// `shifted` are masked (a masked store costs several plain ones on some CPUs).
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `images` holds whole images of `shape` (no padding),
+/// `shifted` at least as many copies.
+// Training only: without a heap there is no backward pass.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[inline(always)]
+unsafe fn shift_columns<S: Simd>(shape: &Conv, images: &[S::E], shifted: &mut [S::E]) {
+    let Conv {
+        kernel,
+        height,
+        width,
+        ..
+    } = *shape;
+    let out_width = shape.out_width();
+    let lanes = S::LANES;
+    let (source_len, target_len) = (images.len(), shifted.len());
+    let (source, target) = (images.as_ptr(), shifted.as_mut_ptr());
+    // One plane of an image (a channel) and its `K` copies, in order.
+    let planes = if height * width == 0 {
+        0
+    } else {
+        source_len / (height * width)
+    };
+    // SAFETY (whole body): the instruction set is present (the caller's contract). Row r of
+    // plane p, from column kx, starts at `p·H·W + r·W + kx` in `images`; its copy at `((p·K +
+    // kx)·H + r)·OW` in `shifted`, below `planes·K·H·OW <= target_len` (the caller's contract).
+    // A load at `from` reads `from..from + LANES` when that is inside `images`, else only the
+    // lanes the row needs (inside: `kx + OW <= W`); a store likewise inside `shifted`.
+    unsafe {
+        for p in 0..planes {
+            for kx in 0..kernel {
+                for r in 0..height {
+                    let from = p * height * width + r * width + kx;
+                    let to = ((p * kernel + kx) * height + r) * out_width;
+                    let mut v = 0;
+                    while v < out_width {
+                        let needed = S::mask(lanes.min(out_width - v));
+                        let value = if from + v + lanes <= source_len {
+                            S::load(source.add(from + v))
+                        } else {
+                            S::load_masked(source.add(from + v), needed)
+                        };
+                        if to + v + lanes <= target_len {
+                            S::store(target.add(to + v), value);
+                        } else {
+                            S::store_masked(target.add(to + v), needed, value);
+                        }
+                        v += lanes;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The weight gradient of a batch, a few images at a time
+/// ([`weight_grad_images_per_pass`]): their column-shifted copies made in `shifted`, then blocks
+/// of `OUTER_ROWS` filters, each over the steps two at a time.
 ///
 /// # Safety
 ///
 /// The CPU has `S`'s instruction set; the slices and sizes were checked by
-/// [`conv2d_weight_gradient_flat`].
+/// [`conv2d_weight_gradient_positions`].
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
@@ -2108,7 +2181,8 @@ unsafe fn weight_grad_run<S: Simd>(
     shape: &Conv,
     batch: usize,
     x: &[S::E],
-    (dz, dz_row): (&[S::E], usize),
+    dz: &[S::E],
+    shifted: &mut [S::E],
     dw: &mut [S::E],
     accumulate: bool,
 ) {
@@ -2119,26 +2193,31 @@ unsafe fn weight_grad_run<S: Simd>(
         }
         return;
     }
+    let out_width = shape.out_width();
     let steps = shape.channels * shape.kernel * shape.kernel;
-    let plane = shape.out_height() * dz_row;
-    let (image_len, gradients_len) = (shape.image_len(), shape.filters * plane);
-    let per_pass = (WEIGHT_GRAD_PASS_BYTES / ((image_len + gradients_len) * size_of::<S::E>()))
-        .clamp(1, batch.max(1));
-    let (x, dz, dw) = (x.as_ptr(), dz.as_ptr(), dw.as_mut_ptr());
+    let (image_len, gradients_len) = (shape.image_len(), shape.output_len());
+    let per_pass = weight_grad_images_per_pass::<S::E>(shape, batch);
     for first in (0..batch.max(1)).step_by(per_pass) {
         let batch = per_pass.min(batch - first);
         let accumulate = accumulate || first > 0;
+        let images = &x[first * image_len..][..batch * image_len];
+        // SAFETY: `images` are the pass's `batch` images, and `shifted` holds at least that
+        // many copies (checked by the caller).
+        unsafe { shift_columns::<S>(shape, images, shifted) };
+        let (shifted, dz, dw) = (
+            shifted.as_ptr(),
+            dz[first * gradients_len..].as_ptr(),
+            dw.as_mut_ptr(),
+        );
         for r0 in (0..shape.filters).step_by(S::OUTER_ROWS) {
             let rows = S::OUTER_ROWS.min(shape.filters - r0);
-            // SAFETY: images first..first + batch exist; filters r0..r0+rows exist: their
-            // gradient planes start at r0·OH·dz_row in each image, their weight gradients at
-            // r0·C·K·K; every step passed is below C·K·K.
+            // SAFETY: the pass's `batch` shifted copies were just made; images first..first +
+            // batch have gradients; filters r0..r0+rows exist: their gradient planes start at
+            // r0·OH·OW in each image, their weight gradients at r0·C·K·K; every step passed is
+            // below C·K·K.
             unsafe {
-                let x = x.add(first * image_len);
-                let (dz, dw) = (
-                    (dz.add(first * gradients_len + r0 * plane), dz_row),
-                    dw.add(r0 * steps),
-                );
+                let plane = shape.out_height() * out_width;
+                let (dz, dw) = (dz.add(r0 * plane), dw.add(r0 * steps));
                 let mut step = 0;
                 while step + 2 <= steps {
                     tile_rows!(
@@ -2147,7 +2226,7 @@ unsafe fn weight_grad_run<S: Simd>(
                         2,
                         shape,
                         batch,
-                        x,
+                        shifted,
                         dz,
                         dw,
                         [step, step + 1],
@@ -2162,7 +2241,7 @@ unsafe fn weight_grad_run<S: Simd>(
                         1,
                         shape,
                         batch,
-                        x,
+                        shifted,
                         dz,
                         dw,
                         [step],
@@ -2174,11 +2253,11 @@ unsafe fn weight_grad_run<S: Simd>(
     }
 }
 
-/// The most bytes of images and gradients one pass of [`weight_grad_run`]'s tiles reads (at
-/// least one image): the tiles pass over them once per pair of steps, so they should stay in
-/// the L1 cache (LeNet-5's first convolution, 26 KB per image with `dZ` flat, 23 KB by rows:
-/// five images per pass made a training step 5% slower than one, the whole batch of 64, read
-/// from L3, 12% slower).
+/// The most bytes of shifted images and gradients one pass of [`weight_grad_run`]'s tiles
+/// reads (at least one image): the tiles pass over them once per pair of steps, so they should
+/// stay in the L1 cache (LeNet-5's first convolution: 36 KB per image, one per pass; five
+/// images per pass made a training step 5% slower than one, the whole batch of 64, read from
+/// L3, 12% slower).
 const WEIGHT_GRAD_PASS_BYTES: usize = 32 * 1024;
 
 /// The sums of a tile of [`conv_flat_tile`] or [`conv_dense_tile`]: `acc[r][v]` = filter `r`'s
@@ -3249,19 +3328,20 @@ macro_rules! weight_grad_entry {
         /// # Safety
         ///
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
-        /// [`conv2d_weight_gradient_flat`].
+        /// [`conv2d_weight_gradient_positions`].
         #[target_feature(enable = $features)]
         #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
         unsafe fn $name(
             shape: &Conv,
             batch: usize,
             x: &[$e],
-            dz: (&[$e], usize),
+            dz: &[$e],
+            shifted: &mut [$e],
             dw: &mut [$e],
             accumulate: bool,
         ) {
             // SAFETY: forwarded from this function's contract.
-            unsafe { weight_grad_run::<$simd>(shape, batch, x, dz, dw, accumulate) }
+            unsafe { weight_grad_run::<$simd>(shape, batch, x, dz, shifted, dw, accumulate) }
         }
     };
 }
@@ -3355,61 +3435,40 @@ pub(crate) fn conv2d_stride1<E: Element>(
 
 /// The weight gradient of a stride-1 convolution without padding summed over a batch of
 /// `batch` images, `dw (+)= Σ dZ·X̂ᵀ` (see [`Conv`]), with `isa`, without unrolling the patches
-/// `X̂`, positions in the lanes. `dz` is `[image][filter][OH][dz_row]`: `dz_row` is `OW` (the
-/// layer's own layout) or `W` (flat: each output row at the image's row stride, zeros in the
-/// columns `OW..W`); see [`weight_grad_tile`] and [`weight_gradient_by_rows`].
+/// `X̂`, positions in the lanes: `dz` is `[image][filter][OH][OW]` as the layer holds it, and
+/// `shifted` the scratch for [`weight_grad_images_per_pass`] column-shifted images (see
+/// [`shifted_image_len`] and [`weight_grad_tile`]).
 ///
 /// # Panics
 ///
-/// When `x` is not `batch` images, `dz_row` neither `OW` nor `W`, `dz` not `batch` gradients of
-/// `filters · OH · dz_row`, `dw` not the weight's length, or the padding is not 0.
+/// When `x` is not `batch` images, `dz` not their gradients, `dw` not the weight's length,
+/// `shifted` not the scratch's length, or the padding is not 0.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
-pub(crate) fn conv2d_weight_gradient_flat<E: Element>(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_weight_gradient_positions<E: Element>(
     isa: Isa,
     shape: &Conv,
     batch: usize,
     x: &[E],
-    (dz, dz_row): (&[E], usize),
+    dz: &[E],
+    shifted: &mut [E],
     dw: &mut [E],
     accumulate: bool,
 ) {
-    shape.check_batch(
-        batch,
-        x.len(),
-        dw.len(),
-        shape.filters,
-        batch * shape.output_len(),
-    );
-    assert!(
-        dz_row == shape.out_width() || dz_row == shape.width,
-        "gradient rows of {dz_row} for {shape:?}"
-    );
+    shape.check_batch(batch, x.len(), dw.len(), shape.filters, dz.len());
     assert_eq!(
-        dz.len(),
-        batch * shape.filters * shape.out_height() * dz_row,
-        "gradients of {batch} images of {shape:?}, rows of {dz_row}"
+        shifted.len(),
+        weight_grad_images_per_pass::<E>(shape, batch) * shifted_image_len(shape),
+        "the scratch of the weight gradient of {batch} images of {shape:?}"
     );
     assert_eq!(
         shape.padding, 0,
         "the weight-gradient kernel takes a padded image"
     );
     assert_isa(isa);
-    // SAFETY: lengths, row stride, padding, sizes and instruction set checked above.
-    unsafe { E::weight_grad_rows(isa, shape, batch, x, (dz, dz_row), dw, accumulate) }
-}
-
-/// Whether [`conv2d_weight_gradient_flat`] takes `dZ` as the layer holds it (`dz_row = OW`, each
-/// output row in its own vectors) rather than flat (copied to rows at the image's stride): when
-/// the rows rounded up to whole vectors are no wider than the image's, which wastes no more
-/// lanes than the flat layout's gap columns do (LeNet-5's first layer: rows of 28, 32 with the
-/// padding, two vectors of 16 either way), and saves the copy.
-// Training only: without a heap there is no backward pass.
-#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
-pub(crate) fn weight_gradient_by_rows<E>(isa: Isa, shape: &Conv) -> bool {
-    let lanes = lanes::<E>(isa);
-    // Rows as wide as the image's (a kernel of 1) are the flat layout already.
-    shape.out_width() == shape.width || shape.out_width().div_ceil(lanes) * lanes <= shape.width
+    // SAFETY: lengths, padding, sizes and instruction set checked above.
+    unsafe { E::weight_grad_rows(isa, shape, batch, x, dz, shifted, dw, accumulate) }
 }
 
 /// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, positions
@@ -5461,51 +5520,48 @@ mod tests {
                         };
                         let case =
                             std::format!("{isa:?} {shape:?} batch {batch} accumulate={accumulate}");
-                        // The kernel's flat layout: each output row at the image's row
-                        // stride, the columns between them zero.
-                        let flat_len = batch * shape.filters * shape.out_height() * shape.width;
-                        let mut flat = std::vec![0.0; flat_len];
-                        let rows = dz.chunks_exact(shape.out_width());
-                        for (row, flat_row) in rows.zip(flat.chunks_exact_mut(shape.width)) {
-                            flat_row[..row.len()].copy_from_slice(row);
+                        // The scratch for the column-shifted images, with leftovers of
+                        // another call in it (the kernel writes all it reads).
+                        let scratch_len = weight_grad_images_per_pass::<f64>(shape, batch)
+                            * shifted_image_len(shape);
+                        let mut scratch = std::vec![f64::NAN; scratch_len];
+                        let mut got = start.clone();
+                        conv2d_weight_gradient_positions(
+                            isa,
+                            shape,
+                            batch,
+                            &x,
+                            &dz,
+                            &mut scratch,
+                            &mut got,
+                            accumulate,
+                        );
+                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (g - w).abs() <= bound(w, 1e-13),
+                                "{case}: f64 dW[{idx}] is {g}, expected {w}"
+                            );
                         }
-                        // Both layouts, whichever the caller would choose.
-                        for (dz, dz_row) in [(&flat, shape.width), (&dz, shape.out_width())] {
-                            let case = std::format!("{case}, rows of {dz_row}");
-                            let mut got = start.clone();
-                            conv2d_weight_gradient_flat(
-                                isa,
-                                shape,
-                                batch,
-                                &x,
-                                (dz, dz_row),
-                                &mut got,
-                                accumulate,
+                        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                        let scratch_len = weight_grad_images_per_pass::<f32>(shape, batch)
+                            * shifted_image_len(shape);
+                        let mut scratch = std::vec![f32::NAN; scratch_len];
+                        let mut got = f32s(&start);
+                        conv2d_weight_gradient_positions(
+                            isa,
+                            shape,
+                            batch,
+                            &f32s(&x),
+                            &f32s(&dz),
+                            &mut scratch,
+                            &mut got,
+                            accumulate,
+                        );
+                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (f64::from(g) - w).abs() <= bound(w, 1e-6),
+                                "{case}: f32 dW[{idx}] is {g}, expected {w}"
                             );
-                            for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                                assert!(
-                                    (g - w).abs() <= bound(w, 1e-13),
-                                    "{case}: f64 dW[{idx}] is {g}, expected {w}"
-                                );
-                            }
-                            let f32s =
-                                |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                            let mut got = f32s(&start);
-                            conv2d_weight_gradient_flat(
-                                isa,
-                                shape,
-                                batch,
-                                &f32s(&x),
-                                (&f32s(dz), dz_row),
-                                &mut got,
-                                accumulate,
-                            );
-                            for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                                assert!(
-                                    (f64::from(g) - w).abs() <= bound(w, 1e-6),
-                                    "{case}: f32 dW[{idx}] is {g}, expected {w}"
-                                );
-                            }
                         }
                     }
                 }
@@ -6224,7 +6280,7 @@ mod tests {
         }
         // The flat convolution kernel, positions dense where the output is at least a vector
         // wide (each vector's last lanes loaded from the next row), flat where it is not: the
-        // image and the output end at the guard page. Then the weight gradient by rows.
+        // image and the output end at the guard page. Then the weight gradient.
         for sizes in [
             (1, 6, 5, 0, 32, 32),
             (2, 3, 3, 0, 18, 19),
@@ -6253,21 +6309,36 @@ mod tests {
                 let out = as_output(out.slice());
                 conv2d_stride1_flat(isa, &shape, x.slice(), &w, &bias, out, Epilogue::Relu);
             }
-            // The weight gradient with `dZ` by rows (each row's last vector masked), two
-            // images: the second image and its gradients end at the guard page.
+            // The weight gradient, positions in the lanes (each plane's last vector masked),
+            // two images: the second image, its gradients and the last shifted copy in the
+            // scratch end at the guard page.
             let batch = 2;
             let (x, dz) = (
                 values(batch * shape.image_len()),
                 values(batch * shape.output_len()),
             );
-            let (mut x, mut dz) = (Guarded::new(&x), Guarded::new(&dz));
+            let scratch =
+                weight_grad_images_per_pass::<f32>(&shape, batch) * shifted_image_len(&shape);
+            let (mut x, mut dz, mut scratch) = (
+                Guarded::new(&x),
+                Guarded::new(&dz),
+                Guarded::new(&std::vec![0.0; scratch]),
+            );
             let mut dw = std::vec![0.0; w.len()];
             for isa in [Isa::Avx512, Isa::Avx2Fma]
                 .into_iter()
                 .filter(|&i| isa_available(i))
             {
-                let dz = (&dz.slice()[..], shape.out_width());
-                conv2d_weight_gradient_flat(isa, &shape, batch, x.slice(), dz, &mut dw, false);
+                conv2d_weight_gradient_positions(
+                    isa,
+                    &shape,
+                    batch,
+                    x.slice(),
+                    dz.slice(),
+                    scratch.slice(),
+                    &mut dw,
+                    false,
+                );
             }
         }
         for rows in [1, 2, 5] {

@@ -656,11 +656,13 @@ mod train {
         /// The batch's inputs with their zero padding (`B x C x (H + 2P) x (W + 2P)`), for the
         /// weight gradient of a padded stride-1 convolution; the border is never written.
         pub padded_input: Box<[T]>,
-        /// `dZ` of the batch laid out for the weight-gradient kernel of a stride-1
-        /// convolution: position-major (`OH·OW x OC` per sample) where it puts the filters in
-        /// the vector lanes, each output row at the padded image's row stride where it puts
-        /// the positions in the lanes flat; empty where it reads `dZ` as it is.
-        pub d_pre_activation_laid_out: Box<[T]>,
+        /// The operands of the weight-gradient kernel of a stride-1 convolution, laid out for
+        /// it: `dZ` of the batch position-major (`OH·OW x OC` per sample) where it puts the
+        /// filters in the vector lanes; where it puts the output positions in the lanes, a few
+        /// (padded) inputs at a time, each copied once per kernel column `kx`, shifted left by
+        /// `kx` and cut to the output's width (`C x K x (H + 2P) x OW` per sample), so that the
+        /// inputs meeting a vector of `dZ` are one vector too.
+        pub weight_gradient_scratch: Box<[T]>,
         /// The transformed filters and the tiles of the input gradient by Winograd's method,
         /// for a stride-1 convolution with a kernel of 3 to 5 (empty otherwise; then
         /// `d_patches` is used).
@@ -728,7 +730,7 @@ mod train {
                     }
                 ]
                 .into_boxed_slice(),
-                d_pre_activation_laid_out: vec![
+                weight_gradient_scratch: vec![
                     T::ZERO;
                     if STRIDE == 1 {
                         kernels::conv_weight_gradient_scratch::<T>(&Self::PADDED, B)
@@ -827,7 +829,7 @@ mod train {
                         .as_flattened()
                         .as_flattened()
                         .as_flattened(),
-                    &mut ws.d_pre_activation_laid_out,
+                    &mut ws.weight_gradient_scratch,
                     d_weight,
                     false,
                 );

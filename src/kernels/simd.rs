@@ -2129,11 +2129,7 @@ unsafe fn shift_columns<S: Simd>(shape: &Conv, images: &[S::E], shifted: &mut [S
     let (source_len, target_len) = (images.len(), shifted.len());
     let (source, target) = (images.as_ptr(), shifted.as_mut_ptr());
     // One plane of an image (a channel) and its `K` copies, in order.
-    let planes = if height * width == 0 {
-        0
-    } else {
-        source_len / (height * width)
-    };
+    let planes = source_len.checked_div(height * width).unwrap_or(0);
     // SAFETY (whole body): the instruction set is present (the caller's contract). Row r of
     // plane p, from column kx, starts at `p·H·W + r·W + kx` in `images`; its copy at `((p·K +
     // kx)·H + r)·OW` in `shifted`, below `planes·K·H·OW <= target_len` (the caller's contract).

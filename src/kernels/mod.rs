@@ -998,47 +998,33 @@ pub(crate) fn pad<T: Scalar>(shape: &Conv, x: &[T], padded: &mut [T]) {
     for c in 0..shape.channels {
         let inside = &mut padded[(c * padded_height + p) * padded_width + p..];
         let x = &x[c * plane..][..plane];
-        copy_rows(x, width, inside, padded_width, (height, width), false);
+        copy_rows(x, width, inside, padded_width, (height, width));
     }
 }
 
 /// Copies `rows` rows of `width` elements, row `i` from `from[i·from_stride..]` to
-/// `to[i·to_stride..]`; with `zero_gaps`, also zeros the rest of each row of `to`
-/// (`width..to_stride`). With masked vector moves for `f32` and `f64` on x86-64 (AVX2 or
+/// `to[i·to_stride..]`, leaving the rest of each stride as it was. With masked vector moves for `f32` and `f64` on x86-64 (AVX2 or
 /// AVX-512), where `copy_from_slice` called `memmove` per row, which for short rows (28
 /// elements, LeNet-5's) cost more than the copy.
 ///
 /// # Panics
 ///
 /// When a row falls outside its slice (a bug in the caller).
-pub(crate) fn copy_rows<T: Copy + num_traits::Zero + 'static>(
+pub(crate) fn copy_rows<T: Copy + 'static>(
     from: &[T],
     from_stride: usize,
     to: &mut [T],
     to_stride: usize,
     (rows, width): (usize, usize),
-    zero_gaps: bool,
 ) {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = simd::detected_isa()
-        && simd::copy_rows(
-            isa,
-            from,
-            from_stride,
-            to,
-            to_stride,
-            (rows, width),
-            zero_gaps,
-        )
+        && simd::copy_rows(isa, from, from_stride, to, to_stride, (rows, width))
     {
         return;
     }
     for i in 0..rows {
-        let from = &from[i * from_stride..][..width];
-        let to = &mut to[i * to_stride..][..if zero_gaps { to_stride } else { width }];
-        let (values, gap) = to.split_at_mut(width);
-        values.copy_from_slice(from);
-        gap.fill(T::zero());
+        to[i * to_stride..][..width].copy_from_slice(&from[i * from_stride..][..width]);
     }
 }
 
@@ -1091,7 +1077,7 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
             return;
         }
     }
-    let _ = scratch; // only the SIMD kernels lay `dz` out
+    let _ = scratch; // only the SIMD kernels lay their operands out
     let images = per_image(x, batch, shape.image_len());
     for (b, (x, dz)) in images
         .zip(per_image(dz, batch, shape.output_len()))
@@ -1772,8 +1758,7 @@ mod tests {
     }
 
     /// Whichever kernel a batch takes (filters or positions in the lanes, padded or not, with
-    /// or without the scratch: without it, the generic loops, except where the kernel reads
-    /// `dZ` by rows and needs none), the batch functions compute each image's convolution and
+    /// or without the scratch: without it, the generic loops), the batch functions compute each image's convolution and
     /// the batch's summed weight gradient as the per-image definitions do, in every element
     /// type.
     #[test]
@@ -1865,14 +1850,14 @@ mod tests {
                 let padded = shape.padded();
                 let scratch = conv_weight_gradient_scratch::<T>(&padded, batch);
                 for scratch_len in [scratch, 0] {
-                    let mut dz_scratch = std::vec![from(0); scratch_len];
+                    let mut scratch = std::vec![from(0); scratch_len];
                     let mut dw = dw_start.clone();
                     conv2d_weight_gradient_stride1(
                         &padded,
                         batch,
                         &x_padded,
                         &dz,
-                        &mut dz_scratch,
+                        &mut scratch,
                         &mut dw,
                         true,
                     );

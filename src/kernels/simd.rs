@@ -2026,7 +2026,7 @@ pub(crate) const fn weight_grad_images_per_pass<E>(shape: &Conv, batch: usize) -
 /// [`shifted_image_len`]; `dz` points at the first of the tile's `MR` gradient planes of image
 /// 0, each image's `filters` planes of `OH·OW` following each other; `dw` at the tile's first
 /// filter's `C·K·K` weight gradients (the `MR` filters' rows following each other); every step
-/// is below `C·K·K`; no padding; `OH` and `OW` are not 0.
+/// is below `C·K·K`; no padding; `OH = H - K + 1` and `OW = W - K + 1` are not 0.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
@@ -2112,8 +2112,8 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `images` holds whole images of `shape` (no padding),
-/// `shifted` at least as many copies.
+/// The CPU has `S`'s instruction set; the kernel fits the image (`OW = W - K + 1`); `images`
+/// holds whole images of `shape` (no padding), `shifted` at least as many copies.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
@@ -2251,9 +2251,10 @@ unsafe fn weight_grad_run<S: Simd>(
 
 /// The most bytes of shifted images and gradients one pass of [`weight_grad_run`]'s tiles
 /// reads (at least one image): the tiles pass over them once per pair of steps, so they should
-/// stay in the L1 cache (LeNet-5's first convolution: 36 KB per image, one per pass; five
+/// stay in the L1 cache. LeNet-5's first convolution, 36 KB per image, goes one image per
+/// pass; measured with the earlier layout (the images as they are, 23 KB per image), five
 /// images per pass made a training step 5% slower than one, the whole batch of 64, read from
-/// L3, 12% slower).
+/// L3, 12% slower.
 const WEIGHT_GRAD_PASS_BYTES: usize = 32 * 1024;
 
 /// The sums of a tile of [`conv_flat_tile`] or [`conv_dense_tile`]: `acc[r][v]` = filter `r`'s
@@ -3597,9 +3598,7 @@ unsafe fn run_with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The rows of [`copy_rows`]: each row's vectors loaded and stored masked to its `width`, and
-/// with `zero_gaps` the rest of the row's stride stored from the zeros of the last masked load
-/// (and zero vectors after).
+/// The rows of [`copy_rows`]: each row's vectors loaded and stored masked to its `width`.
 ///
 /// # Safety
 ///
@@ -3611,24 +3610,20 @@ unsafe fn copy_rows_run<S: Simd>(
     to: &mut [S::E],
     to_stride: usize,
     (rows, width): (usize, usize),
-    zero_gaps: bool,
 ) {
     let lanes = S::LANES;
-    let end = if zero_gaps { to_stride } else { width };
     let (from, to) = (from.as_ptr(), to.as_mut_ptr());
     // SAFETY (whole body): the instruction set is present (the caller's contract); row `i`
-    // reads `from[i·from_stride..][..width]` and writes `to[i·to_stride..][..end]`, both in
+    // reads `from[i·from_stride..][..width]` and writes `to[i·to_stride..][..width]`, both in
     // bounds (checked by `copy_rows`), every load and store masked to those.
     unsafe {
         for i in 0..rows {
             let (source, target) = (from.add(i * from_stride), to.add(i * to_stride));
             let mut v = 0;
-            while v < end {
-                let loaded = S::load_masked(
-                    source.wrapping_add(v),
-                    S::mask(lanes.min(width.saturating_sub(v))),
-                );
-                S::store_masked(target.add(v), S::mask(lanes.min(end - v)), loaded);
+            while v < width {
+                let mask = S::mask(lanes.min(width - v));
+                let loaded = S::load_masked(source.add(v), mask);
+                S::store_masked(target.add(v), mask, loaded);
                 v += lanes;
             }
         }
@@ -3648,10 +3643,9 @@ macro_rules! copy_rows_entry {
             to: &mut [$e],
             to_stride: usize,
             size: (usize, usize),
-            zero_gaps: bool,
         ) {
             // SAFETY: forwarded from this function's contract.
-            unsafe { copy_rows_run::<$simd>(from, from_stride, to, to_stride, size, zero_gaps) }
+            unsafe { copy_rows_run::<$simd>(from, from_stride, to, to_stride, size) }
         }
     };
 }
@@ -3662,15 +3656,14 @@ copy_rows_entry!(copy_rows_avx2_f32, Avx2F32, f32, "avx2,fma");
 copy_rows_entry!(copy_rows_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 /// Copies `rows` rows of `width` elements, row `i` from `from[i·from_stride..]` to
-/// `to[i·to_stride..]`, with `isa`; with `zero_gaps`, also zeros the rest of each row of `to`
-/// (`width..to_stride`). Masked vector moves: `copy_from_slice` called `memmove` once per row,
+/// `to[i·to_stride..]`, with `isa`, leaving the rest of each stride as it was. Masked vector
+/// moves: `copy_from_slice` called `memmove` once per row,
 /// and for rows of 28 `f32`s (LeNet-5's first layer) the calls cost more than the copies.
 /// Returns `false`, writing nothing, unless `E` is `f32` or `f64`.
 ///
 /// # Panics
 ///
-/// When a row falls outside its slice (`width > to_stride` with `zero_gaps`, too), or the CPU
-/// does not have `isa`.
+/// When a row falls outside its slice, or the CPU does not have `isa`.
 pub(crate) fn copy_rows<E: 'static>(
     isa: Isa,
     from: &[E],
@@ -3678,14 +3671,12 @@ pub(crate) fn copy_rows<E: 'static>(
     to: &mut [E],
     to_stride: usize,
     (rows, width): (usize, usize),
-    zero_gaps: bool,
 ) -> bool {
-    let last = |stride: usize, len: usize| (rows > 0).then(|| (rows - 1) * stride + len);
-    let in_from = last(from_stride, width).is_none_or(|n| n <= from.len());
-    let end = if zero_gaps { to_stride } else { width };
-    let in_to = last(to_stride, end).is_none_or(|n| n <= to.len());
+    let last = |stride: usize| (rows > 0).then(|| (rows - 1) * stride + width);
+    let in_from = last(from_stride).is_none_or(|n| n <= from.len());
+    let in_to = last(to_stride).is_none_or(|n| n <= to.len());
     assert!(
-        in_from && in_to && width <= end,
+        in_from && in_to,
         "{rows} rows of {width} from a stride of {from_stride} in {} elements to a stride of \
          {to_stride} in {}",
         from.len(),
@@ -3700,8 +3691,8 @@ pub(crate) fn copy_rows<E: 'static>(
             {
                 // SAFETY (both): bounds and instruction set checked above.
                 match isa {
-                    Isa::Avx512 => unsafe { $avx512(from, from_stride, to, to_stride, size, zero_gaps) },
-                    Isa::Avx2Fma => unsafe { $avx2(from, from_stride, to, to_stride, size, zero_gaps) },
+                    Isa::Avx512 => unsafe { $avx512(from, from_stride, to, to_stride, size) },
+                    Isa::Avx2Fma => unsafe { $avx2(from, from_stride, to, to_stride, size) },
                 }
                 return true;
             }
@@ -5565,6 +5556,128 @@ mod tests {
         }
     }
 
+    /// The weight gradient with the positions in the lanes on small shapes of every width
+    /// around the vector sizes (kernels of 1 to 4, outputs narrower than a vector, images
+    /// shorter than one), in both element types, batches that take several passes of several
+    /// images with a shorter last one: each against the definition, the scratch first filled
+    /// with NaN (left by an earlier call), which no sum may meet.
+    #[test]
+    fn weight_gradients_over_passes_of_shifted_images_match_the_definition() {
+        fn check<E: Element + Into<f64>>(
+            isa: Isa,
+            shape: &Conv,
+            (batch, accumulate): (usize, bool),
+            (from_f64, nan, tolerance): (impl Fn(f64) -> E, E, f64),
+            seed: u64,
+        ) {
+            let steps = shape.channels * shape.kernel * shape.kernel;
+            let (image, plane) = (shape.image_len(), shape.output_len());
+            let x = values(batch * image, seed);
+            let dz = values(batch * plane, seed + 1);
+            let start = values(shape.filters * steps, seed + 2);
+            let mut want = start.clone();
+            for b in 0..batch {
+                super::super::reference::conv2d_weight_gradient_stride1(
+                    shape,
+                    &x[b * image..(b + 1) * image],
+                    &dz[b * plane..(b + 1) * plane],
+                    &mut want,
+                    accumulate || b > 0,
+                );
+            }
+            if batch == 0 && !accumulate {
+                want.fill(0.0);
+            }
+            let cast = |v: &[f64]| v.iter().map(|&v| from_f64(v)).collect::<Vec<E>>();
+            let scratch = weight_grad_images_per_pass::<E>(shape, batch) * shifted_image_len(shape);
+            let mut scratch = std::vec![nan; scratch];
+            let mut got = cast(&start);
+            conv2d_weight_gradient_positions(
+                isa,
+                shape,
+                batch,
+                &cast(&x),
+                &cast(&dz),
+                &mut scratch,
+                &mut got,
+                accumulate,
+            );
+            let sums = (batch * shape.out_height() * shape.out_width()) as f64;
+            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                let g: f64 = g.into();
+                assert!(
+                    (g - w).abs() <= tolerance * (1.0 + sums).sqrt() * (1.0 + w.abs()),
+                    "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: dW[{i}] is {g}, \
+                     expected {w}"
+                );
+            }
+        }
+        let (mut cases, mut shorter_last_passes) = (0_u64, 0);
+        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+            if !isa_available(isa) {
+                std::eprintln!("skipping {isa:?}: not on this CPU");
+                continue;
+            }
+            for kernel in 1..=4 {
+                for height in [kernel, kernel + 1, kernel + 3] {
+                    for width in [0, 1, 2, 3, 7, 8, 15, 16, 17].map(|w| kernel + w) {
+                        for (channels, filters) in [(1, 1), (2, 3), (1, 9)] {
+                            let shape = Conv {
+                                channels,
+                                filters,
+                                kernel,
+                                padding: 0,
+                                height,
+                                width,
+                            };
+                            for batch in [0, 1, 3, 7] {
+                                let per_pass = weight_grad_images_per_pass::<f32>(&shape, batch);
+                                if per_pass > 1 && batch > per_pass && batch % per_pass != 0 {
+                                    shorter_last_passes += 1;
+                                }
+                                for accumulate in [false, true] {
+                                    cases += 1;
+                                    let run = (batch, accumulate);
+                                    let f32s = (|v| v as f32, f32::NAN, 1e-6);
+                                    check::<f32>(isa, &shape, run, f32s, cases);
+                                    let f64s = (|v| v, f64::NAN, 1e-13);
+                                    check::<f64>(isa, &shape, run, f64s, cases);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // Three images a pass in f32: passes of 3 and 1, of 3 and 2.
+            let shape = conv_of((2, 3, 3, 0, 18, 19));
+            assert_eq!(weight_grad_images_per_pass::<f32>(&shape, 5), 3);
+            for batch in [4, 5] {
+                for accumulate in [false, true] {
+                    check::<f32>(
+                        isa,
+                        &shape,
+                        (batch, accumulate),
+                        (|v| v as f32, f32::NAN, 1e-6),
+                        7,
+                    );
+                    check::<f64>(
+                        isa,
+                        &shape,
+                        (batch, accumulate),
+                        (|v| v, f64::NAN, 1e-13),
+                        8,
+                    );
+                }
+            }
+        }
+        if cases > 0 {
+            assert!(
+                shorter_last_passes > 0,
+                "no batch ended with a shorter pass"
+            );
+        }
+    }
+
     /// Shapes with many filters and narrow images, where the kernels put the filters in the
     /// lanes: whole vectors of filters, a partial one, several, in f32's and f64's lanes.
     const MANY_FILTERS: &[Conv] = &[
@@ -6283,6 +6396,9 @@ mod tests {
             (1, 1, 1, 0, 1, 16),
             (1, 2, 3, 0, 7, 9),
             (3, 9, 2, 0, 5, 40),
+            // Shorter than a vector: the images, the gradients, the shifted copies.
+            (1, 2, 2, 0, 2, 3),
+            (1, 1, 1, 0, 1, 3),
         ] {
             let shape = conv_of(sizes);
             let Conv {
@@ -6339,27 +6455,17 @@ mod tests {
         }
         for rows in [1, 2, 5] {
             for width in [1, 3, 15, 16, 17, 28, 33] {
-                for zero_gaps in [false, true] {
-                    let (from_stride, to_stride) = (width + 1, width + 2);
-                    let from = values((rows - 1) * from_stride + width);
-                    let to_len = (rows - 1) * to_stride + if zero_gaps { to_stride } else { width };
-                    let (mut from, mut to) =
-                        (Guarded::new(&from), Guarded::new(&std::vec![0.0; to_len]));
-                    let size = (rows, width);
-                    for isa in [Isa::Avx512, Isa::Avx2Fma]
-                        .into_iter()
-                        .filter(|&i| isa_available(i))
-                    {
-                        copy_rows(
-                            isa,
-                            from.slice(),
-                            from_stride,
-                            to.slice(),
-                            to_stride,
-                            size,
-                            zero_gaps,
-                        );
-                    }
+                let (from_stride, to_stride) = (width + 1, width + 2);
+                let from = values((rows - 1) * from_stride + width);
+                let to_len = (rows - 1) * to_stride + width;
+                let (mut from, mut to) =
+                    (Guarded::new(&from), Guarded::new(&std::vec![0.0; to_len]));
+                let size = (rows, width);
+                for isa in [Isa::Avx512, Isa::Avx2Fma]
+                    .into_iter()
+                    .filter(|&i| isa_available(i))
+                {
+                    copy_rows(isa, from.slice(), from_stride, to.slice(), to_stride, size);
                 }
             }
         }
@@ -6390,17 +6496,16 @@ mod tests {
     }
 
     /// Row copies against the definition, for widths around the vector sizes, both strides
-    /// larger than the width (and equal), with and without zeroing the gaps: the values of each
-    /// row copied, the gaps zeroed or left as they were, nothing else written.
+    /// larger than the width (and equal): the values of each row copied, nothing else written.
     #[test]
-    fn row_copies_move_each_row_and_zero_only_the_gaps_asked_for() {
+    fn row_copies_move_each_row_and_nothing_else() {
         fn check<E: Element + PartialEq + std::fmt::Debug>(isa: Isa, from_f64: impl Fn(f64) -> E) {
             let stale = from_f64(7.5);
             for width in [0, 1, 3, 7, 8, 15, 16, 17, 28, 33] {
                 for (rows, from_gap, to_gap) in
                     [(0, 0, 0), (1, 0, 0), (3, 0, 4), (5, 2, 0), (4, 3, 17)]
                 {
-                    for zero_gaps in [false, true] {
+                    {
                         let (from_stride, to_stride) = (width + from_gap, width + to_gap);
                         let from: Vec<E> = values(rows * from_stride, width as u64)
                             .into_iter()
@@ -6412,24 +6517,14 @@ mod tests {
                             for j in 0..to_stride {
                                 if j < width {
                                     want[i * to_stride + j] = from[i * from_stride + j];
-                                } else if zero_gaps {
-                                    want[i * to_stride + j] = E::default();
                                 }
                             }
                         }
                         let size = (rows, width);
-                        assert!(copy_rows(
-                            isa,
-                            &from,
-                            from_stride,
-                            &mut to,
-                            to_stride,
-                            size,
-                            zero_gaps
-                        ));
+                        assert!(copy_rows(isa, &from, from_stride, &mut to, to_stride, size,));
                         assert_eq!(
                             to, want,
-                            "{isa:?}: {rows} rows of {width}, strides {from_stride} and {to_stride}, zero gaps {zero_gaps}"
+                            "{isa:?}: {rows} rows of {width}, strides {from_stride} and {to_stride}"
                         );
                     }
                 }
@@ -6444,7 +6539,7 @@ mod tests {
             check::<f64>(isa, |v| v);
             // Other element types: nothing written, the caller copies.
             let mut to = [1_i32; 4];
-            assert!(!copy_rows(isa, &[2_i32; 4], 2, &mut to, 2, (2, 2), false));
+            assert!(!copy_rows(isa, &[2_i32; 4], 2, &mut to, 2, (2, 2)));
             assert_eq!(to, [1; 4]);
         }
     }
@@ -6455,8 +6550,8 @@ mod tests {
     )]
     fn row_copies_past_the_end_of_their_slices_are_refused() {
         let isa = detected_isa().expect("this test needs AVX2 or AVX-512");
-        // The last row's gap would end at 15.
-        copy_rows(isa, &[0.0_f32; 12], 4, &mut [0.0; 13], 5, (3, 4), true);
+        // The last row would end at 14.
+        copy_rows(isa, &[0.0_f32; 12], 4, &mut [0.0; 13], 5, (3, 4));
     }
 
     /// Planes of even sizes with rows of at most 16 (several row pairs per vector), against the

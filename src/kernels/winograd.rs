@@ -508,7 +508,7 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
                 .zip(padded.chunks_exact(covered))
             {
                 let inside = &padded[padding * covered_wide + padding..];
-                super::copy_rows(inside, covered_wide, plane, width, (height, width), false);
+                super::copy_rows(inside, covered_wide, plane, width, (height, width));
             }
         }
     }

@@ -5478,84 +5478,74 @@ mod tests {
                 ..*s
             });
             for (i, shape) in unpadded.enumerate() {
-                let shape = &shape;
-                let steps = shape.channels * shape.kernel * shape.kernel;
-                let positions = shape.out_height() * shape.out_width();
-                let (image, plane) = (shape.image_len(), shape.output_len());
                 // The kernel sums over the batch: none, one image, several.
                 for batch in [0, 1, 3] {
-                    let x = values(batch * image, 50 + i as u64);
-                    let dz = values(batch * plane, 60 + i as u64);
-                    let start = values(shape.filters * steps, 70 + i as u64);
                     for accumulate in [false, true] {
-                        let mut want = start.clone();
-                        for b in 0..batch {
-                            super::super::reference::conv2d_weight_gradient_stride1(
-                                shape,
-                                &x[b * image..(b + 1) * image],
-                                &dz[b * plane..(b + 1) * plane],
-                                &mut want,
-                                accumulate || b > 0,
-                            );
-                        }
-                        if batch == 0 && !accumulate {
-                            want.fill(0.0);
-                        }
-                        let sums = (batch * positions) as f64;
-                        let bound = |w: f64, tolerance: f64| {
-                            tolerance * (1.0 + sums).sqrt() * (1.0 + w.abs())
-                        };
-                        let case =
-                            std::format!("{isa:?} {shape:?} batch {batch} accumulate={accumulate}");
-                        // The scratch for the column-shifted images, with leftovers of
-                        // another call in it (the kernel writes all it reads).
-                        let scratch_len = weight_grad_images_per_pass::<f64>(shape, batch)
-                            * shifted_image_len(shape);
-                        let mut scratch = std::vec![f64::NAN; scratch_len];
-                        let mut got = start.clone();
-                        conv2d_weight_gradient_positions(
-                            isa,
-                            shape,
-                            batch,
-                            &x,
-                            &dz,
-                            &mut scratch,
-                            &mut got,
-                            accumulate,
-                        );
-                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (g - w).abs() <= bound(w, 1e-13),
-                                "{case}: f64 dW[{idx}] is {g}, expected {w}"
-                            );
-                        }
-                        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                        let scratch_len = weight_grad_images_per_pass::<f32>(shape, batch)
-                            * shifted_image_len(shape);
-                        let mut scratch = std::vec![f32::NAN; scratch_len];
-                        let mut got = f32s(&start);
-                        conv2d_weight_gradient_positions(
-                            isa,
-                            shape,
-                            batch,
-                            &f32s(&x),
-                            &f32s(&dz),
-                            &mut scratch,
-                            &mut got,
-                            accumulate,
-                        );
-                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (f64::from(g) - w).abs() <= bound(w, 1e-6),
-                                "{case}: f32 dW[{idx}] is {g}, expected {w}"
-                            );
-                        }
+                        let run = (batch, accumulate);
+                        let seed = 50 + 10 * i as u64;
+                        let f32s = (|v| v as f32, f32::NAN, 1e-6);
+                        check_weight_gradient_positions::<f32>(isa, &shape, run, f32s, seed);
+                        let f64s = (|v| v, f64::NAN, 1e-13);
+                        check_weight_gradient_positions::<f64>(isa, &shape, run, f64s, seed);
                     }
                 }
             }
         }
     }
 
+    /// The weight gradient with the positions in the lanes (`isa`, element type `E`) of a batch
+    /// of `batch` images of `shape` (no padding), from gradients `start` on with `accumulate`,
+    /// against the reference, within `tolerance · √(1 + sums) · (1 + |w|)`; the scratch filled
+    /// with `nan` first, as an earlier call may leave it. `seed` picks the values.
+    fn check_weight_gradient_positions<E: Element + Into<f64>>(
+        isa: Isa,
+        shape: &Conv,
+        (batch, accumulate): (usize, bool),
+        (from_f64, nan, tolerance): (impl Fn(f64) -> E, E, f64),
+        seed: u64,
+    ) {
+        let steps = shape.channels * shape.kernel * shape.kernel;
+        let (image, plane) = (shape.image_len(), shape.output_len());
+        let x = values(batch * image, seed);
+        let dz = values(batch * plane, seed + 1);
+        let start = values(shape.filters * steps, seed + 2);
+        let mut want = start.clone();
+        for b in 0..batch {
+            super::super::reference::conv2d_weight_gradient_stride1(
+                shape,
+                &x[b * image..(b + 1) * image],
+                &dz[b * plane..(b + 1) * plane],
+                &mut want,
+                accumulate || b > 0,
+            );
+        }
+        if batch == 0 && !accumulate {
+            want.fill(0.0);
+        }
+        let cast = |v: &[f64]| v.iter().map(|&v| from_f64(v)).collect::<Vec<E>>();
+        let scratch = weight_grad_images_per_pass::<E>(shape, batch) * shifted_image_len(shape);
+        let mut scratch = std::vec![nan; scratch];
+        let mut got = cast(&start);
+        conv2d_weight_gradient_positions(
+            isa,
+            shape,
+            batch,
+            &cast(&x),
+            &cast(&dz),
+            &mut scratch,
+            &mut got,
+            accumulate,
+        );
+        let sums = (batch * shape.out_height() * shape.out_width()) as f64;
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let g: f64 = g.into();
+            assert!(
+                (g - w).abs() <= tolerance * (1.0 + sums).sqrt() * (1.0 + w.abs()),
+                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: dW[{i}] is {g}, \
+                 expected {w}"
+            );
+        }
+    }
     /// The weight gradient with the positions in the lanes on small shapes of every width
     /// around the vector sizes (kernels of 1 to 4, outputs narrower than a vector, images
     /// shorter than one), in both element types, batches that take several passes of several
@@ -5563,55 +5553,6 @@ mod tests {
     /// with NaN (left by an earlier call), which no sum may meet.
     #[test]
     fn weight_gradients_over_passes_of_shifted_images_match_the_definition() {
-        fn check<E: Element + Into<f64>>(
-            isa: Isa,
-            shape: &Conv,
-            (batch, accumulate): (usize, bool),
-            (from_f64, nan, tolerance): (impl Fn(f64) -> E, E, f64),
-            seed: u64,
-        ) {
-            let steps = shape.channels * shape.kernel * shape.kernel;
-            let (image, plane) = (shape.image_len(), shape.output_len());
-            let x = values(batch * image, seed);
-            let dz = values(batch * plane, seed + 1);
-            let start = values(shape.filters * steps, seed + 2);
-            let mut want = start.clone();
-            for b in 0..batch {
-                super::super::reference::conv2d_weight_gradient_stride1(
-                    shape,
-                    &x[b * image..(b + 1) * image],
-                    &dz[b * plane..(b + 1) * plane],
-                    &mut want,
-                    accumulate || b > 0,
-                );
-            }
-            if batch == 0 && !accumulate {
-                want.fill(0.0);
-            }
-            let cast = |v: &[f64]| v.iter().map(|&v| from_f64(v)).collect::<Vec<E>>();
-            let scratch = weight_grad_images_per_pass::<E>(shape, batch) * shifted_image_len(shape);
-            let mut scratch = std::vec![nan; scratch];
-            let mut got = cast(&start);
-            conv2d_weight_gradient_positions(
-                isa,
-                shape,
-                batch,
-                &cast(&x),
-                &cast(&dz),
-                &mut scratch,
-                &mut got,
-                accumulate,
-            );
-            let sums = (batch * shape.out_height() * shape.out_width()) as f64;
-            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                let g: f64 = g.into();
-                assert!(
-                    (g - w).abs() <= tolerance * (1.0 + sums).sqrt() * (1.0 + w.abs()),
-                    "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: dW[{i}] is {g}, \
-                     expected {w}"
-                );
-            }
-        }
         let (mut cases, mut shorter_last_passes) = (0_u64, 0);
         for isa in [Isa::Avx512, Isa::Avx2Fma] {
             if !isa_available(isa) {
@@ -5639,9 +5580,13 @@ mod tests {
                                     cases += 1;
                                     let run = (batch, accumulate);
                                     let f32s = (|v| v as f32, f32::NAN, 1e-6);
-                                    check::<f32>(isa, &shape, run, f32s, cases);
+                                    check_weight_gradient_positions::<f32>(
+                                        isa, &shape, run, f32s, cases,
+                                    );
                                     let f64s = (|v| v, f64::NAN, 1e-13);
-                                    check::<f64>(isa, &shape, run, f64s, cases);
+                                    check_weight_gradient_positions::<f64>(
+                                        isa, &shape, run, f64s, cases,
+                                    );
                                 }
                             }
                         }
@@ -5653,14 +5598,14 @@ mod tests {
             assert_eq!(weight_grad_images_per_pass::<f32>(&shape, 5), 3);
             for batch in [4, 5] {
                 for accumulate in [false, true] {
-                    check::<f32>(
+                    check_weight_gradient_positions::<f32>(
                         isa,
                         &shape,
                         (batch, accumulate),
                         (|v| v as f32, f32::NAN, 1e-6),
                         7,
                     );
-                    check::<f64>(
+                    check_weight_gradient_positions::<f64>(
                         isa,
                         &shape,
                         (batch, accumulate),

@@ -1003,9 +1003,9 @@ pub(crate) fn pad<T: Scalar>(shape: &Conv, x: &[T], padded: &mut [T]) {
 }
 
 /// Copies `rows` rows of `width` elements, row `i` from `from[i·from_stride..]` to
-/// `to[i·to_stride..]`, leaving the rest of each stride as it was. With masked vector moves for `f32` and `f64` on x86-64 (AVX2 or
-/// AVX-512), where `copy_from_slice` called `memmove` per row, which for short rows (28
-/// elements, LeNet-5's) cost more than the copy.
+/// `to[i·to_stride..]`, leaving the rest of each stride as it was. With masked vector moves
+/// for `f32` and `f64` on x86-64 (AVX2 or AVX-512), where `copy_from_slice` called `memmove`
+/// per row, which for short rows (28 elements, LeNet-5's) cost more than the copy.
 ///
 /// # Panics
 ///

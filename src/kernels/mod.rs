@@ -1758,9 +1758,9 @@ mod tests {
     }
 
     /// Whichever kernel a batch takes (filters or positions in the lanes, padded or not, with
-    /// or without the scratch: without it, the generic loops), the batch functions compute each image's convolution and
-    /// the batch's summed weight gradient as the per-image definitions do, in every element
-    /// type.
+    /// or without the scratch: without it, the generic loops), the batch functions compute each
+    /// image's convolution and the batch's summed weight gradient as the per-image definitions
+    /// do, in every element type.
     #[test]
     fn batches_of_convolutions_match_the_per_image_definitions() {
         let shapes = [

@@ -1143,6 +1143,10 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
 enum WeightGradientKernel {
     /// The filters in the lanes: `dz` transposed into the scratch, `[position][filter]`.
     FiltersInLanes,
+    /// The filters in the lanes, by Winograd's method along the rows
+    /// (`simd::conv2d_weight_gradient_winograd`), for the kernel sizes it has tiles for: the
+    /// scratch holds a few images' transforms and the sums at the tiles' points.
+    WinogradRows,
     /// The positions in the lanes: `dz` as it is, the images copied into the scratch once per
     /// kernel column, shifted (`simd::shifted_image_len`), a few at a time.
     PositionsInLanes,
@@ -1151,7 +1155,11 @@ enum WeightGradientKernel {
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 fn weight_gradient_kernel<E>(isa: simd::Isa, shape: &Conv) -> WeightGradientKernel {
     if simd::filters_in_lanes::<E>(isa, shape) {
-        WeightGradientKernel::FiltersInLanes
+        if winograd::applies(shape) && shape.out_height() > 0 && shape.out_width() > 0 {
+            WeightGradientKernel::WinogradRows
+        } else {
+            WeightGradientKernel::FiltersInLanes
+        }
     } else {
         WeightGradientKernel::PositionsInLanes
     }
@@ -1170,6 +1178,9 @@ pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usiz
         if simd_type {
             return match weight_gradient_kernel::<T>(isa, &padded) {
                 WeightGradientKernel::FiltersInLanes => batch * shape.output_len(),
+                WeightGradientKernel::WinogradRows => {
+                    simd::weight_gradient_winograd_scratch(&padded, batch, simd::lanes::<T>(isa))
+                }
                 WeightGradientKernel::PositionsInLanes => {
                     simd::weight_grad_images_per_pass::<T>(&padded, batch)
                         * simd::shifted_image_len(&padded)
@@ -1206,6 +1217,15 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
             }
             let dzt = &scratch[..];
             simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dzt, dw, accumulate);
+            return;
+        }
+        WeightGradientKernel::WinogradRows
+            if scratch.len()
+                == simd::weight_gradient_winograd_scratch(shape, batch, simd::lanes::<E>(isa)) =>
+        {
+            simd::conv2d_weight_gradient_winograd(
+                isa, shape, batch, x, dz, scratch, dw, accumulate,
+            );
             return;
         }
         WeightGradientKernel::PositionsInLanes

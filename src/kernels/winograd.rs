@@ -129,6 +129,48 @@ pub(crate) const fn filter_transform(r: usize) -> [[f64; TILE]; TILE] {
     Transforms::new(r).g
 }
 
+/// The tables of the weight gradient along the rows (`simd::weight_grad_winograd_run`) of a
+/// `kernel`-wide convolution: `F(kernel, m)` with `m = 7 - kernel` gradients per tile, the
+/// gradients the filter and the input's tile the data. The first, `6 x m`, evaluates the
+/// polynomial whose coefficients are `m` gradients at the points (`p_νˢ`; the last row,
+/// infinity, takes the leading coefficient): `G` without its denominators. The second,
+/// `kernel x 6`, is `Aᵀ` with each column `ν` divided by that denominator (`Π_(l≠ν) (p_ν -
+/// p_l)`, 1 for infinity), so that `dw[kx] = Σ_ν second[kx][ν] · Σ (first·g)_ν (Bᵀ·d)_ν`.
+pub(crate) const fn gradient_transforms(kernel: usize) -> [[[f64; TILE]; TILE]; 2] {
+    let m = outputs_per_tile(kernel);
+    let t = Transforms::new(m);
+    let mut evaluate = [[0.0; TILE]; TILE];
+    let mut output = [[0.0; TILE]; TILE];
+    let mut nu = 0;
+    while nu < TILE {
+        let mut denominator = 1.0;
+        if nu < POINTS.len() {
+            let p = POINTS[nu];
+            let mut l = 0;
+            while l < POINTS.len() {
+                if l != nu {
+                    denominator *= p - POINTS[l];
+                }
+                l += 1;
+            }
+            let mut s = 0;
+            while s < m {
+                evaluate[nu][s] = power(p, s);
+                s += 1;
+            }
+        } else {
+            evaluate[nu][m - 1] = 1.0;
+        }
+        let mut kx = 0;
+        while kx < kernel {
+            output[kx][nu] = t.at[kx][nu] / denominator;
+            kx += 1;
+        }
+        nu += 1;
+    }
+    [evaluate, output]
+}
+
 /// `Aᵀ` and `Bᵀ` of `F(7 - r, r)`, for the tests of the kernels that write them out.
 #[cfg(test)]
 pub(crate) fn output_and_input_transforms(r: usize) -> [[[f64; TILE]; TILE]; 2] {

@@ -504,9 +504,10 @@ fn the_shipped_cnn_in_int8_is_within_0_3_points_of_its_float_accuracy() {
         "models/mnist-cnn-lenet5-int8.safetensors is what `--example quantize` writes"
     );
     let test = &data.test;
-    // The whole test set in optimized builds (`.ci/run` runs this file with `--release`); the
-    // first 1,000 images in debug builds, where the int8 convolutions' plain loops take two
-    // minutes for all of them.
+    // The whole test set in optimized builds; the first 1,000 images in debug builds, where the
+    // int8 convolutions' plain loops take two minutes for all of them. `.ci/run` runs this file
+    // in debug: the whole set's figures for the shipped int8 CNN are pinned by
+    // `tests/no_std_embed`, which it runs optimized.
     let images = if cfg!(debug_assertions) {
         1000
     } else {

@@ -1713,6 +1713,80 @@ mod tests {
     /// 3 x 3 to 5 x 5 kernel (LeNet's second layer) takes the Winograd forward pass: the batch
     /// function's outputs are its outputs, bit for bit (the direct kernel's differ in the last
     /// bits), and its stack buffer is what `conv_stack_scratch` counts.
+    /// The weight gradient's dispatch: LeNet-5's second layer by Winograd's method (its
+    /// workspace sized for it, and the same bits as the kernel called directly), its first
+    /// with the positions in the lanes.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn lenets_weight_gradients_take_the_kernels_measured_for_them() {
+        let Some(isa) = simd::detected_isa() else {
+            std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+            return;
+        };
+        let first = Conv {
+            channels: 1,
+            filters: 6,
+            kernel: 5,
+            padding: 2,
+            height: 28,
+            width: 28,
+        };
+        let second = Conv {
+            channels: 6,
+            filters: 16,
+            kernel: 5,
+            padding: 0,
+            height: 14,
+            width: 14,
+        };
+        assert_eq!(
+            weight_gradient_kernel::<f32>(isa, &first.padded()),
+            WeightGradientKernel::PositionsInLanes
+        );
+        assert_eq!(
+            weight_gradient_kernel::<f32>(isa, &second),
+            WeightGradientKernel::WinogradRows
+        );
+        let batch = 5;
+        let value = |n: usize, seed: usize| -> std::vec::Vec<f32> {
+            (0..n)
+                .map(|j| ((j * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0)
+                .collect()
+        };
+        let (x, dz) = (
+            value(batch * second.image_len(), 1),
+            value(batch * second.output_len(), 2),
+        );
+        let scratch_len = conv_weight_gradient_scratch::<f32>(&second, batch);
+        assert_eq!(
+            scratch_len,
+            simd::weight_gradient_winograd_scratch(&second, batch, simd::lanes::<f32>(isa))
+        );
+        let mut by_dispatch = std::vec![0.0_f32; 16 * 6 * 25];
+        let mut scratch = std::vec![0.0_f32; scratch_len];
+        conv2d_weight_gradient_stride1(
+            &second,
+            batch,
+            &x,
+            &dz,
+            &mut scratch,
+            &mut by_dispatch,
+            false,
+        );
+        let mut by_winograd = std::vec![0.0_f32; 16 * 6 * 25];
+        simd::conv2d_weight_gradient_winograd(
+            isa,
+            &second,
+            batch,
+            &x,
+            &dz,
+            &mut scratch,
+            &mut by_winograd,
+            false,
+        );
+        assert_eq!(by_dispatch, by_winograd);
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[test]
     #[allow(unsafe_code)] // the kernel's output as it takes it

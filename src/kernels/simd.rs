@@ -6941,6 +6941,46 @@ mod tests {
                 );
             }
         }
+        // The weight gradient by Winograd's method: the images, their gradients and the
+        // scratch end at the guard page (the image's rows and `dZ`'s filters are loaded
+        // masked at their ends).
+        for sizes in [
+            (6, 16, 5, 0, 14, 14),
+            (2, 3, 4, 0, 5, 7),
+            (1, 17, 3, 0, 3, 4),
+        ] {
+            let shape = conv_of(sizes);
+            for batch in [1, 5] {
+                let (x, dz) = (
+                    values(batch * shape.image_len()),
+                    values(batch * shape.output_len()),
+                );
+                let kernel = shape.kernel;
+                let mut dw = std::vec![0.0; shape.filters * shape.channels * kernel * kernel];
+                for isa in [Isa::Avx512, Isa::Avx2Fma]
+                    .into_iter()
+                    .filter(|&i| isa_available(i))
+                {
+                    let scratch =
+                        weight_gradient_winograd_scratch(&shape, batch, lanes::<f32>(isa));
+                    let (mut x, mut dz, mut scratch) = (
+                        Guarded::new(&x),
+                        Guarded::new(&dz),
+                        Guarded::new(&std::vec![0.0; scratch]),
+                    );
+                    conv2d_weight_gradient_winograd(
+                        isa,
+                        &shape,
+                        batch,
+                        x.slice(),
+                        dz.slice(),
+                        scratch.slice(),
+                        &mut dw,
+                        false,
+                    );
+                }
+            }
+        }
         for rows in [1, 2, 5] {
             for width in [1, 3, 15, 16, 17, 28, 33] {
                 let (from_stride, to_stride) = (width + 1, width + 2);

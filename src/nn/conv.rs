@@ -658,11 +658,15 @@ mod train {
         pub padded_input: Box<[T]>,
         /// The operands of the weight-gradient kernel of a stride-1 convolution, laid out for
         /// it: `dZ` of the batch position-major (`OH·OW x OC` per sample) where it puts the
-        /// filters in the vector lanes; where it puts the output positions in the lanes, a few
-        /// (padded) inputs at a time, each copied once per kernel column `kx`, shifted left by
-        /// `kx` and cut to the output's width (`C x K x (H + 2P) x OW` per sample), so that the
-        /// inputs meeting a vector of `dZ` are one vector too (`K` times an input per image of
-        /// a pass: 18 KB for LeNet-5's first layer, several MB for a large image and kernel).
+        /// filters in the vector lanes; with a kernel of 3 to 5 there, the operands of
+        /// Winograd's method instead (a few samples' input transforms and gradients, and the
+        /// sums at the tiles' points: 155 KB for LeNet-5's second layer in `f32`, where `dZ`
+        /// position-major would be 400 KB at batch 64); where it puts the output positions in
+        /// the lanes, a few (padded) inputs at a time, each copied once per kernel column `kx`,
+        /// shifted left by `kx` and cut to the output's width (`C x K x (H + 2P) x OW` per
+        /// sample), so that the inputs meeting a vector of `dZ` are one vector too (`K` times
+        /// an input per image of a pass: 18 KB for LeNet-5's first layer, several MB for a
+        /// large image and kernel).
         pub weight_gradient_scratch: Box<[T]>,
         /// The transformed filters and the tiles of the input gradient by Winograd's method,
         /// for a stride-1 convolution with a kernel of 3 to 5 (empty otherwise; then

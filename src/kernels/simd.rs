@@ -2887,6 +2887,7 @@ unsafe fn weight_grad_filters_run<S: Simd>(
 
 /// The images whose transforms [`weight_grad_winograd_run`] holds at once: the pairs of
 /// kernel rows go over them with their sums in registers, stored between groups of images.
+#[cfg(feature = "alloc")]
 const WINOGRAD_GRADIENT_IMAGES: usize = 4;
 
 /// The scratch elements [`conv2d_weight_gradient_winograd`] needs for `shape` (no padding) and a
@@ -2894,6 +2895,7 @@ const WINOGRAD_GRADIENT_IMAGES: usize = 4;
 /// [`WINOGRAD_GRADIENT_IMAGES`] images their input transforms, their gradients position-major
 /// and those evaluated at the points (per vector of filters), then the sums in Winograd's
 /// domain (per vector of filters, pair `(c, ky)` and point).
+#[cfg(feature = "alloc")]
 pub(crate) const fn weight_gradient_winograd_scratch(
     shape: &Conv,
     batch: usize,
@@ -2925,7 +2927,7 @@ pub(crate) const fn weight_gradient_winograd_scratch(
 /// The CPU has `S`'s instruction set; `e` holds the group's `images·OH·tiles·6` vectors, `v`
 /// the images' transforms (`images` blocks of `C·tiles·6·rows`, `[c][t][ν][row]`), `sums` the
 /// group's `C·K·6` vectors; `pair0 + NP <= C·K`.
-#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[cfg(feature = "alloc")]
 #[inline(always)]
 unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
     shape: &Conv,
@@ -2994,7 +2996,7 @@ unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
 /// The CPU has `S`'s instruction set; the slices and sizes were checked by
 /// [`conv2d_weight_gradient_winograd`] (`scratch` as [`weight_gradient_winograd_scratch`]
 /// says).
-#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[cfg(feature = "alloc")]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
@@ -3555,7 +3557,7 @@ macro_rules! weight_grad_winograd_entry {
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
         /// [`conv2d_weight_gradient_winograd`].
         #[target_feature(enable = $features)]
-        #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+        #[cfg(feature = "alloc")]
         #[allow(clippy::too_many_arguments)]
         unsafe fn $name(
             shape: &Conv,
@@ -3606,7 +3608,7 @@ weight_grad_winograd_entry!(weight_grad_winograd_avx2_f64, Avx2F64, f64, "avx2,f
 /// When [`super::winograd::applies`] is false for `shape`, the shape has padding, a slice's
 /// length does not fit, `scratch` is shorter than [`weight_gradient_winograd_scratch`], or the
 /// CPU does not have `isa`.
-#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[cfg(feature = "alloc")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d_weight_gradient_winograd<E: Element>(
     isa: Isa,

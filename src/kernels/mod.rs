@@ -904,10 +904,10 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
     }
 }
 
-/// The elements of the stack buffer of the Winograd forward pass (32 KiB of `f32`; LeNet's
-/// second layer needs 8,176 with AVX-512); a convolution whose filters' and image's transforms
+/// The elements of the stack buffer of the Winograd forward pass (36 KiB of `f32`; LeNet's
+/// second layer needs 8,536 with AVX-512); a convolution whose filters' and image's transforms
 /// need more takes the direct kernel.
-const WINOGRAD_STACK_SCRATCH: usize = 8 * 1024;
+const WINOGRAD_STACK_SCRATCH: usize = 9 * 1024;
 
 /// The Winograd path of [`conv2d_stride1_simd`], its scratch on the stack (not zeroed). Never
 /// inlined, so that its buffer is not in the caller's stack frame on the other paths.

@@ -2902,6 +2902,7 @@ pub(crate) const fn weight_gradient_winograd_scratch(
     lanes: usize,
 ) -> usize {
     let (tiles, covered, rows) = winograd_forward_tiling(shape);
+    let stride = rows.next_multiple_of(lanes);
     let tile = super::winograd::TILE;
     let images = if batch < WINOGRAD_GRADIENT_IMAGES {
         batch
@@ -2910,7 +2911,7 @@ pub(crate) const fn weight_gradient_winograd_scratch(
     };
     let groups = shape.filters.div_ceil(lanes);
     shape.channels * covered * rows
-        + images * shape.channels * tiles * tile * rows
+        + images * shape.channels * tiles * tile * stride
         + images * shape.output_len()
         + groups * images * shape.out_height() * tiles * tile * lanes
         + groups * shape.channels * shape.kernel * tile * lanes
@@ -2940,11 +2941,12 @@ unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
     const TILE: usize = super::winograd::TILE;
     let lanes = S::LANES;
     let (tiles, _, rows) = winograd_forward_tiling(shape);
-    let image = shape.channels * tiles * TILE * rows;
+    let stride = rows.next_multiple_of(lanes);
+    let image = shape.channels * tiles * TILE * stride;
     // Where pair (c, ky)'s transforms start in an image's, at tile 0, point 0, row oh = 0.
     let offsets: [usize; NP] = core::array::from_fn(|p| {
         let (c, ky) = ((pair0 + p) / shape.kernel, (pair0 + p) % shape.kernel);
-        c * tiles * TILE * rows + ky
+        c * tiles * TILE * stride + ky
     });
     // SAFETY (whole body): the instruction set is present (the caller's contract). The sums
     // read and written are the pairs pair0..pair0 + NP < C·K at the 6 points; the vectors of
@@ -2960,10 +2962,10 @@ unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
             let v_image = v.add(i * image);
             for oh in 0..shape.out_height() {
                 for t in 0..tiles {
-                    let v_t = v_image.add(t * TILE * rows + oh);
+                    let v_t = v_image.add(t * TILE * stride + oh);
                     for nu in 0..TILE {
                         let g = S::load(e.add(nu * lanes));
-                        let v_nu = v_t.add(nu * rows);
+                        let v_nu = v_t.add(nu * stride);
                         for (acc_p, &offset) in acc.iter_mut().zip(&offsets) {
                             acc_p[nu] = S::fma(S::splat(*v_nu.add(offset)), g, acc_p[nu]);
                         }
@@ -3022,7 +3024,7 @@ unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
     let groups = filters.div_ceil(lanes);
     let pairs = channels * R;
     let chunk = WINOGRAD_GRADIENT_IMAGES.min(batch);
-    let v_len = channels * tiles * TILE * rows;
+    let v_len = channels * tiles * TILE * rows.next_multiple_of(lanes);
     let e_len = chunk * out_height * tiles * TILE * lanes;
     let (image, rest) = scratch.split_at_mut(channels * covered * rows);
     let (v, rest) = rest.split_at_mut(chunk * v_len);
@@ -3239,7 +3241,7 @@ pub(crate) const fn winograd_forward_scratch(shape: &Conv, lanes: usize) -> usiz
     let tile = super::winograd::TILE;
     let filters_transposed = filters * channels * kernel * kernel;
     let per_image = channels * covered * padded_height
-        + channels * tiles * tile * padded_height
+        + channels * tiles * tile * padded_height.next_multiple_of(lanes)
         + shape.out_height() * shape.out_width() * lanes;
     filters.div_ceil(lanes) * channels * kernel * tile * lanes
         + if filters_transposed > per_image {
@@ -3259,7 +3261,8 @@ pub(crate) const fn winograd_forward_applies(shape: &Conv) -> bool {
 
 /// The input transforms of Winograd's method along the rows (tiles of `M` outputs, see
 /// [`winograd_forward_run`]) of one image: `V = Bᵀ·d` of every 6-wide tile `t` (columns
-/// `t·M..t·M + 6` of the padded image) and every padded row, into `v` as `[c][t][ν][row]`. The
+/// `t·M..t·M + 6` of the padded image) and every padded row, into `v` as `[c][t][ν][row]`, each
+/// `[row]` the padded height rounded up to whole vectors (whose last rows are never read). The
 /// image is transposed into `image` first (`[c][column][row]`, 16 x 16 blocks at a time), so
 /// that the transform has the rows in the lanes; the padding and the columns past the image in
 /// `image` are never written here, and must be zero.
@@ -3267,7 +3270,8 @@ pub(crate) const fn winograd_forward_applies(shape: &Conv) -> bool {
 /// # Safety
 ///
 /// The CPU has `S`'s instruction set; `x` holds the image's `C·H·W` elements, `image`
-/// `C·covered·padded_height` and `v` `C·tiles·6·padded_height` ([`winograd_forward_tiling`]).
+/// `C·covered·padded_height` and `v` `C·tiles·6·stride` ([`winograd_forward_tiling`]; `stride`
+/// the padded height rounded up to a multiple of `S::LANES`).
 #[inline(always)]
 unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
     shape: &Conv,
@@ -3286,11 +3290,12 @@ unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
         ..
     } = *shape;
     let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
+    let stride = padded_height.next_multiple_of(lanes);
     // SAFETY (whole body): the instruction set is present (the caller's contract); the reads
     // are of rows r0 + i < H and columns x0 + j < W of the image; the writes of `image` at
     // column padding + x0 + j < covered and row padding + r0 + i < the padded height; the reads
     // of `image` at columns t·M + j < tiles·M + 5 < covered, and the writes of `v` inside its
-    // C·tiles·6 rows.
+    // C·tiles·6 rows of `stride` (whole vectors: r0 + LANES <= stride).
     unsafe {
         let mut rows = [S::zero(); 16];
         for c in 0..channels {
@@ -3311,14 +3316,16 @@ unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
         for c in 0..channels {
             for t in 0..tiles {
                 let from = image.add((c * covered + t * M) * padded_height);
-                let to = v.add((c * tiles + t) * tile * padded_height);
+                let to = v.add((c * tiles + t) * tile * stride);
                 for r0 in (0..padded_height).step_by(lanes) {
                     let mask = S::mask(lanes.min(padded_height - r0));
                     let d: [S::V; 6] = core::array::from_fn(|j| {
                         S::load_masked(from.add(j * padded_height + r0), mask)
                     });
+                    // Whole vectors: the rows past the padded height are zeros' transforms,
+                    // never read (a masked store cost several plain ones).
                     for (nu, z) in winograd_input_transform::<S>(d).into_iter().enumerate() {
-                        S::store_masked(to.add(nu * padded_height + r0), mask, z);
+                        S::store(to.add(nu * stride + r0), z);
                     }
                 }
             }
@@ -3351,7 +3358,8 @@ unsafe fn winograd_forward_tile<S: Simd, const R: usize, const M: usize, const N
     S::E: From<f32>,
 {
     const TILE: usize = super::winograd::TILE;
-    let padded_height = shape.height + 2 * shape.padding;
+    // The rows of a transform, whole vectors ([`winograd_row_transforms`]).
+    let stride = (shape.height + 2 * shape.padding).next_multiple_of(S::LANES);
     // SAFETY (whole body): the instruction set is present (the caller's contract). The vectors
     // of `u` read are (c·R + ky)·6 + ν < C·R·6; the transforms of `v` read are of tile t < tiles
     // at rows oh0 + o + ky < OH + R - 1 = the padded height; the vectors written are at rows
@@ -3359,12 +3367,12 @@ unsafe fn winograd_forward_tile<S: Simd, const R: usize, const M: usize, const N
     unsafe {
         let mut acc = [[S::zero(); TILE]; NR];
         for c in 0..shape.channels {
-            let mut v_step = v.add((c * tiles + t) * TILE * padded_height + oh0);
+            let mut v_step = v.add((c * tiles + t) * TILE * stride + oh0);
             let mut u_step = u.add(c * R * TILE * S::LANES);
             for _ in 0..R {
                 for nu in 0..TILE {
                     let u_nu = S::load(u_step.add(nu * S::LANES));
-                    let v_nu = v_step.add(nu * padded_height);
+                    let v_nu = v_step.add(nu * stride);
                     for (o, acc_o) in acc.iter_mut().enumerate() {
                         acc_o[nu] = S::fma(S::splat(*v_nu.add(o)), u_nu, acc_o[nu]);
                     }
@@ -3446,7 +3454,8 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
         }
     }
     let (image, rest) = rest.split_at_mut(channels * covered * padded_height);
-    let (v, rest) = rest.split_at_mut(channels * tiles * tile * padded_height);
+    let stride = padded_height.next_multiple_of(lanes);
+    let (v, rest) = rest.split_at_mut(channels * tiles * tile * stride);
     let sums = &mut rest[..out_height * out_width * lanes];
     image.fill(MaybeUninit::new(S::E::default()));
     // SAFETY (whole body): the instruction set is present (the caller's contract); every read

@@ -1031,8 +1031,10 @@ pub(crate) fn copy_rows<T: Copy + 'static>(
 /// `dw (+)= Σ over the batch of dZ·X̂ᵀ`, the weight gradient of a stride-1 convolution (see
 /// [`Conv`]), `[filters][channels][kernel][kernel]`, from `batch` images `x` and the gradients
 /// of their outputs `dz` (`[batch][filters][out_height][out_width]`), without unrolling the
-/// patches `X̂`. Fast without padding: a padded convolution's caller passes the padded images
-/// (and padding 0).
+/// patches `X̂`. The SIMD kernel that puts the positions in the lanes pads the images as it
+/// copies them; the others are fast only without padding: where
+/// [`conv_weight_gradient_pads`] is false, a padded convolution's caller passes the padded
+/// images (and `shape.padded()`).
 ///
 /// The SIMD kernels lay their operands out in `scratch` (see
 /// [`conv_weight_gradient_scratch`]): with many filters and narrow images they put the filters
@@ -1055,9 +1057,8 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     accumulate: bool,
 ) {
     shape.check_batch(batch, x.len(), dw.len(), shape.filters, dz.len());
-    // The SIMD kernels want the image padded by the caller (no masks in their inner loops).
     #[cfg(target_arch = "x86_64")]
-    if let (Some(isa), 0) = (simd::detected_isa(), shape.padding) {
+    if let Some(isa) = simd::detected_isa() {
         if let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
             simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice::<T, f32>(dz),
@@ -1192,7 +1193,27 @@ pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usiz
     0
 }
 
-/// [`conv2d_weight_gradient_stride1`] on the SIMD kernels, the lengths checked, no padding.
+/// Whether [`conv2d_weight_gradient_stride1`] is fast on `shape`'s images as they are, without
+/// their padding (always when the padding is 0): where its SIMD kernel puts the positions in
+/// the lanes, which pads the images as it copies them. Otherwise a padded convolution pads its
+/// images first and passes `shape.padded()`.
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
+    if shape.padding == 0 {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa() {
+        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+            || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
+        return simd_type
+            && weight_gradient_kernel::<T>(isa, &shape.padded())
+                == WeightGradientKernel::PositionsInLanes;
+    }
+    false
+}
+
+/// [`conv2d_weight_gradient_stride1`] on the SIMD kernels, the lengths checked.
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
 fn weight_gradient_simd<E: simd::Element + Scalar>(
@@ -1206,8 +1227,13 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
     accumulate: bool,
 ) {
     let positions = shape.out_height() * shape.out_width();
-    match weight_gradient_kernel::<E>(isa, shape) {
-        WeightGradientKernel::FiltersInLanes if scratch.len() == dz.len() && positions > 0 => {
+    // The kernels with the filters in the lanes want the image padded by the caller (no masks
+    // in their inner loops).
+    let unpadded = shape.padding == 0;
+    match weight_gradient_kernel::<E>(isa, &shape.padded()) {
+        WeightGradientKernel::FiltersInLanes
+            if scratch.len() == dz.len() && positions > 0 && unpadded =>
+        {
             // dZ of each image, [filter][position] -> [position][filter].
             for (dz, dzt) in dz
                 .chunks_exact(shape.output_len())
@@ -1220,8 +1246,13 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
             return;
         }
         WeightGradientKernel::WinogradRows
-            if scratch.len()
-                == simd::weight_gradient_winograd_scratch(shape, batch, simd::lanes::<E>(isa)) =>
+            if unpadded
+                && scratch.len()
+                    == simd::weight_gradient_winograd_scratch(
+                        shape,
+                        batch,
+                        simd::lanes::<E>(isa),
+                    ) =>
         {
             simd::conv2d_weight_gradient_winograd(
                 isa, shape, batch, x, dz, scratch, dw, accumulate,
@@ -1238,7 +1269,8 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
             );
             return;
         }
-        // A scratch of another length (or no position): the generic loops.
+        // A scratch of another length, no position, or padding the kernel does not take: the
+        // generic loops.
         _ => {}
     }
     let images = per_image(x, batch, shape.image_len());
@@ -1743,6 +1775,8 @@ mod tests {
             weight_gradient_kernel::<f32>(isa, &first.padded()),
             WeightGradientKernel::PositionsInLanes
         );
+        // That kernel pads the images as it copies them: the layer does not pad them first.
+        assert!(conv_weight_gradient_pads::<f32>(&first));
         assert_eq!(
             weight_gradient_kernel::<f32>(isa, &second),
             WeightGradientKernel::WinogradRows

@@ -1977,19 +1977,19 @@ unsafe fn conv_run<S: Simd>(
     }
 }
 
-/// The elements of one image's column-shifted copy for the weight gradient of `shape` (no
-/// padding): the image once per kernel column `kx`, shifted left by `kx` and cut to the
-/// output's width, `X_kx[c][row][ow] = X[c][row][ow + kx]`, `C·K·H·OW` elements. In it, the
+/// The elements of one image's column-shifted copy for the weight gradient of `shape`: the
+/// padded image once per kernel column `kx`, shifted left by `kx` and cut to the output's
+/// width, `X_kx[c][row][ow] = X[c][row][ow + kx]`, `C·K·(H + 2P)·OW` elements. In it, the
 /// inputs that meet the output positions `q = oh·OW + ow` at a step `(c, ky, kx)` are
 /// contiguous, `X_kx[c][ky·OW + q]`, exactly as `dZ`'s positions are: one vector of positions
 /// is one load of each, whatever the widths (see [`weight_grad_tile`]).
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) const fn shifted_image_len(shape: &Conv) -> usize {
-    shape.channels * shape.kernel * shape.height * shape.out_width()
+    shape.channels * shape.kernel * (shape.height + 2 * shape.padding) * shape.out_width()
 }
 
-/// How many images [`weight_grad_run`] shifts and sums at once for `shape` (no padding), in a
+/// How many images [`weight_grad_run`] shifts and sums at once for `shape`, in a
 /// batch of `batch`: as many as keep their shifted copies and gradients within
 /// [`WEIGHT_GRAD_PASS_BYTES`], at least one. The scratch it needs is that many
 /// [`shifted_image_len`]s.
@@ -2102,52 +2102,77 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
 }
 
 /// Makes the column-shifted copies (see [`shifted_image_len`]) of `images` at the start of
-/// `shifted`: row `r` of channel `c` of an image, from column `kx` on, `OW` wide, goes to row `r`
-/// of its copy `kx` of that channel.
+/// `shifted`: row `r` of channel `c` of a padded image, from column `kx` on, `OW` wide, goes to
+/// row `r` of its copy `kx` of that channel. The padding is written here, from the image as it
+/// is: its rows are zeros, and its columns are the lanes a load leaves out.
 ///
 /// Rows are copied in the order of the copies, whole vectors each: a vector's lanes past its
 /// row land on later rows, overwritten when their turn comes, or past the last copy, where
-/// nothing reads them; only the loads past the end of `images` and the stores past the end of
-/// `shifted` are masked (a masked store costs several plain ones on some CPUs).
+/// nothing reads them; without padding, only the loads past the end of `images` and the stores
+/// past the end of `shifted` are masked (a masked store costs several plain ones on some
+/// CPUs); with padding, every load is masked to the columns inside the image.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; the kernel fits the image (`OW = W - K + 1`); `images`
-/// holds whole images of `shape` (no padding), `shifted` at least as many copies.
+/// The CPU has `S`'s instruction set; the kernel fits the padded image (`OW = W + 2P - K + 1`);
+/// `images` holds whole images of `shape` (without their padding), `shifted` at least as many
+/// copies.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[inline(always)]
 unsafe fn shift_columns<S: Simd>(shape: &Conv, images: &[S::E], shifted: &mut [S::E]) {
     let Conv {
         kernel,
+        padding,
         height,
         width,
         ..
     } = *shape;
-    let out_width = shape.out_width();
+    let (out_width, rows) = (shape.out_width(), height + 2 * padding);
     let lanes = S::LANES;
     let (source_len, target_len) = (images.len(), shifted.len());
     let (source, target) = (images.as_ptr(), shifted.as_mut_ptr());
     // One plane of an image (a channel) and its `K` copies, in order.
     let planes = source_len.checked_div(height * width).unwrap_or(0);
     // SAFETY (whole body): the instruction set is present (the caller's contract). Row r of
-    // plane p, from column kx, starts at `p·H·W + r·W + kx` in `images`; its copy at `((p·K +
-    // kx)·H + r)·OW` in `shifted`, below `planes·K·H·OW <= target_len` (the caller's contract).
-    // A load at `from` reads `from..from + LANES` when that is inside `images`, else only the
-    // lanes the row needs (inside: `kx + OW <= W`); a store likewise inside `shifted`.
+    // the padded plane p, from column kx, is row r - P of plane p from column kx - P, which
+    // starts at `p·H·W + (r - P)·W + kx - P` in `images` (before the row's start when kx < P:
+    // the pointer is formed with wrapping arithmetic and those lanes are never read); its copy
+    // at `((p·K + kx)·(H + 2P) + r)·OW` in `shifted`, below `planes·K·(H + 2P)·OW <=
+    // target_len` (the caller's contract). Without padding, a load at `from` reads `from..from
+    // + LANES` when that is inside `images`, else only the lanes the row needs (inside: `kx +
+    // OW <= W`); with padding, only the lanes whose column `v + lane + kx - P` is in `0..W`, in
+    // row r - P < H. A store writes `to..to + LANES` when that is inside `shifted`, else the
+    // lanes of the row.
     unsafe {
         for p in 0..planes {
             for kx in 0..kernel {
-                for r in 0..height {
-                    let from = p * height * width + r * width + kx;
-                    let to = ((p * kernel + kx) * height + r) * out_width;
+                for r in 0..rows {
+                    let to = ((p * kernel + kx) * rows + r) * out_width;
+                    let inside = r >= padding && r < height + padding;
                     let mut v = 0;
                     while v < out_width {
                         let needed = S::mask(lanes.min(out_width - v));
-                        let value = if from + v + lanes <= source_len {
-                            S::load(source.add(from + v))
+                        let value = if !inside {
+                            S::zero()
+                        } else if padding == 0 {
+                            let from = p * height * width + r * width + kx + v;
+                            if from + lanes <= source_len {
+                                S::load(source.add(from))
+                            } else {
+                                S::load_masked(source.add(from), needed)
+                            }
                         } else {
-                            S::load_masked(source.add(from + v), needed)
+                            // Lanes with columns v + lane + kx - P in 0..W.
+                            let first = (padding - (kx + v).min(padding)).min(lanes);
+                            let last = (width + padding).saturating_sub(kx + v).min(lanes);
+                            let row = p * height * width + (r - padding) * width;
+                            let from = source.add(row).wrapping_add(kx + v).wrapping_sub(padding);
+                            if first < last {
+                                S::load_masked(from, S::mask_range(first, last))
+                            } else {
+                                S::zero()
+                            }
                         };
                         if to + v + lanes <= target_len {
                             S::store(target.add(to + v), value);
@@ -2193,6 +2218,8 @@ unsafe fn weight_grad_run<S: Simd>(
     let steps = shape.channels * shape.kernel * shape.kernel;
     let (image_len, gradients_len) = (shape.image_len(), shape.output_len());
     let per_pass = weight_grad_images_per_pass::<S::E>(shape, batch);
+    // The tiles read the shifted copies, which hold the padding: to them the image is padded.
+    let padded = shape.padded();
     for first in (0..batch.max(1)).step_by(per_pass) {
         let batch = per_pass.min(batch - first);
         let accumulate = accumulate || first > 0;
@@ -2220,7 +2247,7 @@ unsafe fn weight_grad_run<S: Simd>(
                         weight_grad_tile,
                         rows,
                         2,
-                        shape,
+                        &padded,
                         batch,
                         shifted,
                         dz,
@@ -2235,7 +2262,7 @@ unsafe fn weight_grad_run<S: Simd>(
                         weight_grad_tile,
                         rows,
                         1,
-                        shape,
+                        &padded,
                         batch,
                         shifted,
                         dz,
@@ -3839,16 +3866,17 @@ pub(crate) fn conv2d_stride1<E: Element>(
     unsafe { E::conv_rows(isa, shape, x, w, bias, out, epilogue) }
 }
 
-/// The weight gradient of a stride-1 convolution without padding summed over a batch of
-/// `batch` images, `dw (+)= Σ dZ·X̂ᵀ` (see [`Conv`]), with `isa`, without unrolling the patches
-/// `X̂`, positions in the lanes: `dz` is `[image][filter][OH][OW]` as the layer holds it, and
-/// `shifted` the scratch for [`weight_grad_images_per_pass`] column-shifted images (see
-/// [`shifted_image_len`] and [`weight_grad_tile`]).
+/// The weight gradient of a stride-1 convolution summed over a batch of `batch` images, `dw
+/// (+)= Σ dZ·X̂ᵀ` (see [`Conv`]), with `isa`, without unrolling the patches `X̂`, positions in
+/// the lanes: `x` is the images without their padding, `dz` `[image][filter][OH][OW]` as the
+/// layer holds it, and `shifted` the scratch for [`weight_grad_images_per_pass`]
+/// column-shifted padded images (see [`shifted_image_len`] and [`weight_grad_tile`]), which
+/// are made here with their padding.
 ///
 /// # Panics
 ///
-/// When `x` is not `batch` images, `dz` not their gradients, `dw` not the weight's length,
-/// `shifted` not the scratch's length, or the padding is not 0.
+/// When `x` is not `batch` images, `dz` not their gradients, `dw` not the weight's length, or
+/// `shifted` not the scratch's length.
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[allow(clippy::too_many_arguments)]
@@ -3868,12 +3896,8 @@ pub(crate) fn conv2d_weight_gradient_positions<E: Element>(
         weight_grad_images_per_pass::<E>(shape, batch) * shifted_image_len(shape),
         "the scratch of the weight gradient of {batch} images of {shape:?}"
     );
-    assert_eq!(
-        shape.padding, 0,
-        "the weight-gradient kernel takes a padded image"
-    );
     assert_isa(isa);
-    // SAFETY: lengths, padding, sizes and instruction set checked above.
+    // SAFETY: lengths, sizes and instruction set checked above.
     unsafe { E::weight_grad_rows(isa, shape, batch, x, dz, shifted, dw, accumulate) }
 }
 
@@ -5968,15 +5992,21 @@ mod tests {
                 std::eprintln!("skipping {isa:?}: not on this CPU");
                 continue;
             }
-            for kernel in 1..=4 {
+            // Padding too: the copies write it, from images without it (zero rows, and the
+            // columns a load leaves out, on the left, the right, or both; wider than the
+            // kernel too).
+            for (kernel, padding) in (1..=4).flat_map(|k| [(k, 0), (k, 1), (k, 3)]) {
                 for height in [kernel, kernel + 1, kernel + 3] {
                     for width in [0, 1, 2, 3, 7, 8, 15, 16, 17].map(|w| kernel + w) {
                         for (channels, filters) in [(1, 1), (2, 3), (1, 9)] {
+                            if padding > 0 && (channels, filters) != (2, 3) {
+                                continue;
+                            }
                             let shape = Conv {
                                 channels,
                                 filters,
                                 kernel,
-                                padding: 0,
+                                padding,
                                 height,
                                 width,
                             };
@@ -6936,6 +6966,45 @@ mod tests {
                 Guarded::new(&std::vec![0.0; scratch]),
             );
             let mut dw = std::vec![0.0; w.len()];
+            for isa in [Isa::Avx512, Isa::Avx2Fma]
+                .into_iter()
+                .filter(|&i| isa_available(i))
+            {
+                conv2d_weight_gradient_positions(
+                    isa,
+                    &shape,
+                    batch,
+                    x.slice(),
+                    dz.slice(),
+                    scratch.slice(),
+                    &mut dw,
+                    false,
+                );
+            }
+        }
+        // The weight gradient with the positions in the lanes, of padded images: the copies
+        // load each row's columns masked (before the row's start where the padding is on the
+        // left), the last image ending at the guard page.
+        for sizes in [
+            (1, 6, 5, 2, 28, 28),
+            (2, 3, 3, 1, 5, 17),
+            (1, 2, 2, 3, 2, 3),
+        ] {
+            let shape = conv_of(sizes);
+            let batch = 2;
+            let (x, dz) = (
+                values(batch * shape.image_len()),
+                values(batch * shape.output_len()),
+            );
+            let scratch =
+                weight_grad_images_per_pass::<f32>(&shape, batch) * shifted_image_len(&shape);
+            let (mut x, mut dz, mut scratch) = (
+                Guarded::new(&x),
+                Guarded::new(&dz),
+                Guarded::new(&std::vec![0.0; scratch]),
+            );
+            let kernel = shape.kernel;
+            let mut dw = std::vec![0.0; shape.filters * shape.channels * kernel * kernel];
             for isa in [Isa::Avx512, Isa::Avx2Fma]
                 .into_iter()
                 .filter(|&i| isa_available(i))

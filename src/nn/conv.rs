@@ -654,7 +654,9 @@ mod train {
         /// `Wᵀ·dZ` of one sample, before `col2im` adds it into `dX`.
         pub d_patches: Box<[T]>,
         /// The batch's inputs with their zero padding (`B x C x (H + 2P) x (W + 2P)`), for the
-        /// weight gradient of a padded stride-1 convolution; the border is never written.
+        /// weight gradient of a padded stride-1 convolution whose kernel does not pad the
+        /// images itself (empty where it does: LeNet-5's first layer); the border is never
+        /// written.
         pub padded_input: Box<[T]>,
         /// The operands of the weight-gradient kernel of a stride-1 convolution, laid out for
         /// it: `dZ` of the batch position-major (`OH·OW x OC` per sample) where it puts the
@@ -728,7 +730,7 @@ mod train {
                     .into_boxed_slice(),
                 padded_input: vec![
                     T::ZERO;
-                    if STRIDE == 1 && PAD > 0 {
+                    if STRIDE == 1 && !kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
                         B * C * (H + 2 * PAD) * (W + 2 * PAD)
                     } else {
                         0
@@ -814,20 +816,24 @@ mod train {
                 .as_flattened_mut();
             let weight = self.weight_matrix();
             if STRIDE == 1 {
-                // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X (padded first), where it lies: no patches.
-                let images = if PAD > 0 {
+                // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X where it lies (padded first, unless the
+                // kernel pads as it reads): no patches.
+                let (shape, images) = if kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
+                    (
+                        &Self::DIRECT,
+                        x.as_flattened().as_flattened().as_flattened(),
+                    )
+                } else {
                     let padded = &mut ws.padded_input;
                     let len = padded.len() / B.max(1);
                     for (x, padded) in x.iter().zip(padded.chunks_exact_mut(len.max(1))) {
                         let x = x.as_flattened().as_flattened();
                         kernels::pad(&Self::DIRECT, x, padded);
                     }
-                    &ws.padded_input[..]
-                } else {
-                    x.as_flattened().as_flattened().as_flattened()
+                    (&Self::PADDED, &ws.padded_input[..])
                 };
                 kernels::conv2d_weight_gradient_stride1(
-                    &Self::PADDED,
+                    shape,
                     B,
                     images,
                     ws.d_pre_activation

@@ -405,8 +405,10 @@ fn convolution_gradients() {
     case!(Tanh, 2, 2, 3, 3, 2, 7, 7);
     // LeNet's first layer's kernel and padding.
     case!(Tanh, 1, 2, 5, 1, 2, 6, 6);
-    // Sixteen filters, stride 1: the kernel with the filters in its vector lanes (with
-    // AVX-512; with AVX2 it puts the positions in them, equally full).
+    // Sixteen filters, stride 1: the kernels with the filters in their vector lanes (with
+    // AVX-512: the forward pass, and the weight gradient by Winograd's method; with AVX2 they
+    // put the positions in them, equally full). The padded cases with few filters take the
+    // weight gradient with the positions in the lanes, which pads the images as it copies them.
     case!(Identity, 3, 16, 3, 1, 1, 4, 4);
     // Stride 1 with kernels of 3 to 5 takes Winograd's method for dX (on x86-64 with AVX2 or
     // AVX-512); sizes its tiles do not divide, and a 4 x 4 kernel:

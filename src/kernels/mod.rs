@@ -1038,7 +1038,9 @@ pub(crate) fn copy_rows<T: Copy + 'static>(
 ///
 /// The SIMD kernels lay their operands out in `scratch` (see
 /// [`conv_weight_gradient_scratch`]): with many filters and narrow images they put the filters
-/// in the lanes and want `dz` position-major; otherwise they put the positions in the lanes,
+/// in the lanes and want `dz` position-major (with a kernel of 3 to 5, by Winograd's method
+/// along the rows, which keeps a few images' transforms and the sums at its tiles' points
+/// there instead); otherwise they put the positions in the lanes,
 /// take `dz` as it is and copy a few images at a time once per kernel column, shifted, so that
 /// the inputs that meet a vector of `dz` are one vector too. Where the scratch has another
 /// length, the generic loops run.
@@ -1167,7 +1169,8 @@ fn weight_gradient_kernel<E>(isa: simd::Isa, shape: &Conv) -> WeightGradientKern
 }
 
 /// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`
-/// ([`WeightGradientKernel`]): `dz`'s length with the filters in the lanes, the column-shifted
+/// ([`WeightGradientKernel`]): `dz`'s length with the filters in the lanes (by Winograd's
+/// method, `simd::weight_gradient_winograd_scratch`), the column-shifted
 /// copies of the images of one pass with the positions in the lanes, 0 without SIMD kernels.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
@@ -1741,10 +1744,6 @@ mod tests {
         assert_eq!(fused, want);
     }
 
-    /// On a CPU with AVX2 or AVX-512, a stride-1 convolution with the filters in the lanes and a
-    /// 3 x 3 to 5 x 5 kernel (LeNet's second layer) takes the Winograd forward pass: the batch
-    /// function's outputs are its outputs, bit for bit (the direct kernel's differ in the last
-    /// bits), and its stack buffer is what `conv_stack_scratch` counts.
     /// The weight gradient's dispatch: LeNet-5's second layer by Winograd's method (its
     /// workspace sized for it, and the same bits as the kernel called directly), its first
     /// with the positions in the lanes.
@@ -1821,6 +1820,10 @@ mod tests {
         assert_eq!(by_dispatch, by_winograd);
     }
 
+    /// On a CPU with AVX2 or AVX-512, a stride-1 convolution with the filters in the lanes and a
+    /// 3 x 3 to 5 x 5 kernel (LeNet's second layer) takes the Winograd forward pass: the batch
+    /// function's outputs are its outputs, bit for bit (the direct kernel's differ in the last
+    /// bits), and its stack buffer is what `conv_stack_scratch` counts.
     #[cfg(target_arch = "x86_64")]
     #[test]
     #[allow(unsafe_code)] // the kernel's output as it takes it
@@ -1951,8 +1954,9 @@ mod tests {
                     true,
                 );
             }
-            /// `tolerance`: of the outputs, per unit of the sum of the terms' sizes (the
-            /// Winograd forward pass rounds its transforms; everything else is exact here).
+            /// `tolerance`: of the outputs and the weight gradients, per unit of the sum of the
+            /// terms' sizes (the Winograd forward pass and weight gradient round their
+            /// transforms; everything else is exact here).
             fn check<T: Scalar + Into<f64>>(
                 shape: &Conv,
                 operands: [&[i64]; 6],
@@ -1977,24 +1981,33 @@ mod tests {
                 }
                 let padded = shape.padded();
                 let scratch = conv_weight_gradient_scratch::<T>(&padded, batch);
-                for scratch_len in [scratch, 0] {
-                    let mut scratch = std::vec![from(0); scratch_len];
-                    let mut dw = dw_start.clone();
-                    conv2d_weight_gradient_stride1(
-                        &padded,
-                        batch,
-                        &x_padded,
-                        &dz,
-                        &mut scratch,
-                        &mut dw,
-                        true,
-                    );
-                    for (j, (&g, &e)) in dw.iter().zip(want_dw).enumerate() {
-                        assert_eq!(
-                            g.into(),
-                            e as f64,
-                            "{shape:?} scratch {scratch_len}: dW {j}"
+                // The padded images, and where the kernel pads them itself, the images as they
+                // are.
+                let unpadded = (shape.padding > 0 && conv_weight_gradient_pads::<T>(shape))
+                    .then_some((shape, &x));
+                for (shape, x) in [(&padded, &x_padded)].into_iter().chain(unpadded) {
+                    for scratch_len in [scratch, 0] {
+                        let mut scratch = std::vec![from(0); scratch_len];
+                        let mut dw = dw_start.clone();
+                        conv2d_weight_gradient_stride1(
+                            shape,
+                            batch,
+                            x,
+                            &dz,
+                            &mut scratch,
+                            &mut dw,
+                            true,
                         );
+                        // Winograd's weight gradient rounds too (sums at its tiles' points).
+                        let terms =
+                            (batch * shape.out_height() * shape.out_width() * 25 + 5) as f64;
+                        for (j, (&g, &e)) in dw.iter().zip(want_dw).enumerate() {
+                            let g: f64 = g.into();
+                            assert!(
+                                (g - e as f64).abs() <= tolerance * terms,
+                                "{shape:?} scratch {scratch_len}: dW {j} is {g}, expected {e}"
+                            );
+                        }
                     }
                 }
             }
@@ -2007,7 +2020,7 @@ mod tests {
                 &value(filters * steps, 5),
             ];
             // Small integers: every sum is exact in f32 and f64, whatever the order, but for
-            // the Winograd forward pass's (its transforms have fractions).
+            // Winograd's forward pass and weight gradient (their transforms have fractions).
             check::<f32>(&shape, operands, &want_out, &want_dw, |v| v as f32, 1e-6);
             check::<f64>(&shape, operands, &want_out, &want_dw, |v| v as f64, 1e-14);
             check::<i32>(&shape, operands, &want_out, &want_dw, |v| v as i32, 0.0);

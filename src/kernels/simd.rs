@@ -163,6 +163,10 @@ trait Simd {
     const FLAT_VECTORS: usize;
     /// Output rows per tile of the Winograd forward kernel: 6 accumulators each.
     const WINOGRAD_ROWS: usize;
+    /// Pairs `(c, ky)` per tile of the Winograd weight gradient: 6 accumulators each.
+    // Training only: without a heap there is no backward pass.
+    #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+    const WINOGRAD_GRADIENT_PAIRS: usize;
 
     unsafe fn zero() -> Self::V;
     unsafe fn splat(x: Self::E) -> Self::V;
@@ -273,6 +277,8 @@ macro_rules! avx512 {
             const FLAT_VECTORS: usize = 3;
             // 30 accumulators, a vector of the filters' transforms and a broadcast.
             const WINOGRAD_ROWS: usize = 5;
+            // 30 accumulators, a vector of the gradients' transforms and a broadcast.
+            const WINOGRAD_GRADIENT_PAIRS: usize = 5;
             // 24 accumulators, 6 vectors of A and one of B: 31 of the 32 registers.
             const DOT_ROWS: usize = 6;
             const DOT_COLS: usize = 4;
@@ -753,6 +759,8 @@ macro_rules! avx2 {
             const FLAT_VECTORS: usize = 2;
             // 12 accumulators of the 16 registers.
             const WINOGRAD_ROWS: usize = 2;
+            // 12 accumulators of the 16 registers.
+            const WINOGRAD_GRADIENT_PAIRS: usize = 2;
             // 8 accumulators, 2 vectors of A and one of B fit the 16 registers without spilling.
             const DOT_ROWS: usize = 2;
             const DOT_COLS: usize = 4;
@@ -3130,7 +3138,7 @@ unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
                 let v = v.cast_const();
                 let mut pair = 0;
                 while pair < pairs {
-                    let n = S::WINOGRAD_ROWS.min(pairs - pair);
+                    let n = S::WINOGRAD_GRADIENT_PAIRS.min(pairs - pair);
                     match n {
                         5 => weight_grad_winograd_tile::<S, 5>(shape, images, e, v, sums, pair),
                         4 => weight_grad_winograd_tile::<S, 4>(shape, images, e, v, sums, pair),
@@ -3321,7 +3329,8 @@ unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
     // SAFETY (whole body): the instruction set is present (the caller's contract); the reads
     // are of rows r0 + i < H and columns x0 + j < W of the image; the writes of `image` at
     // column padding + x0 + j < covered and row padding + r0 + i < the padded height; the reads
-    // of `image` at columns t·M + j < tiles·M + 5 < covered, and the writes of `v` inside its
+    // of `image` at columns t·M + j <= (tiles - 1)·M + 5 = tiles·M + K - 2 < covered (as M = 7
+    // - K), and the writes of `v` inside its
     // C·tiles·6 rows of `stride` (whole vectors: r0 + LANES <= stride).
     unsafe {
         let mut rows = [S::zero(); 16];

@@ -114,7 +114,6 @@ pub(crate) const fn scratch_len(shape: &Conv) -> usize {
 #[derive(Clone, Copy)]
 struct Transforms {
     /// `Aᵀ`, `m x 6`.
-    #[cfg_attr(not(test), allow(dead_code))]
     at: [[f64; TILE]; TILE],
     /// `G`, `6 x r`.
     g: [[f64; TILE]; TILE],

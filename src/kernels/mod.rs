@@ -1744,6 +1744,25 @@ mod tests {
         assert_eq!(fused, want);
     }
 
+    /// LeNet-5's second convolution.
+    #[cfg(target_arch = "x86_64")]
+    const LENET_SECOND: Conv = Conv {
+        channels: 6,
+        filters: 16,
+        kernel: 5,
+        padding: 0,
+        height: 14,
+        width: 14,
+    };
+
+    /// `n` values in [-1, 1], spread out, from `seed`.
+    #[cfg(target_arch = "x86_64")]
+    fn spread_values(n: usize, seed: usize) -> std::vec::Vec<f32> {
+        (0..n)
+            .map(|j| ((j * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0)
+            .collect()
+    }
+
     /// The weight gradient's dispatch: LeNet-5's second layer by Winograd's method (its
     /// workspace sized for it, and the same bits as the kernel called directly), its first
     /// with the positions in the lanes.
@@ -1762,14 +1781,7 @@ mod tests {
             height: 28,
             width: 28,
         };
-        let second = Conv {
-            channels: 6,
-            filters: 16,
-            kernel: 5,
-            padding: 0,
-            height: 14,
-            width: 14,
-        };
+        let second = LENET_SECOND;
         assert_eq!(
             weight_gradient_kernel::<f32>(isa, &first.padded()),
             WeightGradientKernel::PositionsInLanes
@@ -1781,11 +1793,7 @@ mod tests {
             WeightGradientKernel::WinogradRows
         );
         let batch = 5;
-        let value = |n: usize, seed: usize| -> std::vec::Vec<f32> {
-            (0..n)
-                .map(|j| ((j * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0)
-                .collect()
-        };
+        let value = spread_values;
         let (x, dz) = (
             value(batch * second.image_len(), 1),
             value(batch * second.output_len(), 2),
@@ -1832,19 +1840,8 @@ mod tests {
             std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
             return;
         };
-        let shape = Conv {
-            channels: 6,
-            filters: 16,
-            kernel: 5,
-            padding: 0,
-            height: 14,
-            width: 14,
-        };
-        let value = |n: usize, seed: usize| -> std::vec::Vec<f32> {
-            (0..n)
-                .map(|j| ((j * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0)
-                .collect()
-        };
+        let shape = LENET_SECOND;
+        let value = spread_values;
         let batch = 2;
         let (x, w, bias) = (
             value(batch * shape.image_len(), 1),

@@ -6399,21 +6399,33 @@ mod tests {
             )
     }
 
-    #[test]
-    fn winograd_weight_gradients_match_the_definition() {
+    /// A weight-gradient kernel against the definition (`reference`), on every instruction set
+    /// here, over `shapes` and `batches`, adding to the gradients or not, in f64 within
+    /// `tolerance.0` and in f32 within `tolerance.1`, each times `√(terms summed) · (1 +
+    /// |dw|)`. `f64s` and `f32s` run the kernel: `(isa, shape, batch, x, dz, dw, accumulate)`,
+    /// `dz` as the layer holds it.
+    #[allow(clippy::type_complexity)]
+    fn check_weight_gradient_kernel(
+        shapes: &[Conv],
+        batches: &[usize],
+        seed: u64,
+        f64s: &dyn Fn(Isa, &Conv, usize, &[f64], &[f64], &mut [f64], bool),
+        f32s: &dyn Fn(Isa, &Conv, usize, &[f32], &[f32], &mut [f32], bool),
+        tolerance: (f64, f64),
+    ) {
         for isa in [Isa::Avx512, Isa::Avx2Fma] {
             if !isa_available(isa) {
                 std::eprintln!("skipping {isa:?}: not on this CPU");
                 continue;
             }
-            for (i, shape) in winograd_gradient_shapes().enumerate() {
+            for (i, &shape) in shapes.iter().enumerate() {
                 let steps = shape.channels * shape.kernel * shape.kernel;
                 let positions = shape.out_height() * shape.out_width();
-                // 5 and 9 images: groups of WINOGRAD_GRADIENT_IMAGES with a shorter last one.
-                for batch in [0, 1, 5, 9] {
-                    let x = values(batch * shape.image_len(), 150 + i as u64);
-                    let dz = values(batch * shape.output_len(), 160 + i as u64);
-                    let start = values(shape.filters * steps, 170 + i as u64);
+                for &batch in batches {
+                    let seed = seed + 10 * i as u64;
+                    let x = values(batch * shape.image_len(), seed);
+                    let dz = values(batch * shape.output_len(), seed + 1);
+                    let start = values(shape.filters * steps, seed + 2);
                     for accumulate in [false, true] {
                         let mut want = start.clone();
                         if !accumulate {
@@ -6427,49 +6439,31 @@ mod tests {
                                 &shape, x, dz, &mut want, true,
                             );
                         }
-                        // The sums at the points are larger than the gradients they give (the
-                        // transforms' coefficients reach 5 in `Bᵀ`, 16 in `Aᵀ`): a few bits more
-                        // rounding than the direct sums'.
                         let bound = |w: f64, tolerance: f64| {
                             tolerance * (1.0 + (batch * positions) as f64).sqrt() * (1.0 + w.abs())
                         };
                         let mut got = start.clone();
-                        // Stale contents: the kernel must write what it reads.
-                        let mut scratch = std::vec![f64::NAN; weight_gradient_winograd_scratch(&shape, batch, lanes::<f64>(isa))];
-                        conv2d_weight_gradient_winograd(
-                            isa,
-                            &shape,
-                            batch,
-                            &x,
-                            &dz,
-                            &mut scratch,
-                            &mut got,
-                            accumulate,
-                        );
+                        f64s(isa, &shape, batch, &x, &dz, &mut got, accumulate);
                         for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
                             assert!(
-                                (g - w).abs() <= bound(w, 1e-13),
+                                (g - w).abs() <= bound(w, tolerance.0),
                                 "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f64 dW[{idx}] is {g}, expected {w}"
                             );
                         }
-                        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                        let mut got = f32s(&start);
-                        let mut scratch = std::vec![f32::NAN; weight_gradient_winograd_scratch(&shape, batch, lanes::<f32>(isa))];
-                        conv2d_weight_gradient_winograd(
+                        let to_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                        let mut got = to_f32(&start);
+                        f32s(
                             isa,
                             &shape,
                             batch,
-                            &f32s(&x),
-                            &f32s(&dz),
-                            &mut scratch,
+                            &to_f32(&x),
+                            &to_f32(&dz),
                             &mut got,
                             accumulate,
                         );
-                        // Measured: at most 2.4e-6 for 5 x 5 kernels, 4.1e-7 for 4 x 4, 2.1e-6
-                        // for 3 x 3 (the direct kernel's test allows 1e-6).
                         for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
                             assert!(
-                                (f64::from(g) - w).abs() <= bound(w, 5e-6),
+                                (f64::from(g) - w).abs() <= bound(w, tolerance.1),
                                 "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f32 dW[{idx}] is {g}, expected {w}"
                             );
                         }
@@ -6477,6 +6471,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn winograd_weight_gradients_match_the_definition() {
+        /// The kernel, its scratch first filled with NaN: it must write what it reads.
+        fn run<E: Element + num_traits::Float>(
+            isa: Isa,
+            shape: &Conv,
+            batch: usize,
+            x: &[E],
+            dz: &[E],
+            dw: &mut [E],
+            accumulate: bool,
+        ) {
+            let len = weight_gradient_winograd_scratch(shape, batch, lanes::<E>(isa));
+            let mut scratch = std::vec![E::nan(); len];
+            conv2d_weight_gradient_winograd(isa, shape, batch, x, dz, &mut scratch, dw, accumulate);
+        }
+        // 5 and 9 images: groups of WINOGRAD_GRADIENT_IMAGES with a shorter last one. The sums
+        // at the points are larger than the gradients they give (the transforms' coefficients
+        // reach 5 in `Bᵀ`, 16 in `Aᵀ`): a few bits more rounding than the direct sums'.
+        // Measured in f32: at most 2.4e-6 for 5 x 5 kernels, 4.1e-7 for 4 x 4, 2.1e-6 for 3 x
+        // 3 (the direct kernel's test allows 1e-6).
+        check_weight_gradient_kernel(
+            &winograd_gradient_shapes().collect::<Vec<_>>(),
+            &[0, 1, 5, 9],
+            150,
+            &run::<f64>,
+            &run::<f32>,
+            (1e-13, 5e-6),
+        );
     }
 
     /// The tables of the Winograd weight gradient, in f64 on integers: `Aᵀ` of the evaluated
@@ -6517,70 +6542,33 @@ mod tests {
 
     #[test]
     fn weight_gradients_with_the_filters_in_the_lanes_match_the_definition() {
-        for isa in [Isa::Avx512, Isa::Avx2Fma] {
-            if !isa_available(isa) {
-                std::eprintln!("skipping {isa:?}: not on this CPU");
-                continue;
+        /// The kernel, `dz` given position-major as it takes it.
+        fn run<E: Element>(
+            isa: Isa,
+            shape: &Conv,
+            batch: usize,
+            x: &[E],
+            dz: &[E],
+            dw: &mut [E],
+            accumulate: bool,
+        ) {
+            let mut dzt = dz.to_vec();
+            for (dz, dzt) in dz
+                .chunks(shape.output_len().max(1))
+                .zip(dzt.chunks_mut(shape.output_len().max(1)))
+            {
+                transpose(dz, shape.filters, dzt);
             }
-            for (i, shape) in filter_shapes().enumerate() {
-                let steps = shape.channels * shape.kernel * shape.kernel;
-                let positions = shape.out_height() * shape.out_width();
-                for batch in [0, 1, 3] {
-                    let x = values(batch * shape.image_len(), 120 + i as u64);
-                    let dz = values(batch * shape.output_len(), 130 + i as u64);
-                    let start = values(shape.filters * steps, 140 + i as u64);
-                    // Position-major, as the kernel takes it.
-                    let dzt: Vec<f64> = dz
-                        .chunks(shape.output_len().max(1))
-                        .flat_map(|d| transposed(d, shape.filters))
-                        .collect();
-                    for accumulate in [false, true] {
-                        let mut want = start.clone();
-                        if !accumulate {
-                            want.fill(0.0);
-                        }
-                        for (x, dz) in x
-                            .chunks(shape.image_len().max(1))
-                            .zip(dz.chunks(shape.output_len().max(1)))
-                        {
-                            super::super::reference::conv2d_weight_gradient_stride1(
-                                &shape, x, dz, &mut want, true,
-                            );
-                        }
-                        let bound = |w: f64, tolerance: f64| {
-                            tolerance * (1.0 + (batch * positions) as f64).sqrt() * (1.0 + w.abs())
-                        };
-                        let mut got = start.clone();
-                        conv2d_weight_gradient_filters(
-                            isa, &shape, batch, &x, &dzt, &mut got, accumulate,
-                        );
-                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (g - w).abs() <= bound(w, 1e-13),
-                                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f64 dW[{idx}] is {g}, expected {w}"
-                            );
-                        }
-                        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                        let mut got = f32s(&start);
-                        conv2d_weight_gradient_filters(
-                            isa,
-                            &shape,
-                            batch,
-                            &f32s(&x),
-                            &f32s(&dzt),
-                            &mut got,
-                            accumulate,
-                        );
-                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (f64::from(g) - w).abs() <= bound(w, 1e-6),
-                                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f32 dW[{idx}] is {g}, expected {w}"
-                            );
-                        }
-                    }
-                }
-            }
+            conv2d_weight_gradient_filters(isa, shape, batch, x, &dzt, dw, accumulate);
         }
+        check_weight_gradient_kernel(
+            &filter_shapes().collect::<Vec<_>>(),
+            &[0, 1, 3],
+            120,
+            &run::<f64>,
+            &run::<f32>,
+            (1e-13, 1e-6),
+        );
     }
 
     #[test]
@@ -6925,6 +6913,36 @@ mod tests {
                 }
             }
         }
+        // The weight gradient, positions in the lanes (each plane's last vector masked), two
+        // images: the second image, its gradients and the last shifted copy in the scratch end
+        // at the guard page.
+        fn positions_weight_gradient(shape: &Conv, x: &[f32], dz: &[f32]) {
+            let batch = 2;
+            let scratch =
+                weight_grad_images_per_pass::<f32>(shape, batch) * shifted_image_len(shape);
+            let (mut x, mut dz, mut scratch) = (
+                Guarded::new(x),
+                Guarded::new(dz),
+                Guarded::new(&std::vec![0.0; scratch]),
+            );
+            let kernel = shape.kernel;
+            let mut dw = std::vec![0.0; shape.filters * shape.channels * kernel * kernel];
+            for isa in [Isa::Avx512, Isa::Avx2Fma]
+                .into_iter()
+                .filter(|&i| isa_available(i))
+            {
+                conv2d_weight_gradient_positions(
+                    isa,
+                    shape,
+                    batch,
+                    x.slice(),
+                    dz.slice(),
+                    scratch.slice(),
+                    &mut dw,
+                    false,
+                );
+            }
+        }
         // The flat convolution kernel, positions dense where the output is at least a vector
         // wide (each vector's last lanes loaded from the next row), flat where it is not: the
         // image and the output end at the guard page. Then the weight gradient.
@@ -6959,41 +6977,16 @@ mod tests {
                 let out = as_output(out.slice());
                 conv2d_stride1_flat(isa, &shape, x.slice(), &w, &bias, out, Epilogue::Relu);
             }
-            // The weight gradient, positions in the lanes (each plane's last vector masked),
-            // two images: the second image, its gradients and the last shifted copy in the
-            // scratch end at the guard page.
             let batch = 2;
             let (x, dz) = (
                 values(batch * shape.image_len()),
                 values(batch * shape.output_len()),
             );
-            let scratch =
-                weight_grad_images_per_pass::<f32>(&shape, batch) * shifted_image_len(&shape);
-            let (mut x, mut dz, mut scratch) = (
-                Guarded::new(&x),
-                Guarded::new(&dz),
-                Guarded::new(&std::vec![0.0; scratch]),
-            );
-            let mut dw = std::vec![0.0; w.len()];
-            for isa in [Isa::Avx512, Isa::Avx2Fma]
-                .into_iter()
-                .filter(|&i| isa_available(i))
-            {
-                conv2d_weight_gradient_positions(
-                    isa,
-                    &shape,
-                    batch,
-                    x.slice(),
-                    dz.slice(),
-                    scratch.slice(),
-                    &mut dw,
-                    false,
-                );
-            }
+            positions_weight_gradient(&shape, &x, &dz);
         }
         // The weight gradient with the positions in the lanes, of padded images: the copies
         // load each row's columns masked (before the row's start where the padding is on the
-        // left), the last image ending at the guard page.
+        // left).
         for sizes in [
             (1, 6, 5, 2, 28, 28),
             (2, 3, 3, 1, 5, 17),
@@ -7005,30 +6998,7 @@ mod tests {
                 values(batch * shape.image_len()),
                 values(batch * shape.output_len()),
             );
-            let scratch =
-                weight_grad_images_per_pass::<f32>(&shape, batch) * shifted_image_len(&shape);
-            let (mut x, mut dz, mut scratch) = (
-                Guarded::new(&x),
-                Guarded::new(&dz),
-                Guarded::new(&std::vec![0.0; scratch]),
-            );
-            let kernel = shape.kernel;
-            let mut dw = std::vec![0.0; shape.filters * shape.channels * kernel * kernel];
-            for isa in [Isa::Avx512, Isa::Avx2Fma]
-                .into_iter()
-                .filter(|&i| isa_available(i))
-            {
-                conv2d_weight_gradient_positions(
-                    isa,
-                    &shape,
-                    batch,
-                    x.slice(),
-                    dz.slice(),
-                    scratch.slice(),
-                    &mut dw,
-                    false,
-                );
-            }
+            positions_weight_gradient(&shape, &x, &dz);
         }
         // The weight gradient by Winograd's method: the images, their gradients and the
         // scratch end at the guard page (the image's rows and `dZ`'s filters are loaded

@@ -663,12 +663,12 @@ mod train {
         /// filters in the vector lanes; with a kernel of 3 to 5 there, the operands of
         /// Winograd's method instead (a few samples' input transforms and gradients, and the
         /// sums at the tiles' points: 161 KiB for LeNet-5's second layer in `f32` on AVX-512,
-        /// where `dZ` position-major would be 400 KiB at batch 64); where it puts the output positions in
-        /// the lanes, a few (padded) inputs at a time, each copied once per kernel column `kx`,
-        /// shifted left by `kx` and cut to the output's width (`C x K x (H + 2P) x OW` per
-        /// sample), so that the inputs meeting a vector of `dZ` are one vector too (`K` times
-        /// an input per image of a pass: 18 KB for LeNet-5's first layer, several MB for a
-        /// large image and kernel).
+        /// where `dZ` position-major would be 400 KiB at batch 64); where it puts the output
+        /// positions in the lanes, a few inputs at a time, each copied once per kernel column
+        /// `kx`, padded, shifted left by `kx` and cut to the output's width (`C x K x (H + 2P)
+        /// x OW` per sample), so that the inputs meeting a vector of `dZ` are one vector too
+        /// (`K` times an input per image of a pass: 18 KB for LeNet-5's first layer, several
+        /// MB for a large image and kernel).
         pub weight_gradient_scratch: Box<[T]>,
         /// The transformed filters and the tiles of the input gradient by Winograd's method,
         /// for a stride-1 convolution with a kernel of 3 to 5 (empty otherwise; then

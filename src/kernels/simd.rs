@@ -6011,14 +6011,8 @@ mod tests {
                             if padding > 0 && (channels, filters) != (2, 3) {
                                 continue;
                             }
-                            let shape = Conv {
-                                channels,
-                                filters,
-                                kernel,
-                                padding,
-                                height,
-                                width,
-                            };
+                            let shape =
+                                conv_of((channels, filters, kernel, padding, height, width));
                             for batch in [0, 1, 3, 7] {
                                 let per_pass = weight_grad_images_per_pass::<f32>(&shape, batch);
                                 if per_pass > 1 && batch > per_pass && batch % per_pass != 0 {
@@ -6374,13 +6368,8 @@ mod tests {
     /// a tile, narrower, and not a multiple of one (the last tile's gradients past the output
     /// are zeros), filters fewer than a vector, a whole one, and more than one.
     fn winograd_gradient_shapes() -> impl Iterator<Item = Conv> {
-        let shape = |(channels, filters, kernel, height, width)| Conv {
-            channels,
-            filters,
-            kernel,
-            padding: 0,
-            height,
-            width,
+        let shape = |(channels, filters, kernel, height, width)| {
+            conv_of((channels, filters, kernel, 0, height, width))
         };
         filter_shapes()
             .filter(super::super::winograd::applies)

@@ -4695,52 +4695,123 @@ unsafe fn max_pool_2x2_narrow_avx512(
     pairs: usize,
 ) {
     let out_width = width / 2;
-    let per_step = 32 / width; // row pairs per vector: per_step · out_width <= 16 lanes
-    // For each of the four inputs of lane l's window (pair l / OW, window l % OW): where it
-    // lies in the step's 64 values, as an index into the first or the second 32.
-    let mut index = [[[0_i32; 16]; 2]; 4];
-    let mut upper = [0_u16; 4];
-    #[allow(clippy::needless_range_loop)] // `l` indexes the lanes of eight index arrays
-    for l in 0..per_step * out_width {
-        let (pair, j) = (l / out_width, l % out_width);
-        let top_left = pair * 2 * width + 2 * j;
-        for (input, offset) in [0, 1, width, width + 1].into_iter().enumerate() {
-            let at = top_left + offset;
-            index[input][at / 32][l] = (at % 32) as i32;
-            if at >= 32 {
-                upper[input] |= 1 << l;
-            }
-        }
-    }
+    let tables = NarrowPoolTables::new(width);
     // SAFETY (whole body): AVX-512F is present (the contract). Step `g0` reads values
-    // `g0·2W .. (g0 + count)·2W` of `x` (the loads masked to those) and writes outputs
-    // `g0·OW .. (g0 + count)·OW` (the store masked to those), `g0 + count <= pairs`; the index
-    // arrays are read whole.
+    // `g0·2W .. (g0 + count)·2W` of `x` (`NarrowPoolTables::windows`) and writes outputs
+    // `g0·OW .. (g0 + count)·OW` (the store masked to those), `g0 + count <= pairs`.
     unsafe {
-        let index: [[__m512i; 2]; 4] = core::array::from_fn(|i| {
-            core::array::from_fn(|h| _mm512_loadu_si512(index[i][h].as_ptr().cast()))
-        });
         let mut g0 = 0;
         while g0 < pairs {
-            let count = per_step.min(pairs - g0);
-            let values = count * 2 * width;
-            let source = x.as_ptr().add(g0 * 2 * width);
+            let count = tables.per_step.min(pairs - g0);
+            let inputs = tables.windows(x.as_ptr().add(g0 * 2 * width), count * 2 * width);
+            let best = first_maximum_of_windows(inputs);
+            let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
+            let to = out.as_mut_ptr().add(g0 * out_width).cast::<f32>();
+            _mm512_mask_storeu_ps(to, mask, best);
+            g0 += count;
+        }
+    }
+}
+
+/// Where max pooling's kernels for rows of at most 16 (`2 <= W <= 16`, even) find the
+/// windows' inputs: each step takes the next `⌊32 / W⌋` row pairs (at most 64 values, four
+/// vectors), lane `l` the window `l % OW` of pair `l / OW`.
+struct NarrowPoolTables {
+    /// Row pairs per step: `per_step · OW <= 16` lanes.
+    per_step: usize,
+    /// For each of a window's four inputs (`top[2j]`, `top[2j + 1]`, `bottom[2j]`,
+    /// `bottom[2j + 1]`) and each lane: its place among the step's first or last 32 values.
+    gather: [[[i32; 16]; 2]; 4],
+    /// For each input, the lanes whose value is among the last 32.
+    gather_upper: [u16; 4],
+    /// For each of the step's four vectors of values, for each value: the lane of its window,
+    /// plus 16 if it is in an odd column (the second input of its row).
+    scatter: [[i32; 16]; 4],
+    /// For each of those vectors, the values in a bottom row.
+    scatter_bottom: [u16; 4],
+}
+
+impl NarrowPoolTables {
+    fn new(width: usize) -> Self {
+        let out_width = width / 2;
+        let per_step = 32 / width;
+        let mut tables = NarrowPoolTables {
+            per_step,
+            gather: [[[0; 16]; 2]; 4],
+            gather_upper: [0; 4],
+            scatter: [[0; 16]; 4],
+            scatter_bottom: [0; 4],
+        };
+        for l in 0..per_step * out_width {
+            let (pair, j) = (l / out_width, l % out_width);
+            let top_left = pair * 2 * width + 2 * j;
+            for (input, offset) in [0, 1, width, width + 1].into_iter().enumerate() {
+                let at = top_left + offset;
+                tables.gather[input][at / 32][l] = (at % 32) as i32;
+                if at >= 32 {
+                    tables.gather_upper[input] |= 1 << l;
+                }
+                let (column_parity, bottom) = (input % 2, input / 2);
+                tables.scatter[at / 16][at % 16] = (l + 16 * column_parity) as i32;
+                if bottom == 1 {
+                    tables.scatter_bottom[at / 16] |= 1 << (at % 16);
+                }
+            }
+        }
+        tables
+    }
+
+    /// The four inputs of the windows of a step's row pairs, `values` of them (at most 64)
+    /// from `source`; the lanes past the step's windows belong to no window.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX-512F; `source` is valid for reading `values <= 64` values.
+    #[inline(always)]
+    unsafe fn windows(&self, source: *const f32, values: usize) -> [__m512; 4] {
+        // SAFETY: AVX-512F is present (the contract); every load is masked to the `values`
+        // values (the pointers past them are formed with `wrapping_add` and not read); the
+        // tables are read whole.
+        unsafe {
             let load = |k: usize| {
                 let valid = values.saturating_sub(16 * k).min(16);
                 let mask = ((1_u32 << valid) - 1) as __mmask16;
                 _mm512_maskz_loadu_ps(mask, source.wrapping_add(16 * k))
             };
             let (a, b, c, d) = (load(0), load(1), load(2), load(3));
-            let pick = |i: usize| {
-                let low = _mm512_permutex2var_ps(a, index[i][0], b);
-                let high = _mm512_permutex2var_ps(c, index[i][1], d);
-                _mm512_mask_blend_ps(upper[i], low, high)
-            };
-            let best = first_maximum_of_windows([pick(0), pick(1), pick(2), pick(3)]);
-            let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
-            let to = out.as_mut_ptr().add(g0 * out_width).cast::<f32>();
-            _mm512_mask_storeu_ps(to, mask, best);
-            g0 += count;
+            core::array::from_fn(|i| {
+                let index = |h: usize| _mm512_loadu_si512(self.gather[i][h].as_ptr().cast());
+                let low = _mm512_permutex2var_ps(a, index(0), b);
+                let high = _mm512_permutex2var_ps(c, index(1), d);
+                _mm512_mask_blend_ps(self.gather_upper[i], low, high)
+            })
+        }
+    }
+
+    /// Writes each window's four input gradients (`gradients`, lanes as [`Self::windows`]
+    /// reads them) where its inputs lie: `values` values from `target`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX-512F; `target` is valid for writing `values <= 64` values.
+    #[inline(always)]
+    unsafe fn scatter(&self, [g0, g1, g2, g3]: [__m512; 4], target: *mut f32, values: usize) {
+        // SAFETY: AVX-512F is present (the contract); every store is masked to the `values`
+        // values (the pointers past them are formed with `wrapping_add` and not written); the
+        // tables are read whole.
+        unsafe {
+            for k in 0..4 {
+                let valid = values.saturating_sub(16 * k).min(16);
+                if valid == 0 {
+                    break;
+                }
+                let index = _mm512_loadu_si512(self.scatter[k].as_ptr().cast());
+                let top = _mm512_permutex2var_ps(g0, index, g1);
+                let bottom = _mm512_permutex2var_ps(g2, index, g3);
+                let value = _mm512_mask_blend_ps(self.scatter_bottom[k], top, bottom);
+                let mask = ((1_u32 << valid) - 1) as __mmask16;
+                _mm512_mask_storeu_ps(target.wrapping_add(16 * k), mask, value);
+            }
         }
     }
 }
@@ -4877,6 +4948,12 @@ unsafe fn max_pool_2x2_backward_planes_avx512(
     planes: usize,
 ) {
     let (out_height, out_width) = (height / 2, width / 2);
+    if height % 2 == 0 && width % 2 == 0 && (2..=16).contains(&width) {
+        // SAFETY: AVX-512F is present (the contract); the planes have even sizes, so their
+        // rows are whole row pairs, and rows of at most 16.
+        unsafe { max_pool_2x2_backward_narrow_avx512(x, width, dy, dx, planes * out_height) };
+        return;
+    }
     for p in 0..planes {
         for r in 0..out_height {
             let top = (p * height + 2 * r) * width;
@@ -4908,23 +4985,12 @@ unsafe fn max_pool_2x2_backward_avx512(
         let first_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
         let second_half =
             _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-        let same_bits = |a: __m512, b: __m512| {
-            _mm512_cmpeq_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(b))
-        };
-        let zero = _mm512_setzero_ps();
         let mut j0 = 0;
         while j0 < dy.len() {
             let count = (dy.len() - j0).min(16);
-            let ([t0, t1, b0, _], best, (low, high)) = pool_windows_2x2((top, bottom), j0, count);
+            let (inputs, best, (low, high)) = pool_windows_2x2((top, bottom), j0, count);
             let d = _mm512_maskz_loadu_ps(((1_u32 << count) - 1) as __mmask16, dy.as_ptr().add(j0));
-            // The first input with the maximum's bits takes the gradient.
-            let (e0, e1, e2) = (
-                same_bits(t0, best),
-                same_bits(t1, best),
-                same_bits(b0, best),
-            );
-            let takes = [e0, e1 & !e0, e2 & !(e0 | e1), !(e0 | e1 | e2)];
-            let [g0, g1, g2, g3] = takes.map(|take| _mm512_maskz_add_ps(take, zero, d));
+            let [g0, g1, g2, g3] = window_gradients(inputs, best, d);
             let store = |out: &mut [f32], even_values: __m512, odd_values: __m512| {
                 let a = _mm512_permutex2var_ps(even_values, first_half, odd_values);
                 let b = _mm512_permutex2var_ps(even_values, second_half, odd_values);
@@ -4934,6 +5000,71 @@ unsafe fn max_pool_2x2_backward_avx512(
             store(d_top, g0, g1);
             store(d_bottom, g2, g3);
             j0 += count;
+        }
+    }
+}
+
+/// Each window's gradient `d` to its first input with the maximum's bits (the first maximum,
+/// or the first NaN), as `0 + d`; the window's other inputs get 0.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[inline(always)]
+unsafe fn window_gradients([t0, t1, b0, _]: [__m512; 4], best: __m512, d: __m512) -> [__m512; 4] {
+    // SAFETY: AVX-512F is present (the contract); register operations only.
+    unsafe {
+        let same_bits = |a: __m512, b: __m512| {
+            _mm512_cmpeq_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(b))
+        };
+        let (e0, e1, e2) = (
+            same_bits(t0, best),
+            same_bits(t1, best),
+            same_bits(b0, best),
+        );
+        let takes = [e0, e1 & !e0, e2 & !(e0 | e1), !(e0 | e1 | e2)];
+        let zero = _mm512_setzero_ps();
+        takes.map(|take| _mm512_maskz_add_ps(take, zero, d))
+    }
+}
+
+/// The backward pass of [`max_pool_2x2_narrow_avx512`] (rows of at most 16, several row pairs
+/// per step): each step finds its windows' first maxima again, routes `dy` to them
+/// ([`window_gradients`]) and writes the step's values of `dx` back in place. With one row
+/// pair per step, LeNet-5's second pooling (rows of 10) took five times its forward pass.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `2 <= width <= 16` and even; `x` and `dx` hold `pairs · 2·width`
+/// values, `dy` `pairs · width / 2`.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+#[target_feature(enable = "avx512f")]
+unsafe fn max_pool_2x2_backward_narrow_avx512(
+    x: &[f32],
+    width: usize,
+    dy: &[f32],
+    dx: &mut [f32],
+    pairs: usize,
+) {
+    let out_width = width / 2;
+    let tables = NarrowPoolTables::new(width);
+    // SAFETY (whole body): AVX-512F is present (the contract). Step `g0` reads values
+    // `g0·2W .. (g0 + count)·2W` of `x` and writes the same of `dx` (`NarrowPoolTables`'
+    // loads and stores are masked to those), and reads outputs `g0·OW .. (g0 + count)·OW` of
+    // `dy` (the load masked to those), `g0 + count <= pairs`.
+    unsafe {
+        let mut g0 = 0;
+        while g0 < pairs {
+            let count = tables.per_step.min(pairs - g0);
+            let values = count * 2 * width;
+            let inputs = tables.windows(x.as_ptr().add(g0 * 2 * width), values);
+            let best = first_maximum_of_windows(inputs);
+            let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
+            let d = _mm512_maskz_loadu_ps(mask, dy.as_ptr().add(g0 * out_width));
+            let gradients = window_gradients(inputs, best, d);
+            tables.scatter(gradients, dx.as_mut_ptr().add(g0 * 2 * width), values);
+            g0 += count;
         }
     }
 }
@@ -7180,9 +7311,24 @@ mod tests {
         copy_rows(isa, &[0.0_f32; 12], 4, &mut [0.0; 13], 5, (3, 4));
     }
 
-    /// Planes of even sizes with rows of at most 16 (several row pairs per vector), against the
-    /// definition: each window's first maximum (the first NaN, if any), bit for bit, whatever
-    /// the number of row pairs left for the last step.
+    /// The bits of a 2 x 2 window's input gradients as the generic code writes them: `0 + dy` to
+    /// the input that took over last (the first maximum, or the first NaN), 0 to the others.
+    fn window_gradient_bits(window: [f32; 4], dy: f32) -> [u32; 4] {
+        let (mut best, mut at) = (window[0], 0);
+        for (p, &v) in window.iter().enumerate().skip(1) {
+            if v > best || (v.is_nan() && !best.is_nan()) {
+                (best, at) = (v, p);
+            }
+        }
+        let mut bits = [0_u32; 4];
+        bits[at] = (0.0 + dy).to_bits();
+        bits
+    }
+
+    /// Planes of even sizes with rows of at most 16 (several row pairs per vector), forward
+    /// and backward, against the definition: each window's first maximum (the first NaN, if
+    /// any) and the gradient routed to it, bit for bit, whatever the number of row pairs left
+    /// for the last step.
     #[test]
     fn max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit() {
         if detected_isa() != Some(Isa::Avx512) {
@@ -7216,6 +7362,33 @@ mod tests {
                         let got: Vec<u32> = out[..n].iter().map(|v| v.to_bits()).collect();
                         assert_eq!(got, want, "{planes} planes of {height} x {width}");
                         assert_eq!(out[n], 7.0, "nothing written past the output");
+
+                        // The backward pass, with the same windows.
+                        let dy: Vec<f32> = (0..n)
+                            .map(|_| [-0.0, 1.5, -2.0][(next() % 3) as usize])
+                            .collect();
+                        let mut want = std::vec![0_u32; x.len()];
+                        for (o, &dy) in dy.iter().enumerate() {
+                            let (pair, j) = (o / ow, o % ow);
+                            let top = pair * 2 * width + 2 * j;
+                            let at = [top, top + 1, top + width, top + width + 1];
+                            let window = at.map(|i| x[i]);
+                            for (i, bits) in at.into_iter().zip(window_gradient_bits(window, dy)) {
+                                want[i] = bits;
+                            }
+                        }
+                        let mut dx = std::vec![9.0_f32; x.len() + 1];
+                        let len = x.len();
+                        max_pool_2x2_backward_f32(
+                            Isa::Avx512,
+                            &x,
+                            (height, width),
+                            &dy,
+                            &mut dx[..len],
+                        );
+                        let got: Vec<u32> = dx[..len].iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(got, want, "backward, {planes} planes of {height} x {width}");
+                        assert_eq!(dx[len], 9.0, "nothing written past the input gradient");
                     }
                 }
             }
@@ -7288,19 +7461,9 @@ mod tests {
                         (std::vec![0_u32; 2 * n], std::vec![0_u32; 2 * n]);
                     for j in 0..n {
                         let window = [top[2 * j], top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1]];
-                        let (mut best, mut at) = (window[0], 0);
-                        for (p, &v) in window.iter().enumerate().skip(1) {
-                            if v > best || (v.is_nan() && !best.is_nan()) {
-                                (best, at) = (v, p);
-                            }
-                        }
-                        let value = (0.0 + dy[j]).to_bits();
-                        match at {
-                            0 => want_top[2 * j] = value,
-                            1 => want_top[2 * j + 1] = value,
-                            2 => want_bottom[2 * j] = value,
-                            _ => want_bottom[2 * j + 1] = value,
-                        }
+                        let [t0, t1, b0, b1] = window_gradient_bits(window, dy[j]);
+                        (want_top[2 * j], want_top[2 * j + 1]) = (t0, t1);
+                        (want_bottom[2 * j], want_bottom[2 * j + 1]) = (b0, b1);
                     }
                     let mut d_plane = std::vec![9.0_f32; plane.len()];
                     max_pool_2x2_backward_f32(Isa::Avx512, &plane, size, &dy, &mut d_plane);

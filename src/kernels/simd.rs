@@ -4695,7 +4695,7 @@ unsafe fn max_pool_2x2_narrow_avx512(
     pairs: usize,
 ) {
     let out_width = width / 2;
-    let tables = NarrowPoolTables::new(width);
+    let tables = NarrowPoolTables::new(width, false);
     // SAFETY (whole body): AVX-512F is present (the contract). Step `g0` reads values
     // `g0·2W .. (g0 + count)·2W` of `x` (`NarrowPoolTables::windows`) and writes outputs
     // `g0·OW .. (g0 + count)·OW` (the store masked to those), `g0 + count <= pairs`.
@@ -4732,7 +4732,10 @@ struct NarrowPoolTables {
 }
 
 impl NarrowPoolTables {
-    fn new(width: usize) -> Self {
+    /// The tables for rows of `width`; the scatter tables (zeros otherwise) only if `scatter`,
+    /// as the backward pass needs them: the forward pass of one image is short enough for
+    /// their cost to show.
+    fn new(width: usize, scatter: bool) -> Self {
         let out_width = width / 2;
         let per_step = 32 / width;
         let mut tables = NarrowPoolTables {
@@ -4751,10 +4754,12 @@ impl NarrowPoolTables {
                 if at >= 32 {
                     tables.gather_upper[input] |= 1 << l;
                 }
-                let (column_parity, bottom) = (input % 2, input / 2);
-                tables.scatter[at / 16][at % 16] = (l + 16 * column_parity) as i32;
-                if bottom == 1 {
-                    tables.scatter_bottom[at / 16] |= 1 << (at % 16);
+                if scatter {
+                    let (column_parity, bottom) = (input % 2, input / 2);
+                    tables.scatter[at / 16][at % 16] = (l + 16 * column_parity) as i32;
+                    if bottom == 1 {
+                        tables.scatter_bottom[at / 16] |= 1 << (at % 16);
+                    }
                 }
             }
         }
@@ -5048,7 +5053,7 @@ unsafe fn max_pool_2x2_backward_narrow_avx512(
     pairs: usize,
 ) {
     let out_width = width / 2;
-    let tables = NarrowPoolTables::new(width);
+    let tables = NarrowPoolTables::new(width, true);
     // SAFETY (whole body): AVX-512F is present (the contract). Step `g0` reads values
     // `g0·2W .. (g0 + count)·2W` of `x` and writes the same of `dx` (`NarrowPoolTables`'
     // loads and stores are masked to those), and reads outputs `g0·OW .. (g0 + count)·OW` of

@@ -167,6 +167,12 @@ trait Simd {
     // Training only: without a heap there is no backward pass.
     #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
     const WINOGRAD_GRADIENT_PAIRS: usize;
+    /// Whether the weight gradient with the positions in the lanes takes tiles along a kernel
+    /// column for kernels of 4 and 5 ([`COLUMN_TILE_ROWS`] filters by `K` steps): their 19
+    /// vectors fit 32 registers, not 16 (with AVX2 the tile spilled to the stack).
+    // Training only: without a heap there is no backward pass.
+    #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+    const COLUMN_TILES: bool;
 
     unsafe fn zero() -> Self::V;
     unsafe fn splat(x: Self::E) -> Self::V;
@@ -279,6 +285,7 @@ macro_rules! avx512 {
             const WINOGRAD_ROWS: usize = 5;
             // 30 accumulators, a vector of the gradients' transforms and a broadcast.
             const WINOGRAD_GRADIENT_PAIRS: usize = 5;
+            const COLUMN_TILES: bool = true;
             // 24 accumulators, 6 vectors of A and one of B: 31 of the 32 registers.
             const DOT_ROWS: usize = 6;
             const DOT_COLS: usize = 4;
@@ -761,6 +768,7 @@ macro_rules! avx2 {
             const WINOGRAD_ROWS: usize = 2;
             // 12 accumulators of the 16 registers.
             const WINOGRAD_GRADIENT_PAIRS: usize = 2;
+            const COLUMN_TILES: bool = false;
             // 8 accumulators, 2 vectors of A and one of B fit the 16 registers without spilling.
             const DOT_ROWS: usize = 2;
             const DOT_COLS: usize = 4;
@@ -2117,9 +2125,9 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
 /// A copy is written a column of vectors at a time, the last first: which lanes a load keeps
 /// depends on the column only, so it is worked out once per column, not once per row (with
 /// padding, that work was a quarter of the first layer's weight gradient). Every store is a
-/// whole vector: the lanes of a row's last vector past its end land on the next row's first
-/// vector, written later, or past the copy, on the next copy, written later too, or past the
-/// last copy, where nothing reads them. Only the stores past the end of `shifted` are masked
+/// whole vector: the lanes of a row's last vector past its end land on the first vectors of
+/// the rows (and copies) that follow, all written later, or past the last copy, where nothing
+/// reads them. Only the stores past the end of `shifted` are masked
 /// (a masked store costs several plain ones on some CPUs), and, without padding, the loads
 /// past the end of `images`; with padding, every load is masked to the columns inside the
 /// image.
@@ -2200,9 +2208,9 @@ unsafe fn shift_columns<S: Simd>(shape: &Conv, images: &[S::E], shifted: &mut [S
 
 /// The weight gradient of a batch, a few images at a time
 /// ([`weight_grad_images_per_pass`]): their column-shifted copies made in `shifted`, then the
-/// tiles of [`weight_grad_tile`]. For a kernel of 4 or 5, a tile is [`COLUMN_TILE_ROWS`]
-/// filters by a column of the kernel (the steps `(c, 0..K, kx)`, which read one shifted copy,
-/// `K` rows apart); otherwise `OUTER_ROWS` filters by two steps.
+/// tiles of [`weight_grad_tile`]. For a kernel of 4 or 5 (with [`Simd::COLUMN_TILES`]), a tile
+/// is [`COLUMN_TILE_ROWS`] filters by a column of the kernel (the steps `(c, 0..K, kx)`, which
+/// read consecutive rows of one shifted copy); otherwise `OUTER_ROWS` filters by two steps.
 ///
 /// # Safety
 ///
@@ -2246,7 +2254,7 @@ unsafe fn weight_grad_run<S: Simd>(
             dw.as_mut_ptr(),
         );
         let kernel = shape.kernel;
-        let by_columns = kernel == 4 || kernel == 5;
+        let by_columns = S::COLUMN_TILES && (kernel == 4 || kernel == 5);
         let block = if by_columns {
             COLUMN_TILE_ROWS
         } else {
@@ -2265,10 +2273,11 @@ unsafe fn weight_grad_run<S: Simd>(
                     for column in 0..shape.channels * kernel {
                         // The steps (c, ky, kx), each (c·K + ky)·K + kx, for ky in 0..K.
                         let (c, kx) = (column / kernel, column % kernel);
-                        let first = c * kernel * kernel + kx;
+                        let top_step = c * kernel * kernel + kx;
                         macro_rules! column_tile {
                             ($k:literal) => {{
-                                let steps: [usize; $k] = core::array::from_fn(|ky| first + ky * $k);
+                                let steps: [usize; $k] =
+                                    core::array::from_fn(|ky| top_step + ky * $k);
                                 macro_rules! sized {
                                     ($rows:expr) => {
                                         weight_grad_tile::<S, $rows, $k>(
@@ -2276,10 +2285,12 @@ unsafe fn weight_grad_run<S: Simd>(
                                         )
                                     };
                                 }
+                                const { assert!(COLUMN_TILE_ROWS == 3) };
                                 match rows {
                                     1 => sized!(1),
                                     2 => sized!(2),
-                                    _ => sized!(COLUMN_TILE_ROWS),
+                                    3 => sized!(3),
+                                    _ => unreachable!("column tiles have at most 3 filters"),
                                 }
                             }};
                         }
@@ -2335,9 +2346,10 @@ unsafe fn weight_grad_run<S: Simd>(
 const WEIGHT_GRAD_PASS_BYTES: usize = 32 * 1024;
 
 /// The filters of [`weight_grad_run`]'s tiles along a kernel column (4 or 5 steps): 3 filters
-/// keep at most 15 accumulators, 3 gradient vectors and an input in registers, and do 15
-/// multiply-adds for 8 loads where 6 filters by 2 steps did 12. Measured on LeNet-5's first
-/// layer (6 filters, 5 x 5): its backward pass 2-4% faster than with the pairs of steps.
+/// keep at most 15 accumulators, 3 gradient vectors and an input in registers (of AVX-512's
+/// 32), and do 15 multiply-adds for 8 loads (12 for 7 with a kernel of 4), where LeNet-5's 6
+/// filters by 2 steps did 12 for 8. Measured on LeNet-5's first layer (6 filters, 5 x 5): its
+/// backward pass 2-4% faster than with the pairs of steps.
 const COLUMN_TILE_ROWS: usize = 3;
 
 /// The sums of a tile of [`conv_flat_tile`] or [`conv_dense_tile`]: `acc[r][v]` = filter `r`'s
@@ -4714,8 +4726,9 @@ unsafe fn max_pool_2x2_narrow_avx512(
 }
 
 /// Where max pooling's kernels for rows of at most 16 (`2 <= W <= 16`, even) find the
-/// windows' inputs: each step takes the next `⌊32 / W⌋` row pairs (at most 64 values, four
-/// vectors), lane `l` the window `l % OW` of pair `l / OW`.
+/// windows' inputs, and where the backward pass puts their gradients: each step takes the
+/// next `⌊32 / W⌋` row pairs (at most 64 values, four vectors), lane `l` the window `l % OW`
+/// of pair `l / OW`.
 struct NarrowPoolTables {
     /// Row pairs per step: `per_step · OW <= 16` lanes.
     per_step: usize,
@@ -4725,7 +4738,8 @@ struct NarrowPoolTables {
     /// For each input, the lanes whose value is among the last 32.
     gather_upper: [u16; 4],
     /// For each of the step's four vectors of values, for each value: the lane of its window,
-    /// plus 16 if it is in an odd column (the second input of its row).
+    /// plus 16 if it is in an odd column (the second input of its row). Zeros unless built
+    /// for the backward pass.
     scatter: [[i32; 16]; 4],
     /// For each of those vectors, the values in a bottom row.
     scatter_bottom: [u16; 4],
@@ -4801,6 +4815,10 @@ impl NarrowPoolTables {
     /// The CPU has AVX-512F; `target` is valid for writing `values <= 64` values.
     #[inline(always)]
     unsafe fn scatter(&self, [g0, g1, g2, g3]: [__m512; 4], target: *mut f32, values: usize) {
+        debug_assert!(
+            self.scatter_bottom.iter().any(|&m| m != 0),
+            "tables built without their scatter part"
+        );
         // SAFETY: AVX-512F is present (the contract); every store is masked to the `values`
         // values (the pointers past them are formed with `wrapping_add` and not written); the
         // tables are read whole.
@@ -5036,7 +5054,7 @@ unsafe fn window_gradients([t0, t1, b0, _]: [__m512; 4], best: __m512, d: __m512
 
 /// The backward pass of [`max_pool_2x2_narrow_avx512`] (rows of at most 16, several row pairs
 /// per step): each step finds its windows' first maxima again, routes `dy` to them
-/// ([`window_gradients`]) and writes the step's values of `dx` back in place. With one row
+/// ([`window_gradients`]) and writes each gradient where its input lies in `dx`. With one row
 /// pair per step, LeNet-5's second pooling (rows of 10) took five times its forward pass.
 ///
 /// # Safety
@@ -6188,12 +6206,13 @@ mod tests {
             // Padding too: the copies write it, from images without it (zero rows, and the
             // columns a load leaves out, on the left, the right, or both; wider than the
             // kernel too).
-            // Kernels of 4 and 5 take the tiles along a kernel column, 3 filters each: 8
-            // filters end on a tile of 2, 1 filter is a tile of 1.
+            // Kernels of 4 and 5 take the tiles along a kernel column, 3 filters each on
+            // AVX-512: 11 filters end on a tile of 2, 1 filter is a tile of 1; the other
+            // kernels take two blocks of `OUTER_ROWS` filters for 11.
             for (kernel, padding) in (1..=5).flat_map(|k| [(k, 0), (k, 1), (k, 3)]) {
                 for height in [kernel, kernel + 1, kernel + 3] {
                     for width in [0, 1, 2, 3, 7, 8, 15, 16, 17].map(|w| kernel + w) {
-                        for (channels, filters) in [(1, 1), (2, 3), (1, 8)] {
+                        for (channels, filters) in [(1, 1), (2, 3), (1, 11)] {
                             if padding > 0 && (channels, filters) != (2, 3) {
                                 continue;
                             }
@@ -7059,9 +7078,10 @@ mod tests {
         }
     }
 
-    /// Max pooling and the transposes never read past their input, nor write past their output:
-    /// both end at a page without access, for every shape around the kernels' vector and step
-    /// sizes (the masks of the last, partial vectors are what this checks).
+    /// Max pooling (forward and backward) and the transposes never read past their input, nor
+    /// write past their output: both end at a page without access, for every shape around the
+    /// kernels' vector and step sizes (the masks of the last, partial vectors are what this
+    /// checks).
     #[cfg(unix)]
     #[test]
     fn no_kernel_reads_or_writes_past_the_end_of_its_slices() {
@@ -7083,6 +7103,17 @@ mod tests {
                             x.slice(),
                             (height, width),
                             as_output(out.slice()),
+                        );
+                        // The backward pass: the input, the gradients and the input gradient
+                        // each end at the guard page.
+                        let mut dy = Guarded::new(&values(n));
+                        let mut dx = Guarded::new(&std::vec![0.0; planes * height * width]);
+                        max_pool_2x2_backward_f32(
+                            Isa::Avx512,
+                            x.slice(),
+                            (height, width),
+                            dy.slice(),
+                            dx.slice(),
                         );
                     }
                 }

@@ -4714,10 +4714,7 @@ unsafe fn max_pool_2x2_narrow_avx512(
     unsafe {
         let mut g0 = 0;
         while g0 < pairs {
-            let count = tables.per_step.min(pairs - g0);
-            let inputs = tables.windows(x.as_ptr().add(g0 * 2 * width), count * 2 * width);
-            let best = first_maximum_of_windows(inputs);
-            let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
+            let (count, _, best, mask) = tables.step(x, width, g0, pairs);
             let to = out.as_mut_ptr().add(g0 * out_width).cast::<f32>();
             _mm512_mask_storeu_ps(to, mask, best);
             g0 += count;
@@ -4804,6 +4801,32 @@ impl NarrowPoolTables {
                 let high = _mm512_permutex2var_ps(c, index(1), d);
                 _mm512_mask_blend_ps(self.gather_upper[i], low, high)
             })
+        }
+    }
+
+    /// The step from row pair `g0` of the `pairs` in `x` (rows of `width`): how many row pairs
+    /// it takes, its windows' four inputs ([`Self::windows`]), their first maxima
+    /// ([`first_maximum_of_windows`]) and the mask of its outputs' lanes.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX-512F; `x` holds `pairs` row pairs of `width`, `g0 < pairs`.
+    #[inline(always)]
+    unsafe fn step(
+        &self,
+        x: &[f32],
+        width: usize,
+        g0: usize,
+        pairs: usize,
+    ) -> (usize, [__m512; 4], __m512, __mmask16) {
+        // SAFETY: AVX-512F is present (the contract); the step's `count·2W` values from pair
+        // `g0` lie inside `x`, as `g0 + count <= pairs`.
+        unsafe {
+            let count = self.per_step.min(pairs - g0);
+            let inputs = self.windows(x.as_ptr().add(g0 * 2 * width), count * 2 * width);
+            let best = first_maximum_of_windows(inputs);
+            let mask = ((1_u32 << (count * (width / 2))) - 1) as __mmask16;
+            (count, inputs, best, mask)
         }
     }
 
@@ -5079,13 +5102,10 @@ unsafe fn max_pool_2x2_backward_narrow_avx512(
     unsafe {
         let mut g0 = 0;
         while g0 < pairs {
-            let count = tables.per_step.min(pairs - g0);
-            let values = count * 2 * width;
-            let inputs = tables.windows(x.as_ptr().add(g0 * 2 * width), values);
-            let best = first_maximum_of_windows(inputs);
-            let mask = ((1_u32 << (count * out_width)) - 1) as __mmask16;
+            let (count, inputs, best, mask) = tables.step(x, width, g0, pairs);
             let d = _mm512_maskz_loadu_ps(mask, dy.as_ptr().add(g0 * out_width));
             let gradients = window_gradients(inputs, best, d);
+            let values = count * 2 * width;
             tables.scatter(gradients, dx.as_mut_ptr().add(g0 * 2 * width), values);
             g0 += count;
         }
@@ -7151,7 +7171,9 @@ mod tests {
         }
         // The flat convolution kernel, positions dense where the output is at least a vector
         // wide (each vector's last lanes loaded from the next row), flat where it is not: the
-        // image and the output end at the guard page. Then the weight gradient.
+        // image and the output end at the guard page. Then the weight gradient, positions in
+        // the lanes, of these and of padded images (the copies load each row's columns masked,
+        // before the row's start where the padding is on the left).
         for sizes in [
             (1, 6, 5, 0, 32, 32),
             (2, 3, 3, 0, 18, 19),
@@ -7161,14 +7183,30 @@ mod tests {
             // Shorter than a vector: the images, the gradients, the shifted copies.
             (1, 2, 2, 0, 2, 3),
             (1, 1, 1, 0, 1, 3),
+            // Padded: the weight gradient only.
+            (1, 6, 5, 2, 28, 28),
+            (2, 3, 3, 1, 5, 17),
+            (1, 2, 2, 3, 2, 3),
         ] {
             let shape = conv_of(sizes);
+            if shape.padding == 0 {
+                flat_convolution(&shape, &mut values);
+            }
+            let batch = 2;
+            let (x, dz) = (
+                values(batch * shape.image_len()),
+                values(batch * shape.output_len()),
+            );
+            positions_weight_gradient(&shape, &x, &dz);
+        }
+        // The flat convolution of `shape` (no padding) on every instruction set here.
+        fn flat_convolution(shape: &Conv, values: &mut impl FnMut(usize) -> Vec<f32>) {
             let Conv {
                 channels,
                 filters,
                 kernel,
                 ..
-            } = shape;
+            } = *shape;
             let x = values(shape.image_len());
             let w = values(filters * channels * kernel * kernel);
             let bias = values(filters);
@@ -7181,30 +7219,8 @@ mod tests {
                 .filter(|&i| isa_available(i))
             {
                 let out = as_output(out.slice());
-                conv2d_stride1_flat(isa, &shape, x.slice(), &w, &bias, out, Epilogue::Relu);
+                conv2d_stride1_flat(isa, shape, x.slice(), &w, &bias, out, Epilogue::Relu);
             }
-            let batch = 2;
-            let (x, dz) = (
-                values(batch * shape.image_len()),
-                values(batch * shape.output_len()),
-            );
-            positions_weight_gradient(&shape, &x, &dz);
-        }
-        // The weight gradient with the positions in the lanes, of padded images: the copies
-        // load each row's columns masked (before the row's start where the padding is on the
-        // left).
-        for sizes in [
-            (1, 6, 5, 2, 28, 28),
-            (2, 3, 3, 1, 5, 17),
-            (1, 2, 2, 3, 2, 3),
-        ] {
-            let shape = conv_of(sizes);
-            let batch = 2;
-            let (x, dz) = (
-                values(batch * shape.image_len()),
-                values(batch * shape.output_len()),
-            );
-            positions_weight_gradient(&shape, &x, &dz);
         }
         // The weight gradient by Winograd's method: the images, their gradients and the
         // scratch end at the guard page (the image's rows and `dZ`'s filters are loaded

@@ -1153,16 +1153,25 @@ enum WeightGradientKernel {
     /// The positions in the lanes: `dz` as it is, the images copied into the scratch once per
     /// kernel column, shifted (`simd::shifted_image_len`), a few at a time.
     PositionsInLanes,
+    /// Winograd's method along the rows with a row's tiles in the lanes
+    /// (`simd::row_tiles`), for 5 x 5 kernels on rows of at most 32 padded columns, `f32` on
+    /// AVX-512: the scratch holds one image's transforms and the sums at the points.
+    RowTilesInLanes,
 }
 
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
-fn weight_gradient_kernel<E>(isa: simd::Isa, shape: &Conv) -> WeightGradientKernel {
+fn weight_gradient_kernel<E: 'static>(isa: simd::Isa, shape: &Conv) -> WeightGradientKernel {
     if simd::filters_in_lanes::<E>(isa, shape) {
         if winograd::applies(shape) && shape.out_height() > 0 && shape.out_width() > 0 {
             WeightGradientKernel::WinogradRows
         } else {
             WeightGradientKernel::FiltersInLanes
         }
+    } else if isa == simd::Isa::Avx512
+        && core::any::TypeId::of::<E>() == core::any::TypeId::of::<f32>()
+        && simd::row_tiles::applies(shape)
+    {
+        WeightGradientKernel::RowTilesInLanes
     } else {
         WeightGradientKernel::PositionsInLanes
     }
@@ -1189,6 +1198,9 @@ pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usiz
                     simd::weight_grad_images_per_pass::<T>(&padded, batch)
                         * simd::shifted_image_len(&padded)
                 }
+                WeightGradientKernel::RowTilesInLanes => {
+                    simd::row_tiles::weight_gradient_scratch(&padded)
+                }
             };
         }
     }
@@ -1210,8 +1222,10 @@ pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
         let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
             || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
         return simd_type
-            && weight_gradient_kernel::<T>(isa, &shape.padded())
-                == WeightGradientKernel::PositionsInLanes;
+            && matches!(
+                weight_gradient_kernel::<T>(isa, &shape.padded()),
+                WeightGradientKernel::PositionsInLanes | WeightGradientKernel::RowTilesInLanes
+            );
     }
     false
 }
@@ -1271,6 +1285,22 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
                 isa, shape, batch, x, dz, scratch, dw, accumulate,
             );
             return;
+        }
+        WeightGradientKernel::RowTilesInLanes
+            if scratch.len() == simd::row_tiles::weight_gradient_scratch(shape)
+                && simd::row_tiles::applies(shape) =>
+        {
+            if let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
+                simd::same_type_slice::<E, f32>(x),
+                simd::same_type_slice::<E, f32>(dz),
+                simd::same_type_slice_mut::<E, f32>(scratch),
+                simd::same_type_slice_mut::<E, f32>(dw),
+            ) {
+                simd::row_tiles::conv2d_weight_gradient(
+                    isa, shape, batch, x, dz, scratch, dw, accumulate,
+                );
+                return;
+            }
         }
         // A scratch of another length, no position, or padding the kernel does not take: the
         // generic loops.
@@ -1765,7 +1795,8 @@ mod tests {
 
     /// The weight gradient's dispatch: LeNet-5's second layer by Winograd's method (its
     /// workspace sized for it, and the same bits as the kernel called directly), its first
-    /// with the positions in the lanes.
+    /// by Winograd's method with a row's tiles in the lanes on AVX-512 (the same), with the
+    /// positions in the lanes on AVX2.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn lenets_weight_gradients_take_the_kernels_measured_for_them() {
@@ -1782,12 +1813,57 @@ mod tests {
             width: 28,
         };
         let second = LENET_SECOND;
+        // Both kernels pad the images as they read them: the layer does not pad them first.
+        assert!(conv_weight_gradient_pads::<f32>(&first));
+        assert!(conv_weight_gradient_pads::<f64>(&first));
         assert_eq!(
-            weight_gradient_kernel::<f32>(isa, &first.padded()),
+            weight_gradient_kernel::<f64>(isa, &first.padded()),
             WeightGradientKernel::PositionsInLanes
         );
-        // That kernel pads the images as it copies them: the layer does not pad them first.
-        assert!(conv_weight_gradient_pads::<f32>(&first));
+        if isa == simd::Isa::Avx512 {
+            assert_eq!(
+                weight_gradient_kernel::<f32>(isa, &first.padded()),
+                WeightGradientKernel::RowTilesInLanes
+            );
+            let batch = 3;
+            let (x, dz) = (
+                spread_values(batch * first.image_len(), 3),
+                spread_values(batch * first.output_len(), 4),
+            );
+            let scratch_len = conv_weight_gradient_scratch::<f32>(&first, batch);
+            assert_eq!(
+                scratch_len,
+                simd::row_tiles::weight_gradient_scratch(&first)
+            );
+            let mut scratch = std::vec![0.0_f32; scratch_len];
+            let mut by_dispatch = std::vec![0.0_f32; 6 * 25];
+            conv2d_weight_gradient_stride1(
+                &first,
+                batch,
+                &x,
+                &dz,
+                &mut scratch,
+                &mut by_dispatch,
+                false,
+            );
+            let mut by_kernel = std::vec![0.0_f32; 6 * 25];
+            simd::row_tiles::conv2d_weight_gradient(
+                isa,
+                &first,
+                batch,
+                &x,
+                &dz,
+                &mut scratch,
+                &mut by_kernel,
+                false,
+            );
+            assert_eq!(by_dispatch, by_kernel);
+        } else {
+            assert_eq!(
+                weight_gradient_kernel::<f32>(isa, &first.padded()),
+                WeightGradientKernel::PositionsInLanes
+            );
+        }
         assert_eq!(
             weight_gradient_kernel::<f32>(isa, &second),
             WeightGradientKernel::WinogradRows

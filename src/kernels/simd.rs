@@ -38,6 +38,10 @@ use core::ops::Range;
 
 use super::{Conv, Epilogue, assume_init_mut};
 
+// Training only: without a heap there is no backward pass.
+#[cfg(feature = "alloc")]
+pub(crate) mod row_tiles;
+
 /// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Layout {
@@ -6754,6 +6758,85 @@ mod tests {
         }
     }
 
+    /// The weight gradient with a row's tiles in the lanes (`row_tiles`), in f32 on AVX-512,
+    /// against the definition in f64: LeNet-5's first layer and shapes around the kernel's
+    /// edges (one output; odd output widths, whose last tile has one output; the widest rows, of
+    /// 32 columns padded or not; padding wider than the kernel's reach; 1 to 7 filters, so
+    /// that tiles of 3 end with 1 and 2), over batches of 0 to 3, adding to the gradients or
+    /// not. The scratch starts as NaN: the kernel must write what it reads.
+    #[test]
+    fn weight_gradients_with_a_rows_tiles_in_the_lanes_match_the_definition() {
+        if !isa_available(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        let shapes = [
+            (1, 6, 5, 2, 28, 28),
+            (1, 1, 5, 0, 5, 5),
+            (2, 3, 5, 1, 7, 9),
+            (1, 7, 5, 0, 9, 32),
+            (3, 4, 5, 2, 6, 28),
+            (1, 5, 5, 3, 4, 5),
+            (2, 2, 5, 0, 5, 6),
+            (1, 4, 5, 1, 12, 13),
+            (1, 8, 5, 2, 3, 1),
+            (2, 1, 5, 4, 1, 24),
+        ]
+        .map(conv_of);
+        for (i, shape) in shapes.iter().enumerate() {
+            assert!(row_tiles::applies(shape), "{shape:?}");
+            let steps = shape.channels * 25;
+            let positions = shape.out_height() * shape.out_width();
+            for batch in [0, 1, 3] {
+                let seed = 400 + 10 * i as u64 + batch as u64;
+                let x = values(batch * shape.image_len(), seed);
+                let dz = values(batch * shape.output_len(), seed + 1);
+                let start = values(shape.filters * steps, seed + 2);
+                for accumulate in [false, true] {
+                    let mut want = start.clone();
+                    if !accumulate {
+                        want.fill(0.0);
+                    }
+                    let padded = shape.padded();
+                    for (x, dz) in x
+                        .chunks(shape.image_len())
+                        .zip(dz.chunks(shape.output_len()))
+                    {
+                        let mut x_padded = std::vec![0.0; padded.image_len()];
+                        super::super::pad(shape, x, &mut x_padded);
+                        super::super::reference::conv2d_weight_gradient_stride1(
+                            &padded, &x_padded, dz, &mut want, true,
+                        );
+                    }
+                    let to_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                    let mut got = to_f32(&start);
+                    let mut scratch =
+                        std::vec![f32::NAN; row_tiles::weight_gradient_scratch(shape)];
+                    row_tiles::conv2d_weight_gradient(
+                        Isa::Avx512,
+                        shape,
+                        batch,
+                        &to_f32(&x),
+                        &to_f32(&dz),
+                        &mut scratch,
+                        &mut got,
+                        accumulate,
+                    );
+                    // As the Winograd kernel with the filters in the lanes: its sums at the
+                    // points round a few bits more than the direct sums.
+                    let bound =
+                        |w: f64| 5e-6 * (1.0 + (batch * positions) as f64).sqrt() * (1.0 + w.abs());
+                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (f64::from(g) - w).abs() <= bound(w),
+                            "{shape:?} batch {batch} accumulate={accumulate}: dW[{idx}] is {g}, expected {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn weight_gradients_with_the_filters_in_the_lanes_match_the_definition() {
         /// The kernel, `dz` given position-major as it takes it.
@@ -7198,6 +7281,39 @@ mod tests {
                 values(batch * shape.output_len()),
             );
             positions_weight_gradient(&shape, &x, &dz);
+        }
+        // The weight gradient with a row's tiles in the lanes: the images (their rows loaded
+        // masked, two vectors each), the gradients and the scratch end at the guard page, for
+        // rows of 1 to 32 columns (one vector and a partial one, or a partial one alone),
+        // padded or not, 1 to 4 filters (tiles of 3 and their rest).
+        if isa_available(Isa::Avx512) {
+            for (channels, filters, padding, height, width) in [
+                (1, 6, 2, 28, 28),
+                (1, 1, 0, 5, 5),
+                (2, 4, 0, 6, 32),
+                (1, 2, 1, 5, 17),
+                (2, 3, 2, 2, 1),
+                (1, 5, 0, 9, 16),
+            ] {
+                let shape = conv_of((channels, filters, 5, padding, height, width));
+                let batch = 2;
+                let (mut x, mut dz, mut scratch) = (
+                    Guarded::new(&values(batch * shape.image_len())),
+                    Guarded::new(&values(batch * shape.output_len())),
+                    Guarded::new(&std::vec![0.0; row_tiles::weight_gradient_scratch(&shape)]),
+                );
+                let mut dw = Guarded::new(&std::vec![0.0; filters * channels * 25]);
+                row_tiles::conv2d_weight_gradient(
+                    Isa::Avx512,
+                    &shape,
+                    batch,
+                    x.slice(),
+                    dz.slice(),
+                    scratch.slice(),
+                    dw.slice(),
+                    false,
+                );
+            }
         }
         // The flat convolution of `shape` (no padding) on every instruction set here.
         fn flat_convolution(shape: &Conv, values: &mut impl FnMut(usize) -> Vec<f32>) {

@@ -634,23 +634,13 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
     } else {
         flat_path
     };
-    let buffer = if most == 0 {
+    if most == 0 {
         0
     } else if most <= SMALL_STACK_SCRATCH {
         SMALL_STACK_SCRATCH
     } else {
         STACK_SCRATCH
-    };
-    // The row-tiles forward pass, `f32` on AVX-512 where the filters do not fill its lanes
-    // better (with AVX2, the path above).
-    #[cfg(target_arch = "x86_64")]
-    if element_size == 4
-        && !filters_fill_lanes_better(shape, 16)
-        && row_tiles_forward_buffer(shape) > buffer
-    {
-        return row_tiles_forward_buffer(shape);
     }
-    buffer
 }
 
 /// What the convolution kernels do to each output, its sum plus the bias, as they store it: an
@@ -878,16 +868,6 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
         && simd::winograd_forward_scratch(shape, simd::lanes::<E>(isa)) <= WINOGRAD_STACK_SCRATCH
     {
         conv2d_stride1_winograd_on_stack(isa, shape, batch, x, w, bias, out, epilogue);
-    } else if let Some((x, w, bias, out)) = row_tiles_forward(isa, shape, x, w, bias, out) {
-        if row_tiles_forward_buffer(shape) == SMALL_STACK_SCRATCH {
-            conv2d_stride1_row_tiles_on_stack::<SMALL_STACK_SCRATCH>(
-                isa, shape, batch, x, w, bias, out, epilogue,
-            );
-        } else {
-            conv2d_stride1_row_tiles_on_stack::<STACK_SCRATCH>(
-                isa, shape, batch, x, w, bias, out, epilogue,
-            );
-        }
     } else if simd::filters_in_lanes::<E>(isa, shape)
         && shape.output_len() > 0
         && w.len() + padded_len <= STACK_SCRATCH
@@ -946,69 +926,6 @@ fn conv2d_stride1_winograd_on_stack<E: simd::Element + Scalar>(
 ) {
     let mut scratch = [const { core::mem::MaybeUninit::<E>::uninit() }; WINOGRAD_STACK_SCRATCH];
     simd::conv2d_stride1_winograd(isa, shape, batch, x, w, bias, out, &mut scratch, epilogue);
-}
-
-/// Whether the forward pass of `shape` takes Winograd's method with a row's tiles in the lanes
-/// (`simd::row_tiles`, `f32` on AVX-512, 5 x 5 kernels on narrow images, where the positions
-/// fill the lanes better than the filters), and then the operands as `f32`.
-#[cfg(target_arch = "x86_64")]
-#[allow(clippy::type_complexity)]
-fn row_tiles_forward<'a, E: simd::Element>(
-    isa: simd::Isa,
-    shape: &Conv,
-    x: &'a [E],
-    w: &'a [E],
-    bias: &'a [E],
-    out: &'a mut [MaybeUninit<E>],
-) -> Option<(&'a [f32], &'a [f32], &'a [f32], &'a mut [MaybeUninit<f32>])> {
-    if isa != simd::Isa::Avx512
-        || simd::filters_in_lanes::<E>(isa, shape)
-        || row_tiles_forward_buffer(shape) == 0
-    {
-        return None;
-    }
-    Some((
-        simd::same_type_slice::<E, f32>(x)?,
-        simd::same_type_slice::<E, f32>(w)?,
-        simd::same_type_slice::<E, f32>(bias)?,
-        simd::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(out)?,
-    ))
-}
-
-/// The stack buffer of the row-tiles forward pass for `shape` ([`SMALL_STACK_SCRATCH`] or
-/// [`STACK_SCRATCH`] elements; LeNet's first layer needs 3,252), 0 where it has no kernel for
-/// it or needs more.
-#[cfg(target_arch = "x86_64")]
-const fn row_tiles_forward_buffer(shape: &Conv) -> usize {
-    let needs = simd::row_tiles::forward_scratch(shape);
-    if !simd::row_tiles::applies(shape) || needs > STACK_SCRATCH {
-        0
-    } else if needs <= SMALL_STACK_SCRATCH {
-        SMALL_STACK_SCRATCH
-    } else {
-        STACK_SCRATCH
-    }
-}
-
-/// The row-tiles path of [`conv2d_stride1_simd`], its scratch on the stack (not zeroed), of
-/// `SCRATCH` elements ([`row_tiles_forward_buffer`]). Never inlined, so that its buffer is not
-/// in the caller's stack frame on the other paths.
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_row_tiles_on_stack<const SCRATCH: usize>(
-    isa: simd::Isa,
-    shape: &Conv,
-    batch: usize,
-    x: &[f32],
-    w: &[f32],
-    bias: &[f32],
-    out: &mut [MaybeUninit<f32>],
-    epilogue: Epilogue,
-) {
-    let mut scratch = [MaybeUninit::<f32>::uninit(); SCRATCH];
-    let scratch = &mut scratch[..simd::row_tiles::forward_scratch(shape)];
-    simd::row_tiles::conv2d_forward(isa, shape, batch, x, w, bias, out, scratch, epilogue);
 }
 
 /// The flat path of [`conv2d_stride1_simd`] for a padded convolution: each image padded in a
@@ -1985,78 +1902,6 @@ mod tests {
             false,
         );
         assert_eq!(by_dispatch, by_winograd);
-    }
-
-    /// The forward pass's dispatch: LeNet-5's first layer (`f32`) by Winograd's method with a
-    /// row's tiles in the lanes on AVX-512 (the same bits as the kernel called directly, not
-    /// the direct kernel's, its buffer what `conv_stack_scratch` counts); in `f64`, and on
-    /// AVX2, the direct kernel.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    #[allow(unsafe_code)] // the kernel's output as it takes it
-    fn lenets_first_convolution_takes_the_row_tiles_forward_pass_on_avx512() {
-        let Some(isa) = simd::detected_isa() else {
-            std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
-            return;
-        };
-        let shape = Conv {
-            channels: 1,
-            filters: 6,
-            kernel: 5,
-            padding: 2,
-            height: 28,
-            width: 28,
-        };
-        let batch = 2;
-        let (x, w, bias) = (
-            spread_values(batch * shape.image_len(), 4),
-            spread_values(6 * 25, 5),
-            spread_values(6, 6),
-        );
-        let mut by_dispatch = std::vec![0.0_f32; batch * shape.output_len()];
-        conv2d_stride1(
-            &shape,
-            batch,
-            &x,
-            &w,
-            &bias,
-            &mut by_dispatch,
-            Epilogue::Relu,
-        );
-        let mut direct = std::vec![0.0_f32; shape.output_len()];
-        reference::conv2d_stride1(&shape, &x[..shape.image_len()], &w, &bias, &mut direct);
-        for z in &mut direct {
-            *z = Epilogue::Relu.apply(*z);
-        }
-        assert_eq!(conv_stack_scratch(&shape, 8), SMALL_STACK_SCRATCH);
-        if isa != simd::Isa::Avx512 {
-            assert_eq!(conv_stack_scratch(&shape, 4), SMALL_STACK_SCRATCH);
-            return;
-        }
-        // The input transforms of the whole image: larger than the padded image.
-        assert_eq!(row_tiles_forward_buffer(&shape), STACK_SCRATCH);
-        assert_eq!(conv_stack_scratch(&shape, 4), STACK_SCRATCH);
-        let mut by_kernel = std::vec![0.0_f32; batch * shape.output_len()];
-        let mut scratch =
-            std::vec![MaybeUninit::uninit(); simd::row_tiles::forward_scratch(&shape)];
-        simd::row_tiles::conv2d_forward(
-            isa,
-            &shape,
-            batch,
-            &x,
-            &w,
-            &bias,
-            // SAFETY: the kernel writes only initialized values (its outputs).
-            unsafe { as_uninit_mut(&mut by_kernel) },
-            &mut scratch,
-            Epilogue::Relu,
-        );
-        assert_eq!(by_dispatch, by_kernel);
-        assert_ne!(
-            direct[..],
-            by_kernel[..shape.output_len()],
-            "the direct sums round differently"
-        );
     }
 
     /// On a CPU with AVX2 or AVX-512, a stride-1 convolution with the filters in the lanes and a

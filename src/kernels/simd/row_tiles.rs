@@ -18,10 +18,9 @@
 //! `Bᵀ·d` once per padded row, shared by every filter and kernel row.
 
 use core::arch::x86_64::*;
-use core::mem::MaybeUninit;
 
-use super::{Avx512F32, Isa, assert_isa, finish, winograd_input_transform};
-use crate::kernels::{Conv, Epilogue};
+use super::{Avx512F32, Isa, assert_isa, winograd_input_transform};
+use crate::kernels::Conv;
 
 /// The kernel size this path computes.
 const KERNEL: usize = 5;
@@ -34,7 +33,6 @@ const LANES: usize = 16;
 /// The filters of a tile of [`weight_gradient_tile`]: 3 filters by the 5 kernel rows keep 15
 /// accumulators, 3 gradient vectors and an input in registers, and do 15 multiply-adds for 8
 /// loads.
-#[cfg(feature = "alloc")]
 const TILE_FILTERS: usize = 3;
 
 /// Whether [`conv2d_weight_gradient`] computes `shape`'s weight gradient: a 5 x 5 kernel, at
@@ -57,7 +55,6 @@ const fn tiles(shape: &Conv) -> usize {
 /// transforms (`[ν][c][padded row]`), one block of filters' gradients split into the tiles'
 /// first and second (`[f][oy][s]`), and the sums (`[ν][f][c][ky]`), each a vector. For LeNet-5's
 /// first layer, 33 KiB.
-#[cfg(feature = "alloc")]
 pub(crate) const fn weight_gradient_scratch(shape: &Conv) -> usize {
     let rows = shape.height + 2 * shape.padding;
     (TILE * shape.channels * rows
@@ -75,7 +72,6 @@ pub(crate) const fn weight_gradient_scratch(shape: &Conv) -> usize {
 ///
 /// When [`applies`] is false for `shape`, a slice's length does not fit, `scratch` is not
 /// [`weight_gradient_scratch`] long, or `isa` is not AVX-512 or not present.
-#[cfg(feature = "alloc")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d_weight_gradient(
     isa: Isa,
@@ -161,7 +157,6 @@ impl<const N: usize> RowGather<N> {
 /// The tables of `F(5, 2)` ([`super::super::winograd::gradient_transforms`]) in `f32`: the
 /// gradients evaluated at the points (`[ν][s]`, `s < 2`) and `Aᵀ` with the denominators
 /// (`[kx][ν]`).
-#[cfg(feature = "alloc")]
 const TABLES: [[[f32; TILE]; TILE]; 2] = {
     let t = super::super::winograd::gradient_transforms(KERNEL);
     let mut out = [[[0.0; TILE]; TILE]; 2];
@@ -173,46 +168,9 @@ const TABLES: [[[f32; TILE]; TILE]; 2] = {
     out
 };
 
-/// `V = Bᵀ·d` of every tile of every padded row of one image, into `v` as `[ν][c][row]`, a
-/// vector each (the rows of padding are zeros' transforms).
-///
-/// # Safety
-///
-/// The CPU has AVX-512F; `inputs` gathers rows of `shape`'s width and padding; `x` holds an
-/// image of `shape`, `v` `6·C·(H + 2·padding)` vectors.
-#[inline(always)]
-unsafe fn input_transforms(shape: &Conv, inputs: &RowGather<TILE>, x: *const f32, v: *mut f32) {
-    let Conv {
-        channels,
-        padding,
-        height,
-        width,
-        ..
-    } = *shape;
-    let rows = height + 2 * padding;
-    // SAFETY: AVX-512F is present; the rows gathered are rows r - padding < H of the image's
-    // channels, the vectors written ν·C·rows + c·rows + r < 6·C·rows (the contract).
-    unsafe {
-        for c in 0..channels {
-            for r in 0..rows {
-                let d = if r >= padding && r - padding < height {
-                    inputs.gather(x.add((c * height + r - padding) * width))
-                } else {
-                    [_mm512_setzero_ps(); TILE]
-                };
-                let z = winograd_input_transform::<Avx512F32>(d);
-                for (nu, z) in z.into_iter().enumerate() {
-                    _mm512_storeu_ps(v.add(((nu * channels + c) * rows + r) * LANES), z);
-                }
-            }
-        }
-    }
-}
-
 /// # Safety
 ///
 /// The CPU has AVX-512F; the sizes and lengths were checked by [`conv2d_weight_gradient`].
-#[cfg(feature = "alloc")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn weight_gradient_avx512(
@@ -253,7 +211,20 @@ unsafe fn weight_gradient_avx512(
         let inputs = RowGather::<TILE>::new(width, padding, tiles);
         let gradients = RowGather::<OUTPUTS>::new(out_width, 0, tiles);
         for b in 0..batch {
-            input_transforms(shape, &inputs, x.as_ptr().add(b * image_len), v);
+            let x = x.as_ptr().add(b * image_len);
+            for c in 0..channels {
+                for r in 0..rows {
+                    let d = if r >= padding && r - padding < height {
+                        inputs.gather(x.add((c * height + r - padding) * width))
+                    } else {
+                        [_mm512_setzero_ps(); TILE]
+                    };
+                    let z = winograd_input_transform::<Avx512F32>(d);
+                    for (nu, z) in z.into_iter().enumerate() {
+                        _mm512_storeu_ps(v.add(nu * v_point + (c * rows + r) * LANES), z);
+                    }
+                }
+            }
             let dz = dz.as_ptr().add(b * output_len);
             for f0 in (0..filters).step_by(TILE_FILTERS) {
                 // The gradients of the block's rows split into the tiles' first and second
@@ -318,7 +289,6 @@ unsafe fn weight_gradient_avx512(
 /// # Safety
 ///
 /// The CPU has AVX-512F; `h` is valid for reading two vectors.
-#[cfg(feature = "alloc")]
 #[inline(always)]
 unsafe fn at_point<const NU: usize>(h: *const f32) -> __m512 {
     let [a, b] = [TABLES[0][NU][0], TABLES[0][NU][1]];
@@ -348,7 +318,6 @@ unsafe fn at_point<const NU: usize>(h: *const f32) -> __m512 {
 /// The CPU has AVX-512F; `h` holds the `NF` filters' `out_height` pairs of vectors, `v` the
 /// channel's `out_height + 4` rows at the point, `sums` the `NF` filters' 5 vectors (`stride`
 /// apart).
-#[cfg(feature = "alloc")]
 #[inline(always)]
 unsafe fn weight_gradient_tile<const NF: usize, const NU: usize>(
     out_height: usize,
@@ -375,258 +344,6 @@ unsafe fn weight_gradient_tile<const NF: usize, const NU: usize>(
         for (f, acc) in acc.iter().enumerate() {
             for (ky, &sum) in acc.iter().enumerate() {
                 _mm512_storeu_ps(sums.add(f * stride + ky * LANES), sum);
-            }
-        }
-    }
-}
-
-/// The most filters of a tile of [`forward_tile`]: 4 filters at the 6 points keep 24
-/// accumulators and the 6 input transforms of a row in AVX-512's 32 registers (the filters'
-/// transforms are broadcast from memory).
-const FORWARD_FILTERS: usize = 4;
-
-/// The scratch elements [`conv2d_forward`] needs for `shape`: one image's input transforms
-/// (`[ν][c][padded row]`, a vector each) and the filters' transforms (`[f][c][ky][ν]`, one
-/// element each). For LeNet-5's first layer, 3,252 (13 KiB).
-pub(crate) const fn forward_scratch(shape: &Conv) -> usize {
-    let rows = shape.height + 2 * shape.padding;
-    TILE * shape.channels * rows * LANES + TILE * shape.filters * shape.channels * KERNEL
-}
-
-/// `out = epilogue(conv(x, w) + bias)` for a batch of `batch` images of a stride-1 convolution
-/// of `shape` (padding included: `x` holds the images without it) by Winograd's `F(2, 5)` with
-/// a row's tiles in the lanes, with `isa`: per output row, filter and kernel row, 6 products
-/// per tile of 2 outputs where the direct sums take 10. Each output is
-/// `Σ_(c, ky) Aᵀ[(G·g[c][ky]) ⊙ (Bᵀ·d[c][oy + ky])]` over the 6-wide input tile `d` of its
-/// row: the filters' transforms `G·g` once per call, `Bᵀ·d` once per padded row, the sums at
-/// the points, then `Aᵀ`, the bias and the epilogue per output row, whose two outputs per tile
-/// are interleaved back into columns (`vpermt2ps`). The sums round differently from the direct
-/// kernel's, in the last bits.
-///
-/// # Panics
-///
-/// When [`applies`] is false for `shape`, a slice's length does not fit, `scratch` is not
-/// [`forward_scratch`] long, or `isa` is not AVX-512 or not present.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn conv2d_forward(
-    isa: Isa,
-    shape: &Conv,
-    batch: usize,
-    x: &[f32],
-    w: &[f32],
-    bias: &[f32],
-    out: &mut [MaybeUninit<f32>],
-    scratch: &mut [MaybeUninit<f32>],
-    epilogue: Epilogue,
-) {
-    assert!(applies(shape), "no row-tiles kernel for {shape:?}");
-    shape.check_batch(batch, x.len(), w.len(), bias.len(), out.len());
-    assert_eq!(
-        scratch.len(),
-        forward_scratch(shape),
-        "the scratch of the forward pass of {shape:?}"
-    );
-    assert!(isa == Isa::Avx512, "the row-tiles kernel is AVX-512 only");
-    assert_isa(isa);
-    // SAFETY: AVX-512F is present (`assert_isa`); the sizes and lengths were checked above.
-    unsafe { forward_avx512(shape, batch, x, w, bias, out, scratch, epilogue) }
-}
-
-/// `G` of `F(2, 5)` ([`super::super::winograd::filter_transform`]) in `f32`, `[ν][kx]`.
-const FILTER_TRANSFORM: [[f32; TILE]; TILE] = {
-    let g = super::super::winograd::filter_transform(KERNEL);
-    let mut out = [[0.0; TILE]; TILE];
-    let mut i = 0;
-    while i < TILE * TILE {
-        out[i / TILE][i % TILE] = g[i / TILE][i % TILE] as f32;
-        i += 1;
-    }
-    out
-};
-
-/// # Safety
-///
-/// The CPU has AVX-512F; the sizes and lengths were checked by [`conv2d_forward`].
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn forward_avx512(
-    shape: &Conv,
-    batch: usize,
-    x: &[f32],
-    w: &[f32],
-    bias: &[f32],
-    out: &mut [MaybeUninit<f32>],
-    scratch: &mut [MaybeUninit<f32>],
-    epilogue: Epilogue,
-) {
-    let Conv {
-        channels,
-        filters,
-        padding,
-        height,
-        width,
-        ..
-    } = *shape;
-    let (out_height, out_width) = (shape.out_height(), shape.out_width());
-    let rows = height + 2 * padding;
-    let steps = channels * KERNEL;
-    let (image_len, output_len) = (shape.image_len(), shape.output_len());
-    // Not zeroed first (at batch 1 that would cost more than the transforms): every element of
-    // `v` and `u` is written before it is read.
-    let (v, u) = scratch.split_at_mut(TILE * channels * rows * LANES);
-    let (v, u) = (v.as_mut_ptr().cast::<f32>(), u.as_mut_ptr().cast::<f32>());
-    // Blocks of at most FORWARD_FILTERS filters, as even as they can be (6 filters: 3 and 3).
-    let blocks = filters.div_ceil(FORWARD_FILTERS);
-    let block = filters.div_ceil(blocks);
-    // SAFETY (whole body): AVX-512F is present (the caller's contract). The weights read are
-    // the F·C·K·K of `w`; the images gathered are image b < batch's (by `input_transforms`);
-    // the elements written and read in `v` and `u` are inside the blocks split above
-    // ([ν][c][r] vectors, [f][c·K + ky][ν] elements, each index below its size), read only
-    // where written; the outputs written are rows oy < OH of filters f < F of image b.
-    unsafe {
-        // U = G·g of every (f, c, ky): [f][c·K + ky][ν].
-        for f in 0..filters {
-            for step in 0..steps {
-                let taps = &w[(f * steps + step) * KERNEL..][..KERNEL];
-                for (nu, g) in FILTER_TRANSFORM.iter().enumerate() {
-                    let value: f32 = g.iter().zip(taps).map(|(&g, &tap)| g * tap).sum();
-                    *u.add((f * steps + step) * TILE + nu) = value;
-                }
-            }
-        }
-        let u = u.cast_const();
-        let inputs = RowGather::<TILE>::new(width, padding, tiles(shape));
-        let interleave = Interleave::new(out_width);
-        for b in 0..batch {
-            input_transforms(shape, &inputs, x.as_ptr().add(b * image_len), v);
-            let out = out.as_mut_ptr().cast::<f32>().add(b * output_len);
-            for oy in 0..out_height {
-                for f0 in (0..filters).step_by(block) {
-                    let at = ForwardTile {
-                        u: u.add(f0 * steps * TILE),
-                        v: v.add(oy * LANES).cast_const(),
-                        bias: bias.as_ptr().add(f0),
-                        out: out.add((f0 * out_height + oy) * out_width),
-                        channels,
-                        rows,
-                        plane: out_height * out_width,
-                    };
-                    match block.min(filters - f0) {
-                        1 => forward_tile::<1>(&at, &interleave, epilogue),
-                        2 => forward_tile::<2>(&at, &interleave, epilogue),
-                        3 => forward_tile::<3>(&at, &interleave, epilogue),
-                        _ => forward_tile::<4>(&at, &interleave, epilogue),
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Where a tile of [`forward_tile`] reads and writes: its first filter's transforms
-/// (`[f][c·K + ky][ν]`), the input transforms at its output row (`[ν][c][row]`, `rows` vectors
-/// a channel), its first filter's bias, and its first filter's output row (a plane apart).
-struct ForwardTile {
-    u: *const f32,
-    v: *const f32,
-    bias: *const f32,
-    out: *mut f32,
-    channels: usize,
-    rows: usize,
-    plane: usize,
-}
-
-/// One tile of the forward pass: one output row of `NF` filters. Per step `(c, ky)`, the 6
-/// input transforms of row `oy + ky` and the `NF` filters' transforms at the 6 points
-/// (broadcast) meet in `6·NF` accumulators; then `Aᵀ`, the bias and the epilogue of each
-/// filter's 6 sums, stored as the row's columns ([`Interleave`]).
-///
-/// # Safety
-///
-/// The CPU has AVX-512F; `at` points as its documentation says, at `NF` filters and an output
-/// row that exist; `interleave` was made for the output's width.
-#[inline(always)]
-unsafe fn forward_tile<const NF: usize>(
-    at: &ForwardTile,
-    interleave: &Interleave,
-    epilogue: Epilogue,
-) {
-    let point = at.channels * at.rows * LANES;
-    let steps = at.channels * KERNEL;
-    // SAFETY: AVX-512F is present and every element read or written is one the contract names.
-    unsafe {
-        let mut acc = [[_mm512_setzero_ps(); TILE]; NF];
-        for c in 0..at.channels {
-            for ky in 0..KERNEL {
-                let step = c * KERNEL + ky;
-                let v = at.v.add((c * at.rows + ky) * LANES);
-                let d: [__m512; TILE] =
-                    core::array::from_fn(|nu| _mm512_loadu_ps(v.add(nu * point)));
-                for (f, acc) in acc.iter_mut().enumerate() {
-                    let u = at.u.add((f * steps + step) * TILE);
-                    for (nu, (acc, &d)) in acc.iter_mut().zip(&d).enumerate() {
-                        *acc = _mm512_fmadd_ps(_mm512_set1_ps(*u.add(nu)), d, *acc);
-                    }
-                }
-            }
-        }
-        for (f, m) in acc.iter().enumerate() {
-            let (sum_1, difference_1) = (_mm512_add_ps(m[1], m[2]), _mm512_sub_ps(m[1], m[2]));
-            let (sum_2, difference_2) = (_mm512_add_ps(m[3], m[4]), _mm512_sub_ps(m[3], m[4]));
-            // y0 = m0 + (m1 + m2) + (m3 + m4), y1 = (m1 - m2) + 2 (m3 - m4) + m5.
-            let y0 = _mm512_add_ps(_mm512_add_ps(m[0], sum_1), sum_2);
-            let y1 = _mm512_add_ps(
-                _mm512_fmadd_ps(_mm512_set1_ps(2.0), difference_2, difference_1),
-                m[5],
-            );
-            let bias = _mm512_set1_ps(*at.bias.add(f));
-            let y = [
-                finish::<Avx512F32>(_mm512_add_ps(y0, bias), epilogue),
-                finish::<Avx512F32>(_mm512_add_ps(y1, bias), epilogue),
-            ];
-            interleave.store(y, at.out.add(f * at.plane));
-        }
-    }
-}
-
-/// Stores a row's outputs from its tiles' first and second (`y[0]` and `y[1]`, tile `p` in
-/// lane `p`) as columns `2p` and `2p + 1`: two two-source permutes, and the row's `width`
-/// columns stored masked.
-struct Interleave {
-    index: [__m512i; 2],
-    halves: [__mmask16; 2],
-}
-
-impl Interleave {
-    /// # Safety
-    ///
-    /// The CPU has AVX-512F; `width <= 32`.
-    #[inline(always)]
-    unsafe fn new(width: usize) -> Self {
-        // Lane l of the half h is tile 8h + l/2's output l % 2: lane 8h + l/2 of y[l % 2].
-        let index: [[i32; LANES]; 2] = core::array::from_fn(|h| {
-            core::array::from_fn(|l| ((l % 2) * LANES + 8 * h + l / 2) as i32)
-        });
-        let lanes = |n: usize| ((1_u32 << n.min(LANES)) - 1) as u16;
-        // SAFETY: AVX-512F is present (the caller's contract); `index` holds 2·16 `i32`s.
-        unsafe {
-            Self {
-                index: index.map(|i| _mm512_loadu_si512(i.as_ptr().cast())),
-                halves: [lanes(width), lanes(width.saturating_sub(LANES))],
-            }
-        }
-    }
-
-    /// # Safety
-    ///
-    /// The CPU has AVX-512F; `row` is valid for writing the `width` columns `new` was given.
-    #[inline(always)]
-    unsafe fn store(&self, y: [__m512; 2], row: *mut f32) {
-        // SAFETY: the masked stores write columns below `width` only (the caller's contract).
-        unsafe {
-            for (h, (&index, &mask)) in self.index.iter().zip(&self.halves).enumerate() {
-                let columns = _mm512_permutex2var_ps(y[0], index, y[1]);
-                _mm512_mask_storeu_ps(row.add(h * LANES), mask, columns);
             }
         }
     }

@@ -54,7 +54,7 @@ const fn tiles(shape: &Conv) -> usize {
 /// The scratch elements [`conv2d_weight_gradient`] needs for `shape`: one image's input
 /// transforms (`[ν][c][padded row]`), one block of filters' gradients split into the tiles'
 /// first and second (`[f][oy][s]`), and the sums (`[ν][f][c][ky]`), each a vector. For LeNet-5's
-/// first layer, 33 KiB.
+/// first layer, 8,640 (34 KiB).
 pub(crate) const fn weight_gradient_scratch(shape: &Conv) -> usize {
     let rows = shape.height + 2 * shape.padding;
     (TILE * shape.channels * rows

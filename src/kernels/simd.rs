@@ -6617,21 +6617,22 @@ mod tests {
             )
     }
 
-    /// A weight-gradient kernel against the definition (`reference`), on every instruction set
-    /// here, over `shapes` and `batches`, adding to the gradients or not, in f64 within
-    /// `tolerance.0` and in f32 within `tolerance.1`, each times `√(terms summed) · (1 +
-    /// |dw|)`. `f64s` and `f32s` run the kernel: `(isa, shape, batch, x, dz, dw, accumulate)`,
-    /// `dz` as the layer holds it.
+    /// A weight-gradient kernel against the definition (`reference`), on each of `isas` that
+    /// is here, over `shapes` and `batches`, adding to the gradients or not, in f64 (where
+    /// the kernel takes it) within `tolerance.0` and in f32 within `tolerance.1`, each times
+    /// `√(terms summed) · (1 + |dw|)`. `f64s` and `f32s` run the kernel: `(isa, shape, batch,
+    /// x, dz, dw, accumulate)`, `dz` as the layer holds it.
     #[allow(clippy::type_complexity)]
     fn check_weight_gradient_kernel(
+        isas: &[Isa],
         shapes: &[Conv],
         batches: &[usize],
         seed: u64,
-        f64s: &dyn Fn(Isa, &Conv, usize, &[f64], &[f64], &mut [f64], bool),
+        f64s: Option<&dyn Fn(Isa, &Conv, usize, &[f64], &[f64], &mut [f64], bool)>,
         f32s: &dyn Fn(Isa, &Conv, usize, &[f32], &[f32], &mut [f32], bool),
         tolerance: (f64, f64),
     ) {
-        for isa in [Isa::Avx512, Isa::Avx2Fma] {
+        for &isa in isas {
             if !isa_available(isa) {
                 std::eprintln!("skipping {isa:?}: not on this CPU");
                 continue;
@@ -6660,13 +6661,15 @@ mod tests {
                         let bound = |w: f64, tolerance: f64| {
                             tolerance * (1.0 + (batch * positions) as f64).sqrt() * (1.0 + w.abs())
                         };
-                        let mut got = start.clone();
-                        f64s(isa, &shape, batch, &x, &dz, &mut got, accumulate);
-                        for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (g - w).abs() <= bound(w, tolerance.0),
-                                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f64 dW[{idx}] is {g}, expected {w}"
-                            );
+                        if let Some(f64s) = f64s {
+                            let mut got = start.clone();
+                            f64s(isa, &shape, batch, &x, &dz, &mut got, accumulate);
+                            for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                                assert!(
+                                    (g - w).abs() <= bound(w, tolerance.0),
+                                    "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f64 dW[{idx}] is {g}, expected {w}"
+                                );
+                            }
                         }
                         let to_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
                         let mut got = to_f32(&start);
@@ -6713,10 +6716,11 @@ mod tests {
         // Measured in f32: at most 2.4e-6 for 5 x 5 kernels, 4.1e-7 for 4 x 4, 2.1e-6 for 3 x
         // 3 (the direct kernel's test allows 1e-6).
         check_weight_gradient_kernel(
+            &[Isa::Avx512, Isa::Avx2Fma],
             &winograd_gradient_shapes().collect::<Vec<_>>(),
             &[0, 1, 5, 9],
             150,
-            &run::<f64>,
+            Some(&run::<f64>),
             &run::<f32>,
             (1e-13, 5e-6),
         );
@@ -6761,14 +6765,33 @@ mod tests {
     /// The weight gradient with a row's tiles in the lanes (`row_tiles`), in f32 on AVX-512,
     /// against the definition in f64: LeNet-5's first layer and shapes around the kernel's
     /// edges (one output; odd output widths, whose last tile has one output; the widest rows, of
-    /// 32 columns padded or not; padding wider than the kernel's reach; 1 to 7 filters, so
+    /// 32 columns padded or not; padding wider than the kernel's reach; 1 to 8 filters, so
     /// that tiles of 3 end with 1 and 2), over batches of 0 to 3, adding to the gradients or
     /// not. The scratch starts as NaN: the kernel must write what it reads.
     #[test]
     fn weight_gradients_with_a_rows_tiles_in_the_lanes_match_the_definition() {
-        if !isa_available(Isa::Avx512) {
-            std::eprintln!("skipping: no AVX-512 on this CPU");
-            return;
+        /// The kernel, its scratch first filled with NaN: it must write what it reads.
+        fn run(
+            isa: Isa,
+            shape: &Conv,
+            batch: usize,
+            x: &[f32],
+            dz: &[f32],
+            dw: &mut [f32],
+            accumulate: bool,
+        ) {
+            assert!(row_tiles::applies(shape), "{shape:?}");
+            let mut scratch = std::vec![f32::NAN; row_tiles::weight_gradient_scratch(shape)];
+            row_tiles::conv2d_weight_gradient(
+                isa,
+                shape,
+                batch,
+                x,
+                dz,
+                &mut scratch,
+                dw,
+                accumulate,
+            );
         }
         let shapes = [
             (1, 6, 5, 2, 28, 28),
@@ -6783,58 +6806,17 @@ mod tests {
             (2, 1, 5, 4, 1, 24),
         ]
         .map(conv_of);
-        for (i, shape) in shapes.iter().enumerate() {
-            assert!(row_tiles::applies(shape), "{shape:?}");
-            let steps = shape.channels * 25;
-            let positions = shape.out_height() * shape.out_width();
-            for batch in [0, 1, 3] {
-                let seed = 400 + 10 * i as u64 + batch as u64;
-                let x = values(batch * shape.image_len(), seed);
-                let dz = values(batch * shape.output_len(), seed + 1);
-                let start = values(shape.filters * steps, seed + 2);
-                for accumulate in [false, true] {
-                    let mut want = start.clone();
-                    if !accumulate {
-                        want.fill(0.0);
-                    }
-                    let padded = shape.padded();
-                    for (x, dz) in x
-                        .chunks(shape.image_len())
-                        .zip(dz.chunks(shape.output_len()))
-                    {
-                        let mut x_padded = std::vec![0.0; padded.image_len()];
-                        super::super::pad(shape, x, &mut x_padded);
-                        super::super::reference::conv2d_weight_gradient_stride1(
-                            &padded, &x_padded, dz, &mut want, true,
-                        );
-                    }
-                    let to_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-                    let mut got = to_f32(&start);
-                    let mut scratch =
-                        std::vec![f32::NAN; row_tiles::weight_gradient_scratch(shape)];
-                    row_tiles::conv2d_weight_gradient(
-                        Isa::Avx512,
-                        shape,
-                        batch,
-                        &to_f32(&x),
-                        &to_f32(&dz),
-                        &mut scratch,
-                        &mut got,
-                        accumulate,
-                    );
-                    // As the Winograd kernel with the filters in the lanes: its sums at the
-                    // points round a few bits more than the direct sums.
-                    let bound =
-                        |w: f64| 5e-6 * (1.0 + (batch * positions) as f64).sqrt() * (1.0 + w.abs());
-                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                        assert!(
-                            (f64::from(g) - w).abs() <= bound(w),
-                            "{shape:?} batch {batch} accumulate={accumulate}: dW[{idx}] is {g}, expected {w}"
-                        );
-                    }
-                }
-            }
-        }
+        // As the Winograd kernel with the filters in the lanes: its sums at the points round
+        // a few bits more than the direct sums.
+        check_weight_gradient_kernel(
+            &[Isa::Avx512],
+            &shapes,
+            &[0, 1, 3],
+            400,
+            None,
+            &run,
+            (0.0, 5e-6),
+        );
     }
 
     #[test]
@@ -6859,10 +6841,11 @@ mod tests {
             conv2d_weight_gradient_filters(isa, shape, batch, x, &dzt, dw, accumulate);
         }
         check_weight_gradient_kernel(
+            &[Isa::Avx512, Isa::Avx2Fma],
             &filter_shapes().collect::<Vec<_>>(),
             &[0, 1, 3],
             120,
-            &run::<f64>,
+            Some(&run::<f64>),
             &run::<f32>,
             (1e-13, 1e-6),
         );

@@ -1,5 +1,5 @@
-//! Winograd's `F(2, 5)` along the rows with a row's tiles in the vector lanes: the weight
-//! gradient of a 5 x 5 convolution with few filters on narrow images (LeNet-5's first layer: 6
+//! Winograd's minimal filtering along the rows (`F(5, 2)`) with a row's tiles in the vector
+//! lanes: the weight//! gradient of a 5 x 5 convolution with few filters on narrow images (LeNet-5's first layer: 6
 //! filters, 28 x 28 images padded by 2), on AVX-512 with `f32`.
 //!
 //! The other Winograd kernels put the filters in the lanes, which a layer of 6 filters fills
@@ -24,7 +24,7 @@ use crate::kernels::Conv;
 
 /// The kernel size this path computes.
 const KERNEL: usize = 5;
-/// Outputs per tile: `F(2, 5)`.
+/// The gradient columns per tile: the `2` of `F(5, 2)`.
 const OUTPUTS: usize = 2;
 /// The points of a tile (and the inputs it covers).
 const TILE: usize = super::super::winograd::TILE;
@@ -32,7 +32,7 @@ const TILE: usize = super::super::winograd::TILE;
 const LANES: usize = 16;
 /// The filters of a tile of [`weight_gradient_tile`]: 3 filters by the 5 kernel rows keep 15
 /// accumulators, 3 gradient vectors and an input in registers, and do 15 multiply-adds for 8
-/// loads.
+/// loads (11 at the four points where the gradients are evaluated from both columns).
 const TILE_FILTERS: usize = 3;
 
 /// Whether [`conv2d_weight_gradient`] computes `shape`'s weight gradient: a 5 x 5 kernel, at
@@ -43,6 +43,8 @@ pub(crate) const fn applies(shape: &Conv) -> bool {
         && shape.filters > 0
         && shape.height > 0
         && shape.width > 0
+        && shape.height + 2 * shape.padding >= KERNEL
+        && shape.width + 2 * shape.padding >= KERNEL
         && shape.width + 2 * shape.padding <= 2 * LANES
 }
 
@@ -140,13 +142,15 @@ impl<const N: usize> RowGather<N> {
     ///
     /// # Safety
     ///
-    /// The CPU has AVX-512F; `row` is valid for reading the `width` columns `new` was given.
+    /// The CPU has AVX-512F; `row` is valid for reading the `width` columns `new` was given
+    /// (nothing past them: the second half's address is formed with `wrapping_add`, as a row
+    /// of at most 16 columns may end its allocation, and its load then has an empty mask).
     #[inline(always)]
     unsafe fn gather(&self, row: *const f32) -> [__m512; N] {
         // SAFETY: the masked loads read columns below `width` only (the caller's contract).
         unsafe {
             let low = _mm512_maskz_loadu_ps(self.halves[0], row);
-            let high = _mm512_maskz_loadu_ps(self.halves[1], row.add(LANES));
+            let high = _mm512_maskz_loadu_ps(self.halves[1], row.wrapping_add(LANES));
             core::array::from_fn(|j| {
                 _mm512_maskz_permutex2var_ps(self.mask[j], low, self.index[j], high)
             })
@@ -203,10 +207,10 @@ unsafe fn weight_gradient_avx512(
     let (v_point, sums_point) = (channels * rows * LANES, filters * channels * KERNEL * LANES);
     // SAFETY (whole body): AVX-512F is present (the caller's contract). The rows gathered are
     // rows of image b < batch (channel c, row r - padding < H, W columns) and of its gradients
-    // (filter f, row oy < OH, OW columns), inside `x` and `dz`; the vectors written and read
-    // in `v`, `e` and `sums` are inside the blocks split above ([ν][c][r], [ν][f][oy],
-    // [ν][f][c][ky], each index below its size); the weight gradients written are the
-    // F·C·K·K of `dw`.
+    // (filter f0 + i < F, row oy < OH, OW columns), inside `x` and `dz`; the vectors written
+    // and read in `v`, `h` and `sums` are inside the blocks split above ([ν][c][r],
+    // [f - f0][oy][s] for a block of at most TILE_FILTERS filters, [ν][f][c][ky], each index
+    // below its size); the weight gradients written are the F·C·K·K of `dw`.
     unsafe {
         let inputs = RowGather::<TILE>::new(width, padding, tiles);
         let gradients = RowGather::<OUTPUTS>::new(out_width, 0, tiles);

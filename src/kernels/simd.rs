@@ -7268,7 +7268,7 @@ mod tests {
         // The weight gradient with a row's tiles in the lanes: the images (their rows loaded
         // masked, two vectors each), the gradients and the scratch end at the guard page, for
         // rows of 1 to 32 columns (one vector and a partial one, or a partial one alone),
-        // padded or not, 1 to 4 filters (tiles of 3 and their rest).
+        // padded or not, 1 to 6 filters (tiles of 3 and their rest).
         if isa_available(Isa::Avx512) {
             for (channels, filters, padding, height, width) in [
                 (1, 6, 2, 28, 28),

@@ -988,3 +988,95 @@ fn forward_uninit_writes_every_output_as_forward_does() {
         "forward and forward_train agree bit for bit"
     );
 }
+
+/// A net's first layer, of ReLU in f32 (no `dX` asked for), where a kernel forms
+/// `dZ = dA ⊙ ReLU'(A)` as it reads `dA` and `A` and sums the bias gradient there (LeNet-5's
+/// first layer on AVX-512): its gradients are those the same layer gives when asked for `dX`
+/// too, which forms `dZ` in its own loop first; the weight gradient bit for bit, the bias
+/// gradient within rounding of the sums in f64, into gradient buffers holding stale values.
+/// A NaN in `dA` where `A = 0` reaches both gradients, as `dA · 0` does in the loop. Where the
+/// CPU has no such kernel, both calls take the loop and the test still holds.
+#[test]
+fn a_first_relu_layers_gradients_are_those_it_gives_when_asked_for_dx() {
+    type First = Conv2d<f32, 1, 6, 5, 1, 2, 28, 28, 28, 28, Relu>;
+    const B: usize = 3;
+    let mut rng = StdRng::seed_from_u64(14);
+    let mut value = || uniform().sample(&mut rng) as f32;
+    let mut layer = First::zeros();
+    for k in 0..layer.tensor_count() {
+        layer.tensor_mut(k).iter_mut().for_each(|v| *v = value());
+    }
+    let x: [[[[f32; 28]; 28]; 1]; B] =
+        std::array::from_fn(|_| [std::array::from_fn(|_| std::array::from_fn(|_| value()))]);
+    let d_output: [[[[f32; 28]; 28]; 6]; B] = std::array::from_fn(|_| {
+        std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| value())))
+    });
+    let mut ws = Train::<f32, B>::workspace(&layer);
+    let output = *layer.forward_train(&x, &mut ws);
+    let flat =
+        |v: &[[[[f32; 28]; 28]; 6]; B]| v.as_flattened().as_flattened().as_flattened().to_vec();
+    let (a, da) = (flat(&output), flat(&d_output));
+    assert!(
+        a.iter().filter(|&&a| a == 0.0).count() > a.len() / 4,
+        "ReLU's zeros, which the derivative must mask"
+    );
+    // db in f64, and the scale its sums round against.
+    let (mut want_bias, mut scale) = ([0.0_f64; 6], [0.0_f64; 6]);
+    for (i, (&a, &da)) in a.iter().zip(&da).enumerate() {
+        let dz = if a > 0.0 { f64::from(da) } else { 0.0 };
+        want_bias[i / (28 * 28) % 6] += dz;
+        scale[i / (28 * 28) % 6] += dz.abs();
+    }
+    let stale = || {
+        let mut g = First::zeros();
+        for k in 0..g.tensor_count() {
+            g.tensor_mut(k).fill(7.0);
+        }
+        g
+    };
+    let mut with_dx = stale();
+    let mut d_input = [[[[f32::NAN; 28]; 28]; 1]; B];
+    layer.backward(&x, &mut ws, &d_output, Some(&mut d_input), &mut with_dx);
+    let mut without_dx = stale();
+    layer.backward(&x, &mut ws, &d_output, None, &mut without_dx);
+    assert_eq!(
+        without_dx.tensor(0),
+        with_dx.tensor(0),
+        "the weight gradient"
+    );
+    for (f, ((&got, &loop_sum), &want)) in without_dx
+        .tensor(1)
+        .iter()
+        .zip(with_dx.tensor(1))
+        .zip(&want_bias)
+        .enumerate()
+    {
+        for (what, got) in [("fused", got), ("loop", loop_sum)] {
+            assert!(
+                (f64::from(got) - want).abs() <= 1e-6 * (1.0 + scale[f]),
+                "{what} bias gradient of filter {f}: {got}, expected {want}"
+            );
+        }
+    }
+
+    // A NaN in dA where A = 0 (masked by ReLU') still reaches both gradients.
+    let at = a.iter().position(|&a| a == 0.0).expect("a zero output");
+    let mut d_output = d_output;
+    d_output
+        .as_flattened_mut()
+        .as_flattened_mut()
+        .as_flattened_mut()[at] = f32::NAN;
+    let mut gradients = stale();
+    layer.backward(&x, &mut ws, &d_output, None, &mut gradients);
+    let filter = at / (28 * 28) % 6;
+    assert!(
+        gradients.tensor(1)[filter].is_nan(),
+        "db of filter {filter}"
+    );
+    assert!(
+        gradients.tensor(0)[filter * 25..(filter + 1) * 25]
+            .iter()
+            .any(|w| w.is_nan()),
+        "dW of filter {filter}"
+    );
+}

@@ -1093,6 +1093,60 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
     }
 }
 
+/// For a stride-1 ReLU layer of `shape` whose input gradient is not wanted (a net's first
+/// layer): `dw = Σ over the batch of dZ·X̂ᵀ` and `db = Σ dZ` (both written, not added to)
+/// with `dZ = dA ⊙ ReLU'(A)` formed as the kernel reads it, from the layer's outputs `a` and
+/// their gradient `da` (each `batch x filters x OH x OW`), where a kernel does this
+/// (`simd::row_tiles`, `f32` on AVX-512): the layer then neither writes `dZ` nor reads it
+/// back. `dZ` is the layer's own product, bit for bit, and so is `dw`; `db`'s sums are taken
+/// in another order. `scratch` is [`conv_weight_gradient_scratch`] long and `x` holds the
+/// images unpadded (where this applies, [`conv_weight_gradient_pads`] holds). Returns `false`,
+/// changing nothing, where it does not apply (the caller forms `dZ` and calls
+/// [`conv2d_weight_gradient_stride1`]).
+///
+/// # Panics
+///
+/// When the lengths do not fit the sizes (a bug in the caller).
+#[cfg(feature = "alloc")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_weight_and_bias_gradients_through_relu<T: 'static>(
+    shape: &Conv,
+    batch: usize,
+    x: &[T],
+    a: &[T],
+    da: &[T],
+    scratch: &mut [T],
+    dw: &mut [T],
+    db: &mut [T],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = simd::detected_isa()
+        && weight_gradient_kernel::<T>(isa, &shape.padded())
+            == WeightGradientKernel::RowTilesInLanes
+        && scratch.len() == simd::row_tiles::weight_gradient_scratch(&shape.padded())
+        && let (Some(x), Some(a), Some(da), Some(scratch), Some(dw), Some(db)) = (
+            simd::same_type_slice::<T, f32>(x),
+            simd::same_type_slice::<T, f32>(a),
+            simd::same_type_slice::<T, f32>(da),
+            simd::same_type_slice_mut::<T, f32>(scratch),
+            simd::same_type_slice_mut::<T, f32>(dw),
+            simd::same_type_slice_mut::<T, f32>(db),
+        )
+    {
+        let gradients = simd::row_tiles::Gradients::ThroughRelu {
+            output: a,
+            d_output: da,
+            d_bias: db,
+        };
+        simd::row_tiles::conv2d_weight_gradient(
+            isa, shape, batch, x, gradients, scratch, dw, false,
+        );
+        return true;
+    }
+    let _ = (shape, batch, x, a, da, scratch, dw, db);
+    false
+}
+
 /// The elements of the scratch [`conv2d_input_gradient_stride1`] uses for `shape`: 0 when it
 /// does not apply, which it decides the same way: a kernel of 3 to 5 (`winograd::applies`), on
 /// a CPU with fused multiply-adds in hardware, which `mul_add` needs to be fast (x86-64 with
@@ -1297,7 +1351,14 @@ fn weight_gradient_simd<E: simd::Element + Scalar>(
                 simd::same_type_slice_mut::<E, f32>(dw),
             ) {
                 simd::row_tiles::conv2d_weight_gradient(
-                    isa, shape, batch, x, dz, scratch, dw, accumulate,
+                    isa,
+                    shape,
+                    batch,
+                    x,
+                    simd::row_tiles::Gradients::PreActivation(dz),
+                    scratch,
+                    dw,
+                    accumulate,
                 );
                 return;
             }
@@ -1852,18 +1913,59 @@ mod tests {
                 &first,
                 batch,
                 &x,
-                &dz,
+                simd::row_tiles::Gradients::PreActivation(&dz),
                 &mut scratch,
                 &mut by_kernel,
                 false,
             );
             assert_eq!(by_dispatch, by_kernel);
+            // A ReLU layer's dA and A, read by the same kernel (A > 0 everywhere: dZ = dA).
+            let (a, mut db) = (std::vec![1.0_f32; dz.len()], [0.0_f32; 6]);
+            let mut through_relu = std::vec![0.0_f32; 6 * 25];
+            assert!(conv2d_weight_and_bias_gradients_through_relu(
+                &first,
+                batch,
+                &x,
+                &a,
+                &dz,
+                &mut scratch,
+                &mut through_relu,
+                &mut db,
+            ));
+            assert_eq!(through_relu, by_kernel);
         } else {
             assert_eq!(
                 weight_gradient_kernel::<f32>(isa, &first.padded()),
                 WeightGradientKernel::PositionsInLanes
             );
         }
+        // Not in f64, nor for the second layer (the filters in the lanes): the caller forms dZ.
+        let first_f64 = (
+            std::vec![0.0_f64; first.image_len()],
+            std::vec![0.0_f64; first.output_len()],
+        );
+        let f64_scratch = conv_weight_gradient_scratch::<f64>(&first, 1);
+        assert!(!conv2d_weight_and_bias_gradients_through_relu(
+            &first,
+            1,
+            &first_f64.0,
+            &first_f64.1,
+            &first_f64.1,
+            &mut std::vec![0.0; f64_scratch],
+            &mut [0.0; 6 * 25],
+            &mut [0.0; 6],
+        ));
+        let second_scratch = conv_weight_gradient_scratch::<f32>(&second, 1);
+        assert!(!conv2d_weight_and_bias_gradients_through_relu(
+            &second,
+            1,
+            &std::vec![0.0_f32; second.image_len()],
+            &std::vec![0.0_f32; second.output_len()],
+            &std::vec![0.0_f32; second.output_len()],
+            &mut std::vec![0.0; second_scratch],
+            &mut std::vec![0.0; 16 * 6 * 25],
+            &mut [0.0; 16],
+        ));
         assert_eq!(
             weight_gradient_kernel::<f32>(isa, &second),
             WeightGradientKernel::WinogradRows

@@ -6787,7 +6787,7 @@ mod tests {
                 shape,
                 batch,
                 x,
-                dz,
+                row_tiles::Gradients::PreActivation(dz),
                 &mut scratch,
                 dw,
                 accumulate,
@@ -6817,6 +6817,101 @@ mod tests {
             &run,
             (0.0, 5e-6),
         );
+    }
+
+    /// The row tiles reading a ReLU layer's `dA` and `A` (`Gradients::ThroughRelu`), on the
+    /// shapes of the test above (odd output widths: a last tile of one column, whose second
+    /// must not reach the bias) over batches of 0 to 3, adding to the gradients or not: `dw` the
+    /// same bits as with `dZ = dA · ReLU'(A)` formed first (as the layer's loop does), `db` the
+    /// sums of that `dZ` in f64 within rounding. A quarter of `A` is exactly 0, where ReLU' is 0.
+    #[test]
+    fn the_row_tiles_form_dz_through_relu_as_the_layers_loop_does() {
+        if !isa_available(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        let to_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        for (i, shape) in [
+            (1, 6, 5, 2, 28, 28),
+            (2, 3, 5, 1, 7, 9),
+            (1, 7, 5, 0, 9, 32),
+            (1, 5, 5, 3, 4, 5),
+            (1, 8, 5, 2, 3, 1),
+            (2, 1, 5, 4, 1, 24),
+        ]
+        .map(conv_of)
+        .iter()
+        .enumerate()
+        {
+            for batch in [0, 1, 3] {
+                let seed = 500 + 10 * i as u64;
+                let x = to_f32(&values(batch * shape.image_len(), seed));
+                let da = to_f32(&values(batch * shape.output_len(), seed + 1));
+                let mut a = to_f32(&values(batch * shape.output_len(), seed + 2));
+                a.iter_mut().step_by(4).for_each(|a| *a = 0.0);
+                let dz: Vec<f32> = a
+                    .iter()
+                    .zip(&da)
+                    .map(|(&a, &da)| da * if a > 0.0 { 1.0 } else { 0.0 })
+                    .collect();
+                let start = to_f32(&values(shape.filters * shape.channels * 25, seed + 3));
+                let bias_start = to_f32(&values(shape.filters, seed + 4));
+                let len = row_tiles::weight_gradient_scratch(shape);
+                for accumulate in [false, true] {
+                    let mut want = start.clone();
+                    row_tiles::conv2d_weight_gradient(
+                        Isa::Avx512,
+                        shape,
+                        batch,
+                        &x,
+                        row_tiles::Gradients::PreActivation(&dz),
+                        &mut std::vec![f32::NAN; len],
+                        &mut want,
+                        accumulate,
+                    );
+                    let (mut got, mut d_bias) = (start.clone(), bias_start.clone());
+                    let gradients = row_tiles::Gradients::ThroughRelu {
+                        output: &a,
+                        d_output: &da,
+                        d_bias: &mut d_bias,
+                    };
+                    row_tiles::conv2d_weight_gradient(
+                        Isa::Avx512,
+                        shape,
+                        batch,
+                        &x,
+                        gradients,
+                        &mut std::vec![f32::NAN; len],
+                        &mut got,
+                        accumulate,
+                    );
+                    assert_eq!(
+                        got, want,
+                        "{shape:?} batch {batch} accumulate={accumulate}: dW"
+                    );
+                    for (f, (&got, &start)) in d_bias.iter().zip(&bias_start).enumerate() {
+                        let dz = dz
+                            .chunks(shape.output_len())
+                            .flat_map(|image| {
+                                image.chunks(shape.output_len() / shape.filters).nth(f)
+                            })
+                            .flatten();
+                        let (sum, scale) = dz.fold((0.0, 0.0), |(s, m), &v| {
+                            (s + f64::from(v), m + f64::from(v).abs())
+                        });
+                        let want = if accumulate {
+                            f64::from(start) + sum
+                        } else {
+                            sum
+                        };
+                        assert!(
+                            (f64::from(got) - want).abs() <= 1e-6 * (1.0 + scale + want.abs()),
+                            "{shape:?} batch {batch} accumulate={accumulate}: db[{f}] is {got}, expected {want}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -7280,18 +7375,36 @@ mod tests {
             ] {
                 let shape = conv_of((channels, filters, 5, padding, height, width));
                 let batch = 2;
-                let (mut x, mut dz, mut scratch) = (
+                let (mut x, mut dz, mut a, mut scratch) = (
                     Guarded::new(&values(batch * shape.image_len())),
+                    Guarded::new(&values(batch * shape.output_len())),
                     Guarded::new(&values(batch * shape.output_len())),
                     Guarded::new(&std::vec![0.0; row_tiles::weight_gradient_scratch(&shape)]),
                 );
                 let mut dw = Guarded::new(&std::vec![0.0; filters * channels * 25]);
+                let mut db = Guarded::new(&std::vec![0.0; filters]);
                 row_tiles::conv2d_weight_gradient(
                     Isa::Avx512,
                     &shape,
                     batch,
                     x.slice(),
-                    dz.slice(),
+                    row_tiles::Gradients::PreActivation(dz.slice()),
+                    scratch.slice(),
+                    dw.slice(),
+                    false,
+                );
+                // And with dZ formed from dA and A as they are read, db written.
+                let gradients = row_tiles::Gradients::ThroughRelu {
+                    output: a.slice(),
+                    d_output: dz.slice(),
+                    d_bias: db.slice(),
+                };
+                row_tiles::conv2d_weight_gradient(
+                    Isa::Avx512,
+                    &shape,
+                    batch,
+                    x.slice(),
+                    gradients,
                     scratch.slice(),
                     dw.slice(),
                     false,

@@ -645,7 +645,9 @@ mod train {
     pub struct Conv2dWorkspace<T, Out, const B: usize> {
         /// `A = f(Z)` of each sample, written by the forward pass.
         pub output: Box<[Out; B]>,
-        /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass.
+        /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass, except where a
+        /// ReLU layer asked for no `dX` (a net's first) has a kernel that forms `dZ` as it reads
+        /// `dA` and `A` (LeNet-5's first layer, `f32` on AVX-512): then it is left as it was.
         pub d_pre_activation: Box<[Out; B]>,
         /// The unrolled patches `X̂` of one sample (`C·K·K x OH·OW`): built from the input by
         /// the backward pass for the weight gradient (and by the forward pass of a convolution
@@ -667,8 +669,11 @@ mod train {
         /// positions in the lanes, a few inputs at a time, each copied once per kernel column
         /// `kx`, padded, shifted left by `kx` and cut to the output's width (`C x K x (H + 2P)
         /// x OW` per sample), so that the inputs meeting a vector of `dZ` are one vector too
-        /// (`K` times an input per image of a pass: 18 KB for LeNet-5's first layer, several
-        /// MB for a large image and kernel).
+        /// (`K` times an input per image of a pass: 18 KB for LeNet-5's first layer on AVX2,
+        /// several MB for a large image and kernel); for a 5 x 5 kernel on narrow rows with
+        /// few filters, `f32` on AVX-512, one image's transforms by Winograd's method with a
+        /// row's tiles in the lanes and the sums at their points (34 KiB for LeNet-5's first
+        /// layer).
         pub weight_gradient_scratch: Box<[T]>,
         /// The transformed filters and the tiles of the input gradient by Winograd's method,
         /// for a stride-1 convolution with a kernel of 3 to 5 (empty otherwise; then
@@ -779,7 +784,29 @@ mod train {
             gradients: &mut Self,
         ) {
             let (ckk, positions) = (C * K * K, OH * OW);
+            let d_weight = S::matrix_mut(&mut gradients.weight)
+                .as_flattened_mut()
+                .as_flattened_mut()
+                .as_flattened_mut();
             let d_bias = S::vector_mut(&mut gradients.bias);
+            // A first layer (no dX) of ReLU: a kernel that forms dZ as it reads dA and A, and
+            // sums db, where there is one; dZ is then never written.
+            if STRIDE == 1
+                && d_input.is_none()
+                && crate::nn::activation::is_relu::<A>()
+                && kernels::conv2d_weight_and_bias_gradients_through_relu(
+                    &Self::DIRECT,
+                    B,
+                    x.as_flattened().as_flattened().as_flattened(),
+                    ws.output.as_flattened().as_flattened().as_flattened(),
+                    d_output.as_flattened().as_flattened().as_flattened(),
+                    &mut ws.weight_gradient_scratch,
+                    d_weight,
+                    d_bias,
+                )
+            {
+                return;
+            }
             d_bias.fill(T::zero());
             // dZ = dA ⊙ f'(Z), with f'(Z) computed from A            OC x OH·OW per sample
             // db += Σ over positions of dZ                            OC
@@ -810,10 +837,6 @@ mod train {
                     }
                 },
             );
-            let d_weight = S::matrix_mut(&mut gradients.weight)
-                .as_flattened_mut()
-                .as_flattened_mut()
-                .as_flattened_mut();
             let weight = self.weight_matrix();
             if STRIDE == 1 {
                 // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X where it lies (padded first, unless the

@@ -65,10 +65,27 @@ pub(crate) const fn weight_gradient_scratch(shape: &Conv) -> usize {
         * LANES
 }
 
+/// The output gradients [`conv2d_weight_gradient`] reads, each `batch x filters x OH x OW`.
+pub(crate) enum Gradients<'a> {
+    /// `dZ`, the gradient of the pre-activations, as it is.
+    PreActivation(&'a [f32]),
+    /// A ReLU layer's outputs `A` and their gradient `dA`: the kernel forms
+    /// `dZ = dA · ReLU'(A)` (`dA · 1` where `A > 0`, `dA · 0` elsewhere, as the layer's own
+    /// loop does, so a NaN still spreads) as it reads the rows, and writes the bias gradient
+    /// `db = Σ dZ` over the batch and positions (`filters` long; added to under
+    /// `accumulate`), so that the layer need not write `dZ` for a kernel to read it again.
+    ThroughRelu {
+        output: &'a [f32],
+        d_output: &'a [f32],
+        d_bias: &'a mut [f32],
+    },
+}
+
 /// `dw (+)= Σ over the batch of dZ·X̂ᵀ` for a stride-1 convolution of `shape` (padding
 /// included: `x` holds the images without it) by Winograd's method with the row's tiles in the
-/// lanes (see the module's documentation), with `isa`. The sums are taken at the points and
-/// transformed at the end, so they differ from the direct kernel's in the last bits.
+/// lanes (see the module's documentation), with `isa`, `dZ` read from `gradients`. The sums are
+/// taken at the points and transformed at the end, so they differ from the direct kernel's in
+/// the last bits.
 ///
 /// # Panics
 ///
@@ -80,12 +97,28 @@ pub(crate) fn conv2d_weight_gradient(
     shape: &Conv,
     batch: usize,
     x: &[f32],
-    dz: &[f32],
+    gradients: Gradients<'_>,
     scratch: &mut [f32],
     dw: &mut [f32],
     accumulate: bool,
 ) {
     assert!(applies(shape), "no row-tiles kernel for {shape:?}");
+    let (dz, mut relu) = match gradients {
+        Gradients::PreActivation(dz) => (dz, None),
+        Gradients::ThroughRelu {
+            output,
+            d_output,
+            d_bias,
+        } => {
+            assert_eq!(output.len(), d_output.len(), "A and dA of {shape:?}");
+            assert_eq!(
+                d_bias.len(),
+                shape.filters,
+                "the bias gradient of {shape:?}"
+            );
+            (d_output, Some((output, d_bias)))
+        }
+    };
     shape.check_batch(batch, x.len(), dw.len(), shape.filters, dz.len());
     assert_eq!(
         scratch.len(),
@@ -94,8 +127,13 @@ pub(crate) fn conv2d_weight_gradient(
     );
     assert!(isa == Isa::Avx512, "the row-tiles kernel is AVX-512 only");
     assert_isa(isa);
+    if let Some((_, d_bias)) = &mut relu
+        && !accumulate
+    {
+        d_bias.fill(0.0);
+    }
     // SAFETY: AVX-512F is present (`assert_isa`); the sizes and lengths were checked above.
-    unsafe { weight_gradient_avx512(shape, batch, x, dz, scratch, dw, accumulate) }
+    unsafe { weight_gradient_avx512(shape, batch, x, dz, relu, scratch, dw, accumulate) }
 }
 
 /// Gathers the inputs of every tile of a row: input `j` of tile `p` is column `2p + j - pad`
@@ -147,10 +185,58 @@ impl<const N: usize> RowGather<N> {
     /// of at most 16 columns may end its allocation, and its load then has an empty mask).
     #[inline(always)]
     unsafe fn gather(&self, row: *const f32) -> [__m512; N] {
+        // SAFETY: the caller's contract is `load`'s.
+        unsafe { self.permute(self.load(row)) }
+    }
+
+    /// The tiles' `N` inputs from `dA · ReLU'(A)`, the rows of `dA` and `A` at `d_output` and
+    /// `output`: `dA · 1` where `A > 0`, `dA · 0` elsewhere (a NaN in `dA` spreads, as in the
+    /// layer's loop).
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::gather`], for both rows.
+    #[inline(always)]
+    unsafe fn gather_through_relu(&self, d_output: *const f32, output: *const f32) -> [__m512; N] {
+        // SAFETY: the caller's contract is `load`'s, for both rows.
+        unsafe {
+            let (da, a) = (self.load(d_output), self.load(output));
+            let one = _mm512_set1_ps(1.0);
+            let dz = core::array::from_fn(|i| {
+                let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a[i], _mm512_setzero_ps());
+                _mm512_mul_ps(da[i], _mm512_maskz_mov_ps(positive, one))
+            });
+            self.permute(dz)
+        }
+    }
+
+    /// The row's two vectors, zero past its `width` columns.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX-512F; `row` is valid for reading the `width` columns `new` was given
+    /// (nothing past them: the second half's address is formed with `wrapping_add`, as a row
+    /// of at most 16 columns may end its allocation, and its load then has an empty mask).
+    #[inline(always)]
+    unsafe fn load(&self, row: *const f32) -> [__m512; 2] {
         // SAFETY: the masked loads read columns below `width` only (the caller's contract).
         unsafe {
-            let low = _mm512_maskz_loadu_ps(self.halves[0], row);
-            let high = _mm512_maskz_loadu_ps(self.halves[1], row.wrapping_add(LANES));
+            [
+                _mm512_maskz_loadu_ps(self.halves[0], row),
+                _mm512_maskz_loadu_ps(self.halves[1], row.wrapping_add(LANES)),
+            ]
+        }
+    }
+
+    /// The tiles' `N` inputs from a row's two vectors.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn permute(&self, [low, high]: [__m512; 2]) -> [__m512; N] {
+        // SAFETY: AVX-512F is present (the caller's contract); no memory is touched.
+        unsafe {
             core::array::from_fn(|j| {
                 _mm512_maskz_permutex2var_ps(self.mask[j], low, self.index[j], high)
             })
@@ -182,6 +268,7 @@ unsafe fn weight_gradient_avx512(
     batch: usize,
     x: &[f32],
     dz: &[f32],
+    mut relu: Option<(&[f32], &mut [f32])>,
     scratch: &mut [f32],
     dw: &mut [f32],
     accumulate: bool,
@@ -210,7 +297,8 @@ unsafe fn weight_gradient_avx512(
     // (filter f0 + i < F, row oy < OH, OW columns), inside `x` and `dz`; the vectors written
     // and read in `v`, `h` and `sums` are inside the blocks split above ([ν][c][r],
     // [f - f0][oy][s] for a block of at most TILE_FILTERS filters, [ν][f][c][ky], each index
-    // below its size); the weight gradients written are the F·C·K·K of `dw`.
+    // below its size); the weight gradients written are the F·C·K·K of `dw`. `A`'s rows are
+    // read where `dA`'s (`dz`) are, in a slice as long; the bias gradient is `filters` long.
     unsafe {
         let inputs = RowGather::<TILE>::new(width, padding, tiles);
         let gradients = RowGather::<OUTPUTS>::new(out_width, 0, tiles);
@@ -236,11 +324,26 @@ unsafe fn weight_gradient_avx512(
                 // values at the 6 points, stored for every filter, were 3 times the stores,
                 // and the transforms, gradients and sums of an image did not fit L1.)
                 let block = TILE_FILTERS.min(filters - f0);
+                let mut bias = [_mm512_setzero_ps(); TILE_FILTERS];
                 for row in 0..block * out_height {
                     let row_at = (f0 * out_height + row) * out_width;
-                    let g = gradients.gather(dz.add(row_at));
+                    let g = match &relu {
+                        None => gradients.gather(dz.add(row_at)),
+                        Some((a, _)) => gradients.gather_through_relu(
+                            dz.add(row_at),
+                            a.as_ptr().add(b * output_len + row_at),
+                        ),
+                    };
                     _mm512_storeu_ps(h.add(2 * row * LANES), g[0]);
                     _mm512_storeu_ps(h.add((2 * row + 1) * LANES), g[1]);
+                    // The tiles' two columns cover the row's once (the rest are zero).
+                    let f = row / out_height;
+                    bias[f] = _mm512_add_ps(bias[f], _mm512_add_ps(g[0], g[1]));
+                }
+                if let Some((_, d_bias)) = &mut relu {
+                    for (d_bias, &sum) in d_bias[f0..f0 + block].iter_mut().zip(&bias) {
+                        *d_bias += _mm512_reduce_add_ps(sum);
+                    }
                 }
                 let h = h.cast_const();
                 for c in 0..channels {

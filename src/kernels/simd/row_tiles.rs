@@ -324,25 +324,25 @@ unsafe fn weight_gradient_avx512(
                 // values at the 6 points, stored for every filter, were 3 times the stores,
                 // and the transforms, gradients and sums of an image did not fit L1.)
                 let block = TILE_FILTERS.min(filters - f0);
-                let mut bias = [_mm512_setzero_ps(); TILE_FILTERS];
-                for row in 0..block * out_height {
-                    let row_at = (f0 * out_height + row) * out_width;
-                    let g = match &relu {
-                        None => gradients.gather(dz.add(row_at)),
-                        Some((a, _)) => gradients.gather_through_relu(
-                            dz.add(row_at),
-                            a.as_ptr().add(b * output_len + row_at),
-                        ),
-                    };
-                    _mm512_storeu_ps(h.add(2 * row * LANES), g[0]);
-                    _mm512_storeu_ps(h.add((2 * row + 1) * LANES), g[1]);
-                    // The tiles' two columns cover the row's once (the rest are zero).
-                    let f = row / out_height;
-                    bias[f] = _mm512_add_ps(bias[f], _mm512_add_ps(g[0], g[1]));
-                }
-                if let Some((_, d_bias)) = &mut relu {
-                    for (d_bias, &sum) in d_bias[f0..f0 + block].iter_mut().zip(&bias) {
-                        *d_bias += _mm512_reduce_add_ps(sum);
+                for f in 0..block {
+                    let mut bias = _mm512_setzero_ps();
+                    for row in f * out_height..(f + 1) * out_height {
+                        let row_at = (f0 * out_height + row) * out_width;
+                        let g = match &relu {
+                            None => gradients.gather(dz.add(row_at)),
+                            Some((a, _)) => {
+                                let a = a.as_ptr().add(b * output_len + row_at);
+                                let g = gradients.gather_through_relu(dz.add(row_at), a);
+                                // The tiles' two columns hold the row's once (the rest 0).
+                                bias = _mm512_add_ps(bias, _mm512_add_ps(g[0], g[1]));
+                                g
+                            }
+                        };
+                        _mm512_storeu_ps(h.add(2 * row * LANES), g[0]);
+                        _mm512_storeu_ps(h.add((2 * row + 1) * LANES), g[1]);
+                    }
+                    if let Some((_, d_bias)) = &mut relu {
+                        d_bias[f0 + f] += _mm512_reduce_add_ps(bias);
                     }
                 }
                 let h = h.cast_const();

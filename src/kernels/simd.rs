@@ -4055,7 +4055,7 @@ pub(crate) fn winograd_input_gradient<T: num_traits::Float + 'static>(
     dx: &mut [T],
     scratch: &mut [T],
 ) {
-    use super::winograd::input_gradient;
+    use super::winograd::{input_gradient, input_gradient_by};
 
     #[target_feature(enable = "avx512f")]
     fn with_avx512<T: num_traits::Float + 'static>(
@@ -4063,7 +4063,13 @@ pub(crate) fn winograd_input_gradient<T: num_traits::Float + 'static>(
         batch: usize,
         (dz, w, dx, scratch): (&[T], &[T], &mut [T], &mut [T]),
     ) {
-        input_gradient(shape, batch, dz, w, dx, scratch);
+        // 3 positions by 6 channels of sums, one register each in f32 (18 of 32); in f64 a
+        // lane group is two registers, and one position a pass fits.
+        if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>() {
+            input_gradient_by::<T, 3>(shape, batch, dz, w, dx, scratch);
+        } else {
+            input_gradient(shape, batch, dz, w, dx, scratch);
+        }
     }
 
     #[target_feature(enable = "avx2,fma")]

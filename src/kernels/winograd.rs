@@ -93,16 +93,16 @@ const fn tiling(shape: &Conv) -> (usize, usize, usize, usize) {
 }
 
 /// The elements of scratch [`input_gradient`] needs for `shape`: the transformed filters, one
-/// tile's `A dY`, a row of its `dM` and its `dV`, one group's `dZ` with the images in the lanes, and its padded input
-/// gradient twice (images in the lanes, then image by image): for LeNet's second convolution,
-/// 292 KiB of `f32`. About 16 times a layer's output and twice 16 times its padded input: for
+/// tile's `A dY` and its `dV`, one group's `dZ` with the images in the lanes, and its padded
+/// input gradient twice (images in the lanes, then image by image): for LeNet's second
+/// convolution, 286 KiB of `f32`. About 16 times a layer's output and twice 16 times its padded input: for
 /// many channels, several times the `d_patches` of the product and `col2im` it replaces.
 pub(crate) const fn scratch_len(shape: &Conv) -> usize {
     let (_, _, covered_high, covered_wide) = tiling(shape);
     let (c, f) = (shape.channels, shape.filters);
     let m = outputs_per_tile(shape.kernel);
     POSITIONS * f * c
-        + (f * TILE * m + TILE * f + POSITIONS * c) * LANES
+        + (f * TILE * m + POSITIONS * c) * LANES
         + f * shape.out_height() * shape.out_width() * LANES
         + 2 * c * covered_high * covered_wide * LANES
 }
@@ -372,12 +372,28 @@ pub(crate) fn input_gradient<T: Float + 'static>(
     dx: &mut [T],
     scratch: &mut [T],
 ) {
+    input_gradient_by::<T, 1>(shape, batch, dz, w, dx, scratch);
+}
+
+/// [`input_gradient`], its sums over the filters taken `J` positions of a tile's row at a time
+/// (1, 2, 3 or 6; see [`row_of_d_v`]): 3 where 18 vectors of sums fit the registers (`f32` on
+/// AVX-512), 1 elsewhere. The same sums in the same order whatever `J`: the same bits.
+#[cfg(feature = "std")]
+#[inline(always)]
+pub(crate) fn input_gradient_by<T: Float + 'static, const J: usize>(
+    shape: &Conv,
+    batch: usize,
+    dz: &[T],
+    w: &[T],
+    dx: &mut [T],
+    scratch: &mut [T],
+) {
     // One copy of the kernel per kernel size: its loops over a tile's outputs then have
     // constant bounds, and unroll.
     match shape.kernel {
-        3 => sized::<T, 3, 4>(shape, batch, dz, w, dx, scratch),
-        4 => sized::<T, 4, 3>(shape, batch, dz, w, dx, scratch),
-        5 => sized::<T, 5, 2>(shape, batch, dz, w, dx, scratch),
+        3 => sized::<T, 3, 4, J>(shape, batch, dz, w, dx, scratch),
+        4 => sized::<T, 4, 3, J>(shape, batch, dz, w, dx, scratch),
+        5 => sized::<T, 5, 2, J>(shape, batch, dz, w, dx, scratch),
         _ => panic!("no Winograd tile for {shape:?}"),
     }
 }
@@ -385,7 +401,7 @@ pub(crate) fn input_gradient<T: Float + 'static>(
 #[cfg(feature = "std")]
 /// [`input_gradient`] for a kernel of `R`, `M = 7 - R` outputs per tile side.
 #[inline(always)]
-fn sized<T: Float + 'static, const R: usize, const M: usize>(
+fn sized<T: Float + 'static, const R: usize, const M: usize, const J: usize>(
     shape: &Conv,
     batch: usize,
     dz: &[T],
@@ -422,15 +438,13 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
 
     let (u, rest) = scratch.split_at_mut(POSITIONS * filters * channels);
     let (a_dy_all, rest) = rest.split_at_mut(filters * TILE * M * LANES);
-    let (d_m_row, rest) = rest.split_at_mut(TILE * filters * LANES);
     let (d_v, rest) = rest.split_at_mut(POSITIONS * channels * LANES);
     let (group_dz, rest) = rest.split_at_mut(output_len * LANES);
     let (group_dx, rest) = rest.split_at_mut(channels * covered * LANES);
     let by_image = &mut rest[..channels * covered * LANES];
     let a_dy_all = a_dy_all.as_chunks_mut::<LANES>().0;
     let a_dy_all = a_dy_all.as_chunks_mut::<M>().0.as_chunks_mut::<TILE>().0;
-    let (d_m_row, d_v, group_dx) = (
-        d_m_row.as_chunks_mut::<LANES>().0,
+    let (d_v, group_dx) = (
         d_v.as_chunks_mut::<LANES>().0,
         group_dx.as_chunks_mut::<LANES>().0,
     );
@@ -497,22 +511,10 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
                         }
                     }
                 }
-                // Row i of dM = (A dY) Aᵀ for every filter, then dV_c = Σ_f U_fc ⊙ dM_f at
-                // the row's 6 positions: only one row of dM is kept, so it stays in L1 cache
-                // (all 36 positions of 16 filters of f32 did not).
+                // Row i of dM = (A dY) Aᵀ for every filter, and dV_c = Σ_f U_fc ⊙ dM_f at the
+                // row's 6 positions.
                 for i in 0..TILE {
-                    for (f, a_dy) in a_dy_all.iter().enumerate() {
-                        for (j, value) in evaluate(a_dy[i]).into_iter().enumerate() {
-                            d_m_row[j * filters + f] = value;
-                        }
-                    }
-                    for j in 0..TILE {
-                        let position = i * TILE + j;
-                        let u = &u[position * filters * channels..][..filters * channels];
-                        let d_m = &d_m_row[j * filters..][..filters];
-                        let d_v = &mut d_v[position * channels..][..channels];
-                        sum_over_filters(u, d_m, d_v);
-                    }
+                    row_of_d_v::<T, M, J>(i, u, a_dy_all, d_v);
                 }
                 // dd_c = B dV_c Bᵀ, added where the tile read the input.
                 for c in 0..channels {
@@ -555,46 +557,76 @@ fn sized<T: Float + 'static, const R: usize, const M: usize>(
     }
 }
 
-/// `d_v[c] = Σ_f u[f·C + c] · d_m[f]` for one tile position: blocks of 8 channels, so that 8
-/// vectors of sums stay in registers while each `dM` vector is loaded once per block.
+/// Row `i` of `dV_c = Σ_f U_fc ⊙ dM_f` for every channel `c`, at the row's 6 positions, from
+/// each filter's `A dY` (`a_dy_all`, `[f][6][m]`): `dM_f`'s row `i`, `(A dY)[i]` evaluated at
+/// the points, is computed as the sums need it rather than stored and loaded back (for LeNet's
+/// second layer that was 96 vectors stored and loaded again per row of a tile, as many memory
+/// operations as a fifth of its multiply-adds). A pass takes `J` positions by 6 channels, so
+/// that `6·J` vectors of sums stay in registers while each filter's row of `A dY` is loaded
+/// once per pass; `u` is position-major (`u[(ξ·F + f)·C + c]`). The sums over the filters are
+/// taken from `f = 0` up whatever `J`.
+#[cfg(feature = "std")]
 #[inline(always)]
-fn sum_over_filters<T: Float>(u: &[T], d_m: &[Lanes<T>], d_v: &mut [Lanes<T>]) {
-    let channels = d_v.len();
-    let mut c0 = 0;
-    while c0 + 8 <= channels {
-        block::<T, 8>(u, d_m, &mut d_v[c0..c0 + 8], c0, channels);
-        c0 += 8;
+fn row_of_d_v<T: Float, const M: usize, const J: usize>(
+    i: usize,
+    u: &[T],
+    a_dy_all: &[[[Lanes<T>; M]; TILE]],
+    d_v: &mut [Lanes<T>],
+) {
+    const {
+        assert!(
+            J == 1 || J == 2 || J == 3 || J == 6,
+            "J divides a tile's row"
+        )
+    };
+    let channels = d_v.len() / POSITIONS;
+    // The positions of a pass are constants (`S`): the evaluated row is then indexed by
+    // constants, and stays in registers.
+    macro_rules! passes {
+        ($($start:literal)*) => {$(
+            if $start % J == 0 {
+                let mut c0 = 0;
+                while c0 < channels {
+                    match channels - c0 {
+                        1 => pass::<T, M, J, 1, $start>(i, c0, u, a_dy_all, d_v),
+                        2 => pass::<T, M, J, 2, $start>(i, c0, u, a_dy_all, d_v),
+                        3 => pass::<T, M, J, 3, $start>(i, c0, u, a_dy_all, d_v),
+                        4 => pass::<T, M, J, 4, $start>(i, c0, u, a_dy_all, d_v),
+                        5 => pass::<T, M, J, 5, $start>(i, c0, u, a_dy_all, d_v),
+                        _ => pass::<T, M, J, 6, $start>(i, c0, u, a_dy_all, d_v),
+                    }
+                    c0 += 6;
+                }
+            }
+        )*};
     }
-    let rest = &mut d_v[c0..];
-    match rest.len() {
-        0 => {}
-        1 => block::<T, 1>(u, d_m, rest, c0, channels),
-        2 => block::<T, 2>(u, d_m, rest, c0, channels),
-        3 => block::<T, 3>(u, d_m, rest, c0, channels),
-        4 => block::<T, 4>(u, d_m, rest, c0, channels),
-        5 => block::<T, 5>(u, d_m, rest, c0, channels),
-        6 => block::<T, 6>(u, d_m, rest, c0, channels),
-        _ => block::<T, 7>(u, d_m, rest, c0, channels),
-    }
+    passes!(0 1 2 3 4 5);
 
+    /// The sums of positions `S..S + J` of row `i` and channels `c0..c0 + N`.
     #[inline(always)]
-    fn block<T: Float, const N: usize>(
-        u: &[T],
-        d_m: &[Lanes<T>],
-        d_v: &mut [Lanes<T>],
+    fn pass<T: Float, const M: usize, const J: usize, const N: usize, const S: usize>(
+        i: usize,
         c0: usize,
-        channels: usize,
+        u: &[T],
+        a_dy_all: &[[[Lanes<T>; M]; TILE]],
+        d_v: &mut [Lanes<T>],
     ) {
-        let mut sums = [[T::zero(); LANES]; N];
-        for (f, lanes) in d_m.iter().enumerate() {
-            let u = &u[f * channels + c0..][..N];
-            for (sum, &u) in sums.iter_mut().zip(u) {
-                for (s, &x) in sum.iter_mut().zip(lanes) {
-                    *s = u.mul_add(x, *s);
+        let (filters, channels) = (a_dy_all.len(), d_v.len() / POSITIONS);
+        let mut sums = [[[T::zero(); LANES]; N]; J];
+        for (f, a_dy) in a_dy_all.iter().enumerate() {
+            let d_m = evaluate(a_dy[i]);
+            for (j, sums) in sums.iter_mut().enumerate() {
+                let u = &u[((i * TILE + S + j) * filters + f) * channels + c0..][..N];
+                for (sum, &u) in sums.iter_mut().zip(u) {
+                    for (s, &x) in sum.iter_mut().zip(&d_m[S + j]) {
+                        *s = u.mul_add(x, *s);
+                    }
                 }
             }
         }
-        d_v[..N].copy_from_slice(&sums);
+        for (j, sums) in sums.iter().enumerate() {
+            d_v[(i * TILE + S + j) * channels + c0..][..N].copy_from_slice(sums);
+        }
     }
 }
 
@@ -719,6 +751,24 @@ mod tests {
         check("generic", &|shape, batch, dz, w, dx, scratch| {
             input_gradient(shape, batch, dz, w, dx, scratch)
         });
+        check(
+            "generic, 2 positions a pass",
+            &|shape, batch, dz, w, dx, scratch| {
+                input_gradient_by::<T, 2>(shape, batch, dz, w, dx, scratch)
+            },
+        );
+        check(
+            "generic, 3 positions a pass",
+            &|shape, batch, dz, w, dx, scratch| {
+                input_gradient_by::<T, 3>(shape, batch, dz, w, dx, scratch)
+            },
+        );
+        check(
+            "generic, 6 positions a pass",
+            &|shape, batch, dz, w, dx, scratch| {
+                input_gradient_by::<T, 6>(shape, batch, dz, w, dx, scratch)
+            },
+        );
         for isa in [
             super::super::simd::Isa::Avx512,
             super::super::simd::Isa::Avx2Fma,
@@ -806,6 +856,65 @@ mod tests {
     fn the_input_gradient_is_the_sum_of_products_it_replaces_in_f32() {
         // Measured: at most 1.6e-7 for 5 x 5 kernels, 2.3e-7 for 4 x 4, 4.1e-7 for 3 x 3.
         every_way::<f32>(|name, way| agrees_with_the_direct_sums(name, way, 5e-7));
+    }
+
+    /// The positions a pass of the sums over the filters takes (`input_gradient_by`'s `J`)
+    /// change which sums are in registers, not the sums: the same bits for 1, 2, 3 and 6, on
+    /// LeNet's second layer and on channel counts that leave passes of 1 to 5 channels.
+    #[test]
+    fn the_positions_a_pass_leave_the_sums_as_they_are() {
+        for (channels, filters, kernel, padding) in [
+            (6, 16, 5, 0),
+            (13, 3, 3, 1),
+            (4, 5, 4, 2),
+            (11, 2, 5, 1),
+            (2, 7, 3, 0),
+        ] {
+            let shape = Conv {
+                channels,
+                filters,
+                kernel,
+                padding,
+                height: 9,
+                width: 8,
+            };
+            let batch = 18;
+            let value = |k: usize| ((k * 7919 + channels * 31) % 997) as f32 / 498.5 - 1.0;
+            let dz: Vec<f32> = (0..batch * shape.output_len()).map(value).collect();
+            let w: Vec<f32> = (0..filters * channels * kernel * kernel)
+                .map(|k| value(k + 5))
+                .collect();
+            let mut scratch = vec![0.0; scratch_len(&shape)];
+            let run = |way: Way<'_, f32>, scratch: &mut [f32]| {
+                let mut dx = vec![f32::NAN; batch * shape.image_len()];
+                way(&shape, batch, &dz, &w, &mut dx, scratch);
+                dx
+            };
+            let one = run(
+                &|s, b, dz, w, dx, t| input_gradient(s, b, dz, w, dx, t),
+                &mut scratch,
+            );
+            assert!(one.iter().any(|&v| v != 0.0) && one.iter().all(|v| v.is_finite()));
+            let two = run(
+                &|s, b, dz, w, dx, t| input_gradient_by::<f32, 2>(s, b, dz, w, dx, t),
+                &mut scratch,
+            );
+            let three = run(
+                &|s, b, dz, w, dx, t| input_gradient_by::<f32, 3>(s, b, dz, w, dx, t),
+                &mut scratch,
+            );
+            let six = run(
+                &|s, b, dz, w, dx, t| input_gradient_by::<f32, 6>(s, b, dz, w, dx, t),
+                &mut scratch,
+            );
+            for (j, other) in [(2, two), (3, three), (6, six)] {
+                let same = one
+                    .iter()
+                    .zip(&other)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{shape:?}: {j} positions a pass changed the sums");
+            }
+        }
     }
 
     /// The comparison is not vacuous: a gradient computed with every kernel turned by 180° (the

@@ -602,8 +602,13 @@ fn row_of_d_v<T: Float, const M: usize, const J: usize>(
     }
     passes!(0 1 2 3 4 5);
 
-    /// The sums of positions `S..S + J` of row `i` and channels `c0..c0 + N`.
-    #[inline(always)]
+    /// The sums of positions `S..S + J` of row `i` and channels `c0..c0 + N`. Inlined in
+    /// optimized builds, into the caller compiled with the wide vectors (a call would be
+    /// compiled for the baseline). In unoptimized builds a call: inlined there, the locals of
+    /// its 36 copies each kept a slot of their own, and the caller's frame overflowed a test
+    /// thread's 2 MiB stack.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[cfg_attr(debug_assertions, inline(never))]
     fn pass<T: Float, const M: usize, const J: usize, const N: usize, const S: usize>(
         i: usize,
         c0: usize,

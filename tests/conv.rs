@@ -1080,3 +1080,42 @@ fn a_first_relu_layers_gradients_are_those_it_gives_when_asked_for_dx() {
         "dW of filter {filter}"
     );
 }
+
+/// A first ReLU layer in f32 whose images are empty (a height or a width of 0) but whose
+/// padding leaves outputs: its padded shape is one the fused kernel of the test above takes,
+/// its images are not, and it trains on the layer's loops without a panic. The outputs are
+/// `ReLU(b)` (no input reaches them), so with positive biases and `dA = 1` the bias gradient
+/// counts the outputs and the weight gradient is 0.
+#[test]
+fn a_first_relu_layer_with_empty_images_trains_without_a_panic() {
+    fn run<const H: usize, const W: usize, const OH: usize, const OW: usize>() {
+        const B: usize = 2;
+        let mut layer: Conv2d<f32, 1, 2, 5, 1, 3, H, W, OH, OW, Relu> = Conv2d::zeros();
+        layer.tensor_mut(1).fill(0.5);
+        let x = [[[[0.0; W]; H]; 1]; B];
+        let mut ws = Train::<f32, B>::workspace(&layer);
+        layer.forward_train(&x, &mut ws);
+        let mut gradients = Conv2d::zeros();
+        gradients.tensor_mut(0).fill(f32::NAN);
+        layer.backward(
+            &x,
+            &mut ws,
+            &[[[[1.0; OW]; OH]; 2]; B],
+            None,
+            &mut gradients,
+        );
+        let want = (B * OH * OW) as f32;
+        assert_eq!(
+            gradients.tensor(1),
+            [want; 2],
+            "{H} x {W}: the bias gradient"
+        );
+        assert!(
+            gradients.tensor(0).iter().all(|&dw| dw == 0.0),
+            "{H} x {W}: the weight gradient {:?}",
+            gradients.tensor(0)
+        );
+    }
+    run::<0, 10, 2, 12>();
+    run::<10, 0, 12, 2>();
+}

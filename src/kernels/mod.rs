@@ -1123,6 +1123,9 @@ pub(crate) fn conv2d_weight_and_bias_gradients_through_relu<T: 'static>(
     if let Some(isa) = simd::detected_isa()
         && weight_gradient_kernel::<T>(isa, &shape.padded())
             == WeightGradientKernel::RowTilesInLanes
+        // The padded shape can qualify where the images are empty (a height or width of 0
+        // with padding of 3 or more): those take the layer's loops.
+        && simd::row_tiles::applies(shape)
         && scratch.len() == simd::row_tiles::weight_gradient_scratch(&shape.padded())
         && let (Some(x), Some(a), Some(da), Some(scratch), Some(dw), Some(db)) = (
             simd::same_type_slice::<T, f32>(x),

@@ -95,8 +95,9 @@ const fn tiling(shape: &Conv) -> (usize, usize, usize, usize) {
 /// The elements of scratch [`input_gradient`] needs for `shape`: the transformed filters, one
 /// tile's `A dY` and its `dV`, one group's `dZ` with the images in the lanes, and its padded
 /// input gradient twice (images in the lanes, then image by image): for LeNet's second
-/// convolution, 286 KiB of `f32`. About 16 times a layer's output and twice 16 times its padded input: for
-/// many channels, several times the `d_patches` of the product and `col2im` it replaces.
+/// convolution, 286 KiB of `f32`. About 16 times a layer's output and twice 16 times its
+/// padded input: for many channels, several times the `d_patches` of the product and `col2im`
+/// it replaces.
 pub(crate) const fn scratch_len(shape: &Conv) -> usize {
     let (_, _, covered_high, covered_wide) = tiling(shape);
     let (c, f) = (shape.channels, shape.filters);
@@ -865,7 +866,7 @@ mod tests {
 
     /// The positions a pass of the sums over the filters takes (`input_gradient_by`'s `J`)
     /// change which sums are in registers, not the sums: the same bits for 1, 2, 3 and 6, on
-    /// LeNet's second layer and on channel counts that leave passes of 1 to 5 channels.
+    /// LeNet's second layer and on channel counts that leave passes of 1 to 6 channels.
     #[test]
     fn the_positions_a_pass_leave_the_sums_as_they_are() {
         for (channels, filters, kernel, padding) in [
@@ -874,6 +875,7 @@ mod tests {
             (4, 5, 4, 2),
             (11, 2, 5, 1),
             (2, 7, 3, 0),
+            (9, 2, 3, 0),
         ] {
             let shape = Conv {
                 channels,

@@ -1,6 +1,6 @@
 //! Winograd's minimal filtering along the rows (`F(5, 2)`) with a row's tiles in the vector
-//! lanes: the weight//! gradient of a 5 x 5 convolution with few filters on narrow images (LeNet-5's first layer: 6
-//! filters, 28 x 28 images padded by 2), on AVX-512 with `f32`.
+//! lanes: the weight gradient of a 5 x 5 convolution with few filters on narrow images
+//! (LeNet-5's first layer: 6 filters, 28 x 28 images padded by 2), on AVX-512 with `f32`.
 //!
 //! The other Winograd kernels put the filters in the lanes, which a layer of 6 filters fills
 //! to 6 of 16. Here lane `p` holds tile `p` of a row: the 6 padded inputs from column `2p`

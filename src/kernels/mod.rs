@@ -881,6 +881,23 @@ fn conv2d_stride1_simd<E: simd::Element + Scalar>(
                 isa, shape, batch, padded_len, x, w, bias, out, epilogue,
             );
         }
+    } else if let Some(scratch) = winograd_columns_scratch(isa, shape)
+        && let (Some(x), Some(w), Some(bias), Some(out)) = (
+            simd::same_type_slice::<E, f32>(x),
+            simd::same_type_slice::<E, f32>(w),
+            simd::same_type_slice::<E, f32>(bias),
+            simd::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(out),
+        )
+    {
+        if scratch <= SMALL_STACK_SCRATCH {
+            conv2d_stride1_winograd_columns_on_stack::<SMALL_STACK_SCRATCH>(
+                isa, shape, batch, x, w, bias, out, epilogue,
+            );
+        } else {
+            conv2d_stride1_winograd_columns_on_stack::<STACK_SCRATCH>(
+                isa, shape, batch, x, w, bias, out, epilogue,
+            );
+        }
     } else if shape.padding == 0 {
         let len = shape.output_len();
         for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
@@ -926,6 +943,45 @@ fn conv2d_stride1_winograd_on_stack<E: simd::Element + Scalar>(
 ) {
     let mut scratch = [const { core::mem::MaybeUninit::<E>::uninit() }; WINOGRAD_STACK_SCRATCH];
     simd::conv2d_stride1_winograd(isa, shape, batch, x, w, bias, out, &mut scratch, epilogue);
+}
+
+/// The scratch elements of the forward pass by Winograd's method down the columns (`f32`
+/// only) for `shape` with `isa`, when it applies and they fit [`STACK_SCRATCH`].
+#[cfg(target_arch = "x86_64")]
+fn winograd_columns_scratch(isa: simd::Isa, shape: &Conv) -> Option<usize> {
+    let lanes = simd::lanes::<f32>(isa);
+    let scratch = simd::winograd_columns::scratch_len(shape, lanes);
+    (simd::winograd_columns::applies(shape, lanes) && scratch <= STACK_SCRATCH).then_some(scratch)
+}
+
+/// The path of [`conv2d_stride1_simd`] by Winograd's method down the columns, its scratch (the
+/// filters' transforms and one group of rows' input transforms) on the stack, not zeroed. Never
+/// inlined, so that its buffer is not in the caller's stack frame on the other paths.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn conv2d_stride1_winograd_columns_on_stack<const SCRATCH: usize>(
+    isa: simd::Isa,
+    shape: &Conv,
+    batch: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: &[f32],
+    out: &mut [MaybeUninit<f32>],
+    epilogue: Epilogue,
+) {
+    let mut scratch = [const { MaybeUninit::<f32>::uninit() }; SCRATCH];
+    simd::winograd_columns::conv2d_stride1_winograd_columns(
+        isa,
+        shape,
+        batch,
+        x,
+        w,
+        bias,
+        out,
+        &mut scratch,
+        epilogue,
+    );
 }
 
 /// The flat path of [`conv2d_stride1_simd`] for a padded convolution: each image padded in a

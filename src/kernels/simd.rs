@@ -41,6 +41,7 @@ use super::{Conv, Epilogue, assume_init_mut};
 // Training only: without a heap there is no backward pass.
 #[cfg(feature = "alloc")]
 pub(crate) mod row_tiles;
+pub(crate) mod winograd_columns;
 
 /// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -5654,13 +5655,13 @@ mod tests {
     }
 
     /// `values` as a kernel's output, which the kernels take uninitialized.
-    fn as_output<E>(values: &mut [E]) -> &mut [MaybeUninit<E>] {
+    pub(super) fn as_output<E>(values: &mut [E]) -> &mut [MaybeUninit<E>] {
         // SAFETY: the kernels write only initialized values (their outputs).
         unsafe { super::super::as_uninit_mut(values) }
     }
 
     /// Deterministic values in [-1, 1) that are not round numbers.
-    fn values(len: usize, seed: u64) -> Vec<f64> {
+    pub(super) fn values(len: usize, seed: u64) -> Vec<f64> {
         let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         (0..len)
             .map(|_| {
@@ -7210,7 +7211,7 @@ mod tests {
     /// `len` `f32`s that end where a page without access begins: a load past their end (a
     /// mask that lets one lane too many through) faults and fails the test run.
     #[cfg(unix)]
-    struct Guarded {
+    pub(super) struct Guarded {
         map: *mut libc::c_void,
         map_len: usize,
         len: usize,
@@ -7218,7 +7219,7 @@ mod tests {
 
     #[cfg(unix)]
     impl Guarded {
-        fn new(values: &[f32]) -> Self {
+        pub(super) fn new(values: &[f32]) -> Self {
             const PAGE: usize = 1 << 16; // a multiple of every page size in use
             let bytes = core::mem::size_of_val(values);
             let data = bytes.div_ceil(PAGE) * PAGE;
@@ -7247,7 +7248,7 @@ mod tests {
             }
         }
 
-        fn slice(&mut self) -> &mut [f32] {
+        pub(super) fn slice(&mut self) -> &mut [f32] {
             // SAFETY: the `len` values just before the guard page, written in `new`, borrowed
             // through `self`.
             unsafe {

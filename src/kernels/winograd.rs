@@ -189,19 +189,20 @@ const fn power(x: f64, n: usize) -> f64 {
     value
 }
 
-/// The coefficients (lowest power first) of `Π (x - p)` over the finite points but `skip`.
-const fn product_of_roots(skip: usize) -> [f64; TILE] {
-    let mut coefficients = [0.0; TILE];
+/// The coefficients (lowest power first) of `Π (x - p)` over `points` but `points[skip]`
+/// (`skip` past the end: all of them), in an array of `N`.
+const fn product_of_roots<const N: usize>(points: &[f64], skip: usize) -> [f64; N] {
+    let mut coefficients = [0.0; N];
     coefficients[0] = 1.0;
     let mut degree = 0;
     let mut l = 0;
-    while l < POINTS.len() {
+    while l < points.len() {
         if l != skip {
             // (c_0 + c_1 x + ..)(x - p)
             let mut i = degree + 1;
             loop {
                 let shifted = if i > 0 { coefficients[i - 1] } else { 0.0 };
-                coefficients[i] = shifted - POINTS[l] * coefficients[i];
+                coefficients[i] = shifted - points[l] * coefficients[i];
                 if i == 0 {
                     break;
                 }
@@ -217,45 +218,53 @@ const fn product_of_roots(skip: usize) -> [f64; TILE] {
 /// The finite points the polynomials are evaluated at; infinity is the sixth.
 const POINTS: [f64; TILE - 1] = [0.0, 1.0, -1.0, 2.0, -2.0];
 
-impl Transforms {
-    /// The Toom-Cook construction: with `N(x) = Π (x - p)` over the finite points,
-    /// `Aᵀ[i][j] = p_jⁱ`, `G[j][k] = p_jᵏ / Π_{l≠j} (p_j - p_l)`, row `j` of `Bᵀ` the coefficients
-    /// of `N(x) / (x - p_j)`; infinity contributes the last column of `Aᵀ` (`[0, .., 0, 1]`), the
-    /// last row of `G` (`[0, .., 0, 1]`) and the last row of `Bᵀ` (the coefficients of `N`).
-    /// The values are small integers and fractions with denominators dividing 24, exact in
-    /// `f64`.
-    const fn new(r: usize) -> Self {
-        let m = outputs_per_tile(r);
-        let mut at = [[0.0; TILE]; TILE];
-        let mut g = [[0.0; TILE]; TILE];
-        let mut bt = [[0.0; TILE]; TILE];
-        let mut j = 0;
-        while j < POINTS.len() {
-            let p = POINTS[j];
-            let mut i = 0;
-            while i < m {
-                at[i][j] = power(p, i);
-                i += 1;
-            }
-            let mut norm = 1.0;
-            let mut l = 0;
-            while l < POINTS.len() {
-                if l != j {
-                    norm *= p - POINTS[l];
-                }
-                l += 1;
-            }
-            let mut k = 0;
-            while k < r {
-                g[j][k] = power(p, k) / norm;
-                k += 1;
-            }
-            bt[j] = product_of_roots(j);
-            j += 1;
+/// The three matrices `[Aᵀ, G, Bᵀ]` of `F(N + 1 - r, r)` on the `N - 1` finite `points` and
+/// infinity, by the Toom-Cook construction: with `N(x) = Π (x - p)` over the finite points,
+/// `Aᵀ[i][j] = p_jⁱ`, `G[j][k] = p_jᵏ / Π_{l≠j} (p_j - p_l)`, row `j` of `Bᵀ` the coefficients of
+/// `N(x) / (x - p_j)`; infinity contributes the last column of `Aᵀ` (`[0, .., 0, 1]`), the last
+/// row of `G` (`[0, .., 0, 1]`) and the last row of `Bᵀ` (the coefficients of `N`). `Aᵀ` is
+/// `m x N`, `G` `N x r`, `Bᵀ` `N x N`, each in an `N x N` array (the rest zero).
+pub(crate) const fn toom_cook<const N: usize>(points: &[f64], r: usize) -> [[[f64; N]; N]; 3] {
+    assert!(points.len() + 1 == N && r >= 1 && r <= N);
+    let m = N + 1 - r;
+    let mut at = [[0.0; N]; N];
+    let mut g = [[0.0; N]; N];
+    let mut bt = [[0.0; N]; N];
+    let mut j = 0;
+    while j < points.len() {
+        let p = points[j];
+        let mut i = 0;
+        while i < m {
+            at[i][j] = power(p, i);
+            i += 1;
         }
-        at[m - 1][TILE - 1] = 1.0;
-        g[TILE - 1][r - 1] = 1.0;
-        bt[TILE - 1] = product_of_roots(usize::MAX);
+        let mut norm = 1.0;
+        let mut l = 0;
+        while l < points.len() {
+            if l != j {
+                norm *= p - points[l];
+            }
+            l += 1;
+        }
+        let mut k = 0;
+        while k < r {
+            g[j][k] = power(p, k) / norm;
+            k += 1;
+        }
+        bt[j] = product_of_roots(points, j);
+        j += 1;
+    }
+    at[m - 1][N - 1] = 1.0;
+    g[N - 1][r - 1] = 1.0;
+    bt[N - 1] = product_of_roots(points, usize::MAX);
+    [at, g, bt]
+}
+
+impl Transforms {
+    /// [`toom_cook`] on the points 0, 1, -1, 2, -2 and infinity. The values are small integers
+    /// and fractions with denominators dividing 24, exact in `f64`.
+    const fn new(r: usize) -> Self {
+        let [at, g, bt] = toom_cook::<TILE>(&POINTS, r);
         Transforms { at, g, bt }
     }
 }

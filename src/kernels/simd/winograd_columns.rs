@@ -647,6 +647,56 @@ mod tests {
         check::<5, 4>();
     }
 
+    /// The kernel never reads past the image, nor writes past the output: both end at a page
+    /// without access (the image's last row is loaded masked to its columns, the output rows'
+    /// last vectors stored masked), for rows of one vector and a partial one, padded or not,
+    /// groups of rows cut short by the image's end.
+    #[cfg(unix)]
+    #[test]
+    fn the_columns_kernel_stays_inside_its_slices() {
+        use super::super::tests::Guarded;
+        for (channels, filters, kernel, padding, height, width) in [
+            (1, 6, 5, 2, 28, 28),
+            (1, 4, 5, 0, 9, 20),
+            (2, 3, 3, 1, 7, 14),
+            (1, 2, 4, 3, 5, 26),
+        ] {
+            let shape = Conv {
+                channels,
+                filters,
+                kernel,
+                padding,
+                height,
+                width,
+            };
+            for isa in [Isa::Avx512, Isa::Avx2Fma] {
+                if !isa_available(isa) || !applies(&shape, super::super::lanes::<f32>(isa)) {
+                    continue;
+                }
+                let batch = 2;
+                let to_f32 = |v: Vec<f64>| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+                let mut x = Guarded::new(&to_f32(values(batch * shape.image_len(), 1)));
+                let mut out = Guarded::new(&std::vec![0.0; batch * shape.output_len()]);
+                let w = to_f32(values(filters * channels * kernel * kernel, 2));
+                let b = to_f32(values(filters, 3));
+                let lanes = super::super::lanes::<f32>(isa);
+                let mut scratch = std::vec![MaybeUninit::uninit(); scratch_len(&shape, lanes)];
+                conv2d_stride1_winograd_columns(
+                    isa,
+                    &shape,
+                    batch,
+                    x.slice(),
+                    &w,
+                    &b,
+                    as_output(out.slice()),
+                    &mut scratch,
+                    Epilogue::Relu,
+                );
+                assert!(out.slice().iter().all(|v| v.is_finite() && *v >= 0.0));
+            }
+        }
+    }
+
     #[test]
     fn lenets_first_layer_takes_the_columns_and_narrow_rows_do_not() {
         let lenet = Conv {

@@ -5634,7 +5634,7 @@ mod tests {
     const ID: Epilogue = Epilogue::Identity;
 
     /// The sizes `(channels, filters, kernel, padding, height, width)` of the tests' tables.
-    fn conv_of(
+    pub(super) fn conv_of(
         (channels, filters, kernel, padding, height, width): (
             usize,
             usize,
@@ -5651,6 +5651,24 @@ mod tests {
             padding,
             height,
             width,
+        }
+    }
+
+    /// `|x|` of the padded image `x` (`shape`'s, unpadded in memory) at `(c, row, column)`, 0
+    /// outside the image: what the Winograd kernels' error bounds sum over a tile.
+    pub(super) fn padded_magnitude(
+        shape: &Conv,
+        x: &[f64],
+        c: usize,
+        row: usize,
+        column: usize,
+    ) -> f64 {
+        let (p, height, width) = (shape.padding, shape.height, shape.width);
+        match (row.checked_sub(p), column.checked_sub(p)) {
+            (Some(y), Some(x0)) if y < height && x0 < width => {
+                x[(c * height + y) * width + x0].abs()
+            }
+            _ => 0.0,
         }
     }
 
@@ -8013,9 +8031,7 @@ mod tests {
                 channels,
                 filters,
                 kernel,
-                padding,
-                height,
-                width,
+                ..
             } = *shape;
             let (image, output) = (shape.image_len(), shape.output_len());
             let (out_height, out_width) = (shape.out_height(), shape.out_width());
@@ -8043,16 +8059,7 @@ mod tests {
                 let x = &x[n * image..][..image];
                 let mut want = std::vec![0.0; output];
                 super::super::reference::conv2d_stride1(shape, x, &w, &b, &mut want);
-                // The padded image's value at (c, row, column), zero outside the image.
-                let at = |c: usize, row: usize, column: usize| match (
-                    row.checked_sub(padding),
-                    column.checked_sub(padding),
-                ) {
-                    (Some(y), Some(x0)) if y < height && x0 < width => {
-                        x[(c * height + y) * width + x0].abs()
-                    }
-                    _ => 0.0,
-                };
+                let at = |c, row, column| padded_magnitude(shape, x, c, row, column);
                 for f in 0..filters {
                     for oh in 0..out_height {
                         for ow in 0..out_width {

@@ -422,7 +422,7 @@ pub(crate) fn conv2d_stride1_winograd_columns(
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::super::isa_available;
-    use super::super::tests::{as_output, values};
+    use super::super::tests::{as_output, conv_of, padded_magnitude, values};
     use super::*;
     use crate::kernels::reference;
     use std::vec::Vec;
@@ -438,9 +438,7 @@ mod tests {
             channels,
             filters,
             kernel,
-            padding,
-            height,
-            width,
+            ..
         } = *shape;
         let (image, output) = (shape.image_len(), shape.output_len());
         let (out_height, out_width) = (shape.out_height(), shape.out_width());
@@ -468,15 +466,7 @@ mod tests {
             let x = &x[n * image..][..image];
             let mut want = std::vec![0.0; output];
             reference::conv2d_stride1(shape, x, &w, &b, &mut want);
-            let at = |c: usize, row: usize, column: usize| match (
-                row.checked_sub(padding),
-                column.checked_sub(padding),
-            ) {
-                (Some(y), Some(x0)) if y < height && x0 < width => {
-                    x[(c * height + y) * width + x0].abs()
-                }
-                _ => 0.0,
-            };
+            let at = |c, row, column| padded_magnitude(shape, x, c, row, column);
             for f in 0..filters {
                 for oh in 0..out_height {
                     let top = oh / m * m;
@@ -522,14 +512,7 @@ mod tests {
             (1, 3, 3, 0, 33, 66),
         ]
         .into_iter()
-        .map(|(channels, filters, kernel, padding, height, width)| Conv {
-            channels,
-            filters,
-            kernel,
-            padding,
-            height,
-            width,
-        })
+        .map(conv_of)
         .collect();
         let mut state = 0x9E37_79B9_7F4A_7C15_u64;
         let mut draw = |n: u64| {

@@ -572,7 +572,8 @@ impl Conv {
 }
 
 /// The elements of the stack buffer the SIMD forward passes transpose the weights and pad one
-/// image into; larger convolutions take the kernel that masks the padding off instead. A
+/// image into, or (down the columns) keep the filters' and a group of rows' transforms in;
+/// larger convolutions take the kernel that masks the padding off instead. A
 /// convolution that needs at most [`SMALL_STACK_SCRATCH`] takes a buffer of that size: the
 /// buffer is zeroed on every call, and the stack of a prediction is smaller.
 const STACK_SCRATCH: usize = 4096;
@@ -595,8 +596,9 @@ const fn whole_vectors(n: usize, lanes: usize) -> usize {
 
 /// The most elements of stack buffer [`conv2d_stride1`] takes for a convolution of `shape` on
 /// elements of `element_size` bytes on this target: on x86-64, the buffer its SIMD kernels pad
-/// the image and transpose the weights into, or the Winograd forward pass's scratch (the
-/// largest of the paths AVX-512 and AVX2 take); elsewhere none.
+/// the image and transpose the weights into, the scratch of the forward pass by Winograd's
+/// method down the columns (`f32`), or the Winograd forward pass's scratch (the largest of the
+/// paths AVX-512 and AVX2 take); elsewhere none.
 pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usize {
     if !cfg!(target_arch = "x86_64") || element_size == 0 || element_size > 32 {
         return 0;
@@ -629,11 +631,30 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
         0
     };
     let flat_path = if padded <= STACK_SCRATCH { padded } else { 0 };
-    let most = if filters_path > flat_path {
+    // Down the columns: `f32` only, 16 or 8 lanes.
+    let mut columns_path = 0;
+    #[cfg(target_arch = "x86_64")]
+    if element_size == 4 {
+        let mut lanes = 16;
+        while lanes >= 8 {
+            let scratch = simd::winograd_columns::scratch_len(shape, lanes);
+            if simd::winograd_columns::applies(shape, lanes)
+                && scratch <= STACK_SCRATCH
+                && scratch > columns_path
+            {
+                columns_path = scratch;
+            }
+            lanes /= 2;
+        }
+    }
+    let mut most = if filters_path > flat_path {
         filters_path
     } else {
         flat_path
     };
+    if columns_path > most {
+        most = columns_path;
+    }
     if most == 0 {
         0
     } else if most <= SMALL_STACK_SCRATCH {
@@ -2065,6 +2086,99 @@ mod tests {
         assert_eq!(by_dispatch, by_winograd);
     }
 
+    /// On a CPU with AVX2 or AVX-512, LeNet's first layer in `f32` (the positions in the lanes),
+    /// and one with 20 filters whose transforms need the larger stack buffer, take the forward
+    /// pass by Winograd's method down the columns: the batch function's outputs are its
+    /// outputs, bit for bit, and `conv_stack_scratch` counts its buffer; in `f64` they take
+    /// the direct kernel, whose sums are the definition's to a few units in the last place.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    #[allow(unsafe_code)] // the kernel's output as it takes it
+    fn lenets_first_convolution_takes_winograd_down_the_columns_in_f32() {
+        let Some(isa) = simd::detected_isa() else {
+            std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+            return;
+        };
+        let lenet = Conv {
+            channels: 1,
+            filters: 6,
+            kernel: 5,
+            padding: 2,
+            height: 28,
+            width: 28,
+        };
+        let wider = Conv {
+            filters: 20,
+            ..lenet
+        };
+        let lanes = simd::lanes::<f32>(isa);
+        for (shape, buffer) in [(lenet, SMALL_STACK_SCRATCH), (wider, STACK_SCRATCH)] {
+            let scratch_len = simd::winograd_columns::scratch_len(&shape, lanes);
+            assert!(simd::winograd_columns::applies(&shape, lanes));
+            assert!(
+                scratch_len <= buffer
+                    && (buffer == SMALL_STACK_SCRATCH || scratch_len > SMALL_STACK_SCRATCH)
+            );
+            assert_eq!(conv_stack_scratch(&shape, 4), buffer);
+            let batch = 2;
+            let (x, w, bias) = (
+                spread_values(batch * shape.image_len(), 1),
+                spread_values(shape.filters * 25, 2),
+                spread_values(shape.filters, 3),
+            );
+            let mut by_dispatch = std::vec![0.0_f32; batch * shape.output_len()];
+            conv2d_stride1(
+                &shape,
+                batch,
+                &x,
+                &w,
+                &bias,
+                &mut by_dispatch,
+                Epilogue::Relu,
+            );
+            let mut by_columns = std::vec![0.0_f32; batch * shape.output_len()];
+            let mut scratch = std::vec![core::mem::MaybeUninit::uninit(); scratch_len];
+            simd::winograd_columns::conv2d_stride1_winograd_columns(
+                isa,
+                &shape,
+                batch,
+                &x,
+                &w,
+                &bias,
+                // SAFETY: the kernel writes only initialized values (its outputs).
+                unsafe { as_uninit_mut(&mut by_columns) },
+                &mut scratch,
+                Epilogue::Relu,
+            );
+            assert_eq!(by_dispatch, by_columns);
+            // In f64, the direct sums: the definition's to within a few units in the last place.
+            let to_f64 = |v: &[f32]| {
+                v.iter()
+                    .map(|&v| f64::from(v))
+                    .collect::<std::vec::Vec<_>>()
+            };
+            let (x, w, bias) = (to_f64(&x), to_f64(&w), to_f64(&bias));
+            let mut in_f64 = std::vec![0.0_f64; batch * shape.output_len()];
+            conv2d_stride1(
+                &shape,
+                batch,
+                &x,
+                &w,
+                &bias,
+                &mut in_f64,
+                Epilogue::Identity,
+            );
+            let mut direct = std::vec![0.0_f64; shape.output_len()];
+            reference::conv2d_stride1(&shape, &x[..shape.image_len()], &w, &bias, &mut direct);
+            for (got, want) in in_f64.iter().zip(&direct) {
+                assert!(
+                    (got - want).abs() <= 1e-13 * want.abs().max(1.0),
+                    "{got} against {want}"
+                );
+            }
+        }
+    }
+
     /// On a CPU with AVX2 or AVX-512, a stride-1 convolution with the filters in the lanes and a
     /// 3 x 3 to 5 x 5 kernel (LeNet's second layer) takes the Winograd forward pass: the batch
     /// function's outputs are its outputs, bit for bit (the direct kernel's differ in the last
@@ -2133,9 +2247,12 @@ mod tests {
             (6, 16, 5, 0, 14, 14), // its second: filters in the lanes
             (2, 20, 3, 1, 5, 6),   // padded, filters in the lanes (a partial vector)
             (8, 70, 3, 0, 9, 9),   // weights too large for the stack buffer: flat
-            (1, 3, 3, 1, 70, 70),  // padded image too large for it: the padding masked off
-            (2, 5, 3, 0, 4, 21),   // no padding: flat
-            (0, 2, 1, 0, 2, 2),    // no input channels: the bias only
+            // Padded image too large for it: the padding masked off (in `f32`, Winograd's
+            // method down the columns).
+            (1, 3, 3, 1, 70, 70),
+            // No padding: flat (in `f32` with AVX2, down the columns).
+            (2, 5, 3, 0, 4, 21),
+            (0, 2, 1, 0, 2, 2), // no input channels: the bias only
         ];
         for (i, &(channels, filters, kernel, padding, height, width)) in shapes.iter().enumerate() {
             let shape = Conv {

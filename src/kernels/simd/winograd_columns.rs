@@ -175,7 +175,7 @@ unsafe fn tile<S: Simd, const R: usize, const M: usize, const N: usize>(
     // C·8·row, as x0 + LANES <= OW rounded up to vectors and kx < R <= LANES; the stores are at
     // rows oy0 + r < OH, columns x0 + lane < OW (the rest masked off) of filters f0 + i < F.
     unsafe {
-        // The bias starts the sums at the point 1, which every output takes with weight 1ⁱ.
+        // The bias starts the sums at the point 1, whose column of `Aᵀ` is all ones (1ⁱ).
         let mut acc = [[S::zero(); TILE]; N];
         for (i, acc_i) in acc.iter_mut().enumerate() {
             acc_i[1] = S::splat(*bias.add(f0 + i));
@@ -507,8 +507,8 @@ mod tests {
             (1, 6, 5, 2, 28, 28),
             (1, 1, 5, 0, 20, 20),
             (2, 7, 3, 1, 13, 30),
-            (3, 2, 4, 2, 9, 16),
-            (1, 4, 5, 4, 3, 14),
+            (3, 2, 4, 2, 9, 15),
+            (1, 4, 5, 4, 3, 12),
             (1, 3, 3, 0, 33, 66),
         ]
         .into_iter()
@@ -691,7 +691,7 @@ mod tests {
             width: 28,
         };
         assert!(applies(&lenet, 16) && applies(&lenet, 8));
-        // A kernel row wider than a vector (5 taps in 4 lanes of `f64` with AVX2).
+        // A kernel row wider than a vector (not with `f32`'s 8 or 16 lanes; `applies` takes any).
         assert!(!applies(&lenet, 4) && applies(&Conv { kernel: 3, ..lenet }, 4));
         // Rows of 16 outputs (one vector of 16), of 8 (half of one) and of 3 (of 8 lanes), 6 x 6
         // kernels, no outputs.

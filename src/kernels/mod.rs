@@ -571,6 +571,17 @@ impl Conv {
     }
 }
 
+/// LeNet-5's first convolution, for the tests of every kernel module.
+#[cfg(test)]
+pub(crate) const LENET_FIRST: Conv = Conv {
+    channels: 1,
+    filters: 6,
+    kernel: 5,
+    padding: 2,
+    height: 28,
+    width: 28,
+};
+
 /// The elements of the stack buffer the SIMD forward passes transpose the weights and pad one
 /// image into, or (down the columns) keep the filters' and a group of rows' transforms in;
 /// larger convolutions take the kernel that masks the padding off instead. A
@@ -1945,14 +1956,7 @@ mod tests {
             std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
             return;
         };
-        let first = Conv {
-            channels: 1,
-            filters: 6,
-            kernel: 5,
-            padding: 2,
-            height: 28,
-            width: 28,
-        };
+        let first = LENET_FIRST;
         let second = LENET_SECOND;
         // Both kernels pad the images as they read them: the layer does not pad them first.
         assert!(conv_weight_gradient_pads::<f32>(&first));
@@ -2099,14 +2103,7 @@ mod tests {
             std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
             return;
         };
-        let lenet = Conv {
-            channels: 1,
-            filters: 6,
-            kernel: 5,
-            padding: 2,
-            height: 28,
-            width: 28,
-        };
+        let lenet = LENET_FIRST;
         let wider = Conv {
             filters: 20,
             ..lenet

@@ -6041,14 +6041,7 @@ mod tests {
     /// vector), padding on every side (masked lanes at both ends, rows wholly in the padding),
     /// a kernel as large as the padded image, and several channels.
     const CONVS: &[Conv] = &[
-        Conv {
-            channels: 1,
-            filters: 6,
-            kernel: 5,
-            padding: 2,
-            height: 28,
-            width: 28,
-        },
+        crate::kernels::LENET_FIRST,
         Conv {
             channels: 6,
             filters: 16,

@@ -682,14 +682,7 @@ mod tests {
 
     #[test]
     fn lenets_first_layer_takes_the_columns_and_narrow_rows_do_not() {
-        let lenet = Conv {
-            channels: 1,
-            filters: 6,
-            kernel: 5,
-            padding: 2,
-            height: 28,
-            width: 28,
-        };
+        let lenet = crate::kernels::LENET_FIRST;
         assert!(applies(&lenet, 16) && applies(&lenet, 8));
         // A kernel row wider than a vector (not with `f32`'s 8 or 16 lanes; `applies` takes any).
         assert!(!applies(&lenet, 4) && applies(&Conv { kernel: 3, ..lenet }, 4));

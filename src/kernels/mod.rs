@@ -2207,8 +2207,14 @@ mod tests {
             Epilogue::Identity,
         );
         let mut by_winograd = std::vec![0.0_f32; batch * shape.output_len()];
-        let scratch_len = simd::winograd_forward_scratch(&shape, simd::lanes::<f32>(isa));
+        let lanes = simd::lanes::<f32>(isa);
+        let scratch_len = simd::winograd_forward_scratch(&shape, lanes);
         assert!(scratch_len <= WINOGRAD_STACK_SCRATCH);
+        // With AVX-512, 3 tiles of 8 points across its rows of 10 (9,088 elements of scratch,
+        // all but 128 of the buffer); with AVX2, 5 tiles of 6.
+        let (points, expected_scratch) = if lanes == 16 { (8, 9088) } else { (6, 7736) };
+        assert_eq!(simd::winograd_forward_points(&shape, lanes), points);
+        assert_eq!(scratch_len, expected_scratch);
         let mut scratch = std::vec![core::mem::MaybeUninit::uninit(); scratch_len];
         simd::conv2d_stride1_winograd(
             isa,

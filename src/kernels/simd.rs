@@ -166,7 +166,7 @@ trait Simd {
     const DOT_COLS: usize;
     /// Vectors per tile of the flat convolution kernel (2 or 3), `OUTER_ROWS` filters each.
     const FLAT_VECTORS: usize;
-    /// Output rows per tile of the Winograd forward kernel: 6 accumulators each.
+    /// Output rows per tile of the Winograd forward kernel: 2 accumulators each.
     const WINOGRAD_ROWS: usize;
     /// Pairs `(c, ky)` per tile of the Winograd weight gradient: 6 accumulators each.
     // Training only: without a heap there is no backward pass.
@@ -286,8 +286,9 @@ macro_rules! avx512 {
             const OUTER_ROWS: usize = 8;
             const OUTER_VECTORS: usize = 2;
             const FLAT_VECTORS: usize = 3;
-            // 30 accumulators, a vector of the filters' transforms and a broadcast.
-            const WINOGRAD_ROWS: usize = 5;
+            // 12 accumulators (2 points each), 2 vectors of the filters' transforms and the
+            // broadcasts of up to 10 rows.
+            const WINOGRAD_ROWS: usize = 6;
             // 30 accumulators, a vector of the gradients' transforms and a broadcast.
             const WINOGRAD_GRADIENT_PAIRS: usize = 5;
             const COLUMN_TILES: bool = true;
@@ -769,8 +770,9 @@ macro_rules! avx2 {
             const OUTER_ROWS: usize = 6;
             const OUTER_VECTORS: usize = 2;
             const FLAT_VECTORS: usize = 2;
-            // 12 accumulators of the 16 registers.
-            const WINOGRAD_ROWS: usize = 2;
+            // 6 accumulators (2 points each), 2 vectors of the filters' transforms and the
+            // broadcasts, of the 16 registers.
+            const WINOGRAD_ROWS: usize = 3;
             // 12 accumulators of the 16 registers.
             const WINOGRAD_GRADIENT_PAIRS: usize = 2;
             const COLUMN_TILES: bool = false;
@@ -3001,7 +3003,7 @@ pub(crate) const fn weight_gradient_winograd_scratch(
     batch: usize,
     lanes: usize,
 ) -> usize {
-    let (tiles, covered, rows) = winograd_forward_tiling(shape);
+    let (tiles, covered, rows) = winograd_forward_tiling(shape, super::winograd::TILE);
     let stride = rows.next_multiple_of(lanes);
     let tile = super::winograd::TILE;
     let images = if batch < WINOGRAD_GRADIENT_IMAGES {
@@ -3040,7 +3042,7 @@ unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
 ) {
     const TILE: usize = super::winograd::TILE;
     let lanes = S::LANES;
-    let (tiles, _, rows) = winograd_forward_tiling(shape);
+    let (tiles, _, rows) = winograd_forward_tiling(shape, super::winograd::TILE);
     let stride = rows.next_multiple_of(lanes);
     let image = shape.channels * tiles * TILE * stride;
     // Where pair (c, ky)'s transforms start in an image's, at tile 0, point 0, row oh = 0.
@@ -3119,7 +3121,7 @@ unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
         channels, filters, ..
     } = *shape;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
-    let (tiles, covered, rows) = winograd_forward_tiling(shape);
+    let (tiles, covered, rows) = winograd_forward_tiling(shape, super::winograd::TILE);
     let (image_len, output_len) = (shape.image_len(), shape.output_len());
     let groups = filters.div_ceil(lanes);
     let pairs = channels * R;
@@ -3149,11 +3151,12 @@ unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
             let images = chunk.min(batch - b0);
             for i in 0..images {
                 let b = b0 + i;
-                winograd_row_transforms::<S, M>(
+                winograd_row_transforms::<S, 6, M>(
                     shape,
                     x.as_ptr().add(b * image_len),
                     image,
                     v.add(i * v_len),
+                    &SixPoints,
                 );
                 // Position-major, [position][filter], for vectors of filters.
                 transpose(
@@ -3315,21 +3318,43 @@ unsafe fn winograd_output_transform<S: Simd, const M: usize>(
     }
 }
 
-/// The sizes of [`winograd_forward_run`] for `shape`: the tiles across an output row, the
-/// width of the padded image they cover, and the padded height.
-const fn winograd_forward_tiling(shape: &Conv) -> (usize, usize, usize) {
-    let (r, m) = (
-        shape.kernel,
-        super::winograd::outputs_per_tile(shape.kernel),
-    );
+/// The sizes of [`winograd_forward_run`] for `shape` on tiles of `points` points, each of
+/// `points + 1 - K` outputs: the tiles across an output row, the width of the padded image
+/// they cover, and the padded height.
+const fn winograd_forward_tiling(shape: &Conv, points: usize) -> (usize, usize, usize) {
+    let (r, m) = (shape.kernel, points + 1 - shape.kernel);
     let tiles = shape.out_width().div_ceil(m);
     (tiles, tiles * m + r - 1, shape.height + 2 * shape.padding)
 }
 
-/// The scratch elements [`conv2d_stride1_winograd`] needs for `shape` with vectors of `lanes`:
-/// the filters' transforms, and then either the transposed filters (while the transforms are
-/// computed) or, in the same place, one padded image transposed, its transforms, and one vector
-/// of sums per output position.
+/// The points of [`winograd_forward_run`]'s tiles for `shape` with vectors of `lanes`: 8 (0,
+/// ±1, ±2, ±1/2 and infinity, `F(9 - K, K)`) where the vectors have 16 lanes, so in `f32` with
+/// AVX-512, and the output row takes fewer products that way (LeNet's second layer: 3 tiles of
+/// 8 across a row of 10, where 6 points take 5 tiles of 6); otherwise 6 (`F(7 - K, K)`).
+///
+/// 8 points take 8 sums per output row in registers: 3 rows in AVX-512's 32, 1 in AVX2's 16,
+/// where each vector of `U` loaded would serve a single multiply-add. In `f64` the larger
+/// points' rounding error would reach the finite-difference gradient checks (see
+/// [`winograd_columns`]).
+pub(crate) const fn winograd_forward_points(shape: &Conv, lanes: usize) -> usize {
+    let kernel = shape.kernel;
+    let out_width = shape.out_width();
+    if lanes == 16
+        && kernel >= 3
+        && kernel <= 5
+        && out_width >= 9 - kernel
+        && out_width.div_ceil(9 - kernel) * 8 < out_width.div_ceil(7 - kernel) * 6
+    {
+        8
+    } else {
+        super::winograd::TILE
+    }
+}
+
+/// The scratch elements [`conv2d_stride1_winograd`] needs for `shape` with vectors of `lanes`
+/// (on [`winograd_forward_points`]'s tiles): the filters' transforms, and then either the
+/// transposed filters (while the transforms are computed) or, in the same place, one padded
+/// image transposed, its transforms, and one vector of sums per output position.
 pub(crate) const fn winograd_forward_scratch(shape: &Conv, lanes: usize) -> usize {
     let Conv {
         channels,
@@ -3337,13 +3362,13 @@ pub(crate) const fn winograd_forward_scratch(shape: &Conv, lanes: usize) -> usiz
         kernel,
         ..
     } = *shape;
-    let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
-    let tile = super::winograd::TILE;
+    let points = winograd_forward_points(shape, lanes);
+    let (tiles, covered, padded_height) = winograd_forward_tiling(shape, points);
     let filters_transposed = filters * channels * kernel * kernel;
     let per_image = channels * covered * padded_height
-        + channels * tiles * tile * padded_height.next_multiple_of(lanes)
+        + channels * tiles * points * padded_height.next_multiple_of(lanes)
         + shape.out_height() * shape.out_width() * lanes;
-    filters.div_ceil(lanes) * channels * kernel * tile * lanes
+    filters.div_ceil(lanes) * channels * kernel * points * lanes
         + if filters_transposed > per_image {
             filters_transposed
         } else {
@@ -3352,36 +3377,102 @@ pub(crate) const fn winograd_forward_scratch(shape: &Conv, lanes: usize) -> usiz
 }
 
 /// Whether [`conv2d_stride1_winograd`] computes `shape`'s forward pass: kernels of 3 to 5 (see
-/// [`super::winograd::applies`]) and at least one whole tile across an output row.
+/// [`super::winograd::applies`]) and at least one whole tile of 6 points across an output row.
 pub(crate) const fn winograd_forward_applies(shape: &Conv) -> bool {
     super::winograd::applies(shape)
         && shape.out_height() > 0
         && shape.out_width() >= super::winograd::outputs_per_tile(shape.kernel)
 }
 
-/// The input transforms of Winograd's method along the rows (tiles of `M` outputs, see
-/// [`winograd_forward_run`]) of one image: `V = Bᵀ·d` of every 6-wide tile `t` (columns
-/// `t·M..t·M + 6` of the padded image) and every padded row, into `v` as `[c][t][ν][row]`, each
-/// `[row]` the padded height rounded up to whole vectors (whose last rows are never read). The
-/// image is transposed into `image` first (`[c][column][row]`, 16 x 16 blocks at a time), so
-/// that the transform has the rows in the lanes; the padding and the columns past the image in
-/// `image` are never written here, and must be zero.
+/// The transforms of Winograd's method along the rows on `P` points ([`SixPoints`] or
+/// [`EightPoints`]): `Bᵀ·d` of a tile's `P` inputs, and `Aᵀ·m` of its `P` products stored a
+/// vector apart.
+trait RowPoints<S: Simd, const P: usize> {
+    /// `Bᵀ·d`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `S`'s instruction set.
+    unsafe fn input(&self, d: [S::V; P]) -> [S::V; P];
+
+    /// The first `valid <= M` outputs of `Aᵀ·m` (`M = P + 1 - K`), a vector apart from `out`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU has `S`'s instruction set; `out` is valid for writing `valid` vectors.
+    unsafe fn output<const M: usize>(&self, m: &[S::V; P], out: *mut S::E, valid: usize);
+}
+
+/// The 6 points 0, ±1, ±2 and infinity, their transforms written out
+/// ([`winograd_input_transform`], [`winograd_output_transform`]).
+struct SixPoints;
+
+impl<S: Simd> RowPoints<S, 6> for SixPoints
+where
+    S::E: From<f32>,
+{
+    #[inline(always)]
+    unsafe fn input(&self, d: [S::V; 6]) -> [S::V; 6] {
+        // SAFETY: the caller's contract.
+        unsafe { winograd_input_transform::<S>(d) }
+    }
+
+    #[inline(always)]
+    unsafe fn output<const M: usize>(&self, m: &[S::V; 6], out: *mut S::E, valid: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { winograd_output_transform::<S, M>(m, out, valid) }
+    }
+}
+
+/// The 8 points 0, ±1, ±2, ±1/2 and infinity, from the tables `[Aᵀ, G, Bᵀ]` of
+/// [`winograd_columns::tables`] (the transforms of [`winograd_columns`]).
+struct EightPoints<'a, E>(&'a [[[E; 8]; 8]; 3]);
+
+impl<S: Simd> RowPoints<S, 8> for EightPoints<'_, S::E>
+where
+    S::E: PartialEq,
+{
+    #[inline(always)]
+    unsafe fn input(&self, d: [S::V; 8]) -> [S::V; 8] {
+        // SAFETY: the caller's contract.
+        unsafe { winograd_columns::input_transform::<S>(&d, &self.0[2]) }
+    }
+
+    #[inline(always)]
+    unsafe fn output<const M: usize>(&self, m: &[S::V; 8], out: *mut S::E, valid: usize) {
+        // SAFETY: the caller's contract (`valid <= M` vectors from `out`).
+        unsafe {
+            let y = winograd_columns::output_transform::<S, M>(m, &self.0[0]);
+            for (i, &y) in y[..valid].iter().enumerate() {
+                S::store(out.add(i * S::LANES), y);
+            }
+        }
+    }
+}
+
+/// The input transforms of Winograd's method along the rows (tiles of `M` outputs on `P`
+/// points, see [`winograd_forward_run`]) of one image: `V = Bᵀ·d` of every `P`-wide tile `t`
+/// (columns `t·M..t·M + P` of the padded image) and every padded row, into `v` as
+/// `[c][t][ν][row]`, each `[row]` the padded height rounded up to whole vectors (whose last
+/// rows are never read). The image is transposed into `image` first (`[c][column][row]`, 16 x
+/// 16 blocks at a time), so that the transform has the rows in the lanes; the padding and the
+/// columns past the image in `image` are never written here, and must be zero.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `x` holds the image's `C·H·W` elements, `image`
-/// `C·covered·padded_height` and `v` `C·tiles·6·stride` ([`winograd_forward_tiling`]; `stride`
-/// the padded height rounded up to a multiple of `S::LANES`).
+/// The CPU has `S`'s instruction set; `M = P + 1 - K`; `x` holds the image's `C·H·W`
+/// elements, `image` `C·covered·padded_height` and `v` `C·tiles·P·stride`
+/// ([`winograd_forward_tiling`]; `stride` the padded height rounded up to a multiple of
+/// `S::LANES`).
 #[inline(always)]
-unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
+unsafe fn winograd_row_transforms<S: Simd, const P: usize, const M: usize>(
     shape: &Conv,
     x: *const S::E,
     image: *mut S::E,
     v: *mut S::E,
-) where
-    S::E: From<f32>,
-{
-    let (lanes, tile) = (S::LANES, super::winograd::TILE);
+    points: &impl RowPoints<S, P>,
+) {
+    let lanes = S::LANES;
     let Conv {
         channels,
         padding,
@@ -3389,14 +3480,14 @@ unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
         width,
         ..
     } = *shape;
-    let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
+    let (tiles, covered, padded_height) = winograd_forward_tiling(shape, P);
     let stride = padded_height.next_multiple_of(lanes);
     // SAFETY (whole body): the instruction set is present (the caller's contract); the reads
     // are of rows r0 + i < H and columns x0 + j < W of the image; the writes of `image` at
     // column padding + x0 + j < covered and row padding + r0 + i < the padded height; the reads
-    // of `image` at columns t·M + j <= (tiles - 1)·M + 5 = tiles·M + K - 2 < covered (as M = 7
-    // - K), and the writes of `v` inside its
-    // C·tiles·6 rows of `stride` (whole vectors: r0 + LANES <= stride).
+    // of `image` at columns t·M + j <= (tiles - 1)·M + P - 1 = tiles·M + K - 2 < covered (as M
+    // = P + 1 - K), and the writes of `v` inside its C·tiles·P rows of `stride` (whole vectors:
+    // r0 + LANES <= stride).
     unsafe {
         let mut rows = [S::zero(); 16];
         for c in 0..channels {
@@ -3417,15 +3508,15 @@ unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
         for c in 0..channels {
             for t in 0..tiles {
                 let from = image.add((c * covered + t * M) * padded_height);
-                let to = v.add((c * tiles + t) * tile * stride);
+                let to = v.add((c * tiles + t) * P * stride);
                 for r0 in (0..padded_height).step_by(lanes) {
                     let mask = S::mask(lanes.min(padded_height - r0));
-                    let d: [S::V; 6] = core::array::from_fn(|j| {
+                    let d: [S::V; P] = core::array::from_fn(|j| {
                         S::load_masked(from.add(j * padded_height + r0), mask)
                     });
                     // Whole vectors: the rows past the padded height are zeros' transforms,
                     // never read (a masked store cost several plain ones).
-                    for (nu, z) in winograd_input_transform::<S>(d).into_iter().enumerate() {
+                    for (nu, z) in points.input(d).into_iter().enumerate() {
                         S::store(to.add(nu * stride + r0), z);
                     }
                 }
@@ -3435,98 +3526,122 @@ unsafe fn winograd_row_transforms<S: Simd, const M: usize>(
 }
 
 /// One tile of the Winograd forward pass: output rows `oh0..oh0 + NR` of the tile `t` (its `M`
-/// columns from `t·M`), for one group of filters (in the lanes). Per step `(c, ky)` and
-/// transformed position `ν`: one vector of the filters' transforms `U[c][ky][ν]` and, per row,
-/// the input's transform `V[c][t][ν][oh + ky]`, broadcast: `6·NR` fused multiply-adds per 6
-/// loads, the broadcasts at constant offsets from 6 pointers. Then `Aᵀ` of each row's 6 sums
-/// into `out`, one vector of filters per output position (`[oh][ow][lane]`).
+/// columns from `t·M`), for one group of filters (in the lanes). Two transformed positions `ν`
+/// at a time, per channel: for each kernel row `ky` a vector of the filters' transforms
+/// `U[c][ky][ν]`, and for each output row `o` the input's transform `V[c][t][ν][oh0 + o + ky]`,
+/// broadcast. A row of `V` serves every `(o, ky)` with the same `o + ky`, so each is loaded
+/// once: `NR + R - 1` broadcasts and `R` vectors per `NR·R` multiply-adds and position (the
+/// loads, not the multiply-adds, set the pace). Then `Aᵀ` of each row's `P` sums into `out`,
+/// one vector of filters per output position (`[oh][ow][lane]`).
+///
+/// The sums of each output are taken in the same order as ever (channel by channel, kernel
+/// rows in order): how the work is cut does not change a bit.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `u` holds the group's `C·R·6` vectors, `v` the image's
-/// transforms (`[c][t][ν][row]`); `out` holds `OH·OW` vectors; the output rows exist and
-/// `t·M + valid <= OW`.
+/// The CPU has `S`'s instruction set; `P` is even; `u` holds the group's `C·R·P` vectors, `v`
+/// the image's transforms (`[c][t][ν][row]`); `out` holds `OH·OW` vectors; the output rows
+/// exist and `t·M + valid <= OW`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn winograd_forward_tile<S: Simd, const R: usize, const M: usize, const NR: usize>(
+unsafe fn winograd_forward_tile<
+    S: Simd,
+    const P: usize,
+    const R: usize,
+    const M: usize,
+    const NR: usize,
+>(
     shape: &Conv,
+    points: &impl RowPoints<S, P>,
     u: *const S::E,
     v: *const S::E,
     tiles: usize,
     out: *mut S::E,
     (oh0, t, valid): (usize, usize, usize),
-) where
-    S::E: From<f32>,
-{
-    const TILE: usize = super::winograd::TILE;
+) {
     // The rows of a transform, whole vectors ([`winograd_row_transforms`]).
     let stride = (shape.height + 2 * shape.padding).next_multiple_of(S::LANES);
+    let lanes = S::LANES;
     // SAFETY (whole body): the instruction set is present (the caller's contract). The vectors
-    // of `u` read are (c·R + ky)·6 + ν < C·R·6; the transforms of `v` read are of tile t < tiles
+    // of `u` read are (c·R + ky)·P + ν < C·R·P; the transforms of `v` read are of tile t < tiles
     // at rows oh0 + o + ky < OH + R - 1 = the padded height; the vectors written are at rows
     // oh0 + o < OH, columns t·M + i < OW.
     unsafe {
-        let mut acc = [[S::zero(); TILE]; NR];
-        for c in 0..shape.channels {
-            let mut v_step = v.add((c * tiles + t) * TILE * stride + oh0);
-            let mut u_step = u.add(c * R * TILE * S::LANES);
-            for _ in 0..R {
-                for nu in 0..TILE {
-                    let u_nu = S::load(u_step.add(nu * S::LANES));
-                    let v_nu = v_step.add(nu * stride);
+        let mut sums = [[S::zero(); P]; NR];
+        for nu in (0..P).step_by(2) {
+            let mut acc = [[S::zero(); 2]; NR];
+            for c in 0..shape.channels {
+                let v_c = v.add(((c * tiles + t) * P + nu) * stride + oh0);
+                let u_c = u.add((c * R * P + nu) * lanes);
+                for ky in 0..R {
+                    let u_ky = u_c.add(ky * P * lanes);
+                    let u_pair = [S::load(u_ky), S::load(u_ky.add(lanes))];
                     for (o, acc_o) in acc.iter_mut().enumerate() {
-                        acc_o[nu] = S::fma(S::splat(*v_nu.add(o)), u_nu, acc_o[nu]);
+                        for (i, acc_o_i) in acc_o.iter_mut().enumerate() {
+                            let row = S::splat(*v_c.add(i * stride + o + ky));
+                            *acc_o_i = S::fma(row, u_pair[i], *acc_o_i);
+                        }
                     }
                 }
-                v_step = v_step.add(1);
-                u_step = u_step.add(TILE * S::LANES);
+            }
+            for (sums_o, acc_o) in sums.iter_mut().zip(&acc) {
+                sums_o[nu] = acc_o[0];
+                sums_o[nu + 1] = acc_o[1];
             }
         }
-        for (o, sums) in acc.iter().enumerate() {
-            let first = out.add(((oh0 + o) * shape.out_width() + t * M) * S::LANES);
-            winograd_output_transform::<S, M>(sums, first, valid);
+        for (o, sums) in sums.iter().enumerate() {
+            let first = out.add(((oh0 + o) * shape.out_width() + t * M) * lanes);
+            points.output::<M>(sums, first, valid);
         }
     }
 }
 
 /// The forward pass of a batch of stride-1 convolutions by Winograd's minimal filtering along
-/// the rows, `F(M, R)`, the filters in the lanes: `6/M` products per output and step `(c, ky)`
-/// where the direct kernel does `R`. Each output is
-/// `Σ_(c, ky) Aᵀ[(G·g[c][ky]) ⊙ (Bᵀ·d[c][oh + ky])]` over the 6-wide input tile `d` of its row:
-/// the filters' transforms `G·g` once per call, each image's `Bᵀ·d` once per image, the input
-/// rows in the lanes (the image transposed first).
+/// the rows, `F(M, R)` on `P = M + R - 1` points, the filters in the lanes: `P/M` products per
+/// output and step `(c, ky)` where the direct kernel does `R`. Each output is
+/// `Σ_(c, ky) Aᵀ[(G·g[c][ky]) ⊙ (Bᵀ·d[c][oh + ky])]` over the `P`-wide input tile `d` of its
+/// row: the filters' transforms `G·g` once per call, each image's `Bᵀ·d` once per image, the
+/// input rows in the lanes (the image transposed first). A tile takes up to `ROWS` output rows
+/// (`P` sums each in registers), the rows split evenly among the tiles down a column.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; the slices and sizes were checked by
-/// [`conv2d_stride1_winograd`] (`scratch` as [`winograd_forward_scratch`] says).
+/// The CPU has `S`'s instruction set; `P` is [`winograd_forward_points`]'s for `shape`; the
+/// slices and sizes were checked by [`conv2d_stride1_winograd`] (`scratch` as
+/// [`winograd_forward_scratch`] says).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
+unsafe fn winograd_forward_run<
+    S: Simd,
+    const P: usize,
+    const R: usize,
+    const M: usize,
+    const ROWS: usize,
+>(
     shape: &Conv,
     batch: usize,
     x: &[S::E],
     w: &[S::E],
     bias: &[S::E],
     out: &mut [MaybeUninit<S::E>],
-    g: &[[S::E; 6]; 6],
+    points: &impl RowPoints<S, P>,
+    g: &[[S::E; P]; P],
     scratch: &mut [MaybeUninit<S::E>],
     epilogue: Epilogue,
 ) where
-    S::E: From<f32> + PartialEq + 'static,
+    S::E: PartialEq + 'static,
 {
     let lanes = S::LANES;
-    let tile = super::winograd::TILE;
     let Conv {
         channels, filters, ..
     } = *shape;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
-    let (tiles, covered, padded_height) = winograd_forward_tiling(shape);
+    let (tiles, covered, padded_height) = winograd_forward_tiling(shape, P);
     let groups = filters.div_ceil(lanes);
     // Not zeroed first (at batch 1 that cost a tenth of the convolution): `wt` and `image` are
     // written whole here, every element of `u`, `v` and `sums` before it is read. The filters
     // transposed, `wt`, are needed only for `u`: the image's parts take their place after.
-    let (u, rest) = scratch.split_at_mut(groups * channels * R * tile * lanes);
+    let (u, rest) = scratch.split_at_mut(groups * channels * R * P * lanes);
     let u = u.as_mut_ptr().cast::<S::E>();
     // SAFETY: the instruction set is present (the caller's contract); `wt` was written whole
     // by the transpose; the vectors of `u` written are inside it (its length above).
@@ -3541,7 +3656,7 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
                 let taps: [S::V; R] = core::array::from_fn(|kx| {
                     S::load_masked(wt.as_ptr().add((step * R + kx) * filters + f0), mask)
                 });
-                let u_step = u.add((group * channels * R + step) * tile * lanes);
+                let u_step = u.add((group * channels * R + step) * P * lanes);
                 for (nu, g_nu) in g.iter().enumerate() {
                     let mut sum = S::zero();
                     for (&tap, &g) in taps.iter().zip(g_nu) {
@@ -3556,9 +3671,13 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
     }
     let (image, rest) = rest.split_at_mut(channels * covered * padded_height);
     let stride = padded_height.next_multiple_of(lanes);
-    let (v, rest) = rest.split_at_mut(channels * tiles * tile * stride);
+    let (v, rest) = rest.split_at_mut(channels * tiles * P * stride);
     let sums = &mut rest[..out_height * out_width * lanes];
     image.fill(MaybeUninit::new(S::E::default()));
+    // Tiles of at most ROWS rows, as many as that takes, the rows shared out evenly (10 rows
+    // in tiles of at most 3 are 3, 3, 2, 2: a tile of 1 would load a vector of `U` per
+    // multiply-add).
+    let row_tiles = out_height.div_ceil(ROWS);
     // SAFETY (whole body): the instruction set is present (the caller's contract); every read
     // and write is inside the slices split above, as each comment says; `image` was just
     // written whole; `u` (whole, above), `v` and `sums` are read only where written.
@@ -3569,11 +3688,12 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
         let (image_len, output_len) = (shape.image_len(), shape.output_len());
         let mut rows = [S::zero(); 16];
         for b in 0..batch {
-            winograd_row_transforms::<S, M>(
+            winograd_row_transforms::<S, P, M>(
                 shape,
                 x[b * image_len..][..image_len].as_ptr(),
                 image,
                 v,
+                points,
             );
             let out = out[b * output_len..][..output_len]
                 .as_mut_ptr()
@@ -3582,20 +3702,34 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
                 let f0 = group * lanes;
                 let count = lanes.min(filters - f0);
                 let bias = S::load_masked(bias.as_ptr().add(f0), S::mask(count));
-                let u = u.add(group * channels * R * tile * lanes).cast_const();
+                let u = u.add(group * channels * R * P * lanes).cast_const();
                 let v = v.cast_const();
                 for t in 0..tiles {
                     let valid = M.min(out_width - t * M);
                     let mut oh0 = 0;
-                    while oh0 < out_height {
-                        let n = S::WINOGRAD_ROWS.min(out_height - oh0);
+                    for row_tile in 0..row_tiles {
+                        let n =
+                            out_height / row_tiles + usize::from(row_tile < out_height % row_tiles);
                         let at = (oh0, t, valid);
                         match n {
-                            5 => winograd_forward_tile::<S, R, M, 5>(shape, u, v, tiles, sums, at),
-                            4 => winograd_forward_tile::<S, R, M, 4>(shape, u, v, tiles, sums, at),
-                            3 => winograd_forward_tile::<S, R, M, 3>(shape, u, v, tiles, sums, at),
-                            2 => winograd_forward_tile::<S, R, M, 2>(shape, u, v, tiles, sums, at),
-                            _ => winograd_forward_tile::<S, R, M, 1>(shape, u, v, tiles, sums, at),
+                            6 => winograd_forward_tile::<S, P, R, M, 6>(
+                                shape, points, u, v, tiles, sums, at,
+                            ),
+                            5 => winograd_forward_tile::<S, P, R, M, 5>(
+                                shape, points, u, v, tiles, sums, at,
+                            ),
+                            4 => winograd_forward_tile::<S, P, R, M, 4>(
+                                shape, points, u, v, tiles, sums, at,
+                            ),
+                            3 => winograd_forward_tile::<S, P, R, M, 3>(
+                                shape, points, u, v, tiles, sums, at,
+                            ),
+                            2 => winograd_forward_tile::<S, P, R, M, 2>(
+                                shape, points, u, v, tiles, sums, at,
+                            ),
+                            _ => winograd_forward_tile::<S, P, R, M, 1>(
+                                shape, points, u, v, tiles, sums, at,
+                            ),
                         }
                         oh0 += n;
                     }
@@ -3620,7 +3754,7 @@ unsafe fn winograd_forward_run<S: Simd, const R: usize, const M: usize>(
 }
 
 macro_rules! winograd_forward_entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+    ($name:ident, $simd:ty, $e:ty, $features:literal $(, eight points: $tables:path)?) => {
         /// # Safety
         ///
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
@@ -3648,12 +3782,33 @@ macro_rules! winograd_forward_entry {
                 }
                 out
             }
-            // SAFETY: forwarded from this function's contract.
+            const ROWS: usize = <$simd as Simd>::WINOGRAD_ROWS;
+            // SAFETY: forwarded from this function's contract (the points are
+            // `winograd_forward_points`'s).
             unsafe {
+                $(
+                    if winograd_forward_points(shape, <$simd as Simd>::LANES) == 8 {
+                        match shape.kernel {
+                            3 => {
+                                let t = &const { $tables(3) };
+                                winograd_forward_run::<$simd, 8, 3, 6, ROWS>(shape, batch, x, w, bias, out, &EightPoints(t), &t[1], scratch, epilogue)
+                            }
+                            4 => {
+                                let t = &const { $tables(4) };
+                                winograd_forward_run::<$simd, 8, 4, 5, ROWS>(shape, batch, x, w, bias, out, &EightPoints(t), &t[1], scratch, epilogue)
+                            }
+                            _ => {
+                                let t = &const { $tables(5) };
+                                winograd_forward_run::<$simd, 8, 5, 4, ROWS>(shape, batch, x, w, bias, out, &EightPoints(t), &t[1], scratch, epilogue)
+                            }
+                        }
+                        return;
+                    }
+                )?
                 match shape.kernel {
-                    3 => winograd_forward_run::<$simd, 3, 4>(shape, batch, x, w, bias, out, &const { g(3) }, scratch, epilogue),
-                    4 => winograd_forward_run::<$simd, 4, 3>(shape, batch, x, w, bias, out, &const { g(4) }, scratch, epilogue),
-                    _ => winograd_forward_run::<$simd, 5, 2>(shape, batch, x, w, bias, out, &const { g(5) }, scratch, epilogue),
+                    3 => winograd_forward_run::<$simd, 6, 3, 4, ROWS>(shape, batch, x, w, bias, out, &SixPoints, &const { g(3) }, scratch, epilogue),
+                    4 => winograd_forward_run::<$simd, 6, 4, 3, ROWS>(shape, batch, x, w, bias, out, &SixPoints, &const { g(4) }, scratch, epilogue),
+                    _ => winograd_forward_run::<$simd, 6, 5, 2, ROWS>(shape, batch, x, w, bias, out, &SixPoints, &const { g(5) }, scratch, epilogue),
                 }
             }
         }
@@ -3771,7 +3926,13 @@ pub(crate) fn conv2d_weight_gradient_winograd<E: Element>(
     unreachable!("the SIMD kernels take f32 and f64");
 }
 
-winograd_forward_entry!(winograd_forward_avx512_f32, Avx512F32, f32, "avx512f");
+winograd_forward_entry!(
+    winograd_forward_avx512_f32,
+    Avx512F32,
+    f32,
+    "avx512f",
+    eight points: winograd_columns::tables_f32
+);
 winograd_forward_entry!(winograd_forward_avx512_f64, Avx512F64, f64, "avx512f");
 winograd_forward_entry!(winograd_forward_avx2_f32, Avx2F32, f32, "avx2,fma");
 winograd_forward_entry!(winograd_forward_avx2_f64, Avx2F64, f64, "avx2,fma");
@@ -7953,10 +8114,14 @@ mod tests {
     /// larger than the kernel too), partial groups of filters, tiles that overhang the output,
     /// images taller and wider than a vector, and 60 shapes drawn at random.
     ///
-    /// The bound is relative to the tile, not to the output: the transforms mix the 6 inputs of
-    /// a tile's row, so an output's rounding error scales with all of them (an output whose own
-    /// window is all padding is the bias plus an error of the size of its tile's inputs, not
-    /// the bias exactly). `tolerance` is per unit of `|b| + Σ_(c, ky) max_kx |w| · Σ_j |d_j|`.
+    /// With AVX-512, `f32` takes tiles of 8 points where [`winograd_forward_points`] says so
+    /// (every kernel size among the fixed shapes); the test checks that they occurred.
+    ///
+    /// The bound is relative to the tile, not to the output: the transforms mix the 6 or 8
+    /// inputs of a tile's row, so an output's rounding error scales with all of them (an output
+    /// whose own window is all padding is the bias plus an error of the size of its tile's
+    /// inputs, not the bias exactly). `tolerance` is per unit of
+    /// `|b| + Σ_(c, ky) max_kx |w| · Σ_j |d_j|`.
     #[test]
     fn winograd_forward_passes_match_the_definition_on_every_available_instruction_set() {
         let mut shapes = std::vec![
@@ -7999,6 +8164,18 @@ mod tests {
                 shapes.push(shape);
             }
         }
+        if isa_available(Isa::Avx512) {
+            let eight: Vec<Conv> = shapes
+                .iter()
+                .map(|&sizes| conv_of(sizes))
+                .filter(|shape| winograd_forward_points(shape, lanes::<f32>(Isa::Avx512)) == 8)
+                .collect();
+            std::eprintln!("Avx512 f32: {} shapes on 8 points", eight.len());
+            for kernel in 3..=5 {
+                assert!(eight[..4].iter().any(|shape| shape.kernel == kernel));
+            }
+            assert!(eight.len() >= 20, "{} shapes on 8 points", eight.len());
+        }
         let worst = |isa: Isa, f32_lanes: bool| {
             let mut worst = 0.0_f64;
             for (i, &sizes) in shapes.iter().enumerate() {
@@ -8028,7 +8205,8 @@ mod tests {
             } = *shape;
             let (image, output) = (shape.image_len(), shape.output_len());
             let (out_height, out_width) = (shape.out_height(), shape.out_width());
-            let m = super::super::winograd::outputs_per_tile(kernel);
+            let points = winograd_forward_points(shape, lanes::<E>(isa));
+            let m = points + 1 - kernel;
             let x = values(batch * image, 50 + seed);
             let w = values(filters * channels * kernel * kernel, 60 + seed);
             let b = values(filters, 70 + seed);
@@ -8064,7 +8242,7 @@ mod tests {
                                         &w[((f * channels + c) * kernel + ky) * kernel..][..kernel];
                                     let largest = row.iter().fold(0.0_f64, |a, v| a.max(v.abs()));
                                     let inputs: f64 =
-                                        (0..6).map(|j| at(c, oh + ky, tile + j)).sum();
+                                        (0..points).map(|j| at(c, oh + ky, tile + j)).sum();
                                     size += largest * inputs;
                                 }
                             }

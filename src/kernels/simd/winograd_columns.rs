@@ -83,7 +83,10 @@ pub(crate) const fn applies(shape: &Conv, lanes: usize) -> bool {
 ///
 /// The CPU has `S`'s instruction set.
 #[inline(always)]
-unsafe fn input_transform<S: Simd>(d: &[S::V; TILE], bt: &[[S::E; TILE]; TILE]) -> [S::V; TILE]
+pub(super) unsafe fn input_transform<S: Simd>(
+    d: &[S::V; TILE],
+    bt: &[[S::E; TILE]; TILE],
+) -> [S::V; TILE]
 where
     S::E: PartialEq,
 {
@@ -117,7 +120,7 @@ where
 ///
 /// The CPU has `S`'s instruction set.
 #[inline(always)]
-unsafe fn output_transform<S: Simd, const M: usize>(
+pub(super) unsafe fn output_transform<S: Simd, const M: usize>(
     s: &[S::V; TILE],
     at: &[[S::E; TILE]; TILE],
 ) -> [S::V; M] {
@@ -328,6 +331,20 @@ const fn tables(r: usize) -> [[[f64; TILE]; TILE]; 3] {
     super::super::winograd::toom_cook::<TILE>(&POINTS, r)
 }
 
+/// [`tables`] in `f32`, at compile time (here and in the 8-point tiles along the rows,
+/// [`super::winograd_forward_points`]).
+pub(super) const fn tables_f32(r: usize) -> [[[f32; TILE]; TILE]; 3] {
+    let t = tables(r);
+    let mut out = [[[0.0; TILE]; TILE]; 3];
+    let mut i = 0;
+    while i < 3 * TILE * TILE {
+        let (k, row, col) = (i / (TILE * TILE), i / TILE % TILE, i % TILE);
+        out[k][row][col] = t[k][row][col] as f32;
+        i += 1;
+    }
+    out
+}
+
 macro_rules! entry {
     ($name:ident, $simd:ty, $e:ty, $features:literal, $filters:literal) => {
         /// # Safety
@@ -346,24 +363,12 @@ macro_rules! entry {
             scratch: &mut [MaybeUninit<$e>],
             epilogue: Epilogue,
         ) {
-            // The tables of each kernel size in the element type, at compile time.
-            const fn cast(r: usize) -> [[[$e; TILE]; TILE]; 3] {
-                let t = tables(r);
-                let mut out = [[[0.0; TILE]; TILE]; 3];
-                let mut i = 0;
-                while i < 3 * TILE * TILE {
-                    let (k, row, col) = (i / (TILE * TILE), i / TILE % TILE, i % TILE);
-                    out[k][row][col] = t[k][row][col] as $e;
-                    i += 1;
-                }
-                out
-            }
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 match shape.kernel {
-                    3 => run::<$simd, 3, 6, $filters>(shape, batch, x, w, bias, out, scratch, &const { cast(3) }, epilogue),
-                    4 => run::<$simd, 4, 5, $filters>(shape, batch, x, w, bias, out, scratch, &const { cast(4) }, epilogue),
-                    _ => run::<$simd, 5, 4, $filters>(shape, batch, x, w, bias, out, scratch, &const { cast(5) }, epilogue),
+                    3 => run::<$simd, 3, 6, $filters>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
+                    4 => run::<$simd, 4, 5, $filters>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
+                    _ => run::<$simd, 5, 4, $filters>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
                 }
             }
         }

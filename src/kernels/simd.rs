@@ -166,7 +166,8 @@ trait Simd {
     const DOT_COLS: usize;
     /// Vectors per tile of the flat convolution kernel (2 or 3), `OUTER_ROWS` filters each.
     const FLAT_VECTORS: usize;
-    /// Output rows per tile of the Winograd forward kernel: 2 accumulators each.
+    /// Output rows per tile of the Winograd forward kernel, at most (the rows are shared out
+    /// evenly): 2 accumulators each.
     const WINOGRAD_ROWS: usize;
     /// Pairs `(c, ky)` per tile of the Winograd weight gradient: 6 accumulators each.
     // Training only: without a heap there is no backward pass.
@@ -3329,21 +3330,25 @@ const fn winograd_forward_tiling(shape: &Conv, points: usize) -> (usize, usize, 
 
 /// The points of [`winograd_forward_run`]'s tiles for `shape` with vectors of `lanes`: 8 (0,
 /// ±1, ±2, ±1/2 and infinity, `F(9 - K, K)`) where the vectors have 16 lanes, so in `f32` with
-/// AVX-512, and the output row takes fewer products that way (LeNet's second layer: 3 tiles of
-/// 8 across a row of 10, where 6 points take 5 tiles of 6); otherwise 6 (`F(7 - K, K)`).
+/// AVX-512, the output row takes fewer products that way (LeNet's second layer: 3 tiles of 8
+/// across a row of 10, where 6 points take 5 tiles of 6), and the scratch fits the stack
+/// buffer; otherwise 6 (`F(7 - K, K)`), so that a shape whose 6-point scratch fits and whose
+/// 8-point scratch does not keeps Winograd's method.
 ///
-/// 8 points take 8 sums per output row in registers: 3 rows in AVX-512's 32, 1 in AVX2's 16,
-/// where each vector of `U` loaded would serve a single multiply-add. In `f64` the larger
-/// points' rounding error would reach the finite-difference gradient checks (see
-/// [`winograd_columns`]).
+/// Not in `f64`: the larger points' rounding error would reach the finite-difference gradient
+/// checks (see [`winograd_columns`]). Not with AVX2: measured only on a CPU with AVX-512, where
+/// AVX2's `f32` kernel is not the one that runs.
 pub(crate) const fn winograd_forward_points(shape: &Conv, lanes: usize) -> usize {
     let kernel = shape.kernel;
     let out_width = shape.out_width();
+    // At least one whole tile of 8 points across the row, as `winograd_forward_applies` asks
+    // of 6.
     if lanes == 16
         && kernel >= 3
         && kernel <= 5
         && out_width >= 9 - kernel
         && out_width.div_ceil(9 - kernel) * 8 < out_width.div_ceil(7 - kernel) * 6
+        && winograd_forward_scratch_on(shape, lanes, 8) <= super::WINOGRAD_STACK_SCRATCH
     {
         8
     } else {
@@ -3352,17 +3357,22 @@ pub(crate) const fn winograd_forward_points(shape: &Conv, lanes: usize) -> usize
 }
 
 /// The scratch elements [`conv2d_stride1_winograd`] needs for `shape` with vectors of `lanes`
-/// (on [`winograd_forward_points`]'s tiles): the filters' transforms, and then either the
-/// transposed filters (while the transforms are computed) or, in the same place, one padded
-/// image transposed, its transforms, and one vector of sums per output position.
+/// (on [`winograd_forward_points`]'s tiles): see [`winograd_forward_scratch_on`].
 pub(crate) const fn winograd_forward_scratch(shape: &Conv, lanes: usize) -> usize {
+    winograd_forward_scratch_on(shape, lanes, winograd_forward_points(shape, lanes))
+}
+
+/// The scratch elements of [`winograd_forward_run`] for `shape` with vectors of `lanes` on
+/// tiles of `points`: the filters' transforms, and then either the transposed filters (while
+/// the transforms are computed) or, in the same place, one padded image transposed, its
+/// transforms, and one vector of sums per output position.
+const fn winograd_forward_scratch_on(shape: &Conv, lanes: usize, points: usize) -> usize {
     let Conv {
         channels,
         filters,
         kernel,
         ..
     } = *shape;
-    let points = winograd_forward_points(shape, lanes);
     let (tiles, covered, padded_height) = winograd_forward_tiling(shape, points);
     let filters_transposed = filters * channels * kernel * kernel;
     let per_image = channels * covered * padded_height
@@ -3631,6 +3641,14 @@ unsafe fn winograd_forward_run<
 ) where
     S::E: PartialEq + 'static,
 {
+    const {
+        assert!(ROWS >= 1 && ROWS <= 6, "tiles of 1 to 6 rows");
+        assert!(
+            P.is_multiple_of(2) && M + R == P + 1,
+            "F(M, R) on an even P = M + R - 1"
+        );
+    }
+    debug_assert_eq!(shape.kernel, R);
     let lanes = S::LANES;
     let Conv {
         channels, filters, ..
@@ -3711,25 +3729,27 @@ unsafe fn winograd_forward_run<
                         let n =
                             out_height / row_tiles + usize::from(row_tile < out_height % row_tiles);
                         let at = (oh0, t, valid);
+                        // Arms only up to ROWS: the others would be compiled for nothing.
                         match n {
-                            6 => winograd_forward_tile::<S, P, R, M, 6>(
+                            6 if ROWS >= 6 => winograd_forward_tile::<S, P, R, M, 6>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            5 => winograd_forward_tile::<S, P, R, M, 5>(
+                            5 if ROWS >= 5 => winograd_forward_tile::<S, P, R, M, 5>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            4 => winograd_forward_tile::<S, P, R, M, 4>(
+                            4 if ROWS >= 4 => winograd_forward_tile::<S, P, R, M, 4>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            3 => winograd_forward_tile::<S, P, R, M, 3>(
+                            3 if ROWS >= 3 => winograd_forward_tile::<S, P, R, M, 3>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            2 => winograd_forward_tile::<S, P, R, M, 2>(
+                            2 if ROWS >= 2 => winograd_forward_tile::<S, P, R, M, 2>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            _ => winograd_forward_tile::<S, P, R, M, 1>(
+                            1 => winograd_forward_tile::<S, P, R, M, 1>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
+                            _ => unreachable!("a tile of {n} rows, at most {ROWS}"),
                         }
                         oh0 += n;
                     }
@@ -8128,10 +8148,12 @@ mod tests {
             (6, 16, 5, 0, 14, 14), // LeNet's second convolution
             (3, 20, 3, 1, 7, 9),   // 3x3, padded, 20 filters, a partial tile (9 = 2·4 + 1)
             (2, 5, 4, 2, 18, 19),  // 4x4, padded, taller and wider than a vector
-            (1, 33, 5, 0, 6, 20),  // three groups of filters (two with AVX-512 f32)
+            (1, 33, 5, 0, 6, 20),  // 3 groups of filters with 16 lanes, 5 with 8, 9 with 4
             (4, 8, 3, 0, 35, 6),   // one tile across, three vectors of rows
             (2, 3, 5, 3, 2, 2),    // padding larger than the image
             (1, 16, 3, 7, 3, 8),   // padding more than twice the kernel
+            (2, 20, 3, 0, 3, 12),  // one output row: a tile of 1 row (8 points with AVX-512)
+            (2, 20, 4, 0, 5, 13),  // two output rows, 4 x 4 (8 points with AVX-512)
         ];
         let mut state = 0x2545_F491_4F6C_DD1D_u64;
         let mut draw = |n: u64| {
@@ -8164,17 +8186,17 @@ mod tests {
                 shapes.push(shape);
             }
         }
-        if isa_available(Isa::Avx512) {
-            let eight: Vec<Conv> = shapes
-                .iter()
-                .map(|&sizes| conv_of(sizes))
-                .filter(|shape| winograd_forward_points(shape, lanes::<f32>(Isa::Avx512)) == 8)
-                .collect();
-            std::eprintln!("Avx512 f32: {} shapes on 8 points", eight.len());
-            for kernel in 3..=5 {
-                assert!(eight[..4].iter().any(|shape| shape.kernel == kernel));
-            }
-            assert!(eight.len() >= 20, "{} shapes on 8 points", eight.len());
+        // With AVX-512's 16 lanes of f32 (whether or not this CPU has them), every kernel size
+        // among the fixed shapes, and most of the others, take 8 points.
+        let eight: Vec<Conv> = shapes
+            .iter()
+            .map(|&sizes| conv_of(sizes))
+            .filter(|shape| winograd_forward_points(shape, 16) == 8)
+            .collect();
+        std::eprintln!("16 lanes: {} shapes on 8 points", eight.len());
+        assert!(eight.len() >= 12, "{} shapes on 8 points", eight.len());
+        for kernel in 3..=5 {
+            assert!(eight[..6].iter().any(|shape| shape.kernel == kernel));
         }
         let worst = |isa: Isa, f32_lanes: bool| {
             let mut worst = 0.0_f64;
@@ -8268,6 +8290,81 @@ mod tests {
             assert!(in_f64 <= 1e-14, "{isa:?}: f64 error {in_f64:e}");
         }
     }
+
+    /// With AVX-512, LeNet's second layer in `f32` runs on 8 points, not on the 6 it took
+    /// before: the outputs differ from the 6-point kernel's in the last bits (which an error
+    /// bound cannot see), and both are within the bound of the definition. A shape whose
+    /// 8-point scratch would not fit the stack buffer keeps 6 points.
+    #[test]
+    fn lenets_second_layer_runs_on_eight_points_with_avx512() {
+        if !isa_available(Isa::Avx512) {
+            std::eprintln!("skipping: no AVX-512 on this CPU");
+            return;
+        }
+        let shape = conv_of((6, 16, 5, 0, 14, 14));
+        assert_eq!(winograd_forward_points(&shape, 16), 8);
+        let taller = conv_of((6, 16, 5, 0, 15, 14));
+        assert!(winograd_forward_scratch_on(&taller, 16, 8) > super::super::WINOGRAD_STACK_SCRATCH);
+        assert_eq!(winograd_forward_points(&taller, 16), 6);
+        assert!(winograd_forward_scratch(&taller, 16) <= super::super::WINOGRAD_STACK_SCRATCH);
+        let cast = |v: Vec<f64>| v.into_iter().map(|v| v as f32).collect::<Vec<f32>>();
+        let x = cast(values(shape.image_len(), 1));
+        let w = cast(values(16 * 6 * 25, 2));
+        let b = cast(values(16, 3));
+        let len = shape.output_len();
+        let mut scratch = std::vec![MaybeUninit::uninit(); 2 * WINOGRAD_TEST_SCRATCH];
+        let mut on_eight = std::vec![0.0_f32; len];
+        conv2d_stride1_winograd(
+            Isa::Avx512,
+            &shape,
+            1,
+            &x,
+            &w,
+            &b,
+            as_output(&mut on_eight),
+            &mut scratch,
+            Epilogue::Identity,
+        );
+        #[target_feature(enable = "avx512f")]
+        fn on_six(shape: &Conv, x: &[f32], w: &[f32], b: &[f32], out: &mut [f32]) {
+            let g = super::super::winograd::filter_transform(5).map(|row| row.map(|g| g as f32));
+            let mut scratch = std::vec![MaybeUninit::uninit(); 2 * WINOGRAD_TEST_SCRATCH];
+            // SAFETY: AVX-512 is present (the caller checked); the shape is LeNet's second
+            // layer, whose 6-point scratch is within the buffer, and the slices fit it.
+            unsafe {
+                winograd_forward_run::<Avx512F32, 6, 5, 2, 6>(
+                    shape,
+                    1,
+                    x,
+                    w,
+                    b,
+                    as_output(out),
+                    &SixPoints,
+                    &g,
+                    &mut scratch,
+                    Epilogue::Identity,
+                );
+            }
+        }
+        let mut on_six_points = std::vec![0.0_f32; len];
+        // SAFETY: AVX-512 is present (checked above).
+        unsafe { on_six(&shape, &x, &w, &b, &mut on_six_points) };
+        assert_ne!(on_eight, on_six_points);
+        let mut want = std::vec![0.0; len];
+        let wide = |v: &[f32]| v.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
+        super::super::reference::conv2d_stride1(&shape, &wide(&x), &wide(&w), &wide(&b), &mut want);
+        for (got, name) in [(&on_eight, "8 points"), (&on_six_points, "6 points")] {
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(&g, &w)| (f64::from(g) - w).abs())
+                .fold(0.0, f64::max);
+            assert!(worst < 1e-4, "{name}: {worst:e}");
+        }
+    }
+
+    /// Twice the scratch LeNet's second layer needs on either number of points.
+    const WINOGRAD_TEST_SCRATCH: usize = 9 * 1024;
 
     /// The written-out `Bᵀ·d` and `Aᵀ·m` of the Winograd forward kernel are the Toom-Cook
     /// matrices' products, for every kernel size.

@@ -643,20 +643,13 @@ mod tests {
     #[test]
     fn the_columns_kernel_stays_inside_its_slices() {
         use super::super::tests::Guarded;
-        for (channels, filters, kernel, padding, height, width) in [
+        for sizes in [
             (1, 6, 5, 2, 28, 28),
             (1, 4, 5, 0, 9, 20),
             (2, 3, 3, 1, 7, 14),
             (1, 2, 4, 3, 5, 26),
         ] {
-            let shape = Conv {
-                channels,
-                filters,
-                kernel,
-                padding,
-                height,
-                width,
-            };
+            let shape = conv_of(sizes);
             for isa in [Isa::Avx512, Isa::Avx2Fma] {
                 if !isa_available(isa) || !applies(&shape, super::super::lanes::<f32>(isa)) {
                     continue;
@@ -665,7 +658,8 @@ mod tests {
                 let to_f32 = |v: Vec<f64>| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
                 let mut x = Guarded::new(&to_f32(values(batch * shape.image_len(), 1)));
                 let mut out = Guarded::new(&std::vec![0.0; batch * shape.output_len()]);
-                let w = to_f32(values(filters * channels * kernel * kernel, 2));
+                let (filters, kernel) = (shape.filters, shape.kernel);
+                let w = to_f32(values(filters * shape.channels * kernel * kernel, 2));
                 let b = to_f32(values(filters, 3));
                 let lanes = super::super::lanes::<f32>(isa);
                 let mut scratch = std::vec![MaybeUninit::uninit(); scratch_len(&shape, lanes)];

@@ -898,3 +898,63 @@ fn a_large_int8_layer_loads_on_a_small_stack() {
         .unwrap();
     handle.join().expect("no stack overflow");
 }
+
+/// Quantizing gives the same int8 net whichever instruction set the kernels are limited to:
+/// the calibration's float sums must not depend on the CPU (on an AVX2 machine the shipped
+/// nets' requantization multipliers came out different from an AVX-512 machine's, by up to
+/// 528). Synthetic images, so that this runs without MNIST.
+#[test]
+fn quantizing_gives_the_same_bytes_on_every_instruction_set() {
+    use constmat::kernels::{InstructionSet, with_instruction_set};
+
+    fn same_on_every_set<N>(net: &N, calibration: &[N::In], what: &str)
+    where
+        N: Quantize,
+        N::In: constmat::nn::QuantizeSample,
+        N::Quantized: PartialEq,
+    {
+        let sets = [
+            InstructionSet::Portable,
+            InstructionSet::Avx2,
+            InstructionSet::Avx512,
+        ];
+        let quantized: Vec<_> = sets
+            .iter()
+            .map(|&set| {
+                with_instruction_set(set, || quantize(net, calibration))
+                    .unwrap_or_else(|e| panic!("{what} quantizes: {e}"))
+            })
+            .collect();
+        for (set, q) in sets.iter().zip(&quantized).skip(1) {
+            assert!(
+                q.net == quantized[0].net && q.input == quantized[0].input,
+                "{what}: limited to {set}, the int8 net differs from the portable one's"
+            );
+        }
+    }
+
+    let mut rng = StdRng::seed_from_u64(43);
+    // Digit-like images: mostly 0, some strokes of values in (0, 1].
+    let mut pixel = move || {
+        if rng.random_range(0..4) == 0 {
+            rng.random_range(0.0_f32..=1.0)
+        } else {
+            0.0
+        }
+    };
+    let images: Vec<[f32; mnist::PIXELS]> =
+        (0..64).map(|_| std::array::from_fn(|_| pixel())).collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mlp: MnistMlp = st::load(root.join("models/mnist-784-128-64-10.safetensors")).unwrap();
+    same_on_every_set(&mlp, &images, "the shipped MLP");
+    let cnn: Cnn = st::load(root.join("models/mnist-cnn-lenet5.safetensors")).unwrap();
+    let planes: Vec<[[[f32; 28]; 28]; 1]> = images
+        .iter()
+        .map(|x| {
+            [std::array::from_fn(|r| {
+                std::array::from_fn(|c| x[r * 28 + c])
+            })]
+        })
+        .collect();
+    same_on_every_set(&cnn, &planes, "the shipped LeNet-5");
+}

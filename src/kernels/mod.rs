@@ -85,6 +85,11 @@ pub(crate) fn in_configured_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 
 use crate::Scalar;
 
+pub use instruction_set::{
+    INSTRUCTION_SET_VARIABLE, InstructionSet, instruction_set, with_instruction_set,
+};
+
+mod instruction_set;
 pub(crate) mod le_bytes;
 mod reference;
 #[cfg(target_arch = "x86_64")]

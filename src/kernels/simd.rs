@@ -85,14 +85,17 @@ pub(crate) enum Isa {
 }
 
 /// The best instruction set this CPU has, detected once (with `std`), or the one the build targets
-/// (without `std`, where run-time detection is not available).
+/// (without `std`, where run-time detection is not available); lowered by the limits of
+/// [`super::instruction_set`] (the process's `CONSTMAT_INSTRUCTION_SET`, this thread's
+/// `with_instruction_set`).
 // Inlined: the kernels' entry points ask once per call, some once per row.
 #[inline]
 pub(crate) fn detected_isa() -> Option<Isa> {
+    // 1: none, 2: AVX2+FMA, 3: AVX-512F (the codes of `InstructionSet`).
     #[cfg(feature = "std")]
-    {
+    let code = {
         use core::sync::atomic::{AtomicU8, Ordering};
-        // 0: not yet detected, 1: none, 2: AVX2+FMA, 3: AVX-512F.
+        // 0: not yet detected.
         static DETECTED: AtomicU8 = AtomicU8::new(0);
         #[cold]
         fn detect() -> u8 {
@@ -104,28 +107,27 @@ pub(crate) fn detected_isa() -> Option<Isa> {
             } else {
                 1
             };
+            let code = code.min(super::instruction_set::process_limit());
             DETECTED.store(code, Ordering::Relaxed);
             code
         }
-        let code = match DETECTED.load(Ordering::Relaxed) {
+        match DETECTED.load(Ordering::Relaxed) {
             0 => detect(),
             code => code,
-        };
-        match code {
-            3 => Some(Isa::Avx512),
-            2 => Some(Isa::Avx2Fma),
-            _ => None,
         }
-    }
+    };
     #[cfg(not(feature = "std"))]
-    {
-        if cfg!(target_feature = "avx512f") {
-            Some(Isa::Avx512)
-        } else if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
-            Some(Isa::Avx2Fma)
-        } else {
-            None
-        }
+    let code = if cfg!(target_feature = "avx512f") {
+        3
+    } else if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
+        2
+    } else {
+        1
+    };
+    match code.min(super::instruction_set::thread_limit()) {
+        3 => Some(Isa::Avx512),
+        2 => Some(Isa::Avx2Fma),
+        _ => None,
     }
 }
 
@@ -5379,14 +5381,16 @@ pub(crate) enum IsaI8 {
 }
 
 /// The best int8 instruction set this CPU has, detected once (with `std`), or the one the build
-/// targets (without `std`).
+/// targets (without `std`); lowered, as [`detected_isa`], by the limits of
+/// [`super::instruction_set`] (`avx2` keeps AVX2, `portable` none).
 pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
+    // 1: none, 2: AVX2, 3: AVX-512BW, 4: AVX-512 VNNI.
     #[cfg(feature = "std")]
-    {
+    let code = {
         use core::sync::atomic::{AtomicU8, Ordering};
-        // 0: not yet detected, 1: none, 2: AVX2, 3: AVX-512BW, 4: AVX-512 VNNI.
+        // 0: not yet detected.
         static DETECTED: AtomicU8 = AtomicU8::new(0);
-        let code = match DETECTED.load(Ordering::Relaxed) {
+        match DETECTED.load(Ordering::Relaxed) {
             0 => {
                 let bw = std::is_x86_feature_detected!("avx512bw")
                     && std::is_x86_feature_detected!("avx512vl");
@@ -5399,36 +5403,46 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
                 } else {
                     1
                 };
+                let code = code.min(i8_code(super::instruction_set::process_limit()));
                 DETECTED.store(code, Ordering::Relaxed);
                 code
             }
             code => code,
-        };
-        match code {
-            4 => Some(IsaI8::Avx512Vnni),
-            3 => Some(IsaI8::Avx512Bw),
-            2 => Some(IsaI8::Avx2),
-            _ => None,
         }
-    }
+    };
     #[cfg(not(feature = "std"))]
-    {
-        if cfg!(all(
-            target_feature = "avx512bw",
-            target_feature = "avx512vl",
-            target_feature = "avx512vnni"
-        )) {
-            Some(IsaI8::Avx512Vnni)
-        } else if cfg!(all(
-            target_feature = "avx512bw",
-            target_feature = "avx512vl"
-        )) {
-            Some(IsaI8::Avx512Bw)
-        } else if cfg!(target_feature = "avx2") {
-            Some(IsaI8::Avx2)
-        } else {
-            None
-        }
+    let code = if cfg!(all(
+        target_feature = "avx512bw",
+        target_feature = "avx512vl",
+        target_feature = "avx512vnni"
+    )) {
+        4
+    } else if cfg!(all(
+        target_feature = "avx512bw",
+        target_feature = "avx512vl"
+    )) {
+        3
+    } else if cfg!(target_feature = "avx2") {
+        2
+    } else {
+        1
+    };
+    match code.min(i8_code(super::instruction_set::thread_limit())) {
+        4 => Some(IsaI8::Avx512Vnni),
+        3 => Some(IsaI8::Avx512Bw),
+        2 => Some(IsaI8::Avx2),
+        _ => None,
+    }
+}
+
+/// A limit of [`super::instruction_set`] (1 portable, 2 AVX2, 3 AVX-512, more: none) as the
+/// highest int8 code it allows.
+#[inline]
+fn i8_code(limit: u8) -> u8 {
+    match limit {
+        ..=1 => 1,
+        2 => 2,
+        _ => u8::MAX,
     }
 }
 

@@ -13,6 +13,7 @@ use core::fmt;
 use num_traits::Float;
 
 use super::{Chain, Layer, Sample, argmax};
+use crate::kernels::InstructionSet;
 use crate::quant::{Multiplier, Quantization};
 
 /// Why a net could not be quantized. Nothing is changed by a failed quantization.
@@ -216,6 +217,10 @@ fn range_of<S: QuantizeSample>(
 /// int8 scheme: weights symmetric per output channel, activations with a scale and zero point
 /// per tensor, biases in `i32`, requantization in fixed point (`docs/quantization.md`).
 ///
+/// The result does not depend on the CPU: the calibration's float activations are computed on
+/// the portable loops ([`InstructionSet::Portable`]), whose sums have one order everywhere, so
+/// every machine writes the same int8 bytes for the same net and samples.
+///
 /// ```
 /// use constmat::Matrix;
 /// use constmat::nn::{Dense, Layer, Relu, quantize};
@@ -264,7 +269,12 @@ where
         return Err(QuantizeError::BlankCalibration);
     }
     let input = Quantization::from_range(min, max);
-    let (net, output, _) = net.quantize_layer(0, input, calibration)?;
+    // The calibration's float outputs on the portable loops: the SIMD kernels sum in an order
+    // that depends on the vector width, and a scale's last bit (so a multiplier) with it, while
+    // an int8 net's bytes must not depend on the CPU that quantized it.
+    let (net, output, _) = crate::kernels::with_instruction_set(InstructionSet::Portable, || {
+        net.quantize_layer(0, input, calibration)
+    })?;
     Ok(Quantized { net, input, output })
 }
 

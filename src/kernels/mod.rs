@@ -616,7 +616,9 @@ const fn whole_vectors(n: usize, lanes: usize) -> usize {
 /// method down the columns (`f32`), or the Winograd forward pass's scratch (the largest of the
 /// paths AVX-512 and AVX2 take); elsewhere none.
 pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usize {
-    if !cfg!(target_arch = "x86_64") || element_size == 0 || element_size > 32 {
+    // Only `f32` has SIMD convolution kernels (4-byte integers take the same bound: an upper
+    // one).
+    if !cfg!(target_arch = "x86_64") || element_size != 4 {
         return 0;
     }
     #[cfg(target_arch = "x86_64")]
@@ -803,25 +805,16 @@ fn conv2d_stride1_dispatch<T: Scalar>(
     epilogue: Epilogue,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa() {
-        if let (Some(x), Some(w), Some(bias), Some(out)) = (
+    if let Some(isa) = simd::detected_isa()
+        && let (Some(x), Some(w), Some(bias), Some(out)) = (
             simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice::<T, f32>(w),
             simd::same_type_slice::<T, f32>(bias),
             simd::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
-        ) {
-            conv2d_stride1_simd(isa, shape, batch, x, w, bias, out, epilogue);
-            return;
-        }
-        if let (Some(x), Some(w), Some(bias), Some(out)) = (
-            simd::same_type_slice::<T, f64>(x),
-            simd::same_type_slice::<T, f64>(w),
-            simd::same_type_slice::<T, f64>(bias),
-            simd::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f64>>(out),
-        ) {
-            conv2d_stride1_simd(isa, shape, batch, x, w, bias, out, epilogue);
-            return;
-        }
+        )
+    {
+        conv2d_stride1_simd(isa, shape, batch, x, w, bias, out, epilogue);
+        return;
     }
     // The reference loops add into their outputs: zeros first.
     out.fill(MaybeUninit::new(T::zero()));
@@ -885,7 +878,7 @@ fn per_image<T>(x: &[T], batch: usize, len: usize) -> impl Iterator<Item = &[T]>
 /// [`conv2d_stride1`] on the SIMD kernels, the lengths checked.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_simd<E: simd::Element + Scalar>(
+fn conv2d_stride1_simd<E: simd::ConvElement + Scalar>(
     isa: simd::Isa,
     shape: &Conv,
     batch: usize,
@@ -968,7 +961,7 @@ const WINOGRAD_STACK_SCRATCH: usize = 9 * 1024;
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_winograd_on_stack<E: simd::Element + Scalar>(
+fn conv2d_stride1_winograd_on_stack<E: simd::ConvElement + Scalar>(
     isa: simd::Isa,
     shape: &Conv,
     batch: usize,
@@ -1027,7 +1020,7 @@ fn conv2d_stride1_winograd_columns_on_stack<const SCRATCH: usize>(
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_flat_padded<E: simd::Element + Scalar, const SCRATCH: usize>(
+fn conv2d_stride1_flat_padded<E: simd::ConvElement + Scalar, const SCRATCH: usize>(
     isa: simd::Isa,
     shape: &Conv,
     batch: usize,
@@ -1053,7 +1046,7 @@ fn conv2d_stride1_flat_padded<E: simd::Element + Scalar, const SCRATCH: usize>(
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_filters_in_lanes<E: simd::Element + Scalar, const SCRATCH: usize>(
+fn conv2d_stride1_filters_in_lanes<E: simd::ConvElement + Scalar, const SCRATCH: usize>(
     isa: simd::Isa,
     shape: &Conv,
     batch: usize,
@@ -1153,25 +1146,16 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
 ) {
     shape.check_batch(batch, x.len(), dw.len(), shape.filters, dz.len());
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa() {
-        if let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
+    if let Some(isa) = simd::detected_isa()
+        && let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
             simd::same_type_slice::<T, f32>(x),
             simd::same_type_slice::<T, f32>(dz),
             simd::same_type_slice_mut::<T, f32>(scratch),
             simd::same_type_slice_mut::<T, f32>(dw),
-        ) {
-            weight_gradient_simd(isa, shape, batch, x, dz, scratch, dw, accumulate);
-            return;
-        }
-        if let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
-            simd::same_type_slice::<T, f64>(x),
-            simd::same_type_slice::<T, f64>(dz),
-            simd::same_type_slice_mut::<T, f64>(scratch),
-            simd::same_type_slice_mut::<T, f64>(dw),
-        ) {
-            weight_gradient_simd(isa, shape, batch, x, dz, scratch, dw, accumulate);
-            return;
-        }
+        )
+    {
+        weight_gradient_simd(isa, shape, batch, x, dz, scratch, dw, accumulate);
+        return;
     }
     let _ = scratch; // only the SIMD kernels lay their operands out
     let images = per_image(x, batch, shape.image_len());
@@ -1335,8 +1319,7 @@ fn weight_gradient_kernel<E: 'static>(isa: simd::Isa, shape: &Conv) -> WeightGra
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = simd::detected_isa() {
-        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-            || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
+        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
         let padded = shape.padded();
         if simd_type {
             return match weight_gradient_kernel::<T>(isa, &padded) {
@@ -1369,8 +1352,7 @@ pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = simd::detected_isa() {
-        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-            || core::any::TypeId::of::<T>() == core::any::TypeId::of::<f64>();
+        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
         return simd_type
             && matches!(
                 weight_gradient_kernel::<T>(isa, &shape.padded()),
@@ -1383,7 +1365,7 @@ pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
 /// [`conv2d_weight_gradient_stride1`] on the SIMD kernels, the lengths checked.
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-fn weight_gradient_simd<E: simd::Element + Scalar>(
+fn weight_gradient_simd<E: simd::ConvElement + Scalar>(
     isa: simd::Isa,
     shape: &Conv,
     batch: usize,
@@ -1965,11 +1947,9 @@ mod tests {
         let second = LENET_SECOND;
         // Both kernels pad the images as they read them: the layer does not pad them first.
         assert!(conv_weight_gradient_pads::<f32>(&first));
-        assert!(conv_weight_gradient_pads::<f64>(&first));
-        assert_eq!(
-            weight_gradient_kernel::<f64>(isa, &first.padded()),
-            WeightGradientKernel::PositionsInLanes
-        );
+        // f64 takes the portable loops, on images the layer pads first.
+        assert!(!conv_weight_gradient_pads::<f64>(&first));
+        assert_eq!(conv_weight_gradient_scratch::<f64>(&first, 64), 0);
         if isa == simd::Isa::Avx512 {
             assert_eq!(
                 weight_gradient_kernel::<f32>(isa, &first.padded()),
@@ -2099,7 +2079,7 @@ mod tests {
     /// and one with 20 filters whose transforms need the larger stack buffer, take the forward
     /// pass by Winograd's method down the columns: the batch function's outputs are its
     /// outputs, bit for bit, and `conv_stack_scratch` counts its buffer; in `f64` they take
-    /// the direct kernel, whose sums are the definition's to a few units in the last place.
+    /// the portable loops, whose sums are the definition's to a few units in the last place.
     #[cfg(target_arch = "x86_64")]
     #[test]
     #[allow(unsafe_code)] // the kernel's output as it takes it

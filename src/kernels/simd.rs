@@ -77,6 +77,21 @@ pub(crate) fn same_type_slice_mut<T: 'static, E: 'static>(s: &mut [T]) -> Option
     }
 }
 
+/// `[f(0), f(1), .., f(N - 1)]`, as `core::array::from_fn` gives it, in a plain loop. The
+/// kernels build their registers' arrays with it: `from_fn`'s general machinery (fallible
+/// construction, a guard that drops the elements built so far) expanded to a fifth of the
+/// crate's LLVM IR, once per call site and tile size, all of it for the optimizer to remove.
+#[inline(always)]
+pub(crate) fn array_from<T, const N: usize>(mut f: impl FnMut(usize) -> T) -> [T; N] {
+    let mut out = [const { MaybeUninit::<T>::uninit() }; N];
+    for (i, element) in out.iter_mut().enumerate() {
+        element.write(f(i));
+    }
+    // SAFETY: the loop wrote every element (a panic in `f` leaves, and leaks, the elements
+    // written so far); `[MaybeUninit<T>; N]` has the layout of `[T; N]`.
+    unsafe { core::ptr::from_ref(&out).cast::<[T; N]>().read() }
+}
+
 /// The instruction sets these kernels can use, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Isa {
@@ -540,7 +555,7 @@ unsafe fn store_transposed_avx512_ps(rows: &[__m512], out: *mut f32, stride: usi
     // `memcpy`, for rows of variable number).
     let r = |i: usize| rows.get(i).copied().unwrap_or(_mm512_setzero_ps());
     // Per 128-bit block k: columns 4k, 4k+1 (then 4k+2, 4k+3) of rows 2i, 2i+1 interleaved.
-    let t: [__m512; 16] = core::array::from_fn(|i| {
+    let t: [__m512; 16] = array_from(|i| {
         let (a, b) = (r(i / 2 * 2), r(i / 2 * 2 + 1));
         if i % 2 == 0 {
             _mm512_unpacklo_ps(a, b)
@@ -549,8 +564,8 @@ unsafe fn store_transposed_avx512_ps(rows: &[__m512], out: *mut f32, stride: usi
         }
     });
     // u[g][j], block k: column 4k + j of rows 4g..4g+3.
-    let u: [[__m512; 4]; 4] = core::array::from_fn(|g| {
-        core::array::from_fn(|j| {
+    let u: [[__m512; 4]; 4] = array_from(|g| {
+        array_from(|j| {
             let (a, b) = (
                 _mm512_castps_pd(t[4 * g + j / 2]),
                 _mm512_castps_pd(t[4 * g + 2 + j / 2]),
@@ -1520,7 +1535,12 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
         c: &mut [Self],
         accumulate: bool,
     );
+}
 
+/// The element types with SIMD convolution kernels: `f32`. (`f64` convolutions, for gradient
+/// checks rather than speed, take the portable loops and the SIMD products: a second set of
+/// these kernels doubled the crate's build time.)
+pub(crate) trait ConvElement: Element {
     /// Runs a stride-1 convolution with `isa`'s kernels.
     ///
     /// # Safety
@@ -1607,48 +1627,8 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
 }
 
 macro_rules! element {
-    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident, $conv512:ident, $conv2:ident, $wg512:ident, $wg2:ident, $convf512:ident, $convf2:ident, $wgf512:ident, $wgf2:ident, $flat512:ident, $flat2:ident) => {
+    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident) => {
         impl Element for $e {
-            unsafe fn conv_flat_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [MaybeUninit<$e>], epilogue: Epilogue) {
-                // SAFETY (both): forwarded from this function's contract.
-                match isa {
-                    Isa::Avx512 => unsafe { $flat512(shape, x, w, bias, out, epilogue) },
-                    Isa::Avx2Fma => unsafe { $flat2(shape, x, w, bias, out, epilogue) },
-                }
-            }
-
-            unsafe fn conv_filters_rows(isa: Isa, shape: &Conv, x: &[$e], wt: &[$e], bias: &[$e], out: &mut [MaybeUninit<$e>], epilogue: Epilogue) {
-                // SAFETY (both): forwarded from this function's contract.
-                match isa {
-                    Isa::Avx512 => unsafe { $convf512(shape, x, wt, bias, out, epilogue) },
-                    Isa::Avx2Fma => unsafe { $convf2(shape, x, wt, bias, out, epilogue) },
-                }
-            }
-
-            unsafe fn weight_grad_filters_rows(isa: Isa, shape: &Conv, batch: usize, x: &[$e], dzt: &[$e], dw: &mut [$e], accumulate: bool) {
-                // SAFETY (both): forwarded from this function's contract.
-                match isa {
-                    Isa::Avx512 => unsafe { $wgf512(shape, batch, x, dzt, dw, accumulate) },
-                    Isa::Avx2Fma => unsafe { $wgf2(shape, batch, x, dzt, dw, accumulate) },
-                }
-            }
-
-            unsafe fn weight_grad_rows(isa: Isa, shape: &Conv, batch: usize, x: &[$e], dz: &[$e], shifted: &mut [$e], dw: &mut [$e], accumulate: bool) {
-                // SAFETY (both): forwarded from this function's contract.
-                match isa {
-                    Isa::Avx512 => unsafe { $wg512(shape, batch, x, dz, shifted, dw, accumulate) },
-                    Isa::Avx2Fma => unsafe { $wg2(shape, batch, x, dz, shifted, dw, accumulate) },
-                }
-            }
-
-            unsafe fn conv_rows(isa: Isa, shape: &Conv, x: &[$e], w: &[$e], bias: &[$e], out: &mut [MaybeUninit<$e>], epilogue: Epilogue) {
-                // SAFETY (both): forwarded from this function's contract.
-                match isa {
-                    Isa::Avx512 => unsafe { $conv512(shape, x, w, bias, out, epilogue) },
-                    Isa::Avx2Fma => unsafe { $conv2(shape, x, w, bias, out, epilogue) },
-                }
-            }
-
             unsafe fn run_rows(
                 isa: Isa,
                 layout: Layout,
@@ -1686,35 +1666,102 @@ element!(
     gemm_avx512_f32,
     gemm_avx512_f32_packed,
     gemm_avx2_f32,
-    gemm_avx2_f32_packed,
-    conv_avx512_f32,
-    conv_avx2_f32,
-    weight_grad_avx512_f32,
-    weight_grad_avx2_f32,
-    conv_filters_avx512_f32,
-    conv_filters_avx2_f32,
-    weight_grad_filters_avx512_f32,
-    weight_grad_filters_avx2_f32,
-    conv_flat_avx512_f32,
-    conv_flat_avx2_f32
+    gemm_avx2_f32_packed
 );
 element!(
     f64,
     gemm_avx512_f64,
     gemm_avx512_f64_packed,
     gemm_avx2_f64,
-    gemm_avx2_f64_packed,
-    conv_avx512_f64,
-    conv_avx2_f64,
-    weight_grad_avx512_f64,
-    weight_grad_avx2_f64,
-    conv_filters_avx512_f64,
-    conv_filters_avx2_f64,
-    weight_grad_filters_avx512_f64,
-    weight_grad_filters_avx2_f64,
-    conv_flat_avx512_f64,
-    conv_flat_avx2_f64
+    gemm_avx2_f64_packed
 );
+
+// SAFETY (every arm below): forwarded from the method's contract.
+impl ConvElement for f32 {
+    unsafe fn conv_flat_rows(
+        isa: Isa,
+        shape: &Conv,
+        x: &[f32],
+        w: &[f32],
+        bias: &[f32],
+        out: &mut [MaybeUninit<f32>],
+        epilogue: Epilogue,
+    ) {
+        match isa {
+            Isa::Avx512 => unsafe { conv_flat_avx512_f32(shape, x, w, bias, out, epilogue) },
+            Isa::Avx2Fma => unsafe { conv_flat_avx2_f32(shape, x, w, bias, out, epilogue) },
+        }
+    }
+
+    unsafe fn conv_filters_rows(
+        isa: Isa,
+        shape: &Conv,
+        x: &[f32],
+        wt: &[f32],
+        bias: &[f32],
+        out: &mut [MaybeUninit<f32>],
+        epilogue: Epilogue,
+    ) {
+        match isa {
+            Isa::Avx512 => unsafe { conv_filters_avx512_f32(shape, x, wt, bias, out, epilogue) },
+            Isa::Avx2Fma => unsafe { conv_filters_avx2_f32(shape, x, wt, bias, out, epilogue) },
+        }
+    }
+
+    unsafe fn weight_grad_filters_rows(
+        isa: Isa,
+        shape: &Conv,
+        batch: usize,
+        x: &[f32],
+        dzt: &[f32],
+        dw: &mut [f32],
+        accumulate: bool,
+    ) {
+        match isa {
+            Isa::Avx512 => unsafe {
+                weight_grad_filters_avx512_f32(shape, batch, x, dzt, dw, accumulate)
+            },
+            Isa::Avx2Fma => unsafe {
+                weight_grad_filters_avx2_f32(shape, batch, x, dzt, dw, accumulate)
+            },
+        }
+    }
+
+    unsafe fn weight_grad_rows(
+        isa: Isa,
+        shape: &Conv,
+        batch: usize,
+        x: &[f32],
+        dz: &[f32],
+        shifted: &mut [f32],
+        dw: &mut [f32],
+        accumulate: bool,
+    ) {
+        match isa {
+            Isa::Avx512 => unsafe {
+                weight_grad_avx512_f32(shape, batch, x, dz, shifted, dw, accumulate)
+            },
+            Isa::Avx2Fma => unsafe {
+                weight_grad_avx2_f32(shape, batch, x, dz, shifted, dw, accumulate)
+            },
+        }
+    }
+
+    unsafe fn conv_rows(
+        isa: Isa,
+        shape: &Conv,
+        x: &[f32],
+        w: &[f32],
+        bias: &[f32],
+        out: &mut [MaybeUninit<f32>],
+        epilogue: Epilogue,
+    ) {
+        match isa {
+            Isa::Avx512 => unsafe { conv_avx512_f32(shape, x, w, bias, out, epilogue) },
+            Isa::Avx2Fma => unsafe { conv_avx2_f32(shape, x, w, bias, out, epilogue) },
+        }
+    }
+}
 
 /// `C = op(A)·op(B)` (or `C +=` when `accumulate`) with `isa`; `C` is `m x n`.
 ///
@@ -1879,8 +1926,10 @@ unsafe fn conv_tile<S: Simd, const MR: usize, const NV: usize>(
         // image depends on the offset only, so it is worked out once for all channels.
         for ky in 0..kernel {
             // Per vector: the input row, none when it is in the padding.
-            let rows =
-                vectors.map(|(oh, _, _)| (oh + ky).checked_sub(padding).filter(|&r| r < height));
+            let rows: [Option<usize>; NV] = array_from(|v| {
+                let (oh, _, _) = vectors[v];
+                (oh + ky).checked_sub(padding).filter(|&r| r < height)
+            });
             if rows.iter().all(Option::is_none) {
                 continue; // every vector's row is padding: nothing to add
             }
@@ -2078,7 +2127,8 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
     let (image_len, plane) = (shifted_image_len(shape), shape.out_height() * out_width);
     let (whole, rest) = (plane / S::LANES, plane % S::LANES);
     // Where each step's inputs start in a shifted image: (c, ky, kx) -> X_kx[c][ky·OW].
-    let offsets = steps.map(|step| {
+    let offsets: [usize; NS] = array_from(|s| {
+        let step = steps[s];
         let (c, ky, kx) = (
             step / (kernel * kernel),
             step / kernel % kernel,
@@ -2101,7 +2151,7 @@ unsafe fn weight_grad_tile<S: Simd, const MR: usize, const NS: usize>(
             macro_rules! add_vector {
                 ($q:expr, $load:expr) => {{
                     let q = $q;
-                    let grads: [S::V; MR] = core::array::from_fn(|r| $load(dz.add(r * plane + q)));
+                    let grads: [S::V; MR] = array_from(|r| $load(dz.add(r * plane + q)));
                     for (s, &offset) in offsets.iter().enumerate() {
                         let input = $load(x.add(offset + q));
                         for (acc_row, &g) in acc.iter_mut().zip(grads.iter()) {
@@ -2286,8 +2336,7 @@ unsafe fn weight_grad_run<S: Simd>(
                         let top_step = c * kernel * kernel + kx;
                         macro_rules! column_tile {
                             ($k:literal) => {{
-                                let steps: [usize; $k] =
-                                    core::array::from_fn(|ky| top_step + ky * $k);
+                                let steps: [usize; $k] = array_from(|ky| top_step + ky * $k);
                                 macro_rules! sized {
                                     ($rows:expr) => {
                                         weight_grad_tile::<S, $rows, $k>(
@@ -2401,7 +2450,7 @@ unsafe fn positions_tile_sums<S: Simd, const MR: usize, const NV: usize>(
                 let row = x.wrapping_add((c * height + ky) * width);
                 for kx in 0..kernel {
                     let at = row.wrapping_add(kx);
-                    let inputs: [S::V; NV] = core::array::from_fn(|v| load(v, at));
+                    let inputs: [S::V; NV] = array_from(|v| load(v, at));
                     for (r, acc_row) in acc.iter_mut().enumerate() {
                         let weight = S::splat(*w.add(r * steps + step));
                         for (acc_v, &input) in acc_row.iter_mut().zip(inputs.iter()) {
@@ -2457,7 +2506,7 @@ unsafe fn conv_flat_tile<S: Simd, const MR: usize, const NV: usize>(
     // accessed. Weights read: r·C·K·K + step, r < MR. Stores: lanes at (oh, ow) with oh < OH,
     // ow < OW only, the others masked off.
     unsafe {
-        let vectors: [(bool, S::Mask); NV] = core::array::from_fn(|v| {
+        let vectors: [(bool, S::Mask); NV] = array_from(|v| {
             let valid = end.saturating_sub(q0 + v * lanes).min(lanes);
             (valid == lanes, S::mask(valid))
         });
@@ -2538,7 +2587,7 @@ unsafe fn conv_dense_tile<S: Simd, const MR: usize, const NV: usize>(
     // LANES`) from `W - OW` further; lanes at `d >= OH·OW` are masked off, never accessed.
     // Weights read: r·C·K·K + step, r < MR. Stores: dense positions below OH·OW only.
     unsafe {
-        let vectors: [DenseVector<S::Mask>; NV] = core::array::from_fn(|v| {
+        let vectors: [DenseVector<S::Mask>; NV] = array_from(|v| {
             let d = d0 + v * lanes;
             let valid = plane_out.saturating_sub(d).min(lanes);
             let oh0 = d / out_width;
@@ -2678,15 +2727,7 @@ conv_forward_entry!(
     f32,
     "avx512f"
 );
-conv_forward_entry!(
-    conv_flat_avx512_f64,
-    conv_flat_run,
-    Avx512F64,
-    f64,
-    "avx512f"
-);
 conv_forward_entry!(conv_flat_avx2_f32, conv_flat_run, Avx2F32, f32, "avx2,fma");
-conv_forward_entry!(conv_flat_avx2_f64, conv_flat_run, Avx2F64, f64, "avx2,fma");
 
 /// Output positions per tile of [`conv_filters_tile`]: one accumulator each, plus the weights'
 /// vector and a broadcast, within AVX2's 16 registers.
@@ -2778,7 +2819,7 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
             }
         }
         let first = out.add(f0 * plane_out + oh * shape.out_width() + ow0);
-        let acc = acc.map(|v| finish::<S>(v, epilogue));
+        let acc: [S::V; NP] = array_from(|p| finish::<S>(acc[p], epilogue));
         S::store_transposed(&acc, first, plane_out, count);
     }
 }
@@ -2891,7 +2932,7 @@ unsafe fn weight_grad_filters_tile<S: Simd, const NS: usize>(
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
     let steps = channels * kernel * kernel;
     // Where each step's window starts in the image: (c, ky, kx) -> (c·H + ky)·W + kx.
-    let offsets: [usize; NS] = core::array::from_fn(|s| {
+    let offsets: [usize; NS] = array_from(|s| {
         let step = step0 + s;
         let (c, ky, kx) = (
             step / (kernel * kernel),
@@ -3049,7 +3090,7 @@ unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
     let stride = rows.next_multiple_of(lanes);
     let image = shape.channels * tiles * TILE * stride;
     // Where pair (c, ky)'s transforms start in an image's, at tile 0, point 0, row oh = 0.
-    let offsets: [usize; NP] = core::array::from_fn(|p| {
+    let offsets: [usize; NP] = array_from(|p| {
         let (c, ky) = ((pair0 + p) / shape.kernel, (pair0 + p) % shape.kernel);
         c * tiles * TILE * stride + ky
     });
@@ -3059,9 +3100,8 @@ unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
     // image i < images, pair (c, ky), tile t < tiles, point ν, row oh + ky < OH + K - 1 =
     // rows.
     unsafe {
-        let mut acc: [[S::V; TILE]; NP] = core::array::from_fn(|p| {
-            core::array::from_fn(|nu| S::load(sums.add(((pair0 + p) * TILE + nu) * lanes)))
-        });
+        let mut acc: [[S::V; TILE]; NP] =
+            array_from(|p| array_from(|nu| S::load(sums.add(((pair0 + p) * TILE + nu) * lanes))));
         let mut e = e;
         for i in 0..images {
             let v_image = v.add(i * image);
@@ -3180,7 +3220,7 @@ unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
                         for t in 0..tiles {
                             let first = oh * out_width + t * M;
                             let valid = M.min(out_width - t * M);
-                            let g: [S::V; M] = core::array::from_fn(|s| {
+                            let g: [S::V; M] = array_from(|s| {
                                 if s < valid {
                                     S::load_masked(dzt.add((first + s) * filters), mask)
                                 } else {
@@ -3228,7 +3268,7 @@ unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
             let count = lanes.min(filters - f0);
             for pair in 0..pairs {
                 let at = sums.add((group * pairs + pair) * TILE * lanes);
-                let point: [S::V; TILE] = core::array::from_fn(|nu| S::load(at.add(nu * lanes)));
+                let point: [S::V; TILE] = array_from(|nu| S::load(at.add(nu * lanes)));
                 for (kx, row) in finish.iter().take(R).enumerate() {
                     let mut sum = S::zero();
                     for (&coefficient, &p) in row.iter().zip(&point) {
@@ -3527,9 +3567,8 @@ unsafe fn winograd_row_transforms<S: Simd, const P: usize, const M: usize>(
                 let to = v.add((c * tiles + t) * P * stride);
                 for r0 in (0..padded_height).step_by(lanes) {
                     let mask = S::mask(lanes.min(padded_height - r0));
-                    let d: [S::V; P] = core::array::from_fn(|j| {
-                        S::load_masked(from.add(j * padded_height + r0), mask)
-                    });
+                    let d: [S::V; P] =
+                        array_from(|j| S::load_masked(from.add(j * padded_height + r0), mask));
                     // Whole vectors: the rows past the padded height are zeros' transforms,
                     // never read (a masked store cost several plain ones).
                     for (nu, z) in points.input(d).into_iter().enumerate() {
@@ -3640,7 +3679,7 @@ unsafe fn winograd_forward_tile<
         }
         for (o, sums) in sums.iter().enumerate() {
             // SAFETY: the loop above wrote ν and ν + 1 for every even ν < P (P is even).
-            let sums = sums.map(|s| s.assume_init());
+            let sums: [S::V; P] = array_from(|nu| sums[nu].assume_init());
             let first = out.add(((oh0 + o) * shape.out_width() + t * M) * lanes);
             points.output::<M>(&sums, first, valid);
         }
@@ -3713,7 +3752,7 @@ unsafe fn winograd_forward_run<
             let mask = S::mask(lanes.min(filters - f0));
             for step in 0..channels * R {
                 // Taps (c, ky, kx) of filters f0.. (masked to the filters that exist).
-                let taps: [S::V; R] = core::array::from_fn(|kx| {
+                let taps: [S::V; R] = array_from(|kx| {
                     S::load_masked(wt.as_ptr().add((step * R + kx) * filters + f0), mask)
                 });
                 let u_step = u.add((group * channels * R + step) * P * lanes);
@@ -3920,9 +3959,7 @@ macro_rules! weight_grad_winograd_entry {
 }
 
 weight_grad_winograd_entry!(weight_grad_winograd_avx512_f32, Avx512F32, f32, "avx512f");
-weight_grad_winograd_entry!(weight_grad_winograd_avx512_f64, Avx512F64, f64, "avx512f");
 weight_grad_winograd_entry!(weight_grad_winograd_avx2_f32, Avx2F32, f32, "avx2,fma");
-weight_grad_winograd_entry!(weight_grad_winograd_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 /// The weight gradient of a batch of stride-1 convolutions without padding, `dw (+)= Σ over the
 /// batch of dZ·X̂ᵀ` (`dz` as the layer has it, `[image][filter][position]`), by Winograd's
@@ -3938,7 +3975,7 @@ weight_grad_winograd_entry!(weight_grad_winograd_avx2_f64, Avx2F64, f64, "avx2,f
 /// CPU does not have `isa`.
 #[cfg(feature = "alloc")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn conv2d_weight_gradient_winograd<E: Element>(
+pub(crate) fn conv2d_weight_gradient_winograd<E: ConvElement>(
     isa: Isa,
     shape: &Conv,
     batch: usize,
@@ -3981,12 +4018,7 @@ pub(crate) fn conv2d_weight_gradient_winograd<E: Element>(
         weight_grad_winograd_avx512_f32,
         weight_grad_winograd_avx2_f32
     );
-    run!(
-        f64,
-        weight_grad_winograd_avx512_f64,
-        weight_grad_winograd_avx2_f64
-    );
-    unreachable!("the SIMD kernels take f32 and f64");
+    unreachable!("the SIMD convolution kernels take f32");
 }
 
 winograd_forward_entry!(
@@ -3996,9 +4028,7 @@ winograd_forward_entry!(
     "avx512f",
     eight points: winograd_columns::tables_f32
 );
-winograd_forward_entry!(winograd_forward_avx512_f64, Avx512F64, f64, "avx512f");
 winograd_forward_entry!(winograd_forward_avx2_f32, Avx2F32, f32, "avx2,fma");
-winograd_forward_entry!(winograd_forward_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 /// A batch of stride-1 convolutions, `out = conv(x, w) + bias` image by image (see [`Conv`]),
 /// by Winograd's minimal filtering along the rows, the filters in the lanes, with `isa`; `w` in
@@ -4009,7 +4039,7 @@ winograd_forward_entry!(winograd_forward_avx2_f64, Avx2F64, f64, "avx2,fma");
 /// When [`winograd_forward_applies`] is false for `shape`, a slice's length does not fit,
 /// `scratch` is shorter than [`winograd_forward_scratch`], or the CPU does not have `isa`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn conv2d_stride1_winograd<E: Element>(
+pub(crate) fn conv2d_stride1_winograd<E: ConvElement>(
     isa: Isa,
     shape: &Conv,
     batch: usize,
@@ -4050,8 +4080,7 @@ pub(crate) fn conv2d_stride1_winograd<E: Element>(
         };
     }
     run!(f32, winograd_forward_avx512_f32, winograd_forward_avx2_f32);
-    run!(f64, winograd_forward_avx512_f64, winograd_forward_avx2_f64);
-    unreachable!("the SIMD kernels take f32 and f64");
+    unreachable!("the SIMD convolution kernels take f32");
 }
 
 macro_rules! weight_grad_entry {
@@ -4107,41 +4136,21 @@ conv_forward_entry!(
     "avx512f"
 );
 conv_forward_entry!(
-    conv_filters_avx512_f64,
-    conv_filters_run,
-    Avx512F64,
-    f64,
-    "avx512f"
-);
-conv_forward_entry!(
     conv_filters_avx2_f32,
     conv_filters_run,
     Avx2F32,
     f32,
     "avx2,fma"
 );
-conv_forward_entry!(
-    conv_filters_avx2_f64,
-    conv_filters_run,
-    Avx2F64,
-    f64,
-    "avx2,fma"
-);
 
 weight_grad_filters_entry!(weight_grad_filters_avx512_f32, Avx512F32, f32, "avx512f");
-weight_grad_filters_entry!(weight_grad_filters_avx512_f64, Avx512F64, f64, "avx512f");
 weight_grad_filters_entry!(weight_grad_filters_avx2_f32, Avx2F32, f32, "avx2,fma");
-weight_grad_filters_entry!(weight_grad_filters_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 weight_grad_entry!(weight_grad_avx512_f32, Avx512F32, f32, "avx512f");
-weight_grad_entry!(weight_grad_avx512_f64, Avx512F64, f64, "avx512f");
 weight_grad_entry!(weight_grad_avx2_f32, Avx2F32, f32, "avx2,fma");
-weight_grad_entry!(weight_grad_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 conv_forward_entry!(conv_avx512_f32, conv_run, Avx512F32, f32, "avx512f");
-conv_forward_entry!(conv_avx512_f64, conv_run, Avx512F64, f64, "avx512f");
 conv_forward_entry!(conv_avx2_f32, conv_run, Avx2F32, f32, "avx2,fma");
-conv_forward_entry!(conv_avx2_f64, conv_run, Avx2F64, f64, "avx2,fma");
 
 /// A stride-1 convolution of one image, `out = conv(x, w) + bias` (see [`Conv`]), with `isa`.
 ///
@@ -4149,7 +4158,7 @@ conv_forward_entry!(conv_avx2_f64, conv_run, Avx2F64, f64, "avx2,fma");
 ///
 /// When a slice's length does not fit the sizes, when the output size is not
 /// `H + 2P - K + 1` (`W` likewise), or when the CPU does not have `isa`.
-pub(crate) fn conv2d_stride1<E: Element>(
+pub(crate) fn conv2d_stride1<E: ConvElement>(
     isa: Isa,
     shape: &Conv,
     x: &[E],
@@ -4178,7 +4187,7 @@ pub(crate) fn conv2d_stride1<E: Element>(
 // Training only: without a heap there is no backward pass.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn conv2d_weight_gradient_positions<E: Element>(
+pub(crate) fn conv2d_weight_gradient_positions<E: ConvElement>(
     isa: Isa,
     shape: &Conv,
     batch: usize,
@@ -4206,7 +4215,7 @@ pub(crate) fn conv2d_weight_gradient_positions<E: Element>(
 /// # Panics
 ///
 /// As [`conv2d_stride1`], and when the padding is not 0.
-pub(crate) fn conv2d_stride1_flat<E: Element>(
+pub(crate) fn conv2d_stride1_flat<E: ConvElement>(
     isa: Isa,
     shape: &Conv,
     x: &[E],
@@ -4229,7 +4238,7 @@ pub(crate) fn conv2d_stride1_flat<E: Element>(
 /// # Panics
 ///
 /// As [`conv2d_stride1`], and when the padding is not 0.
-pub(crate) fn conv2d_stride1_filters<E: Element>(
+pub(crate) fn conv2d_stride1_filters<E: ConvElement>(
     isa: Isa,
     shape: &Conv,
     x: &[E],
@@ -4611,7 +4620,7 @@ pub(crate) fn with_transposed_filters<E: Element, const N: usize, R>(
 ///
 /// As [`super::conv2d_weight_gradient_stride1`], for `batch` images and gradients.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
-pub(crate) fn conv2d_weight_gradient_filters<E: Element>(
+pub(crate) fn conv2d_weight_gradient_filters<E: ConvElement>(
     isa: Isa,
     shape: &Conv,
     batch: usize,
@@ -5049,7 +5058,7 @@ impl NarrowPoolTables {
                 _mm512_maskz_loadu_ps(mask, source.wrapping_add(16 * k))
             };
             let (a, b, c, d) = (load(0), load(1), load(2), load(3));
-            core::array::from_fn(|i| {
+            array_from(|i| {
                 let index = |h: usize| _mm512_loadu_si512(self.gather[i][h].as_ptr().cast());
                 let low = _mm512_permutex2var_ps(a, index(0), b);
                 let high = _mm512_permutex2var_ps(c, index(1), d);
@@ -5321,7 +5330,7 @@ unsafe fn window_gradients([t0, t1, b0, _]: [__m512; 4], best: __m512, d: __m512
         );
         let takes = [e0, e1 & !e0, e2 & !(e0 | e1), !(e0 | e1 | e2)];
         let zero = _mm512_setzero_ps();
-        takes.map(|take| _mm512_maskz_add_ps(take, zero, d))
+        array_from(|i| _mm512_maskz_add_ps(takes[i], zero, d))
     }
 }
 
@@ -5469,7 +5478,7 @@ unsafe fn dot_tile_i8_avx512<const R: usize>(weight: &[i8], x: &[i8], sums: &mut
     // since `weight.len() == sums.len() · n`.
     unsafe {
         let (wp, xp) = (weight.as_ptr(), x.as_ptr());
-        let rows: [*const i8; R] = core::array::from_fn(|r| wp.add((r0 + r) * n));
+        let rows: [*const i8; R] = array_from(|r| wp.add((r0 + r) * n));
         let mut acc = [_mm512_setzero_si512(); R];
         let mut i = 0;
         while i < whole {
@@ -5507,7 +5516,7 @@ unsafe fn store_lane_sums<const R: usize>(v: &[__m512i; R], out: *mut i32) {
             let half = |z: __m512i| {
                 _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64::<1>(z))
             };
-            let a: [__m256i; 8] = core::array::from_fn(|r| half(v[r]));
+            let a: [__m256i; 8] = array_from(|r| half(v[r]));
             // [a0 lanes 0+1, 2+3, a1 lanes 0+1, 2+3 | the same of lanes 4-7], and so on.
             let b01 = _mm256_hadd_epi32(a[0], a[1]);
             let b23 = _mm256_hadd_epi32(a[2], a[3]);
@@ -5592,7 +5601,7 @@ unsafe fn dot_tile_i8_vnni<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [
     // exists since `weight.len() == sums.len() · n`.
     unsafe {
         let (wp, xp) = (weight.as_ptr(), x.as_ptr());
-        let rows: [*const i8; R] = core::array::from_fn(|r| wp.add((r0 + r) * n));
+        let rows: [*const i8; R] = array_from(|r| wp.add((r0 + r) * n));
         let offset = _mm512_set1_epi8(-128);
         let ones = _mm512_set1_epi8(1);
         let mut acc = [_mm512_setzero_si512(); R];
@@ -5619,7 +5628,7 @@ unsafe fn dot_tile_i8_vnni<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [
         }
         // Σ (w + 128)·x - 128·Σ x, lane by lane, then the lanes summed.
         let correction = _mm512_slli_epi32(x_sum, 7);
-        let dots: [__m512i; R] = core::array::from_fn(|r| _mm512_sub_epi32(acc[r], correction));
+        let dots: [__m512i; R] = array_from(|r| _mm512_sub_epi32(acc[r], correction));
         store_lane_sums(&dots, sums.as_mut_ptr().add(r0));
     }
 }
@@ -5639,7 +5648,7 @@ unsafe fn dot_tile_i8_avx2<const R: usize>(weight: &[i8], x: &[i8], sums: &mut [
     // which exists since `weight.len() == sums.len() · n`.
     unsafe {
         let (wp, xp) = (weight.as_ptr(), x.as_ptr());
-        let rows: [*const i8; R] = core::array::from_fn(|r| wp.add((r0 + r) * n));
+        let rows: [*const i8; R] = array_from(|r| wp.add((r0 + r) * n));
         let mut acc = [_mm256_setzero_si256(); R];
         let mut i = 0;
         while i < whole {
@@ -6391,11 +6400,6 @@ mod tests {
                 |x| x as f32,
                 1e-6,
             );
-            check_conv::<f64>(
-                |s, x, w, b, o| conv2d_stride1(isa, s, x, w, b, as_output(o), Epilogue::Identity),
-                |x| x,
-                1e-13,
-            );
         }
     }
 
@@ -6422,8 +6426,6 @@ mod tests {
                         let seed = 50 + 10 * i as u64;
                         let f32s = (|v| v as f32, f32::NAN, 1e-6);
                         check_weight_gradient_positions::<f32>(isa, &shape, run, f32s, seed);
-                        let f64s = (|v| v, f64::NAN, 1e-13);
-                        check_weight_gradient_positions::<f64>(isa, &shape, run, f64s, seed);
                     }
                 }
             }
@@ -6434,7 +6436,7 @@ mod tests {
     /// of `batch` images of `shape` (no padding), from gradients `start` on with `accumulate`,
     /// against the reference, within `tolerance · √(1 + sums) · (1 + |w|)`; the scratch filled
     /// with `nan` first, as an earlier call may leave it. `seed` picks the values.
-    fn check_weight_gradient_positions<E: Element + Into<f64>>(
+    fn check_weight_gradient_positions<E: ConvElement + Into<f64>>(
         isa: Isa,
         shape: &Conv,
         (batch, accumulate): (usize, bool),
@@ -6523,10 +6525,6 @@ mod tests {
                                     check_weight_gradient_positions::<f32>(
                                         isa, &shape, run, f32s, cases,
                                     );
-                                    let f64s = (|v| v, f64::NAN, 1e-13);
-                                    check_weight_gradient_positions::<f64>(
-                                        isa, &shape, run, f64s, cases,
-                                    );
                                 }
                             }
                         }
@@ -6544,13 +6542,6 @@ mod tests {
                         (batch, accumulate),
                         (|v| v as f32, f32::NAN, 1e-6),
                         7,
-                    );
-                    check_weight_gradient_positions::<f64>(
-                        isa,
-                        &shape,
-                        (batch, accumulate),
-                        (|v| v, f64::NAN, 1e-13),
-                        8,
                     );
                 }
             }
@@ -6656,28 +6647,6 @@ mod tests {
                 // Both kernels for padded images: filters in the lanes (transposed weights) and
                 // flat positions in the lanes.
                 for (kernel, weights) in [("filters", &wt), ("flat", &w)] {
-                    let run64 = |out: &mut [f64]| match kernel {
-                        "filters" => conv2d_stride1_filters(
-                            isa,
-                            &shape,
-                            &x,
-                            weights,
-                            &bias,
-                            as_output(out),
-                            ID,
-                        ),
-                        _ => {
-                            conv2d_stride1_flat(isa, &shape, &x, weights, &bias, as_output(out), ID)
-                        }
-                    };
-                    let mut got = values(shape.output_len(), 110); // stale contents
-                    run64(&mut got);
-                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                        assert!(
-                            (g - w).abs() <= bound(w, 1e-13),
-                            "{kernel} {isa:?} {shape:?}: f64 element {idx} is {g}, expected {w}"
-                        );
-                    }
                     let (x, weights, bias) = (f32s(&x), f32s(weights), f32s(&bias));
                     let mut got = f32s(&values(shape.output_len(), 110));
                     match kernel {
@@ -6767,7 +6736,7 @@ mod tests {
                 seen.nan += usize::from(p.is_nan());
             }
         }
-        fn every_kernel<E: Element + crate::Scalar + Into<f64>>(
+        fn every_kernel<E: ConvElement + crate::Scalar + Into<f64>>(
             isa: Isa,
             from: impl Fn(f64) -> E + Copy,
             seen: &mut Seen,
@@ -6856,7 +6825,6 @@ mod tests {
             }
             let mut seen = Seen::default();
             every_kernel::<f32>(isa, |v| v as f32, &mut seen);
-            every_kernel::<f64>(isa, |v| v, &mut seen);
             // The cases the rule distinguishes all occurred.
             assert!(seen.negative > 100 && seen.negative_zero > 10 && seen.nan > 10);
         }
@@ -6887,9 +6855,8 @@ mod tests {
     }
 
     /// A weight-gradient kernel against the definition (`reference`), on each of `isas` that
-    /// is here, over `shapes` and `batches`, adding to the gradients or not, in f64 (where
-    /// the kernel takes it) within `tolerance.0` and in f32 within `tolerance.1`, each times
-    /// `√(terms summed) · (1 + |dw|)`. `f64s` and `f32s` run the kernel: `(isa, shape, batch,
+    /// is here, over `shapes` and `batches`, adding to the gradients or not, within
+    /// `tolerance · √(terms summed) · (1 + |dw|)`. `f32s` runs the kernel: `(isa, shape, batch,
     /// x, dz, dw, accumulate)`, `dz` as the layer holds it.
     #[allow(clippy::type_complexity)]
     fn check_weight_gradient_kernel(
@@ -6897,9 +6864,8 @@ mod tests {
         shapes: &[Conv],
         batches: &[usize],
         seed: u64,
-        f64s: Option<&dyn Fn(Isa, &Conv, usize, &[f64], &[f64], &mut [f64], bool)>,
         f32s: &dyn Fn(Isa, &Conv, usize, &[f32], &[f32], &mut [f32], bool),
-        tolerance: (f64, f64),
+        tolerance: f64,
     ) {
         for &isa in isas {
             if !isa_available(isa) {
@@ -6930,16 +6896,6 @@ mod tests {
                         let bound = |w: f64, tolerance: f64| {
                             tolerance * (1.0 + (batch * positions) as f64).sqrt() * (1.0 + w.abs())
                         };
-                        if let Some(f64s) = f64s {
-                            let mut got = start.clone();
-                            f64s(isa, &shape, batch, &x, &dz, &mut got, accumulate);
-                            for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                                assert!(
-                                    (g - w).abs() <= bound(w, tolerance.0),
-                                    "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f64 dW[{idx}] is {g}, expected {w}"
-                                );
-                            }
-                        }
                         let to_f32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
                         let mut got = to_f32(&start);
                         f32s(
@@ -6953,7 +6909,7 @@ mod tests {
                         );
                         for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
                             assert!(
-                                (f64::from(g) - w).abs() <= bound(w, tolerance.1),
+                                (f64::from(g) - w).abs() <= bound(w, tolerance),
                                 "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: f32 dW[{idx}] is {g}, expected {w}"
                             );
                         }
@@ -6966,7 +6922,7 @@ mod tests {
     #[test]
     fn winograd_weight_gradients_match_the_definition() {
         /// The kernel, its scratch first filled with NaN: it must write what it reads.
-        fn run<E: Element + num_traits::Float>(
+        fn run<E: ConvElement + num_traits::Float>(
             isa: Isa,
             shape: &Conv,
             batch: usize,
@@ -6989,9 +6945,8 @@ mod tests {
             &winograd_gradient_shapes().collect::<Vec<_>>(),
             &[0, 1, 5, 9],
             150,
-            Some(&run::<f64>),
             &run::<f32>,
-            (1e-13, 5e-6),
+            5e-6,
         );
     }
 
@@ -7077,15 +7032,7 @@ mod tests {
         .map(conv_of);
         // As the Winograd kernel with the filters in the lanes: its sums at the points round
         // a few bits more than the direct sums.
-        check_weight_gradient_kernel(
-            &[Isa::Avx512],
-            &shapes,
-            &[0, 1, 3],
-            400,
-            None,
-            &run,
-            (0.0, 5e-6),
-        );
+        check_weight_gradient_kernel(&[Isa::Avx512], &shapes, &[0, 1, 3], 400, &run, 5e-6);
     }
 
     /// The row tiles reading a ReLU layer's `dA` and `A` (`Gradients::ThroughRelu`), on the
@@ -7186,7 +7133,7 @@ mod tests {
     #[test]
     fn weight_gradients_with_the_filters_in_the_lanes_match_the_definition() {
         /// The kernel, `dz` given position-major as it takes it.
-        fn run<E: Element>(
+        fn run<E: ConvElement>(
             isa: Isa,
             shape: &Conv,
             batch: usize,
@@ -7209,9 +7156,8 @@ mod tests {
             &filter_shapes().collect::<Vec<_>>(),
             &[0, 1, 3],
             120,
-            Some(&run::<f64>),
             &run::<f32>,
-            (1e-13, 1e-6),
+            1e-6,
         );
     }
 
@@ -8268,21 +8214,17 @@ mod tests {
         for kernel in 3..=5 {
             assert!(eight[..6].iter().any(|shape| shape.kernel == kernel));
         }
-        let worst = |isa: Isa, f32_lanes: bool| {
+        let worst = |isa: Isa| {
             let mut worst = 0.0_f64;
             for (i, &sizes) in shapes.iter().enumerate() {
                 let shape = conv_of(sizes);
                 assert!(winograd_forward_applies(&shape), "{shape:?}");
-                worst = worst.max(if f32_lanes {
-                    error::<f32>(isa, &shape, i as u64, |x| x as f32)
-                } else {
-                    error::<f64>(isa, &shape, i as u64, |x| x)
-                });
+                worst = worst.max(error::<f32>(isa, &shape, i as u64, |x| x as f32));
             }
             worst
         };
         /// The largest error of a batch of 2, per unit of its tile's size (see above).
-        fn error<E: Element + Into<f64>>(
+        fn error<E: ConvElement + Into<f64>>(
             isa: Isa,
             shape: &Conv,
             seed: u64,
@@ -8356,12 +8298,9 @@ mod tests {
                 std::eprintln!("skipping {isa:?}: not on this CPU");
                 continue;
             }
-            let (in_f32, in_f64) = (worst(isa, true), worst(isa, false));
-            std::eprintln!(
-                "{isa:?}: worst error per unit of the tile's size: f32 {in_f32:.2e}, f64 {in_f64:.2e}"
-            );
-            assert!(in_f32 <= 2e-6, "{isa:?}: f32 error {in_f32:e}");
-            assert!(in_f64 <= 1e-14, "{isa:?}: f64 error {in_f64:e}");
+            let in_f32 = worst(isa);
+            std::eprintln!("{isa:?}: worst error per unit of the tile's size: {in_f32:.2e}");
+            assert!(in_f32 <= 2e-6, "{isa:?}: error {in_f32:e}");
         }
     }
 

@@ -169,7 +169,7 @@ impl<const N: usize> RowGather<N> {
         unsafe {
             let lanes = |n: usize| ((1_u32 << n.min(LANES)) - 1) as u16;
             Self {
-                index: core::array::from_fn(|j| _mm512_loadu_si512(index[j].as_ptr().cast())),
+                index: super::array_from(|j| _mm512_loadu_si512(index[j].as_ptr().cast())),
                 mask,
                 halves: [lanes(width), lanes(width.saturating_sub(LANES))],
             }
@@ -202,7 +202,7 @@ impl<const N: usize> RowGather<N> {
         unsafe {
             let (da, a) = (self.load(d_output), self.load(output));
             let one = _mm512_set1_ps(1.0);
-            let dz = core::array::from_fn(|i| {
+            let dz = super::array_from(|i| {
                 let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a[i], _mm512_setzero_ps());
                 _mm512_mul_ps(da[i], _mm512_maskz_mov_ps(positive, one))
             });
@@ -237,7 +237,7 @@ impl<const N: usize> RowGather<N> {
     unsafe fn permute(&self, [low, high]: [__m512; 2]) -> [__m512; N] {
         // SAFETY: AVX-512F is present (the caller's contract); no memory is touched.
         unsafe {
-            core::array::from_fn(|j| {
+            super::array_from(|j| {
                 _mm512_maskz_permutex2var_ps(self.mask[j], low, self.index[j], high)
             })
         }
@@ -374,7 +374,7 @@ unsafe fn weight_gradient_avx512(
             for c in 0..channels {
                 for ky in 0..KERNEL {
                     let at = ((f * channels + c) * KERNEL + ky) * LANES;
-                    let point: [f32; TILE] = core::array::from_fn(|nu| {
+                    let point: [f32; TILE] = super::array_from(|nu| {
                         _mm512_reduce_add_ps(_mm512_loadu_ps(sums.add(nu * sums_point + at)))
                     });
                     for (kx, finish) in finish.iter().take(KERNEL).enumerate() {
@@ -435,12 +435,12 @@ unsafe fn weight_gradient_tile<const NF: usize, const NU: usize>(
 ) {
     // SAFETY: AVX-512F is present and every vector read or written is one the contract names.
     unsafe {
-        let mut acc: [[__m512; KERNEL]; NF] = core::array::from_fn(|f| {
-            core::array::from_fn(|ky| _mm512_loadu_ps(sums.add(f * stride + ky * LANES)))
+        let mut acc: [[__m512; KERNEL]; NF] = super::array_from(|f| {
+            super::array_from(|ky| _mm512_loadu_ps(sums.add(f * stride + ky * LANES)))
         });
         for oy in 0..out_height {
             let g: [__m512; NF] =
-                core::array::from_fn(|f| at_point::<NU>(h.add(2 * (f * out_height + oy) * LANES)));
+                super::array_from(|f| at_point::<NU>(h.add(2 * (f * out_height + oy) * LANES)));
             for ky in 0..KERNEL {
                 let d = _mm512_loadu_ps(v.add((oy + ky) * LANES));
                 for (acc, &g) in acc.iter_mut().zip(&g) {

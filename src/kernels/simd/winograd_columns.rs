@@ -185,7 +185,7 @@ unsafe fn tile<S: Simd, const R: usize, const M: usize, const N: usize>(
         }
         for c in 0..channels {
             let u_c: [*const S::E; N] =
-                core::array::from_fn(|i| u.add(((f0 + i) * channels + c) * TILE * R));
+                super::array_from(|i| u.add(((f0 + i) * channels + c) * TILE * R));
             let v_c = v.add(c * TILE * row + x0);
             for kx in 0..R {
                 for nu in 0..TILE {
@@ -260,7 +260,7 @@ unsafe fn run<S: Simd, const R: usize, const M: usize, const TF: usize>(
     unsafe {
         let taps_mask = S::mask(R);
         for fc in 0..filters * channels {
-            let taps: [S::V; R] = core::array::from_fn(|ky| {
+            let taps: [S::V; R] = super::array_from(|ky| {
                 S::load_masked(w.as_ptr().add((fc * R + ky) * R), taps_mask)
             });
             for (nu, g_nu) in g.iter().enumerate() {

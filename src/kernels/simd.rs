@@ -1045,8 +1045,8 @@ macro_rules! outer_tile_rows {
             4 => outer_tile::<S, 4, 2, $full>($($args),*),
             5 => outer_tile::<S, 5, 2, $full>($($args),*),
             6 => outer_tile::<S, 6, 2, $full>($($args),*),
-            7 => outer_tile::<S, 7, 2, $full>($($args),*),
-            8 => outer_tile::<S, 8, 2, $full>($($args),*),
+            7 => if const { S::OUTER_ROWS >= 7 } { outer_tile::<S, 7, 2, $full>($($args),*) } else { unreachable!() },
+            8 => if const { S::OUTER_ROWS >= 8 } { outer_tile::<S, 8, 2, $full>($($args),*) } else { unreachable!() },
             _ => unreachable!("tiles have at most 8 rows"),
         }
     };
@@ -1324,13 +1324,13 @@ unsafe fn gemm_dot<S: Simd>(
     macro_rules! tile {
         ($rows:expr, $cols:expr, $($args:expr),*) => {
             match $rows {
-                6 => cols!(6, $cols, $($args),*),
-                5 => cols!(5, $cols, $($args),*),
-                4 => cols!(4, $cols, $($args),*),
-                3 => cols!(3, $cols, $($args),*),
+                6 => if const { S::DOT_ROWS >= 6 } { cols!(6, $cols, $($args),*) } else { unreachable!() },
+                5 => if const { S::DOT_ROWS >= 5 } { cols!(5, $cols, $($args),*) } else { unreachable!() },
+                4 => if const { S::DOT_ROWS >= 4 } { cols!(4, $cols, $($args),*) } else { unreachable!() },
+                3 => if const { S::DOT_ROWS >= 3 } { cols!(3, $cols, $($args),*) } else { unreachable!() },
                 2 => cols!(2, $cols, $($args),*),
                 1 => cols!(1, $cols, $($args),*),
-                _ => unreachable!("dot tiles have at most 6 rows"),
+                _ => unreachable!("dot tiles have at most S::DOT_ROWS rows"),
             }
         };
     }
@@ -1868,8 +1868,8 @@ macro_rules! tile_rows {
             4 => $tile::<S, 4, $n>($($args),*),
             5 => $tile::<S, 5, $n>($($args),*),
             6 => $tile::<S, 6, $n>($($args),*),
-            7 => $tile::<S, 7, $n>($($args),*),
-            8 => $tile::<S, 8, $n>($($args),*),
+            7 => if const { S::OUTER_ROWS >= 7 } { $tile::<S, 7, $n>($($args),*) } else { unreachable!() },
+            8 => if const { S::OUTER_ROWS >= 8 } { $tile::<S, 8, $n>($($args),*) } else { unreachable!() },
             _ => unreachable!("tiles have at most 8 rows"),
         }
     };
@@ -2680,8 +2680,14 @@ unsafe fn conv_flat_run<S: Simd>(
                 let q0 = v * S::LANES;
                 let args = (q0, epilogue, dense);
                 match n {
-                    4 => tile_rows!(conv_flat_tile, rows, 4, shape, x, w, bias, out, args),
-                    3 => tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, args),
+                    // (Tiles of 3 and 4 vectors only where `FLAT_VECTORS` is 3: not instantiated
+                    // for the other instruction sets.)
+                    4 if const { S::FLAT_VECTORS == 3 } => {
+                        tile_rows!(conv_flat_tile, rows, 4, shape, x, w, bias, out, args)
+                    }
+                    3 if const { S::FLAT_VECTORS == 3 } => {
+                        tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, args)
+                    }
                     2 => tile_rows!(conv_flat_tile, rows, 2, shape, x, w, bias, out, args),
                     _ => tile_rows!(conv_flat_tile, rows, 1, shape, x, w, bias, out, args),
                 }
@@ -2826,7 +2832,7 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
 
 /// Calls `$tile::<S, N>` for a runtime `$n` in `1..FILTER_TILE_POSITIONS` (or `..STEPS`).
 macro_rules! filters_tile_sized {
-    ($tile:ident, $n:expr, $($args:expr),*) => {
+    ($tile:ident, $n:expr, below $whole:expr, $($args:expr),*) => {
         match $n {
             1 => $tile::<S, 1>($($args),*),
             2 => $tile::<S, 2>($($args),*),
@@ -2835,10 +2841,11 @@ macro_rules! filters_tile_sized {
             5 => $tile::<S, 5>($($args),*),
             6 => $tile::<S, 6>($($args),*),
             7 => $tile::<S, 7>($($args),*),
-            8 => $tile::<S, 8>($($args),*),
-            9 => $tile::<S, 9>($($args),*),
-            10 => $tile::<S, 10>($($args),*),
-            11 => $tile::<S, 11>($($args),*),
+            // Only the sizes below a whole tile of `$whole` are instantiated.
+            8 if const { $whole > 8 } => $tile::<S, 8>($($args),*),
+            9 if const { $whole > 9 } => $tile::<S, 9>($($args),*),
+            10 if const { $whole > 10 } => $tile::<S, 10>($($args),*),
+            11 if const { $whole > 11 } => $tile::<S, 11>($($args),*),
             _ => unreachable!("a partial tile is smaller than a whole one"),
         }
     };
@@ -2879,6 +2886,7 @@ unsafe fn conv_filters_run<S: Simd>(
                     filters_tile_sized!(
                         conv_filters_tile,
                         out_width - ow0,
+                        below NP,
                         shape,
                         x,
                         wt,
@@ -3017,6 +3025,7 @@ unsafe fn weight_grad_filters_run<S: Simd>(
                 filters_tile_sized!(
                     weight_grad_filters_tile,
                     steps - step,
+                    below NS,
                     shape,
                     batch,
                     x,
@@ -3811,21 +3820,22 @@ unsafe fn winograd_forward_run<
                         let n =
                             out_height / row_tiles + usize::from(row_tile < out_height % row_tiles);
                         let at = (oh0, t, valid);
-                        // Arms only up to ROWS: the others would be compiled for nothing.
+                        // Arms only up to ROWS, decided at compile time (`const`): the others would
+                        // be compiled for nothing.
                         match n {
-                            6 if ROWS >= 6 => winograd_forward_tile::<S, P, R, M, 6>(
+                            6 if const { ROWS >= 6 } => winograd_forward_tile::<S, P, R, M, 6>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            5 if ROWS >= 5 => winograd_forward_tile::<S, P, R, M, 5>(
+                            5 if const { ROWS >= 5 } => winograd_forward_tile::<S, P, R, M, 5>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            4 if ROWS >= 4 => winograd_forward_tile::<S, P, R, M, 4>(
+                            4 if const { ROWS >= 4 } => winograd_forward_tile::<S, P, R, M, 4>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            3 if ROWS >= 3 => winograd_forward_tile::<S, P, R, M, 3>(
+                            3 if const { ROWS >= 3 } => winograd_forward_tile::<S, P, R, M, 3>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
-                            2 if ROWS >= 2 => winograd_forward_tile::<S, P, R, M, 2>(
+                            2 if const { ROWS >= 2 } => winograd_forward_tile::<S, P, R, M, 2>(
                                 shape, points, u, v, tiles, sums, at,
                             ),
                             1 => winograd_forward_tile::<S, P, R, M, 1>(

@@ -1494,13 +1494,6 @@ entry!(
     "avx512f"
 );
 entry!(
-    gemm_avx512_f64,
-    gemm_avx512_f64_packed,
-    Avx512F64,
-    f64,
-    "avx512f"
-);
-entry!(
     gemm_avx2_f32,
     gemm_avx2_f32_packed,
     Avx2F32,
@@ -1517,6 +1510,10 @@ entry!(
 
 /// The element types with SIMD kernels.
 pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
+    /// Whether the type has AVX-512 product kernels; without them it takes the AVX2 ones on a
+    /// CPU with AVX-512 too.
+    const AVX512: bool;
+
     /// Runs rows `rows` of the product with `isa`'s kernels.
     ///
     /// # Safety
@@ -1627,8 +1624,17 @@ pub(crate) trait ConvElement: Element {
 }
 
 macro_rules! element {
-    ($e:ty, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident) => {
+    ($e:ty, avx512: $avx512:ident, $avx512_packed:ident, avx2: $avx2:ident, $avx2_packed:ident) => {
+        element!($e, true, $avx512, $avx512_packed, $avx2, $avx2_packed);
+    };
+    ($e:ty, avx2 only: $avx2:ident, $avx2_packed:ident) => {
+        // The AVX-512 arms are never taken (`gemm` asks for AVX2): the AVX2 names fill them.
+        element!($e, false, $avx2, $avx2_packed, $avx2, $avx2_packed);
+    };
+    ($e:ty, $has_avx512:literal, $avx512:ident, $avx512_packed:ident, $avx2:ident, $avx2_packed:ident) => {
         impl Element for $e {
+            const AVX512: bool = $has_avx512;
+
             unsafe fn run_rows(
                 isa: Isa,
                 layout: Layout,
@@ -1663,18 +1669,15 @@ macro_rules! element {
 }
 element!(
     f32,
-    gemm_avx512_f32,
+    avx512: gemm_avx512_f32,
     gemm_avx512_f32_packed,
-    gemm_avx2_f32,
+    avx2: gemm_avx2_f32,
     gemm_avx2_f32_packed
 );
-element!(
-    f64,
-    gemm_avx512_f64,
-    gemm_avx512_f64_packed,
-    gemm_avx2_f64,
-    gemm_avx2_f64_packed
-);
+// `f64` takes the AVX2 kernels on AVX-512 too (every CPU with AVX-512F has AVX2 and FMA):
+// its products serve gradient checks and the portable convolutions rather than speed, and a
+// set of AVX-512 tiles of its own was 8% of the crate's build.
+element!(f64, avx2 only: gemm_avx2_f64, gemm_avx2_f64_packed);
 
 // SAFETY (every arm below): forwarded from the method's contract.
 impl ConvElement for f32 {
@@ -1791,6 +1794,8 @@ pub(crate) fn gemm<E: Element>(
         b.len(),
         c.len()
     );
+    // A type without AVX-512 kernels takes the AVX2 ones (which the CPU must then have).
+    let isa = if E::AVX512 { isa } else { Isa::Avx2Fma };
     assert_isa(isa);
     if m == 0 || n == 0 {
         return;

@@ -84,8 +84,11 @@ pub(crate) fn same_type_slice_mut<T: 'static, E: 'static>(s: &mut [T]) -> Option
 #[inline(always)]
 pub(crate) fn array_from<T, const N: usize>(mut f: impl FnMut(usize) -> T) -> [T; N] {
     let mut out = [const { MaybeUninit::<T>::uninit() }; N];
-    for (i, element) in out.iter_mut().enumerate() {
-        element.write(f(i));
+    // A counted loop without iterators: the least IR to expand at every call site.
+    let mut i = 0;
+    while i < N {
+        out[i] = MaybeUninit::new(f(i));
+        i += 1;
     }
     // SAFETY: the loop wrote every element (a panic in `f` leaves, and leaks, the elements
     // written so far); `[MaybeUninit<T>; N]` has the layout of `[T; N]`.

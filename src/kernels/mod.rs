@@ -19,11 +19,15 @@
 //!
 //! # Speed
 //!
-//! For `f32` and `f64` on x86-64, the products run on SIMD kernels (AVX-512F, else AVX2+FMA)
-//! chosen at run time from what the CPU has, so a default `cargo build --release` is fast on any
-//! x86-64 and correct everywhere; no `-C target-cpu=native` is needed. Other element types, other
-//! CPUs, and `no_std` builds not compiled for those features use the reference loops. Both give
-//! the same results up to floating-point rounding (the tests compare them on many shapes).
+//! For `f32` and `f64` on x86-64, the products run on SIMD kernels (AVX-512F, else AVX2+FMA;
+//! `f64` takes the AVX2 ones on both) chosen at run time from what the CPU has, so a default
+//! `cargo build --release` is fast on any x86-64 and correct everywhere; no `-C
+//! target-cpu=native` is needed. The convolutions have SIMD kernels in `f32`; `f64` ones (for
+//! gradient checks rather than speed) take the reference loops and the SIMD products. Other
+//! element types, other CPUs, and `no_std` builds not compiled for those features use the
+//! reference loops. Both give the same results up to floating-point rounding (the tests compare
+//! them on many shapes). [`with_instruction_set`] and `CONSTMAT_INSTRUCTION_SET` choose a
+//! narrower instruction set ([`InstructionSet`]).
 
 use core::any::Any;
 use core::mem::MaybeUninit;

@@ -1,4 +1,6 @@
-//! SIMD matrix products for `f32` and `f64` on x86-64: AVX-512F or AVX2+FMA, chosen at run time.
+//! SIMD kernels on x86-64, AVX-512F or AVX2+FMA, chosen at run time: matrix products for `f32`
+//! (both instruction sets) and `f64` (AVX2's), convolutions and 2x2 max pooling for `f32`, int8
+//! dot products and requantization.
 //!
 //! With [`le_bytes`](super::le_bytes) (compile-time decoding of weights files), this is the
 //! crate's only `unsafe` code. Everything here is reached through the safe functions
@@ -8164,7 +8166,7 @@ mod tests {
     }
 
     /// The Winograd forward pass of a batch agrees with the definition summed in `f64`, on
-    /// each instruction set, in `f32` and `f64`: every kernel size, padded or not (padding
+    /// each instruction set, in `f32`: every kernel size, padded or not (padding
     /// larger than the kernel too), partial groups of filters, tiles that overhang the output,
     /// images taller and wider than a vector, and 60 shapes drawn at random.
     ///

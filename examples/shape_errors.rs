@@ -3,10 +3,11 @@
 //!
 //! ```text
 //! cargo run --example shape_errors
-//! cargo rustc --example shape_errors -- --cfg 'shape_error="multiply"'
+//! cargo rustc -p constmat-examples --example shape_errors -- --cfg 'shape_error="multiply"'
 //! ```
 //!
-//! `cargo rustc` passes the `--cfg` to this example only, so nothing else is rebuilt. The
+//! `cargo rustc` passes the `--cfg` to this example only, so nothing else is rebuilt; it builds a
+//! single package, hence `-p`: the examples are the package `constmat-examples`. The
 //! catalogue of the messages, with how to read each one, is `docs/shape-errors.md`.
 
 use constmat::Matrix;
@@ -180,7 +181,7 @@ fn main() {
         println!("{rule}");
         println!("    ok:    {}", valid());
         println!(
-            "    error: cargo rustc --example shape_errors -- --cfg 'shape_error=\"{cfg}\"'\n"
+            "    error: cargo rustc -p constmat-examples --example shape_errors -- --cfg 'shape_error=\"{cfg}\"'\n"
         );
     }
 }

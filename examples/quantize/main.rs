@@ -146,8 +146,11 @@ fn summary(name: &str, accuracy: (f64, f64), bytes: (usize, usize), micros: (f64
     )
 }
 
+/// The shipped model `file`, in `models/` at the repository's root (this package is `examples/`).
 fn model(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    root.parent()
+        .expect("the examples' package is a directory of the repository")
         .join("models")
         .join(file)
 }

@@ -7,6 +7,7 @@ once per round and per library, and reads the JSON it prints. It can also be run
     python3 benches/peers/peers.py probe
     python3 benches/peers/peers.py run --impl numpy [--mnist DIR | --synthetic] [--budget 0.4]
     python3 benches/peers/peers.py check --impl numpy --steps 100 --count 6400 < blob
+    python3 benches/peers/peers.py suite < blob
 
 Workloads, all float32 and single-threaded (the BLAS and OpenMP thread counts are set to 1
 before NumPy or PyTorch is imported, and PyTorch's own with torch.set_num_threads(1)):
@@ -20,6 +21,11 @@ before NumPy or PyTorch is imported, and PyTorch's own with torch.set_num_thread
 - cnn_epoch_step, cnn_forward_batch1, cnn_forward_batch1000: the same for the LeNet-5 of
   examples/mnist_cnn (PyTorch only). cnn_forward_batch1 is the better of oneDNN on and off
   (torch.backends.mkldnn), PyTorch's best setting for one image.
+
+`suite` (PyTorch only) is the harness's `--suite` (src/suite.rs): the nets, what to do (`check`
+or `run`) and the budget come as a line of JSON on standard input, then each net's weights, its
+1,000 samples (float32) and their labels (uint8). Each net is built as an nn.Sequential from its
+list of layers, its state_dict checked against the tensor names and shapes constmat's type has.
 
 The NumPy MLP is written by hand (forward and backward), with the same orientation as constmat:
 one sample per row, weights `out x in`. The PyTorch MLP is what a PyTorch user writes:
@@ -554,6 +560,131 @@ def net_report(net, weights, images, labels, steps, count, as_input):
     }
 
 
+# --- the suite (--suite) ------------------------------------------------------------------------
+
+
+class TorchSuiteNet:
+    """A net of the suite as a PyTorch user writes it: nn.Sequential, F.cross_entropy,
+    autograd, torch.optim.SGD; forward passes under torch.inference_mode()."""
+
+    def __init__(self, spec, weights, inputs, labels, lr):
+        import numpy as np
+        import torch
+
+        torch.set_num_threads(1)
+        nn = torch.nn
+        self.torch = torch
+        modules = []
+        for op in spec["ops"]:
+            kind = op[0]
+            if kind == "conv":
+                _, c_in, c_out, kernel, stride, padding, relu = op
+                modules.append(nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding))
+            elif kind == "dense":
+                _, n_in, n_out, relu = op
+                modules.append(nn.Linear(n_in, n_out))
+            elif kind == "maxpool":
+                modules.append(nn.MaxPool2d(op[1]))
+                relu = False
+            elif kind == "flatten":
+                modules.append(nn.Flatten())
+                relu = False
+            else:
+                raise SystemExit(f"suite: unknown layer {op!r}")
+            if relu:
+                modules.append(nn.ReLU())
+        self.model = nn.Sequential(*modules)
+        ours = [(name, list(p.shape)) for name, p in self.model.state_dict().items()]
+        theirs = [(name, list(shape)) for name, shape in spec["tensors"]]
+        if ours != theirs:
+            raise SystemExit(
+                f"suite net {spec['key']}: PyTorch's tensors {ours} are not constmat's {theirs}"
+            )
+        self.weights = weights
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+        self.set_weights(weights)
+        batch = spec["batch"]
+        self.x = torch.from_numpy(inputs[:batch].copy())
+        self.labels = torch.from_numpy(labels[:batch].astype(np.int64))
+        self.single = torch.from_numpy(inputs[:1].copy())
+        self.eval = torch.from_numpy(inputs)
+
+    set_weights = TorchMlp.set_weights
+    loss = TorchMlp.loss
+    step = TorchMlp.step
+    forward_logits = TorchMlp.forward_logits
+
+
+def read_suite():
+    """The header and the nets sent by the harness on standard input."""
+    import numpy as np
+
+    stream = sys.stdin.buffer
+    header = json.loads(stream.readline())
+    blob = stream.read()
+    offset, nets = 0, []
+    eval_count = header["eval"]
+    for spec in header["nets"]:
+        weights = []
+        for _, shape in spec["tensors"]:
+            size = int(np.prod(shape))
+            weights.append(np.frombuffer(blob, "<f4", size, offset).reshape(shape).copy())
+            offset += 4 * size
+        size = eval_count * int(np.prod(spec["input"]))
+        inputs = np.frombuffer(blob, "<f4", size, offset).reshape([eval_count] + spec["input"])
+        inputs = inputs.astype(np.float32)  # a writable, native-order copy
+        offset += 4 * size
+        labels = np.frombuffer(blob, np.uint8, eval_count, offset)
+        offset += eval_count
+        nets.append((spec, weights, inputs, labels))
+    if offset != len(blob):
+        raise SystemExit(f"suite: expected {offset} bytes after the header, got {len(blob)}")
+    return header, nets
+
+
+def suite():
+    """The suite's checks or one round of its timings, as the header says."""
+    import torch
+
+    header, nets = read_suite()
+    lr = header["lr"]
+    out = {"nets": {}, "torch": torch.__version__}
+    try:
+        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # older PyTorch
+        pass
+    for spec, weights, inputs, labels in nets:
+        net = TorchSuiteNet(spec, weights, inputs, labels, lr)
+        if header["mode"] == "check":
+            loss_first = net.loss()
+            net.step(lr)
+            loss_after_step = net.loss()
+            for _ in range(1, header["check_steps"]):
+                net.step(lr)
+            loss_after_steps = net.loss()
+            net.set_weights(weights)
+            out["nets"][spec["key"]] = {
+                "loss_first": loss_first,
+                "loss_after_step": loss_after_step,
+                "loss_after_steps": loss_after_steps,
+                "logits_single": hexed(net.forward_logits(net.single)),
+                "logits_eval": hexed(net.forward_logits(net.eval)),
+            }
+        else:
+            budget = header["budget"]
+            results = {"train_step": measure(budget, lambda: net.step(lr))}
+            net.set_weights(weights)
+            # One sample: the better of oneDNN on and off, PyTorch's best setting for it.
+            with_onednn = measure(budget, lambda: net.forward_logits(net.single))
+            with torch.backends.mkldnn.flags(enabled=False):
+                without_onednn = measure(budget, lambda: net.forward_logits(net.single))
+            results["forward_batch1"] = min(with_onednn, without_onednn)
+            results["forward_batch1000"] = measure(budget, lambda: net.forward_logits(net.eval))
+            out["nets"][spec["key"]] = results
+        del net
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -569,10 +700,13 @@ def main():
     check_parser.add_argument("--impl", choices=["numpy", "torch"], default="numpy")
     check_parser.add_argument("--steps", type=int, default=100)
     check_parser.add_argument("--count", type=int, required=True)
+    sub.add_parser("suite", help="the harness's --suite (PyTorch), everything on standard input")
     args = parser.parse_args()
 
     if args.command == "probe":
         out = probe()
+    elif args.command == "suite":
+        out = suite()
     elif args.command == "run":
         if not args.mnist and not args.synthetic:
             args.mnist = os.environ.get("MNIST_DIR") or None

@@ -85,7 +85,7 @@ pub fn rust_report(peer: &mut RustPeer, ctx: &Context) -> Report {
 }
 
 /// `max |a - b| / max |b|`: the largest difference relative to the reference's scale.
-fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
+pub fn relative_difference(a: &[f32], b: &[f32]) -> f64 {
     if a.len() != b.len() {
         return f64::INFINITY;
     }

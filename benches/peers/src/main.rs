@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --manifest-path benches/peers/Cargo.toml -- [--rounds N] [--quick]
+//! cargo run --release --manifest-path benches/peers/Cargo.toml -- --suite [--instruction-set avx2]
 //! ```
 //!
 //! See `README.md` beside this crate's manifest for what is measured and how to read the table.
@@ -13,10 +14,12 @@ mod constmat_peer;
 mod mm_peer;
 mod nalgebra_peer;
 mod python;
+mod suite;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use constmat::kernels::{self, INSTRUCTION_SET_VARIABLE, InstructionSet};
 use constmat::nn::RandomInit;
 use rand::{SeedableRng, rngs::StdRng};
 
@@ -29,6 +32,16 @@ Benchmarks constmat side by side with nalgebra, matrixmultiply, NumPy and PyTorc
 Usage: cargo run --release --manifest-path benches/peers/Cargo.toml -- [OPTIONS]
 
 Options:
+  --suite          run the suite instead: seven nets (LeNet-5, the MNIST MLP, a CIFAR-style CNN,
+                   a strided CNN, a wide MLP, 5x5 filters on 64 channels, a 7x7 stride-2 stem
+                   and a 1x1 convolution), each in constmat and PyTorch from the same weights and
+                   data, checked, then a training step and forward passes of 1 and 1,000 samples
+                   timed side by side against the goals (2x, 4x, 1.3x PyTorch's speed)
+  --nets LIST      with --suite, only these nets, comma-separated: lenet, mlp, cifar, strided,
+                   wide-mlp, conv5x5, stem7x7
+  --instruction-set SET
+                   run constmat's kernels on this path: avx512, avx2 or portable (at most what
+                   the CPU has; the output says which one ran). PyTorch is not limited
   --rounds N       rounds; each implementation runs every workload once per round, in an order
                    that rotates from round to round; the table shows medians (default 5)
   --quick          short measurements (0.05 s per workload, 20 epoch steps), for a smoke test
@@ -45,7 +58,9 @@ Options:
   -h, --help       print this help
 
 Environment: MNIST_DIR (the epoch workload and the checks use MNIST's training images from
-there; random images otherwise).
+there; random images otherwise; the suite always uses random data). CONSTMAT_INSTRUCTION_SET
+(portable, avx2, avx512) limits constmat's kernels too, for the whole process; the lower of it
+and --instruction-set wins.
 ";
 
 struct Options {
@@ -56,6 +71,12 @@ struct Options {
     raw: bool,
     /// The one-thread peak the CNN's rates are compared with, in GFLOP/s.
     peak_gflops: f64,
+    /// Run the suite (`suite.rs`) instead of the default workloads.
+    suite: bool,
+    /// The suite's nets to run (all when `None`).
+    nets: Option<Vec<String>>,
+    /// The instruction set constmat's kernels are limited to.
+    instruction_set: Option<InstructionSet>,
 }
 
 fn parse_options() -> Result<Option<Options>, String> {
@@ -66,6 +87,9 @@ fn parse_options() -> Result<Option<Options>, String> {
     let mut only = None;
     let mut raw = false;
     let mut peak_gflops = DEFAULT_PEAK_GFLOPS;
+    let mut suite = false;
+    let mut nets = None;
+    let mut instruction_set = None;
     let mut python = Some(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()));
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -101,6 +125,16 @@ fn parse_options() -> Result<Option<Options>, String> {
                 only = Some(value()?.split(',').map(|s| s.trim().to_string()).collect());
             }
             "--raw" => raw = true,
+            "--suite" => suite = true,
+            "--nets" => {
+                nets = Some(value()?.split(',').map(|s| s.trim().to_string()).collect());
+            }
+            "--instruction-set" => {
+                let v = value()?;
+                instruction_set = Some(InstructionSet::from_name(&v).ok_or_else(|| {
+                    format!("--instruction-set: expected avx512, avx2 or portable, found `{v}`")
+                })?);
+            }
             "--peak" => {
                 let v = value()?;
                 peak_gflops = v
@@ -127,6 +161,9 @@ fn parse_options() -> Result<Option<Options>, String> {
         only,
         raw,
         peak_gflops,
+        suite,
+        nets,
+        instruction_set,
     }))
 }
 
@@ -164,7 +201,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&options) {
+    // The whole run on the kernels asked for: this thread's limit (the harness runs constmat on
+    // this one thread only).
+    let result = match options.instruction_set {
+        Some(set) => kernels::with_instruction_set(set, || run(&options)),
+        None => run(&options),
+    };
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!(
@@ -181,6 +224,12 @@ fn main() -> ExitCode {
 
 /// Runs everything; returns whether every check passed.
 fn run(options: &Options) -> Result<bool, String> {
+    if options.nets.is_some() && !options.suite {
+        return Err("--nets goes with --suite".into());
+    }
+    if options.suite {
+        return run_suite(options);
+    }
     let start = Instant::now();
     if cfg!(debug_assertions) {
         println!("WARNING: a debug build; run with --release for meaningful figures");
@@ -199,6 +248,7 @@ fn run(options: &Options) -> Result<bool, String> {
     println!("# constmat and its peers, side by side");
     println!();
     println!("- machine: {}", machine());
+    println!("- constmat's kernels: {}", kernels_used(options));
     println!(
         "- data: {}",
         match &ctx.data.source {
@@ -522,6 +572,92 @@ fn print_rounds(
         }
         println!("{row}");
     }
+}
+
+/// The suite (`--suite`): constmat and PyTorch on seven nets.
+fn run_suite(options: &Options) -> Result<bool, String> {
+    if cfg!(debug_assertions) {
+        println!("WARNING: a debug build; run with --release for meaningful figures");
+    }
+    println!("# The suite: constmat and PyTorch side by side");
+    println!();
+    println!("- machine: {}", machine());
+    println!("- constmat's kernels: {}", kernels_used(options));
+    println!(
+        "- one thread, f32; {} rounds, each figure repeated for {:.2} s per round (after a warm-up of a tenth of that); constmat and PyTorch alternate which goes first",
+        options.rounds,
+        options.budget.per_workload.as_secs_f64(),
+    );
+    let mut torch = None;
+    match &options.python {
+        Some(python) => match python::probe(python) {
+            Ok(probe) => match probe.available.into_iter().find(|(l, _)| l == "torch") {
+                Some((_, version)) => {
+                    println!("- PyTorch {version} ({python})");
+                    torch = Some((python.clone(), version));
+                }
+                None => println!(
+                    "- note: PyTorch is not installed for {python}: {}",
+                    probe.notes.join("; ")
+                ),
+            },
+            Err(e) => println!("- note: PyTorch is left out: {e}"),
+        },
+        None => println!("- note: PyTorch is left out (--no-python)"),
+    }
+    if options.only.is_some() {
+        println!("- note: --only does not apply to the suite (constmat and PyTorch only)");
+    }
+    suite::run(options, torch)
+}
+
+/// The instruction set constmat's kernels run on (`kernels::instruction_set()`), with what was
+/// asked and what the CPU has.
+fn kernels_used(options: &Options) -> String {
+    let used = kernels::instruction_set();
+    let cpu = cpu_best();
+    let mut asked = Vec::new();
+    if let Some(set) = options.instruction_set {
+        asked.push(format!("--instruction-set {set}"));
+    }
+    if let Ok(v) = std::env::var(INSTRUCTION_SET_VARIABLE) {
+        asked.push(format!("{INSTRUCTION_SET_VARIABLE}={v}"));
+    }
+    let mut line = format!(
+        "{used} (kernels::instruction_set(); this CPU's best: {cpu}; {})",
+        if asked.is_empty() {
+            "nothing asked".to_string()
+        } else {
+            format!("asked: {}", asked.join(", "))
+        }
+    );
+    if let Some(set) = options.instruction_set
+        && set > used
+    {
+        line += &format!(
+            "; NOTE: {set} was asked for, but {}, so the kernels run on {used}",
+            if set > cpu {
+                format!("this CPU has no {set}")
+            } else {
+                format!("{INSTRUCTION_SET_VARIABLE} limits them")
+            }
+        );
+    }
+    line
+}
+
+/// The widest instruction set the CPU has, of those constmat's kernels use.
+fn cpu_best() -> InstructionSet {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return InstructionSet::Avx512;
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return InstructionSet::Avx2;
+        }
+    }
+    InstructionSet::Portable
 }
 
 /// The processor's name and how many the system shows.

@@ -207,8 +207,16 @@ impl PythonPeer {
     }
 }
 
+/// Runs `peers.py suite` (the suite's checks or one round of its timings, as `input`'s first
+/// line says) and returns its JSON report.
+pub fn suite(python: &str, input: &[u8]) -> Result<Value, String> {
+    let mut command = command(python);
+    command.arg("suite");
+    run_json(command, Some(input))
+}
+
 /// Little-endian `f32`s written as hexadecimal (`numpy`'s `tobytes().hex()`).
-fn hex_f32(hex: &str) -> Result<Vec<f32>, String> {
+pub fn hex_f32(hex: &str) -> Result<Vec<f32>, String> {
     let bytes: Result<Vec<u8>, _> = (0..hex.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("?"), 16))

@@ -46,6 +46,21 @@ pub struct Quantization {
 }
 
 impl Quantization {
+    /// The narrowest range [`from_range`](Self::from_range) maps onto all of `-128..=127`:
+    /// `255 · f32::EPSILON`, about `3.04e-5`. A narrower one gets the scale `f32::EPSILON`
+    /// and fewer than 255 steps; [`nn::quantize`](crate::nn::quantize) refuses calibration
+    /// samples that span less ([`QuantizeError::NarrowCalibration`](crate::nn::QuantizeError::NarrowCalibration)).
+    ///
+    /// ```
+    /// use constmat::quant::Quantization;
+    ///
+    /// assert_eq!(Quantization::from_range(0.0, Quantization::MIN_RANGE).scale, f32::EPSILON);
+    /// let narrow = Quantization::from_range(0.0, 1e-30);
+    /// assert_eq!(narrow.scale, f32::EPSILON); // the floor: 1e-30 and 0 are one level
+    /// assert_eq!(narrow.quantize(1e-30), narrow.quantize(0.0));
+    /// ```
+    pub const MIN_RANGE: f32 = 255.0 * f32::EPSILON;
+
     /// The parameters that map `[min, max]` onto `-128..=127`, widened to contain 0 (so that
     /// zero, the padding and ReLU's floor, is exact), with a scale of at least `f32::EPSILON`
     /// (a constant tensor still gets a usable scale; a range narrower than `255·EPSILON`, about

@@ -552,30 +552,61 @@ fn files_that_do_not_fit_fail_the_build_at_the_users_line() {
             st::from_bytes::<Small>(&bytes).err().map(|e| e.to_string()),
         ));
     }
-    // An int8 file holding an exponent no shift can take: the same range rule both ways.
-    let int8 = {
-        let q = constmat::quant::Quantization {
-            scale: 0.1,
-            zero_point: 0,
-        };
-        let multiplier = constmat::quant::Multiplier::from_real(0.5);
-        let mut layer = nn::QDense::<4, 2>::new([[1; 4]; 2], [0; 2], [multiplier; 2], q, q);
-        layer.exponent[1] = 40;
-        st::to_bytes(&layer, &[])
+    // Int8 files holding an exponent no shift can take, and scales that are not positive
+    // normal numbers (issue 44): the same rules both ways.
+    let q = constmat::quant::Quantization {
+        scale: 0.1,
+        zero_point: 0,
     };
-    std::fs::write(krate.join("INT8_EXPONENT.safetensors"), &int8).unwrap();
-    main.push_str(
-        "#[cfg(not(any(let_only, bake_only, large_only, large_nan_only)))]\npub static INT8_EXPONENT: Baked<constmat::nn::QDense<4, 2>> = \
-         constmat::include_net!(\"../INT8_EXPONENT.safetensors\");\n\n",
+    let good = nn::QDense::<4, 2>::new(
+        [[1; 4]; 2],
+        [0; 2],
+        [constmat::quant::Multiplier::from_real(0.5); 2],
+        q,
+        q,
     );
-    let message = st::from_bytes::<nn::QDense<4, 2>>(&int8)
-        .unwrap_err()
-        .to_string();
-    assert_eq!(
-        message,
-        "tensor 0.exponent: element 1 is 40, outside -31..=30"
-    );
-    expected.push(("INT8_EXPONENT".to_string(), Some(message)));
+    let scale = "expected a quantization scale: a positive normal f32, from 1.1754944e-38 to \
+                 3.4028235e38";
+    type Spoil = fn(&mut nn::QDense<4, 2>);
+    let int8_cases: [(&str, Spoil, String); 4] = [
+        (
+            "INT8_EXPONENT",
+            |layer| layer.exponent[1] = 40,
+            "tensor 0.exponent: element 1 is 40, outside -31..=30".to_string(),
+        ),
+        (
+            "INT8_NEGATIVE_SCALE",
+            |layer| layer.input.scale = -1.0 / 255.0,
+            format!("tensor 0.input_scale: element 0 is -0.003921569, {scale}"),
+        ),
+        (
+            "INT8_ZERO_SCALE",
+            |layer| layer.output.scale = 0.0,
+            format!("tensor 0.output_scale: element 0 is 0, {scale}"),
+        ),
+        (
+            "INT8_SUBNORMAL_SCALE",
+            |layer| layer.input.scale = 1e-45,
+            format!("tensor 0.input_scale: element 0 is 1e-45, {scale}"),
+        ),
+    ];
+    for (name, spoil, want) in int8_cases {
+        let mut layer = good.clone();
+        spoil(&mut layer);
+        let int8 = st::to_bytes(&layer, &[]);
+        std::fs::write(krate.join(format!("{name}.safetensors")), &int8).unwrap();
+        writeln!(
+            main,
+            "#[cfg(not(any(let_only, bake_only, large_only, large_nan_only)))]\npub static {name}: Baked<constmat::nn::QDense<4, 2>> = \
+             constmat::include_net!(\"../{name}.safetensors\");\n"
+        )
+        .unwrap();
+        let message = st::from_bytes::<nn::QDense<4, 2>>(&int8)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(message, want);
+        expected.push((name.to_string(), Some(message)));
+    }
     for (name, ty, file, message) in TYPE_CASES {
         writeln!(
             main,

@@ -3,8 +3,9 @@
 //!
 //! `const` code cannot call trait methods, so there is one set of functions per element type.
 //! Each checks a tensor's values before copying them, so that a baked net holds only values the
-//! rule allows: a NaN or an infinity is [`Error::NonFinite`], an integer outside its tensor's
-//! [`range`](super::TensorSpec::range) [`Error::OutOfRange`], each for the first such element
+//! rule allows: a NaN or an infinity is [`Error::NonFinite`], a quantization scale that is not
+//! a positive normal number ([`f32_scale`]) [`Error::ScaleOutOfRange`], an integer outside its
+//! tensor's [`range`](super::TensorSpec::range) [`Error::OutOfRange`], each for the first such element
 //! by row-major index. The checks are the one definition of that value rule (written in
 //! `kernels::le_bytes`, whole blocks of values per step of the compiler's interpreter): the
 //! run-time loader's [`check_net`](super::check_net) runs the same functions on each tensor, so
@@ -271,6 +272,15 @@ const fn first_i32_outside(bytes: &[u8], range: Range) -> Option<(usize, i32)> {
     None
 }
 
+/// The error for element `index` of the scale `{module}.{field}` holding `value`.
+const fn not_a_scale(module: usize, field: &str, index: usize, value: f32) -> Error {
+    Error::ScaleOutOfRange {
+        name: TensorName::of(module, field),
+        index,
+        bits: value.to_bits(),
+    }
+}
+
 /// The error for element `index` of `{module}.{field}` holding `value`, outside `range`.
 const fn out_of_range(module: usize, field: &str, index: usize, value: i32, range: Range) -> Error {
     let (min, max) = bounds(range);
@@ -283,11 +293,36 @@ const fn out_of_range(module: usize, field: &str, index: usize, value: i32, rang
     }
 }
 
+/// The index and value of the first little-endian `f32` of `bytes` that is not a quantization
+/// scale: not a positive normal number (`f32::MIN_POSITIVE..=f32::MAX`). Zero, negative and
+/// subnormal values, and NaNs and infinities, are not scales.
+///
+/// Why normal: a subnormal scale has fewer than 24 significant bits (`1e-45` is a single bit,
+/// `2^-149`), its reciprocal overflows `f32` (so a caller's `x / scale` or `x * (1.0 / scale)`
+/// in `f32`, a pixel table's, is infinite), and no quantizer gives one: `nn::quantize`'s scales
+/// are at least `f32::EPSILON` (activations) and `f32::MIN_POSITIVE` (weights).
+const fn first_non_scale_f32(bytes: &[u8]) -> Option<(usize, f32)> {
+    let (chunks, _) = bytes.as_chunks::<4>();
+    let mut i = 0;
+    while i < chunks.len() {
+        let value = f32::from_le_bytes(chunks[i]);
+        // Written so that a NaN is not a scale either.
+        let is_scale = value >= f32::MIN_POSITIVE && value <= f32::MAX;
+        if !is_scale {
+            return Some((i, value));
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Checks the values of a tensor with the rule the decoders apply (they call the same
-/// functions): the first NaN or infinity of a float tensor, or the first integer outside
-/// `range`, as [`Error::NonFinite`] or [`Error::OutOfRange`] naming `{module}.{field}`. `data`
-/// holds little-endian elements of `dtype`; the dtypes no layer holds have no value rule here
-/// (a net's tensors never have them: their dtypes are checked first).
+/// functions): the first NaN or infinity of a float tensor, then (for a quantization scale,
+/// `scale`) its first value that is not a positive normal number, or the first integer
+/// outside `range`, as [`Error::NonFinite`], [`Error::ScaleOutOfRange`] or
+/// [`Error::OutOfRange`] naming `{module}.{field}`. `data` holds little-endian elements of
+/// `dtype`; the dtypes no layer holds have no value rule here (a net's tensors never have
+/// them: their dtypes are checked first).
 ///
 /// What [`check_net`](super::check_net) evaluates for each of a net's tensors at run time.
 pub(crate) const fn check_values(
@@ -295,7 +330,7 @@ pub(crate) const fn check_values(
     data: &[u8],
     module: usize,
     field: &str,
-    range: Range,
+    (range, scale): (Range, bool),
 ) -> Result<(), Error> {
     let non_finite = match dtype {
         Dtype::F32 => le_bytes::first_non_finite_f32(data),
@@ -307,6 +342,12 @@ pub(crate) const fn check_values(
             name: TensorName::of(module, field),
             index,
         });
+    }
+    if scale
+        && matches!(dtype, Dtype::F32)
+        && let Some((index, value)) = first_non_scale_f32(data)
+    {
+        return Err(not_a_scale(module, field, index, value));
     }
     let outside = match dtype {
         Dtype::I8 => first_i8_outside(data, range),
@@ -473,6 +514,53 @@ pub(crate) const fn f32_scalar_from(
         Ok(data) => data,
         Err(e) => return Err(e),
     };
+    let mut out = [0.0];
+    le_bytes::copy_f32(data, &mut out);
+    Ok(out[0])
+}
+
+/// The `F32` scalar `{module}.{field}` in the safetensors file `bytes`, checked to be a
+/// quantization scale: a positive normal number, `f32::MIN_POSITIVE..=f32::MAX` (an int8
+/// layer's `input_scale` and `output_scale`; docs/quantization.md says why).
+///
+/// ```
+/// use constmat::format::{decode, ErrorKind};
+/// use constmat::io::safetensors;
+/// use constmat::nn::QDense;
+/// use constmat::quant::{Multiplier, Quantization};
+///
+/// let q = Quantization { scale: 0.5, zero_point: 0 };
+/// let mut layer: QDense<1, 1> = QDense::new([[1]], [0], [Multiplier::from_real(1.0)], q, q);
+/// let bytes = safetensors::to_bytes(&layer, &[]);
+/// assert_eq!(decode::f32_scale(&bytes, 0, "input_scale"), Ok(0.5));
+///
+/// layer.input.scale = 1e-45; // subnormal
+/// let bytes = safetensors::to_bytes(&layer, &[]);
+/// let err = decode::f32_scale(&bytes, 0, "input_scale").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::ScaleOutOfRange);
+/// ```
+///
+/// # Errors
+///
+/// As [`f32_scalar`]; then [`Error::ScaleOutOfRange`] for a value that is zero, negative or
+/// subnormal.
+pub const fn f32_scale(bytes: &[u8], module: usize, field: &str) -> Result<f32, Error> {
+    f32_scale_from(Source::Bytes(bytes), module, field)
+}
+
+/// [`f32_scale`] from a [`Source`].
+pub(crate) const fn f32_scale_from(
+    source: Source<'_>,
+    module: usize,
+    field: &str,
+) -> Result<f32, Error> {
+    let data = match checked_f32(source, module, field, &[]) {
+        Ok(data) => data,
+        Err(e) => return Err(e),
+    };
+    if let Some((index, value)) = first_non_scale_f32(data) {
+        return Err(not_a_scale(module, field, index, value));
+    }
     let mut out = [0.0];
     le_bytes::copy_f32(data, &mut out);
     Ok(out[0])

@@ -46,6 +46,9 @@ pub enum ErrorKind {
     /// An integer tensor holds a value outside the range the net allows (an int8 weight of
     /// -128, a requantization exponent a shift cannot take).
     OutOfRange,
+    /// A quantization scale (an int8 layer's `input_scale` or `output_scale`) is not a positive
+    /// normal `f32`: zero, negative or subnormal.
+    ScaleOutOfRange,
     /// The file holds a tensor the net does not have.
     Unexpected,
 }
@@ -197,6 +200,35 @@ pub enum Error {
         /// The greatest value allowed.
         max: i32,
     },
+    /// Element `index` of the quantization scale `name` (a tensor whose
+    /// [`TensorSpec::scale`](super::TensorSpec::scale) is set) is `f32::from_bits(bits)`, which
+    /// is not a positive normal number: it is zero, negative or subnormal (a NaN or an infinity
+    /// is [`NonFinite`](Self::NonFinite)). A scale is at least
+    /// [`f32::MIN_POSITIVE`] (about 1.2e-38): see docs/quantization.md.
+    ///
+    /// ```
+    /// use constmat::format::{Error, ErrorKind, TensorName};
+    ///
+    /// let err = Error::ScaleOutOfRange {
+    ///     name: TensorName::of(0, "input_scale"),
+    ///     index: 0,
+    ///     bits: (-1.0_f32 / 255.0).to_bits(),
+    /// };
+    /// assert_eq!(err.kind(), ErrorKind::ScaleOutOfRange);
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "tensor 0.input_scale: element 0 is -0.003921569, expected a quantization scale: \
+    ///      a positive normal f32, from 1.1754944e-38 to 3.4028235e38"
+    /// );
+    /// ```
+    ScaleOutOfRange {
+        /// The tensor.
+        name: TensorName,
+        /// The element's row-major index.
+        index: usize,
+        /// The value found, as its bits (`f32::from_bits`), so that the error stays `Eq`.
+        bits: u32,
+    },
     /// The file holds tensor `name`, which the net does not have.
     Unexpected {
         /// The tensor.
@@ -224,6 +256,7 @@ impl Error {
             Self::Mismatch { .. } => ErrorKind::Mismatch,
             Self::NonFinite { .. } => ErrorKind::NonFinite,
             Self::OutOfRange { .. } => ErrorKind::OutOfRange,
+            Self::ScaleOutOfRange { .. } => ErrorKind::ScaleOutOfRange,
             Self::Unexpected { .. } => ErrorKind::Unexpected,
         }
     }
@@ -371,6 +404,17 @@ impl Error {
                 .signed(min as i64)
                 .str("..=")
                 .signed(max as i64),
+            Self::ScaleOutOfRange { name, index, bits } => m
+                .str("tensor ")
+                .name(&name)
+                .str(": element ")
+                .number(index)
+                .str(" is ")
+                .float(f32::from_bits(bits))
+                .str(", expected a quantization scale: a positive normal f32, from ")
+                .float(f32::MIN_POSITIVE)
+                .str(" to ")
+                .float(f32::MAX),
             Self::Unexpected { name } => m
                 .str("the file holds tensor ")
                 .name(&name)
@@ -631,6 +675,70 @@ impl Message {
         self.bytes(digits.split_at(start).1)
     }
 
+    /// Appends `v` with the fewest significant digits (at most 9) that read back as the same
+    /// `f32`, as Rust's `{}` and `{:e}` choose them: positionally from 1e-4 to below 1e16
+    /// (`-0.003921569`), else with an exponent (`1.1754944e-38`, `1e-45`).
+    const fn float(self, v: f32) -> Self {
+        if v.is_nan() {
+            return self.str("NaN");
+        }
+        let m = if v.is_sign_negative() {
+            self.str("-")
+        } else {
+            self
+        };
+        let a = v.abs();
+        if a.is_infinite() {
+            return m.str("inf");
+        }
+        if a == 0.0 {
+            return m.str("0");
+        }
+        let (value, count, exponent) = shortest_digits(a);
+        let mut digits = [0_u8; 9];
+        let mut n = value;
+        let mut i = count;
+        while i > 0 {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        let (digits, _) = digits.split_at(count);
+        if exponent < -4 || exponent > 15 {
+            let (first, rest) = digits.split_at(1);
+            let m = m.bytes(first);
+            let m = if rest.is_empty() {
+                m
+            } else {
+                m.str(".").bytes(rest)
+            };
+            return m.str("e").signed(exponent as i64);
+        }
+        if exponent < 0 {
+            let mut m = m.str("0.");
+            let mut zeros = -exponent - 1;
+            while zeros > 0 {
+                m = m.str("0");
+                zeros -= 1;
+            }
+            return m.bytes(digits);
+        }
+        // `exponent + 1` digits before the point, padded with zeros.
+        let whole = exponent as usize + 1;
+        if count <= whole {
+            let mut m = m.bytes(digits);
+            let mut zeros = whole - count;
+            while zeros > 0 {
+                m = m.str("0");
+                zeros -= 1;
+            }
+            m
+        } else {
+            let (int, frac) = digits.split_at(whole);
+            m.bytes(int).str(".").bytes(frac)
+        }
+    }
+
     const fn name(self, name: &TensorName) -> Self {
         self.bytes(name.buf.split_at(name.len).0)
     }
@@ -690,6 +798,62 @@ impl fmt::Debug for Message {
     }
 }
 
+/// The shortest decimal form of the positive finite `a`: `(digits, count, exponent)` with
+/// `a = d.ddd · 10^exponent` to `count` significant digits (at most 9, which always read back
+/// as `a`), the fewest that read back as `a` (rounded to nearest).
+const fn shortest_digits(a: f32) -> (u64, usize, i32) {
+    let x = a as f64;
+    // 10^exponent <= x < 10^(exponent + 1)
+    let mut exponent = 0_i32;
+    while times_pow10(1.0, exponent + 1) <= x {
+        exponent += 1;
+    }
+    while times_pow10(1.0, exponent) > x {
+        exponent -= 1;
+    }
+    let mut count = 1;
+    loop {
+        let scaled = times_pow10(x, count as i32 - 1 - exponent);
+        let mut digits = (scaled + 0.5) as u64;
+        let mut e = exponent;
+        let limit = times_pow10(1.0, count as i32) as u64;
+        if digits >= limit {
+            digits /= 10;
+            e += 1;
+        }
+        let back = times_pow10(digits as f64, e - (count as i32 - 1)) as f32;
+        if back == a || count == 9 {
+            while count > 1 && digits.is_multiple_of(10) {
+                digits /= 10;
+                count -= 1;
+            }
+            return (digits, count, e);
+        }
+        count += 1;
+    }
+}
+
+/// `x · 10^k` in `f64` (the powers of ten are exact up to `10^22`; beyond, a rounding per
+/// factor of `10^22`: far below an `f32`'s precision for the exponents of `f32`s).
+const fn times_pow10(x: f64, k: i32) -> f64 {
+    let (mut x, mut k) = (x, k);
+    while k > 22 {
+        x *= 1e22;
+        k -= 22;
+    }
+    while k < -22 {
+        x /= 1e22;
+        k += 22;
+    }
+    let mut power = 1.0_f64;
+    let mut i = 0;
+    while i < k.unsigned_abs() {
+        power *= 10.0;
+        i += 1;
+    }
+    if k >= 0 { x * power } else { x / power }
+}
+
 /// `b` if it is printable ASCII, else `?`.
 const fn printable(b: u8) -> u8 {
     if b >= b' ' && b <= b'~' { b } else { b'?' }
@@ -700,5 +864,57 @@ const fn as_text(bytes: &[u8]) -> &str {
     match core::str::from_utf8(bytes) {
         Ok(text) => text,
         Err(_) => "?",
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use std::format;
+    use std::string::{String, ToString};
+
+    use super::Message;
+
+    /// `v` as `Message::float` writes it, by Rust's formatting: the same shortest digits,
+    /// positional from 1e-4 to below 1e16, else `{:e}`.
+    fn rust(v: f32) -> String {
+        let scientific = format!("{v:e}");
+        let exponent: i32 = match scientific.split_once('e') {
+            Some((_, e)) if v != 0.0 => e.parse().unwrap(),
+            _ => 0,
+        };
+        if (-4..16).contains(&exponent) {
+            format!("{v}")
+        } else {
+            scientific
+        }
+    }
+
+    #[test]
+    fn floats_are_written_as_rust_writes_them() {
+        let float = |v: f32| Message::new().float(v).as_str().to_string();
+        assert_eq!(float(-1.0 / 255.0), "-0.003921569");
+        assert_eq!(float(f32::MIN_POSITIVE), "1.1754944e-38");
+        assert_eq!(float(f32::MAX), "3.4028235e38");
+        assert_eq!(float(1e-45), "1e-45");
+        assert_eq!(float(0.05), "0.05");
+        assert_eq!(float(-0.0), "-0");
+        assert_eq!(float(1234.5), "1234.5");
+        assert_eq!(float(1e15), "1000000000000000");
+        assert_eq!(float(1e16), "1e16");
+        assert_eq!(float(f32::NAN), "NaN");
+        assert_eq!(float(f32::NEG_INFINITY), "-inf");
+        // Every exponent, and bit patterns drawn across the whole range.
+        let mut bits = 0x9E37_79B9_u32;
+        for k in 0..200_000_u32 {
+            bits ^= bits << 13;
+            bits ^= bits >> 17;
+            bits ^= bits << 5;
+            let v = f32::from_bits(if k < 256 {
+                (k << 23) | (bits & 0x7F_FFFF)
+            } else {
+                bits
+            });
+            assert_eq!(float(v), rust(v), "{:#x}", v.to_bits());
+        }
     }
 }

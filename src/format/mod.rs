@@ -35,7 +35,9 @@
 //! | count | at most [`MAX_TENSORS`] tensors (the reader keeps no heap) |
 //!
 //! Then, for a net: every tensor of its [`NetSpec`] is present with the dtype and shape it
-//! needs, float values are finite, and the file holds no tensor the net lacks.
+//! needs, float values are finite (an int8 layer's quantization scales positive normal numbers,
+//! [`TensorSpec::scale`]), integers within their [`TensorSpec::range`], and the file holds no
+//! tensor the net lacks.
 //!
 //! ```
 //! use constmat::format::{self, ErrorKind};

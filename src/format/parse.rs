@@ -206,8 +206,10 @@ const fn parse_recording<'a>(
 ///
 /// # Errors
 ///
-/// As [`check_layout`]; then [`Error::NonFinite`] for the first NaN or infinity, or
-/// [`Error::OutOfRange`] for the first integer outside its tensor's [`range`](super::TensorSpec::range).
+/// As [`check_layout`]; then [`Error::NonFinite`] for the first NaN or infinity,
+/// [`Error::ScaleOutOfRange`] for the first quantization scale that is not a positive normal
+/// number ([`TensorSpec::scale`](super::TensorSpec::scale)), or [`Error::OutOfRange`] for the
+/// first integer outside its tensor's [`range`](super::TensorSpec::range).
 pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
     tri!(check_layout(header, spec));
     let mut k = 0;
@@ -218,7 +220,7 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
                 found.data,
                 module,
                 expected.field,
-                expected.range,
+                (expected.range, expected.scale),
             ));
         }
         k += 1;

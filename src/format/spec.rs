@@ -77,6 +77,11 @@ pub struct TensorSpec {
     /// For an integer tensor, the least and greatest values it may hold (an int8 weight is in
     /// `-127..=127`); `None` for any value of its dtype. (Float tensors must be finite.)
     pub range: Option<(i32, i32)>,
+    /// Whether the tensor holds quantization scales (an `F32` tensor: an int8 layer's
+    /// `input_scale` and `output_scale`): then each value must be a positive normal number,
+    /// `f32::MIN_POSITIVE..=f32::MAX`, not only finite ([`Error::ScaleOutOfRange`](super::Error::ScaleOutOfRange)).
+    /// `false` for every other tensor.
+    pub scale: bool,
 }
 
 /// The tensors of a net, in order, named as PyTorch's `nn.Sequential` names them: a layer of a

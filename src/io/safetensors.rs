@@ -166,8 +166,10 @@ pub fn save<P: Weights>(
 ///
 /// A [`WeightsError`] of kind [`WeightsErrorKind::Format`] for the first problem found: the
 /// file is truncated or corrupt, a tensor is missing, has another dtype or shape than `P`
-/// needs, holds a NaN or infinite value or (an int8 net's integers) a value outside its range
-/// ([`format::Error::OutOfRange`]), or the file holds a tensor `P` does not have.
+/// needs, holds a NaN or infinite value, (an int8 net's integers) a value outside its range
+/// ([`format::Error::OutOfRange`]) or (an int8 layer's quantization scales) a scale that is
+/// not a positive normal number ([`format::Error::ScaleOutOfRange`]), or the file holds a
+/// tensor `P` does not have.
 pub fn from_bytes<P: Weights>(bytes: &[u8]) -> Result<P, WeightsError> {
     let header = format::validate(bytes, &P::SPEC)?;
     Ok(P::read_tensors(&mut |k| {

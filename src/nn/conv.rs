@@ -564,6 +564,7 @@ where
                 dtype: T::DTYPE,
                 shape: &[OC, C, K, K],
                 range: None,
+                scale: false,
             },
             TensorSpec {
                 module: 0,
@@ -571,6 +572,7 @@ where
                 dtype: T::DTYPE,
                 shape: &[OC],
                 range: None,
+                scale: false,
             },
         ],
     };

@@ -121,6 +121,7 @@ where
                 dtype: T::DTYPE,
                 shape: &[O, I],
                 range: None,
+                scale: false,
             },
             TensorSpec {
                 module: 0,
@@ -128,6 +129,7 @@ where
                 dtype: T::DTYPE,
                 shape: &[O],
                 range: None,
+                scale: false,
             },
         ],
     };

@@ -72,12 +72,15 @@ impl QuantizedActivation for Relu {
 /// | `{m}.bias` | `I32 [O]` | the input's zero point folded in |
 /// | `{m}.multiplier` | `I32 [O]` | `0..=2^31-1` |
 /// | `{m}.exponent` | `I32 [O]` | `-31..=30`, so that the shifts fit |
-/// | `{m}.input_scale`, `{m}.input_zero_point` | `F32 []`, `I8 []` | the input's quantization |
-/// | `{m}.output_scale`, `{m}.output_zero_point` | `F32 []`, `I8 []` | the output's quantization |
+/// | `{m}.input_scale`, `{m}.input_zero_point` | `F32 []`, `I8 []` | the input's quantization: a positive normal scale, any zero point |
+/// | `{m}.output_scale`, `{m}.output_zero_point` | `F32 []`, `I8 []` | the output's quantization: the same |
 ///
 /// The scales are what the integers stand for (PyTorch's quantized modules store theirs as
 /// 0-dimensional tensors too); inference reads none of them, only the zero points. Loading
-/// and baking reject a value outside its range ([`format::Error::OutOfRange`](crate::format::Error::OutOfRange)).
+/// and baking reject a value outside its range ([`format::Error::OutOfRange`](crate::format::Error::OutOfRange))
+/// and a scale that is zero, negative or subnormal, from `f32::MIN_POSITIVE` up only
+/// ([`format::Error::ScaleOutOfRange`](crate::format::Error::ScaleOutOfRange): the caller
+/// quantizes the net's input with its first layer's scale).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QDense<const I: usize, const O: usize, A = Identity, S: Store = Inline> {
     /// `W_q`, `[O][I]`: each row quantized symmetrically with its own scale.
@@ -209,21 +212,34 @@ macro_rules! int8_tensors {
                 dtype: $crate::format::Dtype::I8,
                 shape: &[$($weight),+],
                 range: $crate::nn::qdense::WEIGHT_RANGE,
+                scale: false,
             },
             $crate::nn::qdense::int8_tensor!("bias", I32, [$n], None),
             $crate::nn::qdense::int8_tensor!("multiplier", I32, [$n], $crate::nn::qdense::MULTIPLIER_RANGE),
             $crate::nn::qdense::int8_tensor!("exponent", I32, [$n], $crate::nn::qdense::EXPONENT_RANGE),
-            $crate::nn::qdense::int8_tensor!("input_scale", F32, [], None),
+            $crate::nn::qdense::int8_tensor!("input_scale", F32, [], scale),
+            // Every i8 is a zero point (TensorFlow Lite's int8 activations: -128..=127).
             $crate::nn::qdense::int8_tensor!("input_zero_point", I8, [], None),
-            $crate::nn::qdense::int8_tensor!("output_scale", F32, [], None),
+            $crate::nn::qdense::int8_tensor!("output_scale", F32, [], scale),
             $crate::nn::qdense::int8_tensor!("output_zero_point", I8, [], None),
         ]
     };
 }
 pub(crate) use int8_tensors;
 
-/// One tensor of [`int8_tensors!`], on the layer's first module.
+/// One tensor of [`int8_tensors!`], on the layer's first module: an integer tensor with its
+/// range, or (`scale`) a quantization scale.
 macro_rules! int8_tensor {
+    ($field:literal, $dtype:ident, [$($dim:expr),*], scale) => {
+        $crate::format::TensorSpec {
+            module: 0,
+            field: $field,
+            dtype: $crate::format::Dtype::$dtype,
+            shape: &[$($dim),*],
+            range: None,
+            scale: true,
+        }
+    };
     ($field:literal, $dtype:ident, [$($dim:expr),*], $range:expr) => {
         $crate::format::TensorSpec {
             module: 0,
@@ -231,6 +247,7 @@ macro_rules! int8_tensor {
             dtype: $crate::format::Dtype::$dtype,
             shape: &[$($dim),*],
             range: $range,
+            scale: false,
         }
     };
 }
@@ -289,11 +306,11 @@ impl<const N: usize> Requantization<N> {
                 EXPONENT_RANGE
             )),
             input: Quantization {
-                scale: tri!(decode::f32_scalar_from(source, module, "input_scale")),
+                scale: tri!(decode::f32_scale_from(source, module, "input_scale")),
                 zero_point: tri!(decode::i8_scalar_from(source, module, "input_zero_point")),
             },
             output: Quantization {
-                scale: tri!(decode::f32_scalar_from(source, module, "output_scale")),
+                scale: tri!(decode::f32_scale_from(source, module, "output_scale")),
                 zero_point: tri!(decode::i8_scalar_from(source, module, "output_zero_point")),
             },
         })

@@ -33,6 +33,28 @@ pub enum QuantizeError {
     /// Every value of every calibration sample is 0 (blank images): there is no range to
     /// measure, and the input's quantization would saturate on every real input.
     BlankCalibration,
+    /// The calibration samples span `[min, max]` (widened to contain 0), not all 0 but
+    /// narrower than [`Quantization::MIN_RANGE`] (`255 · f32::EPSILON`, about `3.04e-5`): the
+    /// input's scale would be held at `f32::EPSILON`, the samples would fall on fewer than 255
+    /// of int8's levels (on the zero point alone below `6e-8`: samples of `1e-30` are blank to
+    /// the int8 net), and real inputs of the usual sizes would saturate.
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    /// use constmat::nn::{Dense, QuantizeError, quantize};
+    ///
+    /// let net: Dense<f32, 2, 1> = Dense::new(Matrix::from_rows([[1.0, -1.0]]), Matrix::from_rows([[0.0]]));
+    /// let err = quantize(&net, &[[1e-30, 0.0]; 10]).unwrap_err();
+    /// assert_eq!(err, QuantizeError::NarrowCalibration { min: 0.0, max: 1e-30 });
+    /// // Inputs scaled to about [0, 1] calibrate.
+    /// assert!(quantize(&net, &[[1.0, 0.0], [0.0, 0.5]]).is_ok());
+    /// ```
+    NarrowCalibration {
+        /// The least calibration value (at most 0).
+        min: f32,
+        /// The greatest calibration value (at least 0).
+        max: f32,
+    },
     /// Layer `layer`'s requantization multiplier `s_in·s_w / s_out` is too large for the fixed
     /// point form (at least `2^30`): its output's range is tiny against its input's.
     Multiplier {
@@ -50,14 +72,29 @@ impl fmt::Display for QuantizeError {
                 f,
                 "no calibration samples: quantizing needs a few hundred inputs to measure the activations' ranges"
             ),
-            Self::NotFinite { layer, what } => write!(
-                f,
-                "layer {layer}: a {what} is NaN, infinite or beyond f32's range, which int8 cannot represent"
-            ),
+            Self::NotFinite { layer, what } => {
+                let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                write!(
+                    f,
+                    "layer {layer}: {article} {what} is NaN, infinite or beyond f32's range, which int8 cannot represent"
+                )
+            }
             Self::BlankCalibration => write!(
                 f,
                 "the calibration samples are all 0, so there is no range to measure (blank \
                  images?): calibrate on real inputs"
+            ),
+            Self::NarrowCalibration { min, max } => write!(
+                f,
+                "the calibration samples span only [{min:?}, {max:?}], narrower than {:?} \
+                 (255 x f32::EPSILON), the narrowest range int8 quantizes onto its 256 levels: \
+                 calibrate on real inputs, or scale the inputs (to about [0, 1]) before training \
+                 and quantizing",
+                Quantization::MIN_RANGE
             ),
             Self::Multiplier { layer, value } => write!(
                 f,
@@ -250,6 +287,9 @@ fn range_of<S: QuantizeSample>(
 /// # Errors
 ///
 /// [`QuantizeError::NoCalibrationSamples`] for an empty `calibration`;
+/// [`QuantizeError::BlankCalibration`] when its values are all 0, and
+/// [`QuantizeError::NarrowCalibration`] when they span less than
+/// [`Quantization::MIN_RANGE`] (about `3.04e-5`);
 /// [`QuantizeError::NotFinite`] when a weight, bias, input or activation is NaN or infinite;
 /// [`QuantizeError::Multiplier`] when a layer's output range is so narrow against its input's
 /// that the requantization multiplier is out of the fixed-point range.
@@ -267,6 +307,12 @@ where
     // is another matter: the float net gives the same on those samples, and so does the int8.)
     if min == 0.0 && max == 0.0 {
         return Err(QuantizeError::BlankCalibration);
+    }
+    // Samples that are nearly blank (all within 3e-5 of 0) are refused too: their range would
+    // get the floor scale, f32::EPSILON, so they would fall on a few levels, or on the zero
+    // point alone, and a real input would saturate. (MNIST's [0, 1] is 33,000 times wider.)
+    if f64::from(max) - f64::from(min) < f64::from(Quantization::MIN_RANGE) {
+        return Err(QuantizeError::NarrowCalibration { min, max });
     }
     let input = Quantization::from_range(min, max);
     // The calibration's float outputs on the portable loops: the SIMD kernels sum in an order
@@ -419,5 +465,93 @@ where
             self.rest
                 .quantize_layer(layer + A::LAYERS, middle, &middle_values)?;
         Ok((Chain::new(first, rest), output, outputs))
+    }
+}
+
+#[cfg(all(test, feature = "safetensors"))]
+mod tests {
+    use alloc::string::ToString;
+    use alloc::vec::Vec;
+
+    use super::{QuantizeError, quantize};
+    use crate::Matrix;
+    use crate::io::safetensors as st;
+    use crate::nn::{Chain, Dense, Layer, Quantize, Relu};
+    use crate::quant::Quantization;
+
+    type Two = Chain<Dense<f32, 3, 4, Relu>, Dense<f32, 4, 2>>;
+
+    /// Weights of about `w`, the bias `b`.
+    fn net(w: f32, b: f32) -> Two {
+        Chain::new(
+            Dense::new(
+                Matrix::from_fn(|o, i| w * ([1.0, -0.5, 0.25][i] * (o + 1) as f32 / 4.0)),
+                Matrix::from_fn(|_, o| if o % 2 == 0 { b } else { -b }),
+            ),
+            Dense::new(
+                Matrix::from_fn(|o, i| w * (if (o + i) % 2 == 0 { 0.5 } else { -1.0 })),
+                Matrix::from_fn(|_, _| b),
+            ),
+        )
+    }
+
+    #[test]
+    fn an_output_beyond_f32_is_refused_as_an_output() {
+        let err = quantize(&net(3e38, 0.0), &[[10.0, 0.0, 0.0]]).unwrap_err();
+        assert_eq!(
+            err,
+            QuantizeError::NotFinite {
+                layer: 0,
+                what: "output"
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "layer 0: an output is NaN, infinite or beyond f32's range, which int8 cannot represent"
+        );
+    }
+
+    /// Weights, biases and calibration ranges from the least to the greatest the quantizer
+    /// takes: it never panics (debug builds check every operation; the multiplier
+    /// `s_in·s_w / s_out` is computed in f64 from scales of at least `f32::MIN_POSITIVE` and
+    /// checked before it is made fixed point), and every net it gives writes a file whose
+    /// scales the loader accepts (issue 44: positive normal numbers) and that computes.
+    #[test]
+    fn extreme_ranges_give_nets_that_load_or_errors_never_panics() {
+        let (mut quantized, mut refused) = (0, 0);
+        for w in [1e-38_f32, 1e-30, 1e-3, 1.0, 1e3, 1e30, 3e38] {
+            for b in [0.0, 1e-30, 1.0, 1e30] {
+                for size in [Quantization::MIN_RANGE, 1e-3, 1.0, 1e30, 3e38] {
+                    let calibration: Vec<[f32; 3]> = (0..20)
+                        .map(|k| {
+                            let t = k as f32 / 19.0;
+                            [size * t, -size * (1.0 - t), size * 0.5]
+                        })
+                        .collect();
+                    match quantize(&net(w, b), &calibration) {
+                        Ok(q) => {
+                            quantized += 1;
+                            let bytes = st::to_bytes(&q.net, &[]);
+                            let back: <Two as Quantize>::Quantized = st::from_bytes(&bytes)
+                                .unwrap_or_else(|e| {
+                                    panic!("w {w:e}, b {b:e}, range {size:e}: {e}")
+                                });
+                            assert!(back == q.net);
+                            let mut out = [0_i8; 2];
+                            back.forward_one(&[127, -128, 0], &mut out);
+                            let _ = q.predict(&calibration[7]);
+                        }
+                        Err(QuantizeError::Multiplier { .. } | QuantizeError::NotFinite { .. }) => {
+                            refused += 1;
+                        }
+                        Err(e) => panic!("w {w:e}, b {b:e}, range {size:e}: {e}"),
+                    }
+                }
+            }
+        }
+        assert!(
+            quantized > 0 && refused > 0,
+            "{quantized} quantized, {refused} refused"
+        );
     }
 }

@@ -902,6 +902,43 @@ fn io_errors_carry_the_path() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Issue 42: a save opened its file with truncation, so a save that failed part-way left a
+/// fragment where a good file had been. It now writes a temporary file beside the target and
+/// renames it over it: the new file is complete, and nothing else is left in the directory.
+/// (A write that fails after N bytes, leaving the old file, is tested in `src/io/atomic.rs`.)
+#[test]
+fn a_save_replaces_the_file_whole_and_leaves_no_temporary_file() {
+    let dir = tmp_path("replace-whole");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("net.safetensors");
+    let (old, new): (Small, Small) = (random_net(1), random_net(2));
+    st::save(&old, &path, &[]).unwrap();
+    st::save(&new, &path, &[("note", "second")]).unwrap();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        st::to_bytes(&new, &[("note", "second")])
+    );
+    assert_eq!(st::load::<Small>(&path).unwrap(), new);
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["net.safetensors"]);
+
+    // A save that fails (the target is a directory) changes nothing and leaves nothing.
+    let err = st::save(&new, &dir, &[]).unwrap_err();
+    assert!(matches!(err.kind(), WeightsErrorKind::Io(_)), "{err}");
+    assert_eq!(err.path(), Some(dir.as_path()));
+    assert!(dir.is_dir());
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["net.safetensors"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn load_into_leaves_the_net_unchanged_on_every_error() {
     let net: Small = random_net(24);

@@ -77,12 +77,14 @@ pub(crate) fn replace_with(
 }
 
 /// `path` with symbolic links followed, so that the file they point to is replaced rather than
-/// the link; `path` itself when it is not a link or cannot be resolved (it does not exist yet).
+/// the link (a link to a file not there yet: the path it names); `path` itself when it is not a
+/// link.
 fn resolve_links(path: &Path) -> PathBuf {
     match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            fs::canonicalize(path).unwrap_or_else(|_| path.into())
-        }
+        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path).unwrap_or_else(|_| {
+            // `join` keeps an absolute link target as it is.
+            fs::read_link(path).map_or_else(|_| path.into(), |to| directory_of(path).join(to))
+        }),
         _ => path.into(),
     }
 }
@@ -243,6 +245,20 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(fs::read(&target).unwrap(), b"new");
+        assert_eq!(
+            files_beside(&target),
+            ["link.safetensors", "target.safetensors"]
+        );
+        // A link to a file not there yet: the file is created where the link points.
+        fs::remove_file(&target).unwrap();
+        write_atomically(&link, b"created").unwrap();
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read(&target).unwrap(), b"created");
         assert_eq!(
             files_beside(&target),
             ["link.safetensors", "target.safetensors"]

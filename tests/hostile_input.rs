@@ -8,6 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::interrupt::Interrupt;
 use common::training::{self, CHANCE_LOSS, MIN_STEPS_BEFORE_STALL, Options, Trouble};
 
 fn defaults() -> Options {
@@ -644,7 +645,7 @@ fn a_run_whose_outputs_cannot_be_written_names_both_fallbacks() {
         ..defaults()
     };
     let fallbacks = [&o.save, &o.plot].map(|p| training::fallback_path(p.as_ref().unwrap()));
-    let err = training::run::<Tiny, 2>(&o).unwrap_err();
+    let err = training::run::<Tiny, 2>(&o, &Interrupt::on_request()).unwrap_err();
     for fallback in fallbacks {
         assert!(
             err.contains(&format!("{} instead", fallback.display())),
@@ -671,7 +672,7 @@ fn a_whole_run_with_an_absurd_learning_rate_stops_with_an_error() {
         usual_lr: 0.001,
         ..defaults()
     };
-    let err = training::run::<Tiny, 10>(&o).unwrap_err();
+    let err = training::run::<Tiny, 10>(&o, &Interrupt::on_request()).unwrap_err();
     assert!(err.contains("training diverged in epoch"), "{err}");
     assert!(
         err.contains("the learning rate 100 is far above the usual"),
@@ -695,7 +696,7 @@ fn a_whole_run_stuck_at_chance_stops_and_blames_the_data() {
         schedule: "constant".into(),
         ..defaults()
     };
-    let err = training::run::<Tiny, 10>(&o).unwrap_err();
+    let err = training::run::<Tiny, 10>(&o, &Interrupt::on_request()).unwrap_err();
     assert!(
         err.contains(&format!(
             "training is stuck at chance level after epoch {MIN_STEPS_BEFORE_STALL} ({MIN_STEPS_BEFORE_STALL} steps)"

@@ -902,6 +902,97 @@ fn io_errors_carry_the_path() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Issue 42: a save opened its file with truncation, so a save that failed part-way left a
+/// fragment where a good file had been. It now writes a temporary file beside the target and
+/// renames it over it: the new file is complete, and nothing else is left in the directory.
+/// (A write that fails after N bytes, leaving the old file, is tested in `src/io/atomic.rs`.)
+#[test]
+fn a_save_replaces_the_file_whole_and_leaves_no_temporary_file() {
+    let dir = tmp_path("replace-whole");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("net.safetensors");
+    let (old, new): (Small, Small) = (random_net(1), random_net(2));
+    st::save(&old, &path, &[]).unwrap();
+    st::save(&new, &path, &[("note", "second")]).unwrap();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        st::to_bytes(&new, &[("note", "second")])
+    );
+    assert_eq!(st::load::<Small>(&path).unwrap(), new);
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["net.safetensors"]);
+
+    // A save that fails (the target is a directory) changes nothing and leaves nothing.
+    let err = st::save(&new, &dir, &[]).unwrap_err();
+    assert!(matches!(err.kind(), WeightsErrorKind::Io(_)), "{err}");
+    assert_eq!(err.path(), Some(dir.as_path()));
+    assert!(dir.is_dir());
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["net.safetensors"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The issue's case itself: a save onto a file system with 100 KB free, of a net larger than
+/// that, over a good smaller file. It used to fail with "No space left on device" and leave a
+/// truncated file; now the old file is intact and nothing else is left. The file system is a
+/// tmpfs mounted for the test, which needs root (`CAP_SYS_ADMIN`): skipped, with a notice,
+/// where mounting is refused.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_save_that_runs_out_of_space_keeps_the_old_file() {
+    use std::process::{Command, Stdio};
+
+    /// Unmounts the tmpfs however the test ends.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+
+    let dir = tmp_path("full-disk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=100k", "tmpfs"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !mounted {
+        eprintln!("skipped: mounting a 100 KB tmpfs needs root (CAP_SYS_ADMIN)");
+        return;
+    }
+    let _unmount = Unmount(dir.clone());
+    type Fits = constmat::net![Dense<f32, 100, 50, Relu>]; // 20 KB
+    type TooLarge = constmat::net![Dense<f32, 200, 200, Relu>]; // 161 KB
+    let path = dir.join("net.safetensors");
+    let old: Fits = random_net(31);
+    st::save(&old, &path, &[]).unwrap();
+    let err = st::save(&random_net::<f32, TooLarge>(32), &path, &[]).unwrap_err();
+    assert!(
+        matches!(err.kind(), WeightsErrorKind::Io(e) if e.kind() == std::io::ErrorKind::StorageFull),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("{}: No space left on device (os error 28)", path.display())
+    );
+    assert_eq!(st::load::<Fits>(&path).unwrap(), old);
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["net.safetensors"]);
+}
+
 #[test]
 fn load_into_leaves_the_net_unchanged_on_every_error() {
     let net: Small = random_net(24);

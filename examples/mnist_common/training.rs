@@ -1,6 +1,7 @@
 //! The training session of the MNIST examples (`mnist_static`, `mnist_cnn`): the options, the
 //! data, the training loop with its progress bar and per-epoch line, the evaluation, the report
-//! and saving. Each example supplies its net and how a digit becomes its input ([`Model`]).
+//! and saving, and stopping early on Ctrl-C ([`interrupt`]). Each example supplies its net and
+//! how a digit becomes its input ([`Model`]).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,6 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 
+use super::interrupt::{self, Interrupt};
 use super::{fetch, report};
 
 /// `println!` to standard output, except that an output closed early (`| head`, `| grep -m1`)
@@ -227,12 +229,18 @@ pub const MAX_EPOCHS: usize = 100_000;
 /// What the examples' exit codes mean, printed after their `--help`.
 pub const EXIT_CODES: &str = "\
 Exit codes:
-  0  trained, and wrote every file asked for
-  1  failed while running: the data, a run that diverged or stalled at chance level (the best
-     net it had, if it learned, is written to --save), or a file that could not be written at
-     the end (the net is then written to a fallback path, named)
-  2  a bad command line (nothing was run), including a --save or --plot path that cannot be
-     written
+    0  trained, and wrote every file asked for
+    1  failed while running: the data, a run that diverged or stalled at chance level (the
+       best net it had, if it learned, is written to --save), or a file that could not be
+       written at the end (the net is then written to a fallback path, named)
+    2  a bad command line (nothing was run), including a --save or --plot path that cannot be
+       written
+    3  interrupted by Ctrl-C (or SIGTERM): stopped at the end of the training step, evaluated,
+       reported, and the best net so far written to --save (the curves to --plot); a file
+       that could not be written makes it 1
+  130  aborted by a second Ctrl-C (or SIGTERM): stopped at once, nothing more written (a file
+       being written keeps its old contents)
+Files are written whole: to a temporary file beside the target, renamed over it when complete.
 ";
 
 /// The most threads `--threads` accepts: 4 per core.
@@ -612,8 +620,9 @@ where
             return ExitCode::from(2);
         }
     };
-    match run::<M, EVAL>(&options) {
-        Ok(()) => ExitCode::SUCCESS,
+    match run::<M, EVAL>(&options, &Interrupt::on_signals()) {
+        Ok(Ending::Finished) => ExitCode::SUCCESS,
+        Ok(Ending::Interrupted) => ExitCode::from(interrupt::INTERRUPTED),
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
@@ -621,9 +630,25 @@ where
     }
 }
 
+/// How a run that did not fail ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every epoch was trained.
+    Finished,
+    /// Stopped early by `interrupt` (Ctrl-C): the best net of the run was reported and saved.
+    Interrupted,
+}
+
 /// Trains `M`'s net as the options say, evaluating it on the test set in batches of `EVAL`, and
 /// prints the report; the last line is `test accuracy: NN.NN%`.
-pub fn run<M: Model, const EVAL: usize>(o: &Options) -> Result<(), String>
+///
+/// `interrupt` is armed as training starts and checked after every step: once it is set, the
+/// run stops there, evaluates the net, and reports and saves the best net of the run (by test
+/// accuracy: the net at the stop, or an earlier epoch's), saying that it was interrupted.
+pub fn run<M: Model, const EVAL: usize>(
+    o: &Options,
+    interrupt: &Interrupt,
+) -> Result<Ending, String>
 where
     M::Net: Train<f32, EVAL>,
 {
@@ -661,6 +686,9 @@ where
         },
         _ => Schedule::Cosine { total, floor: 0.0 },
     };
+    // From here on the run has work to keep: Ctrl-C stops it cleanly (before this line, so that
+    // a test that waits for it knows the signal is caught).
+    interrupt.arm()?;
     say!(
         "training {}, batch {BATCH}, {} epochs, {} lr {} ({} schedule), seed {}, {} thread(s)",
         M::DESCRIPTION,
@@ -682,7 +710,7 @@ where
     let mut first_loss = CHANCE_LOSS;
     let mut last = (CHANCE_LOSS, 0.0);
     // The epoch with the best test accuracy so far, and its net: what a run that goes wrong
-    // later still saves.
+    // later, or is interrupted, still saves.
     let mut best: Option<(usize, f64, M::Net)> = None;
     let saving_best = |best: &Option<(usize, f64, M::Net)>, error: String| {
         save_best::<M>(
@@ -691,6 +719,8 @@ where
             error,
         )
     };
+    // Where an interrupt stopped the run: the epoch, and the batches of it trained.
+    let mut stopped = None;
 
     for epoch in 1..=o.epochs {
         let epoch_start = Instant::now();
@@ -698,6 +728,7 @@ where
         order.shuffle(&mut rng);
         let progress = progress_bar(batches_per_epoch, epoch, o.epochs);
         let mut loss_sum = 0.0_f64;
+        let mut trained = 0;
         let (batches, _) = order.as_chunks::<BATCH>();
         for (b, indices) in batches.iter().enumerate() {
             for ((x, label), &index) in x.iter_mut().zip(&mut labels).zip(indices) {
@@ -726,38 +757,83 @@ where
             }
             loss_sum += f64::from(loss);
             step += 1;
+            trained += 1;
             if b % 32 == 0 {
                 progress.set_message(format!("loss {:.4}", loss_sum / (b + 1) as f64));
             }
             progress.inc(1);
+            if interrupt.requested() {
+                break;
+            }
         }
         progress.finish_and_clear();
+        if interrupt.requested() {
+            stopped = Some((epoch, trained));
+            let then = match &o.save {
+                Some(path) => format!("saving the best net so far to {}", path.display()),
+                None => "reporting the best net so far".into(),
+            };
+            say!(
+                "interrupted in epoch {epoch}, after batch {trained}/{batches_per_epoch}: \
+                 evaluating, then {then} (Ctrl-C again to stop at once, saving nothing)"
+            );
+            interrupt.hold_if_asked();
+        }
         let train_seconds = epoch_start.elapsed().as_secs_f64();
-        let train_loss = loss_sum / batches_per_epoch as f64;
+        let train_loss = loss_sum / trained as f64;
         let accuracy = eval.accuracy(&net, &data.test);
         history.push(train_loss, accuracy);
+        let partial = if trained < batches_per_epoch {
+            format!("  (interrupted after batch {trained}/{batches_per_epoch})")
+        } else {
+            String::new()
+        };
         say!(
-            "epoch {epoch:>2}/{}  train loss {train_loss:.4}  test accuracy {:.2}%  {:>7.0} samples/s  {:.2} s",
+            "epoch {epoch:>2}/{}  train loss {train_loss:.4}  test accuracy {:.2}%  {:>7.0} samples/s  {:.2} s{partial}",
             o.epochs,
             100.0 * accuracy,
-            (batches_per_epoch * BATCH) as f64 / train_seconds,
+            (trained * BATCH) as f64 / train_seconds,
             epoch_start.elapsed().as_secs_f64(),
         );
         let best_so_far = best.as_ref().map(|&(e, a, _)| (e, a));
-        check_progress(
-            o,
-            epoch,
-            step,
-            (first_loss, train_loss, accuracy),
-            best_so_far,
-        )
-        .map_err(|error| saving_best(&best, error))?;
+        // An interrupted epoch is not judged: the run ends with it, and keeps its best net.
+        if stopped.is_none() {
+            check_progress(
+                o,
+                epoch,
+                step,
+                (first_loss, train_loss, accuracy),
+                best_so_far,
+            )
+            .map_err(|error| saving_best(&best, error))?;
+        }
         last = (train_loss, accuracy);
         if best_so_far.is_none_or(|(_, a)| accuracy > a) {
             best = Some((epoch, accuracy, net.clone()));
         }
+        if stopped.is_some() {
+            break;
+        }
     }
-    if let Some(note) = too_short_note(o, step, last.0, last.1) {
+    let mut interrupted_note = None;
+    // The best net of the run (the interrupted epoch was evaluated), which may be an earlier
+    // epoch's.
+    if let Some((epoch, trained)) = stopped
+        && let Some((best_epoch, best_accuracy, best_net)) = best.take()
+    {
+        let which = if best_epoch == epoch {
+            "the net as it was stopped".to_string()
+        } else {
+            format!("the net of epoch {best_epoch}, the best of the run")
+        };
+        interrupted_note = Some(format!(
+            "interrupted in epoch {epoch}/{}, after batch {trained}/{batches_per_epoch}: the \
+             report is of {which} (test accuracy {:.2}%)",
+            o.epochs,
+            100.0 * best_accuracy,
+        ));
+        net = best_net;
+    } else if let Some(note) = too_short_note(o, step, last.0, last.1) {
         say!("note: {note}");
     }
 
@@ -766,12 +842,15 @@ where
     say_text(&report::confusion_matrix(data.test.labels(), &predictions));
     say!();
     say_text(&report::misclassified(&data.test, &predictions, 4));
+    if let Some(note) = &interrupted_note {
+        say!("{note}");
+    }
     let svg = report::svg(&history);
     write_results(
         o.plot.as_deref(),
         o.save.as_deref(),
         |p| {
-            std::fs::write(p, &svg)
+            constmat::io::write_atomically(p, svg.as_bytes())
                 .map_err(|e| format!("cannot write the plot to {}: {e}", p.display()))
         },
         |p| M::save(&net, p),
@@ -781,7 +860,11 @@ where
         "test accuracy: {:.2}%",
         100.0 * accuracy_of(&predictions, data.test.labels())
     );
-    Ok(())
+    Ok(if interrupted_note.is_some() {
+        Ending::Interrupted
+    } else {
+        Ending::Finished
+    })
 }
 
 /// `error`, after writing to `save` (if given) the net of `best`, the epoch with the best test

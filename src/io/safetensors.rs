@@ -142,18 +142,27 @@ fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Writes the parameters of `net` to `path` (see [`to_bytes`]).
+/// Writes the parameters of `net` to `path` (see [`to_bytes`]), replacing any file there whole
+/// or not at all.
+///
+/// The file is written under a temporary name in the same directory (`.NAME.PID-N.tmp`),
+/// flushed to the disk and then renamed over `path` ([`write_atomically`](super::write_atomically)),
+/// so `path` always holds a complete file: the one that was there until the new one is
+/// complete, the new one after. A save that fails part-way (a full disk) or a process killed
+/// while saving never leaves a truncated file at `path`, and a good file saved there before is
+/// kept. On failure the temporary file is removed (a process killed while writing may leave it).
 ///
 /// # Errors
 ///
-/// [`WeightsErrorKind::Io`] when the file cannot be written.
+/// [`WeightsErrorKind::Io`] when the file cannot be written (the directory is missing or
+/// read-only, the disk is full, ...); the error carries `path`, and `path` is unchanged.
 pub fn save<P: Weights>(
     net: &P,
     path: impl AsRef<Path>,
     metadata: &[(&str, &str)],
 ) -> Result<(), WeightsError> {
     let path = path.as_ref();
-    std::fs::write(path, to_bytes(net, metadata))
+    super::write_atomically(path, &to_bytes(net, metadata))
         .map_err(|e| WeightsError::new(WeightsErrorKind::Io(e)).with_path(path))
 }
 

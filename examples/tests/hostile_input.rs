@@ -1,9 +1,11 @@
 //! Misuse and hostile input that used to lose work or pass silently (issue "Hostile input"):
-//! each case as the user met it, through the code the examples run.
+//! each case as the user met it, through the code the examples run (`examples/mnist_common`,
+//! included by path: hence a test of the examples' package, which has its dependencies) or
+//! through the library's readers and kernels.
 #![cfg(all(feature = "data", feature = "rand", feature = "safetensors"))]
 #![allow(dead_code)] // the examples' session, of which these tests use a part
 
-#[path = "../examples/mnist_common/mod.rs"]
+#[path = "../mnist_common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

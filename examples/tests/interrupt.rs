@@ -1,10 +1,11 @@
-//! The examples' training session stopped by its interrupt (issue 42), in this process: what
-//! the run keeps and reports. (The signals themselves, sent to the built examples, and their
-//! exit codes are tested in `tests/exit_codes.rs`.)
+//! The examples' training session (`examples/mnist_common`, included by path) stopped by its
+//! interrupt (issue 42), in this process: what the run keeps and reports. (The signals
+//! themselves, sent to the built examples, and their exit codes are tested in the root
+//! package's `tests/exit_codes.rs`.)
 #![cfg(all(feature = "data", feature = "rand", feature = "safetensors"))]
 #![allow(dead_code)] // the examples' session, of which these tests use a part
 
-#[path = "../examples/mnist_common/mod.rs"]
+#[path = "../mnist_common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 #![cfg(feature = "data")]
 
 #[allow(dead_code)]
-#[path = "../examples/mnist_common/fetch.rs"]
+#[path = "../mnist_common/fetch.rs"]
 mod fetch;
 
 use std::collections::{HashMap, HashSet};

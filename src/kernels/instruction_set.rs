@@ -82,9 +82,9 @@ pub const INSTRUCTION_SET_VARIABLE: &str = "CONSTMAT_INSTRUCTION_SET";
 pub fn instruction_set() -> InstructionSet {
     #[cfg(target_arch = "x86_64")]
     {
-        match super::simd::detected_isa() {
-            Some(super::simd::Isa::Avx512) => InstructionSet::Avx512,
-            Some(super::simd::Isa::Avx2Fma) => InstructionSet::Avx2,
+        match super::x86::detected_isa() {
+            Some(super::x86::Isa::Avx512) => InstructionSet::Avx512,
+            Some(super::x86::Isa::Avx2Fma) => InstructionSet::Avx2,
             None => InstructionSet::Portable,
         }
     }

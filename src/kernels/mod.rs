@@ -96,15 +96,20 @@ pub use instruction_set::{
 mod instruction_set;
 pub(crate) mod le_bytes;
 mod reference;
+// The one place a generic slice is reinterpreted as `f32` or `f64` (their `TypeId`s checked).
+#[allow(unsafe_code)]
+mod cast;
+// Every `unsafe` block of the kernels is there, each with its `// SAFETY:` note.
 #[cfg(target_arch = "x86_64")]
-mod simd;
+#[allow(unsafe_code)]
+mod x86;
 // Its input gradient is reached only with `std`, which detects the fused multiply-adds that
 // `mul_add` needs; its tables serve the SIMD forward kernel everywhere.
 #[cfg(target_arch = "x86_64")]
 mod winograd;
 
 #[cfg(target_arch = "x86_64")]
-use simd::Layout;
+use x86::Layout;
 
 /// Runs `op(a)·op(b)` into `out` on the SIMD kernels when the element type and the CPU allow;
 /// returns `false` (having done nothing) otherwise.
@@ -129,7 +134,7 @@ fn try_simd<
     out: &mut [[T; W]; H],
     accumulate: bool,
 ) -> bool {
-    let Some(isa) = simd::detected_isa() else {
+    let Some(isa) = x86::detected_isa() else {
         return false;
     };
     let (a, b, out): (&dyn Any, &dyn Any, &mut dyn Any) = (a, b, out);
@@ -142,7 +147,7 @@ fn try_simd<
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 fn run_as<
-    E: simd::Element,
+    E: x86::Element,
     const AH: usize,
     const AW: usize,
     const BH: usize,
@@ -150,7 +155,7 @@ fn run_as<
     const H: usize,
     const W: usize,
 >(
-    isa: simd::Isa,
+    isa: x86::Isa,
     layout: Layout,
     (m, n, k): (usize, usize, usize),
     a: &dyn Any,
@@ -166,7 +171,7 @@ fn run_as<
         return false;
     };
     let (a, b, out) = (a.as_flattened(), b.as_flattened(), out.as_flattened_mut());
-    simd::gemm(isa, layout, m, n, k, a, b, out, accumulate);
+    x86::gemm(isa, layout, m, n, k, a, b, out, accumulate);
     true
 }
 
@@ -455,26 +460,26 @@ pub(crate) fn gemm_slices<T: Scalar>(
         c.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa() {
+    if let Some(isa) = x86::detected_isa() {
         let layout = match product {
             Product::Plain => Layout::Plain,
             Product::TransposeLhs => Layout::TransposeLhs,
             Product::TransposeRhs => Layout::TransposeRhs,
         };
         if let (Some(a), Some(b), Some(c)) = (
-            simd::same_type_slice::<T, f32>(a),
-            simd::same_type_slice::<T, f32>(b),
-            simd::same_type_slice_mut::<T, f32>(c),
+            cast::same_type_slice::<T, f32>(a),
+            cast::same_type_slice::<T, f32>(b),
+            cast::same_type_slice_mut::<T, f32>(c),
         ) {
-            simd::gemm(isa, layout, m, n, k, a, b, c, accumulate);
+            x86::gemm(isa, layout, m, n, k, a, b, c, accumulate);
             return;
         }
         if let (Some(a), Some(b), Some(c)) = (
-            simd::same_type_slice::<T, f64>(a),
-            simd::same_type_slice::<T, f64>(b),
-            simd::same_type_slice_mut::<T, f64>(c),
+            cast::same_type_slice::<T, f64>(a),
+            cast::same_type_slice::<T, f64>(b),
+            cast::same_type_slice_mut::<T, f64>(c),
         ) {
-            simd::gemm(isa, layout, m, n, k, a, b, c, accumulate);
+            x86::gemm(isa, layout, m, n, k, a, b, c, accumulate);
             return;
         }
     }
@@ -490,8 +495,8 @@ pub(crate) fn gemm_slices<T: Scalar>(
 #[inline]
 pub(crate) fn with_wide_vectors<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa() {
-        return simd::with_isa(isa, f);
+    if let Some(isa) = x86::detected_isa() {
+        return x86::with_isa(isa, f);
     }
     f()
 }
@@ -631,8 +636,8 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
         let mut lanes = 64 / element_size;
         while lanes >= 32 / element_size && lanes > 0 {
             if filters_fill_lanes_better(shape, lanes)
-                && simd::winograd_forward_applies(shape)
-                && simd::winograd_forward_scratch(shape, lanes) <= WINOGRAD_STACK_SCRATCH
+                && x86::winograd_forward_applies(shape)
+                && x86::winograd_forward_scratch(shape, lanes) <= WINOGRAD_STACK_SCRATCH
             {
                 return WINOGRAD_STACK_SCRATCH;
             }
@@ -659,8 +664,8 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
     if element_size == 4 {
         let mut lanes = 16;
         while lanes >= 8 {
-            let scratch = simd::winograd_columns::scratch_len(shape, lanes);
-            if simd::winograd_columns::applies(shape, lanes)
+            let scratch = x86::conv_winograd_columns_f32::scratch_len(shape, lanes);
+            if x86::conv_winograd_columns_f32::applies(shape, lanes)
                 && scratch <= STACK_SCRATCH
                 && scratch > columns_path
             {
@@ -809,12 +814,12 @@ fn conv2d_stride1_dispatch<T: Scalar>(
     epilogue: Epilogue,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa()
+    if let Some(isa) = x86::detected_isa()
         && let (Some(x), Some(w), Some(bias), Some(out)) = (
-            simd::same_type_slice::<T, f32>(x),
-            simd::same_type_slice::<T, f32>(w),
-            simd::same_type_slice::<T, f32>(bias),
-            simd::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
+            cast::same_type_slice::<T, f32>(x),
+            cast::same_type_slice::<T, f32>(w),
+            cast::same_type_slice::<T, f32>(bias),
+            cast::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
         )
     {
         conv2d_stride1_simd(isa, shape, batch, x, w, bias, out, epilogue);
@@ -882,8 +887,8 @@ fn per_image<T>(x: &[T], batch: usize, len: usize) -> impl Iterator<Item = &[T]>
 /// [`conv2d_stride1`] on the SIMD kernels, the lengths checked.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_simd<E: simd::ConvElement + Scalar>(
-    isa: simd::Isa,
+fn conv2d_stride1_simd<E: x86::Element + Scalar>(
+    isa: x86::Isa,
     shape: &Conv,
     batch: usize,
     x: &[E],
@@ -897,12 +902,12 @@ fn conv2d_stride1_simd<E: simd::ConvElement + Scalar>(
     } else {
         0
     };
-    if simd::filters_in_lanes::<E>(isa, shape)
-        && simd::winograd_forward_applies(shape)
-        && simd::winograd_forward_scratch(shape, simd::lanes::<E>(isa)) <= WINOGRAD_STACK_SCRATCH
+    if x86::filters_in_lanes::<E>(isa, shape)
+        && x86::winograd_forward_applies(shape)
+        && x86::winograd_forward_scratch(shape, x86::lanes::<E>(isa)) <= WINOGRAD_STACK_SCRATCH
     {
         conv2d_stride1_winograd_on_stack(isa, shape, batch, x, w, bias, out, epilogue);
-    } else if simd::filters_in_lanes::<E>(isa, shape)
+    } else if x86::filters_in_lanes::<E>(isa, shape)
         && shape.output_len() > 0
         && w.len() + padded_len <= STACK_SCRATCH
     {
@@ -917,10 +922,10 @@ fn conv2d_stride1_simd<E: simd::ConvElement + Scalar>(
         }
     } else if let Some(scratch) = winograd_columns_scratch(isa, shape)
         && let (Some(x), Some(w), Some(bias), Some(out)) = (
-            simd::same_type_slice::<E, f32>(x),
-            simd::same_type_slice::<E, f32>(w),
-            simd::same_type_slice::<E, f32>(bias),
-            simd::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(out),
+            cast::same_type_slice::<E, f32>(x),
+            cast::same_type_slice::<E, f32>(w),
+            cast::same_type_slice::<E, f32>(bias),
+            cast::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(out),
         )
     {
         if scratch <= SMALL_STACK_SCRATCH {
@@ -936,7 +941,7 @@ fn conv2d_stride1_simd<E: simd::ConvElement + Scalar>(
         let len = shape.output_len();
         for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
             let out = &mut out[b * len..(b + 1) * len];
-            simd::conv2d_stride1_flat(isa, shape, x, w, bias, out, epilogue);
+            x86::conv2d_stride1_flat(isa, shape, x, w, bias, out, epilogue);
         }
     } else if padded_len <= SMALL_STACK_SCRATCH {
         conv2d_stride1_flat_padded::<E, SMALL_STACK_SCRATCH>(
@@ -950,7 +955,7 @@ fn conv2d_stride1_simd<E: simd::ConvElement + Scalar>(
         let len = shape.output_len();
         for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
             let out = &mut out[b * len..(b + 1) * len];
-            simd::conv2d_stride1(isa, shape, x, w, bias, out, epilogue);
+            x86::conv2d_stride1(isa, shape, x, w, bias, out, epilogue);
         }
     }
 }
@@ -965,8 +970,8 @@ const WINOGRAD_STACK_SCRATCH: usize = 9 * 1024;
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_winograd_on_stack<E: simd::ConvElement + Scalar>(
-    isa: simd::Isa,
+fn conv2d_stride1_winograd_on_stack<E: x86::Element + Scalar>(
+    isa: x86::Isa,
     shape: &Conv,
     batch: usize,
     x: &[E],
@@ -976,16 +981,17 @@ fn conv2d_stride1_winograd_on_stack<E: simd::ConvElement + Scalar>(
     epilogue: Epilogue,
 ) {
     let mut scratch = [const { core::mem::MaybeUninit::<E>::uninit() }; WINOGRAD_STACK_SCRATCH];
-    simd::conv2d_stride1_winograd(isa, shape, batch, x, w, bias, out, &mut scratch, epilogue);
+    x86::conv2d_stride1_winograd(isa, shape, batch, x, w, bias, out, &mut scratch, epilogue);
 }
 
 /// The scratch elements of the forward pass by Winograd's method down the columns (`f32`
 /// only) for `shape` with `isa`, when it applies and they fit [`STACK_SCRATCH`].
 #[cfg(target_arch = "x86_64")]
-fn winograd_columns_scratch(isa: simd::Isa, shape: &Conv) -> Option<usize> {
-    let lanes = simd::lanes::<f32>(isa);
-    let scratch = simd::winograd_columns::scratch_len(shape, lanes);
-    (simd::winograd_columns::applies(shape, lanes) && scratch <= STACK_SCRATCH).then_some(scratch)
+fn winograd_columns_scratch(isa: x86::Isa, shape: &Conv) -> Option<usize> {
+    let lanes = x86::lanes::<f32>(isa);
+    let scratch = x86::conv_winograd_columns_f32::scratch_len(shape, lanes);
+    (x86::conv_winograd_columns_f32::applies(shape, lanes) && scratch <= STACK_SCRATCH)
+        .then_some(scratch)
 }
 
 /// The path of [`conv2d_stride1_simd`] by Winograd's method down the columns, its scratch (the
@@ -995,7 +1001,7 @@ fn winograd_columns_scratch(isa: simd::Isa, shape: &Conv) -> Option<usize> {
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn conv2d_stride1_winograd_columns_on_stack<const SCRATCH: usize>(
-    isa: simd::Isa,
+    isa: x86::Isa,
     shape: &Conv,
     batch: usize,
     x: &[f32],
@@ -1005,7 +1011,7 @@ fn conv2d_stride1_winograd_columns_on_stack<const SCRATCH: usize>(
     epilogue: Epilogue,
 ) {
     let mut scratch = [const { MaybeUninit::<f32>::uninit() }; SCRATCH];
-    simd::winograd_columns::conv2d_stride1_winograd_columns(
+    x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
         isa,
         shape,
         batch,
@@ -1024,8 +1030,8 @@ fn conv2d_stride1_winograd_columns_on_stack<const SCRATCH: usize>(
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_flat_padded<E: simd::ConvElement + Scalar, const SCRATCH: usize>(
-    isa: simd::Isa,
+fn conv2d_stride1_flat_padded<E: x86::Element + Scalar, const SCRATCH: usize>(
+    isa: x86::Isa,
     shape: &Conv,
     batch: usize,
     x: &[E],
@@ -1040,7 +1046,7 @@ fn conv2d_stride1_flat_padded<E: simd::ConvElement + Scalar, const SCRATCH: usiz
     for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
         pad(shape, x, padded_image); // the border stays zero from the start
         let out = &mut out[b * len..(b + 1) * len];
-        simd::conv2d_stride1_flat(isa, &shape.padded(), padded_image, w, bias, out, epilogue);
+        x86::conv2d_stride1_flat(isa, &shape.padded(), padded_image, w, bias, out, epilogue);
     }
 }
 
@@ -1050,8 +1056,8 @@ fn conv2d_stride1_flat_padded<E: simd::ConvElement + Scalar, const SCRATCH: usiz
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn conv2d_stride1_filters_in_lanes<E: simd::ConvElement + Scalar, const SCRATCH: usize>(
-    isa: simd::Isa,
+fn conv2d_stride1_filters_in_lanes<E: x86::Element + Scalar, const SCRATCH: usize>(
+    isa: x86::Isa,
     shape: &Conv,
     batch: usize,
     padded_len: usize,
@@ -1062,7 +1068,7 @@ fn conv2d_stride1_filters_in_lanes<E: simd::ConvElement + Scalar, const SCRATCH:
     epilogue: Epilogue,
 ) {
     let len = shape.output_len();
-    simd::with_transposed_filters::<E, SCRATCH, _>(w, shape.filters, padded_len, |wt, padded| {
+    x86::with_transposed_filters::<E, SCRATCH, _>(w, shape.filters, padded_len, |wt, padded| {
         for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
             let out = &mut out[b * len..(b + 1) * len];
             let image = if padded_len > 0 {
@@ -1071,7 +1077,7 @@ fn conv2d_stride1_filters_in_lanes<E: simd::ConvElement + Scalar, const SCRATCH:
             } else {
                 x
             };
-            simd::conv2d_stride1_filters(isa, &shape.padded(), image, wt, bias, out, epilogue);
+            x86::conv2d_stride1_filters(isa, &shape.padded(), image, wt, bias, out, epilogue);
         }
     });
 }
@@ -1108,8 +1114,8 @@ pub(crate) fn copy_rows<T: Copy + 'static>(
     (rows, width): (usize, usize),
 ) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa()
-        && simd::copy_rows(isa, from, from_stride, to, to_stride, (rows, width))
+    if let Some(isa) = x86::detected_isa()
+        && x86::copy_rows(isa, from, from_stride, to, to_stride, (rows, width))
     {
         return;
     }
@@ -1150,12 +1156,12 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
 ) {
     shape.check_batch(batch, x.len(), dw.len(), shape.filters, dz.len());
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa()
+    if let Some(isa) = x86::detected_isa()
         && let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
-            simd::same_type_slice::<T, f32>(x),
-            simd::same_type_slice::<T, f32>(dz),
-            simd::same_type_slice_mut::<T, f32>(scratch),
-            simd::same_type_slice_mut::<T, f32>(dw),
+            cast::same_type_slice::<T, f32>(x),
+            cast::same_type_slice::<T, f32>(dz),
+            cast::same_type_slice_mut::<T, f32>(scratch),
+            cast::same_type_slice_mut::<T, f32>(dw),
         )
     {
         weight_gradient_simd(isa, shape, batch, x, dz, scratch, dw, accumulate);
@@ -1178,7 +1184,7 @@ pub(crate) fn conv2d_weight_gradient_stride1<T: Scalar>(
 /// layer): `dw = Σ over the batch of dZ·X̂ᵀ` and `db = Σ dZ` (both written, not added to)
 /// with `dZ = dA ⊙ ReLU'(A)` formed as the kernel reads it, from the layer's outputs `a` and
 /// their gradient `da` (each `batch x filters x OH x OW`), where a kernel does this
-/// (`simd::row_tiles`, `f32` on AVX-512): the layer then neither writes `dZ` nor reads it
+/// (`x86::weight_grad_winograd_5x5_narrow_avx512`, `f32` on AVX-512): the layer then neither writes `dZ` nor reads it
 /// back. `dZ` is the layer's own product, bit for bit, and so is `dw`; `db`'s sums are taken
 /// in another order. `scratch` is [`conv_weight_gradient_scratch`] long and `x` holds the
 /// images unpadded (where this applies, [`conv_weight_gradient_pads`] holds). Returns `false`,
@@ -1201,28 +1207,28 @@ pub(crate) fn conv2d_weight_and_bias_gradients_through_relu<T: 'static>(
     db: &mut [T],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa()
+    if let Some(isa) = x86::detected_isa()
         && weight_gradient_kernel::<T>(isa, &shape.padded())
             == WeightGradientKernel::RowTilesInLanes
         // The padded shape can qualify where the images are empty (a height or width of 0
         // with padding of 3 or more): those take the layer's loops.
-        && simd::row_tiles::applies(shape)
-        && scratch.len() == simd::row_tiles::weight_gradient_scratch(&shape.padded())
+        && x86::weight_grad_winograd_5x5_narrow_avx512::applies(shape)
+        && scratch.len() == x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(&shape.padded())
         && let (Some(x), Some(a), Some(da), Some(scratch), Some(dw), Some(db)) = (
-            simd::same_type_slice::<T, f32>(x),
-            simd::same_type_slice::<T, f32>(a),
-            simd::same_type_slice::<T, f32>(da),
-            simd::same_type_slice_mut::<T, f32>(scratch),
-            simd::same_type_slice_mut::<T, f32>(dw),
-            simd::same_type_slice_mut::<T, f32>(db),
+            cast::same_type_slice::<T, f32>(x),
+            cast::same_type_slice::<T, f32>(a),
+            cast::same_type_slice::<T, f32>(da),
+            cast::same_type_slice_mut::<T, f32>(scratch),
+            cast::same_type_slice_mut::<T, f32>(dw),
+            cast::same_type_slice_mut::<T, f32>(db),
         )
     {
-        let gradients = simd::row_tiles::Gradients::ThroughRelu {
+        let gradients = x86::weight_grad_winograd_5x5_narrow_avx512::Gradients::ThroughRelu {
             output: a,
             d_output: da,
             d_bias: db,
         };
-        simd::row_tiles::conv2d_weight_gradient(
+        x86::weight_grad_winograd_5x5_narrow_avx512::conv2d_weight_gradient(
             isa, shape, batch, x, gradients, scratch, dw, false,
         );
         return true;
@@ -1238,7 +1244,7 @@ pub(crate) fn conv2d_weight_and_bias_gradients_through_relu<T: 'static>(
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_input_gradient_scratch(shape: &Conv) -> usize {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if simd::detected_isa().is_some() && winograd::applies(shape) {
+    if x86::detected_isa().is_some() && winograd::applies(shape) {
         return winograd::scratch_len(shape);
     }
     let _ = shape;
@@ -1265,10 +1271,10 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
     scratch: &mut [T],
 ) -> bool {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(isa) = simd::detected_isa()
+    if let Some(isa) = x86::detected_isa()
         && winograd::applies(shape)
     {
-        simd::winograd_input_gradient(isa, shape, batch, dz, w, dx, scratch);
+        x86::winograd_input_gradient(isa, shape, batch, dz, w, dx, scratch);
         return true;
     }
     let _ = (shape, batch, dz, w, dx, scratch);
@@ -1285,29 +1291,29 @@ enum WeightGradientKernel {
     /// The filters in the lanes: `dz` transposed into the scratch, `[position][filter]`.
     FiltersInLanes,
     /// The filters in the lanes, by Winograd's method along the rows
-    /// (`simd::conv2d_weight_gradient_winograd`), for the kernel sizes it has tiles for: the
+    /// (`x86::conv2d_weight_gradient_winograd`), for the kernel sizes it has tiles for: the
     /// scratch holds a few images' transforms and the sums at the tiles' points.
     WinogradRows,
     /// The positions in the lanes: `dz` as it is, the images copied into the scratch once per
-    /// kernel column, shifted (`simd::shifted_image_len`), a few at a time.
+    /// kernel column, shifted (`x86::shifted_image_len`), a few at a time.
     PositionsInLanes,
     /// Winograd's method along the rows with a row's tiles in the lanes
-    /// (`simd::row_tiles`), for 5 x 5 kernels on rows of at most 32 padded columns, `f32` on
+    /// (`x86::weight_grad_winograd_5x5_narrow_avx512`), for 5 x 5 kernels on rows of at most 32 padded columns, `f32` on
     /// AVX-512: the scratch holds one image's transforms and the sums at the points.
     RowTilesInLanes,
 }
 
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
-fn weight_gradient_kernel<E: 'static>(isa: simd::Isa, shape: &Conv) -> WeightGradientKernel {
-    if simd::filters_in_lanes::<E>(isa, shape) {
+fn weight_gradient_kernel<E: 'static>(isa: x86::Isa, shape: &Conv) -> WeightGradientKernel {
+    if x86::filters_in_lanes::<E>(isa, shape) {
         if winograd::applies(shape) && shape.out_height() > 0 && shape.out_width() > 0 {
             WeightGradientKernel::WinogradRows
         } else {
             WeightGradientKernel::FiltersInLanes
         }
-    } else if isa == simd::Isa::Avx512
+    } else if isa == x86::Isa::Avx512
         && core::any::TypeId::of::<E>() == core::any::TypeId::of::<f32>()
-        && simd::row_tiles::applies(shape)
+        && x86::weight_grad_winograd_5x5_narrow_avx512::applies(shape)
     {
         WeightGradientKernel::RowTilesInLanes
     } else {
@@ -1317,26 +1323,26 @@ fn weight_gradient_kernel<E: 'static>(isa: simd::Isa, shape: &Conv) -> WeightGra
 
 /// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`
 /// ([`WeightGradientKernel`]): `dz`'s length with the filters in the lanes (by Winograd's
-/// method, `simd::weight_gradient_winograd_scratch`), the column-shifted
+/// method, `x86::weight_gradient_winograd_scratch`), the column-shifted
 /// copies of the images of one pass with the positions in the lanes, 0 without SIMD kernels.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa() {
+    if let Some(isa) = x86::detected_isa() {
         let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
         let padded = shape.padded();
         if simd_type {
             return match weight_gradient_kernel::<T>(isa, &padded) {
                 WeightGradientKernel::FiltersInLanes => batch * shape.output_len(),
                 WeightGradientKernel::WinogradRows => {
-                    simd::weight_gradient_winograd_scratch(&padded, batch, simd::lanes::<T>(isa))
+                    x86::weight_gradient_winograd_scratch(&padded, batch, x86::lanes::<T>(isa))
                 }
                 WeightGradientKernel::PositionsInLanes => {
-                    simd::weight_grad_images_per_pass::<T>(&padded, batch)
-                        * simd::shifted_image_len(&padded)
+                    x86::weight_grad_images_per_pass::<T>(&padded, batch)
+                        * x86::shifted_image_len(&padded)
                 }
                 WeightGradientKernel::RowTilesInLanes => {
-                    simd::row_tiles::weight_gradient_scratch(&padded)
+                    x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(&padded)
                 }
             };
         }
@@ -1355,7 +1361,7 @@ pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
         return true;
     }
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa() {
+    if let Some(isa) = x86::detected_isa() {
         let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
         return simd_type
             && matches!(
@@ -1369,8 +1375,8 @@ pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
 /// [`conv2d_weight_gradient_stride1`] on the SIMD kernels, the lengths checked.
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-fn weight_gradient_simd<E: simd::ConvElement + Scalar>(
-    isa: simd::Isa,
+fn weight_gradient_simd<E: x86::Element + Scalar>(
+    isa: x86::Isa,
     shape: &Conv,
     batch: usize,
     x: &[E],
@@ -1392,52 +1398,51 @@ fn weight_gradient_simd<E: simd::ConvElement + Scalar>(
                 .chunks_exact(shape.output_len())
                 .zip(scratch.chunks_exact_mut(shape.output_len()))
             {
-                simd::transpose(dz, shape.filters, dzt);
+                x86::transpose(dz, shape.filters, dzt);
             }
             let dzt = &scratch[..];
-            simd::conv2d_weight_gradient_filters(isa, shape, batch, x, dzt, dw, accumulate);
+            x86::conv2d_weight_gradient_filters(isa, shape, batch, x, dzt, dw, accumulate);
             return;
         }
         WeightGradientKernel::WinogradRows
             if unpadded
                 && scratch.len()
-                    == simd::weight_gradient_winograd_scratch(
+                    == x86::weight_gradient_winograd_scratch(
                         shape,
                         batch,
-                        simd::lanes::<E>(isa),
+                        x86::lanes::<E>(isa),
                     ) =>
         {
-            simd::conv2d_weight_gradient_winograd(
-                isa, shape, batch, x, dz, scratch, dw, accumulate,
-            );
+            x86::conv2d_weight_gradient_winograd(isa, shape, batch, x, dz, scratch, dw, accumulate);
             return;
         }
         WeightGradientKernel::PositionsInLanes
             if scratch.len()
-                == simd::weight_grad_images_per_pass::<E>(shape, batch)
-                    * simd::shifted_image_len(shape) =>
+                == x86::weight_grad_images_per_pass::<E>(shape, batch)
+                    * x86::shifted_image_len(shape) =>
         {
-            simd::conv2d_weight_gradient_positions(
+            x86::conv2d_weight_gradient_positions(
                 isa, shape, batch, x, dz, scratch, dw, accumulate,
             );
             return;
         }
         WeightGradientKernel::RowTilesInLanes
-            if scratch.len() == simd::row_tiles::weight_gradient_scratch(shape)
-                && simd::row_tiles::applies(shape) =>
+            if scratch.len()
+                == x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(shape)
+                && x86::weight_grad_winograd_5x5_narrow_avx512::applies(shape) =>
         {
             if let (Some(x), Some(dz), Some(scratch), Some(dw)) = (
-                simd::same_type_slice::<E, f32>(x),
-                simd::same_type_slice::<E, f32>(dz),
-                simd::same_type_slice_mut::<E, f32>(scratch),
-                simd::same_type_slice_mut::<E, f32>(dw),
+                cast::same_type_slice::<E, f32>(x),
+                cast::same_type_slice::<E, f32>(dz),
+                cast::same_type_slice_mut::<E, f32>(scratch),
+                cast::same_type_slice_mut::<E, f32>(dw),
             ) {
-                simd::row_tiles::conv2d_weight_gradient(
+                x86::weight_grad_winograd_5x5_narrow_avx512::conv2d_weight_gradient(
                     isa,
                     shape,
                     batch,
                     x,
-                    simd::row_tiles::Gradients::PreActivation(dz),
+                    x86::weight_grad_winograd_5x5_narrow_avx512::Gradients::PreActivation(dz),
                     scratch,
                     dw,
                     accumulate,
@@ -1479,8 +1484,8 @@ pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
         x.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa_i8() {
-        simd::dot_rows_i8(isa, weight, x, sums);
+    if let Some(isa) = x86::detected_isa_i8() {
+        x86::dot_rows_i8(isa, weight, x, sums);
         return;
     }
     reference::dot_rows_i8(weight, x, sums);
@@ -1510,9 +1515,9 @@ pub(crate) fn requantize_i8(
         out.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa_i8() {
+    if let Some(isa) = x86::detected_isa_i8() {
         // The SIMD kernels check the exponents as they load them.
-        simd::requantize_i8(isa, dots, parameters, zero_and_low, out);
+        x86::requantize_i8(isa, dots, parameters, zero_and_low, out);
         return;
     }
     assert!(
@@ -1588,13 +1593,13 @@ fn max_pool_2x2_dispatch<T: 'static>(
     out: &mut [MaybeUninit<T>],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa @ simd::Isa::Avx512) = simd::detected_isa()
+    if let Some(isa @ x86::Isa::Avx512) = x86::detected_isa()
         && let (Some(x), Some(out)) = (
-            simd::same_type_slice::<T, f32>(x),
-            simd::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
+            cast::same_type_slice::<T, f32>(x),
+            cast::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
         )
     {
-        simd::max_pool_2x2_f32(isa, x, size, out);
+        x86::max_pool_2x2_f32(isa, x, size, out);
         return true;
     }
     let _ = (x, size, out);
@@ -1617,14 +1622,14 @@ pub(crate) fn max_pool_2x2_backward<T: 'static>(
     dx: &mut [T],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa @ simd::Isa::Avx512) = simd::detected_isa()
+    if let Some(isa @ x86::Isa::Avx512) = x86::detected_isa()
         && let (Some(x), Some(dy), Some(dx)) = (
-            simd::same_type_slice::<T, f32>(x),
-            simd::same_type_slice::<T, f32>(dy),
-            simd::same_type_slice_mut::<T, f32>(dx),
+            cast::same_type_slice::<T, f32>(x),
+            cast::same_type_slice::<T, f32>(dy),
+            cast::same_type_slice_mut::<T, f32>(dx),
         )
     {
-        simd::max_pool_2x2_backward_f32(isa, x, size, dy, dx);
+        x86::max_pool_2x2_backward_f32(isa, x, size, dy, dx);
         return true;
     }
     let _ = (x, size, dy, dx);
@@ -1651,8 +1656,8 @@ pub(crate) fn col2im_stride1<T: 'static>(shape: &Conv, d_patches: &[T], dx: &mut
         dx.len()
     );
     #[cfg(target_arch = "x86_64")]
-    if let Some(simd::Isa::Avx512) = simd::detected_isa() {
-        return simd::col2im_stride1_avx512(shape, d_patches, dx);
+    if let Some(x86::Isa::Avx512) = x86::detected_isa() {
+        return x86::col2im_stride1_avx512(shape, d_patches, dx);
     }
     let _ = (d_patches, dx);
     false
@@ -1663,12 +1668,12 @@ pub(crate) fn col2im_stride1<T: 'static>(shape: &Conv, d_patches: &[T], dx: &mut
 #[cfg(feature = "alloc")]
 pub(crate) fn all_finite<T: num_traits::Float + 'static>(values: &[T]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = simd::detected_isa() {
-        if let Some(v) = simd::same_type_slice::<T, f32>(values) {
-            return simd::all_finite(isa, v);
+    if let Some(isa) = x86::detected_isa() {
+        if let Some(v) = cast::same_type_slice::<T, f32>(values) {
+            return x86::all_finite(isa, v);
         }
-        if let Some(v) = simd::same_type_slice::<T, f64>(values) {
-            return simd::all_finite(isa, v);
+        if let Some(v) = cast::same_type_slice::<T, f64>(values) {
+            return x86::all_finite(isa, v);
         }
     }
     reference::all_finite(values)
@@ -1943,7 +1948,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn lenets_weight_gradients_take_the_kernels_measured_for_them() {
-        let Some(isa) = simd::detected_isa() else {
+        let Some(isa) = x86::detected_isa() else {
             std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
             return;
         };
@@ -1954,7 +1959,7 @@ mod tests {
         // f64 takes the portable loops, on images the layer pads first.
         assert!(!conv_weight_gradient_pads::<f64>(&first));
         assert_eq!(conv_weight_gradient_scratch::<f64>(&first, 64), 0);
-        if isa == simd::Isa::Avx512 {
+        if isa == x86::Isa::Avx512 {
             assert_eq!(
                 weight_gradient_kernel::<f32>(isa, &first.padded()),
                 WeightGradientKernel::RowTilesInLanes
@@ -1967,7 +1972,7 @@ mod tests {
             let scratch_len = conv_weight_gradient_scratch::<f32>(&first, batch);
             assert_eq!(
                 scratch_len,
-                simd::row_tiles::weight_gradient_scratch(&first)
+                x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(&first)
             );
             let mut scratch = std::vec![0.0_f32; scratch_len];
             let mut by_dispatch = std::vec![0.0_f32; 6 * 25];
@@ -1981,12 +1986,12 @@ mod tests {
                 false,
             );
             let mut by_kernel = std::vec![0.0_f32; 6 * 25];
-            simd::row_tiles::conv2d_weight_gradient(
+            x86::weight_grad_winograd_5x5_narrow_avx512::conv2d_weight_gradient(
                 isa,
                 &first,
                 batch,
                 &x,
-                simd::row_tiles::Gradients::PreActivation(&dz),
+                x86::weight_grad_winograd_5x5_narrow_avx512::Gradients::PreActivation(&dz),
                 &mut scratch,
                 &mut by_kernel,
                 false,
@@ -2052,7 +2057,7 @@ mod tests {
         let scratch_len = conv_weight_gradient_scratch::<f32>(&second, batch);
         assert_eq!(
             scratch_len,
-            simd::weight_gradient_winograd_scratch(&second, batch, simd::lanes::<f32>(isa))
+            x86::weight_gradient_winograd_scratch(&second, batch, x86::lanes::<f32>(isa))
         );
         let mut by_dispatch = std::vec![0.0_f32; 16 * 6 * 25];
         let mut scratch = std::vec![0.0_f32; scratch_len];
@@ -2066,7 +2071,7 @@ mod tests {
             false,
         );
         let mut by_winograd = std::vec![0.0_f32; 16 * 6 * 25];
-        simd::conv2d_weight_gradient_winograd(
+        x86::conv2d_weight_gradient_winograd(
             isa,
             &second,
             batch,
@@ -2088,7 +2093,7 @@ mod tests {
     #[test]
     #[allow(unsafe_code)] // the kernel's output as it takes it
     fn lenets_first_convolution_takes_winograd_down_the_columns_in_f32() {
-        let Some(isa) = simd::detected_isa() else {
+        let Some(isa) = x86::detected_isa() else {
             std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
             return;
         };
@@ -2097,10 +2102,10 @@ mod tests {
             filters: 20,
             ..lenet
         };
-        let lanes = simd::lanes::<f32>(isa);
+        let lanes = x86::lanes::<f32>(isa);
         for (shape, buffer) in [(lenet, SMALL_STACK_SCRATCH), (wider, STACK_SCRATCH)] {
-            let scratch_len = simd::winograd_columns::scratch_len(&shape, lanes);
-            assert!(simd::winograd_columns::applies(&shape, lanes));
+            let scratch_len = x86::conv_winograd_columns_f32::scratch_len(&shape, lanes);
+            assert!(x86::conv_winograd_columns_f32::applies(&shape, lanes));
             assert!(
                 scratch_len <= buffer
                     && (buffer == SMALL_STACK_SCRATCH || scratch_len > SMALL_STACK_SCRATCH)
@@ -2124,7 +2129,7 @@ mod tests {
             );
             let mut by_columns = std::vec![0.0_f32; batch * shape.output_len()];
             let mut scratch = std::vec![core::mem::MaybeUninit::uninit(); scratch_len];
-            simd::winograd_columns::conv2d_stride1_winograd_columns(
+            x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
                 isa,
                 &shape,
                 batch,
@@ -2173,7 +2178,7 @@ mod tests {
     #[test]
     #[allow(unsafe_code)] // the kernel's output as it takes it
     fn lenets_second_convolution_takes_the_winograd_forward_pass() {
-        let Some(isa) = simd::detected_isa() else {
+        let Some(isa) = x86::detected_isa() else {
             std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
             return;
         };
@@ -2196,16 +2201,16 @@ mod tests {
             Epilogue::Identity,
         );
         let mut by_winograd = std::vec![0.0_f32; batch * shape.output_len()];
-        let lanes = simd::lanes::<f32>(isa);
-        let scratch_len = simd::winograd_forward_scratch(&shape, lanes);
+        let lanes = x86::lanes::<f32>(isa);
+        let scratch_len = x86::winograd_forward_scratch(&shape, lanes);
         assert!(scratch_len <= WINOGRAD_STACK_SCRATCH);
         // With AVX-512, 3 tiles of 8 points across its rows of 10 (9,088 elements of scratch,
         // all but 128 of the buffer); with AVX2, 5 tiles of 6.
         let (points, expected_scratch) = if lanes == 16 { (8, 9088) } else { (6, 7736) };
-        assert_eq!(simd::winograd_forward_points(&shape, lanes), points);
+        assert_eq!(x86::winograd_forward_points(&shape, lanes), points);
         assert_eq!(scratch_len, expected_scratch);
         let mut scratch = std::vec![core::mem::MaybeUninit::uninit(); scratch_len];
-        simd::conv2d_stride1_winograd(
+        x86::conv2d_stride1_winograd(
             isa,
             &shape,
             batch,

@@ -129,7 +129,7 @@ pub(crate) const fn filter_transform(r: usize) -> [[f64; TILE]; TILE] {
     Transforms::new(r).g
 }
 
-/// The tables of the weight gradient along the rows (`simd::weight_grad_winograd_run`) of a
+/// The tables of the weight gradient along the rows (`x86::weight_grad_winograd_run`) of a
 /// `kernel`-wide convolution: `F(kernel, m)` with `m = 7 - kernel` gradients per tile, the
 /// gradients the filter and the input's tile the data. The first, `6 x m`, evaluates the
 /// polynomial whose coefficients are `m` gradients at the points (`p_νˢ`; the last row,
@@ -370,7 +370,7 @@ fn cast<T: Float>(table: &[[f64; TILE]; TILE]) -> [[T; TILE]; TILE] {
 ///
 /// When [`applies`] is false for `shape` or a slice's length does not fit (bugs in the caller).
 #[cfg(feature = "std")]
-// Inlined into its callers, compiled with AVX-512 or AVX2 (`simd::winograd_input_gradient`):
+// Inlined into its callers, compiled with AVX-512 or AVX2 (`x86::winograd_input_gradient`):
 // compiled on its own, for baseline x86-64, `mul_add` would be a call to a software fused
 // multiply-add.
 #[inline(always)]
@@ -487,7 +487,7 @@ fn sized<T: Float + 'static, const R: usize, const M: usize, const J: usize>(
         let group_dz = {
             let from = &dz[group * output_len..][..images * output_len];
             if images == LANES {
-                super::simd::transpose(from, LANES, group_dz);
+                super::x86::transpose(from, LANES, group_dz);
             } else {
                 group_dz.fill(T::zero());
                 for (l, image) in from.chunks_exact(output_len).enumerate() {
@@ -549,7 +549,7 @@ fn sized<T: Float + 'static, const R: usize, const M: usize, const J: usize>(
         }
         // Back to one image after another in one transpose (vector shuffles for f32 with
         // AVX-512), then each image without its padding.
-        super::simd::transpose(group_dx.as_flattened(), channels * covered, by_image);
+        super::x86::transpose(group_dx.as_flattened(), channels * covered, by_image);
         for (l, image) in dx[group * image_len..]
             .chunks_exact_mut(image_len)
             .take(images)
@@ -785,14 +785,14 @@ mod tests {
             },
         );
         for isa in [
-            super::super::simd::Isa::Avx512,
-            super::super::simd::Isa::Avx2Fma,
+            super::super::x86::Isa::Avx512,
+            super::super::x86::Isa::Avx2Fma,
         ] {
-            if super::super::simd::isa_available(isa) {
+            if super::super::x86::isa_available(isa) {
                 check(
                     &alloc::format!("{isa:?}"),
                     &|shape, batch, dz, w, dx, scratch| {
-                        super::super::simd::winograd_input_gradient(
+                        super::super::x86::winograd_input_gradient(
                             isa, shape, batch, dz, w, dx, scratch,
                         )
                     },

@@ -19,25 +19,26 @@
 //! one row: a row of 28 outputs is two vectors of 16, 28 of their 32 lanes used (the direct
 //! kernel packs rows end to end and uses all of them; the multiply-adds saved outweigh that).
 //!
-//! The points are 0, ±1, ±2, ±1/2 and infinity ([`super::super::winograd::toom_cook`]); `Bᵀ`'s
+//! The points are 0, ±1, ±2, ±1/2 and infinity ([`crate::kernels::winograd::toom_cook`]); `Bᵀ`'s
 //! coefficients are multiples of 1/4, exact in either element type. The sums differ from the
 //! direct kernel's in the last bits (`G`'s entries are rounded, and the transforms' coefficients
 //! reach 21/4).
 
+use super::isa::{Isa, assert_isa, lanes};
+use super::simd::{Avx2F32, Avx512F32, Simd, array_from, finish};
 use core::mem::MaybeUninit;
 
-use super::{Avx2F32, Avx512F32, Isa, Simd, assert_isa, finish};
 use crate::kernels::{Conv, Epilogue};
 
 /// The points of a tile: 7 finite and infinity.
-const TILE: usize = 8;
+pub(super) const TILE: usize = 8;
 
 /// The finite points.
-const POINTS: [f64; TILE - 1] = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5];
+pub(super) const POINTS: [f64; TILE - 1] = [0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5];
 
 /// The rows of `Bᵀ` that evaluate at `p` and `-p` (their even coefficients equal, their odd
 /// ones opposite): `Bᵀ·d` at both from one sum of each parity.
-const PAIRS: [(usize, usize); 3] = [(1, 2), (3, 4), (5, 6)];
+pub(super) const PAIRS: [(usize, usize); 3] = [(1, 2), (3, 4), (5, 6)];
 
 /// The width of a row of `V` (a transformed row of the padded image): the output row rounded up
 /// to whole vectors, and one vector more for the shifts by `kx < r <= LANES`, whose columns past
@@ -184,8 +185,7 @@ unsafe fn tile<S: Simd, const R: usize, const M: usize, const N: usize>(
             acc_i[1] = S::splat(*bias.add(f0 + i));
         }
         for c in 0..channels {
-            let u_c: [*const S::E; N] =
-                super::array_from(|i| u.add(((f0 + i) * channels + c) * TILE * R));
+            let u_c: [*const S::E; N] = array_from(|i| u.add(((f0 + i) * channels + c) * TILE * R));
             let v_c = v.add(c * TILE * row + x0);
             for kx in 0..R {
                 for nu in 0..TILE {
@@ -260,9 +260,8 @@ unsafe fn run<S: Simd, const R: usize, const M: usize, const TF: usize>(
     unsafe {
         let taps_mask = S::mask(R);
         for fc in 0..filters * channels {
-            let taps: [S::V; R] = super::array_from(|ky| {
-                S::load_masked(w.as_ptr().add((fc * R + ky) * R), taps_mask)
-            });
+            let taps: [S::V; R] =
+                array_from(|ky| S::load_masked(w.as_ptr().add((fc * R + ky) * R), taps_mask));
             for (nu, g_nu) in g.iter().enumerate() {
                 let mut sum = S::zero();
                 for (&tap, &g) in taps.iter().zip(g_nu) {
@@ -328,11 +327,11 @@ unsafe fn run<S: Simd, const R: usize, const M: usize, const TF: usize>(
 
 /// The tables `[Aᵀ, G, Bᵀ]` of `F(9 - r, r)` in `f64`.
 const fn tables(r: usize) -> [[[f64; TILE]; TILE]; 3] {
-    super::super::winograd::toom_cook::<TILE>(&POINTS, r)
+    crate::kernels::winograd::toom_cook::<TILE>(&POINTS, r)
 }
 
 /// [`tables`] in `f32`, at compile time (here and in the 8-point tiles along the rows,
-/// [`super::winograd_forward_points`]).
+/// [`super::conv_winograd_rows::winograd_forward_points`]).
 pub(super) const fn tables_f32(r: usize) -> [[[f32; TILE]; TILE]; 3] {
     let t = tables(r);
     let mut out = [[[0.0; TILE]; TILE]; 3];
@@ -405,7 +404,7 @@ pub(crate) fn conv2d_stride1_winograd_columns(
     scratch: &mut [MaybeUninit<f32>],
     epilogue: Epilogue,
 ) {
-    let lanes = super::lanes::<f32>(isa);
+    let lanes = lanes::<f32>(isa);
     assert!(
         applies(shape, lanes),
         "no Winograd columns for {shape:?} with {lanes} lanes"
@@ -453,7 +452,7 @@ mod tests {
         let b = values(filters, 30 + seed);
         let cast = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
         let mut got = cast(&std::vec![f64::NAN; batch * output]);
-        let lanes = super::super::lanes::<f32>(isa);
+        let lanes = super::lanes::<f32>(isa);
         let mut scratch = std::vec![MaybeUninit::<f32>::uninit(); scratch_len(shape, lanes)];
         conv2d_stride1_winograd_columns(
             isa,
@@ -558,7 +557,7 @@ mod tests {
                 } else {
                     Epilogue::Relu
                 };
-                if applies(shape, super::super::lanes::<f32>(isa)) {
+                if applies(shape, super::lanes::<f32>(isa)) {
                     worst = worst.max(error(isa, shape, i as u64, epilogue));
                     shapes_run += 1;
                 }
@@ -586,26 +585,27 @@ mod tests {
             // SAFETY: AVX2 and FMA are present (the caller checked); the stores write the
             // arrays' elements.
             unsafe {
-                let vectors = d.map(|v| <super::super::Avx2F64 as Simd>::splat(v));
-                let v = input_transform::<super::super::Avx2F64>(&vectors, &bt);
+                let vectors = d.map(|v| <super::super::simd::Avx2F64 as Simd>::splat(v));
+                let v = input_transform::<super::super::simd::Avx2F64>(&vectors, &bt);
                 let mut u = [0.0; TILE];
                 for (nu, u) in u.iter_mut().enumerate() {
                     *u = (0..R).map(|k| gt[nu][k] * g[k]).sum();
                 }
-                let mut products = [<super::super::Avx2F64 as Simd>::zero(); TILE];
+                let mut products = [<super::super::simd::Avx2F64 as Simd>::zero(); TILE];
                 let mut transformed = [0.0; TILE];
                 for nu in 0..TILE {
                     let mut lanes = [0.0; 4];
-                    <super::super::Avx2F64 as Simd>::store(lanes.as_mut_ptr(), v[nu]);
+                    <super::super::simd::Avx2F64 as Simd>::store(lanes.as_mut_ptr(), v[nu]);
                     transformed[nu] = lanes[0];
                     let want: f64 = (0..TILE).map(|j| bt[nu][j] * d[j]).sum();
                     assert_eq!(lanes[0], want, "Bᵀ·d, row {nu}");
-                    products[nu] = <super::super::Avx2F64 as Simd>::splat(u[nu] * transformed[nu]);
+                    products[nu] =
+                        <super::super::simd::Avx2F64 as Simd>::splat(u[nu] * transformed[nu]);
                 }
-                let y = output_transform::<super::super::Avx2F64, M>(&products, &at);
+                let y = output_transform::<super::super::simd::Avx2F64, M>(&products, &at);
                 core::array::from_fn(|i| {
                     let mut lanes = [0.0; 4];
-                    <super::super::Avx2F64 as Simd>::store(lanes.as_mut_ptr(), y[i]);
+                    <super::super::simd::Avx2F64 as Simd>::store(lanes.as_mut_ptr(), y[i]);
                     let want: f64 = (0..TILE)
                         .map(|nu| at[i][nu] * u[nu] * transformed[nu])
                         .sum();
@@ -651,7 +651,7 @@ mod tests {
         ] {
             let shape = conv_of(sizes);
             for isa in [Isa::Avx512, Isa::Avx2Fma] {
-                if !isa_available(isa) || !applies(&shape, super::super::lanes::<f32>(isa)) {
+                if !isa_available(isa) || !applies(&shape, super::lanes::<f32>(isa)) {
                     continue;
                 }
                 let batch = 2;
@@ -661,7 +661,7 @@ mod tests {
                 let (filters, kernel) = (shape.filters, shape.kernel);
                 let w = to_f32(values(filters * shape.channels * kernel * kernel, 2));
                 let b = to_f32(values(filters, 3));
-                let lanes = super::super::lanes::<f32>(isa);
+                let lanes = super::lanes::<f32>(isa);
                 let mut scratch = std::vec![MaybeUninit::uninit(); scratch_len(&shape, lanes)];
                 conv2d_stride1_winograd_columns(
                     isa,

@@ -12,28 +12,30 @@
 //! For filter `f`, channel `c`, kernel row `ky` and output row `oy`, the weight gradient sums
 //! `dw[kx] = Σ_ox dz[ox] · x[ox + kx]` along the row, a correlation of the input row with the
 //! row's 2-tap gradients, tile by tile: `Aᵀ[(G·g) ⊙ (Bᵀ·d)]` with the tables of
-//! [`super::super::winograd::gradient_transforms`] (`F(5, 2)`). All of it is linear, so the
+//! [`crate::kernels::winograd::gradient_transforms`] (`F(5, 2)`). All of it is linear, so the
 //! sums over the batch, the rows and the tiles (the lanes) are taken at the 6 points and `Aᵀ`
 //! is applied once per call: per image, 6 products per tile where the direct sums take 10, and
 //! `Bᵀ·d` once per padded row, shared by every filter and kernel row.
 
+use super::conv_winograd_rows::winograd_input_transform;
+use super::isa::{Isa, assert_isa};
+use super::simd::{Avx512F32, array_from};
 use core::arch::x86_64::*;
 
-use super::{Avx512F32, Isa, assert_isa, winograd_input_transform};
 use crate::kernels::Conv;
 
 /// The kernel size this path computes.
-const KERNEL: usize = 5;
+pub(super) const KERNEL: usize = 5;
 /// The gradient columns per tile: the `2` of `F(5, 2)`.
-const OUTPUTS: usize = 2;
+pub(super) const OUTPUTS: usize = 2;
 /// The points of a tile (and the inputs it covers).
-const TILE: usize = super::super::winograd::TILE;
+pub(super) const TILE: usize = crate::kernels::winograd::TILE;
 /// A vector of `f32` on AVX-512.
-const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 /// The filters of a tile of [`weight_gradient_tile`]: 3 filters by the 5 kernel rows keep 15
 /// accumulators, 3 gradient vectors and an input in registers, and do 15 multiply-adds for 8
 /// loads (11 at the four points where the gradients are evaluated from both columns).
-const TILE_FILTERS: usize = 3;
+pub(super) const TILE_FILTERS: usize = 3;
 
 /// Whether [`conv2d_weight_gradient`] computes `shape`'s weight gradient: a 5 x 5 kernel, at
 /// least one output, and a padded row of at most 32 columns (two vectors; its tiles one).
@@ -169,7 +171,7 @@ impl<const N: usize> RowGather<N> {
         unsafe {
             let lanes = |n: usize| ((1_u32 << n.min(LANES)) - 1) as u16;
             Self {
-                index: super::array_from(|j| _mm512_loadu_si512(index[j].as_ptr().cast())),
+                index: array_from(|j| _mm512_loadu_si512(index[j].as_ptr().cast())),
                 mask,
                 halves: [lanes(width), lanes(width.saturating_sub(LANES))],
             }
@@ -202,7 +204,7 @@ impl<const N: usize> RowGather<N> {
         unsafe {
             let (da, a) = (self.load(d_output), self.load(output));
             let one = _mm512_set1_ps(1.0);
-            let dz = super::array_from(|i| {
+            let dz = array_from(|i| {
                 let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a[i], _mm512_setzero_ps());
                 _mm512_mul_ps(da[i], _mm512_maskz_mov_ps(positive, one))
             });
@@ -237,18 +239,16 @@ impl<const N: usize> RowGather<N> {
     unsafe fn permute(&self, [low, high]: [__m512; 2]) -> [__m512; N] {
         // SAFETY: AVX-512F is present (the caller's contract); no memory is touched.
         unsafe {
-            super::array_from(|j| {
-                _mm512_maskz_permutex2var_ps(self.mask[j], low, self.index[j], high)
-            })
+            array_from(|j| _mm512_maskz_permutex2var_ps(self.mask[j], low, self.index[j], high))
         }
     }
 }
 
-/// The tables of `F(5, 2)` ([`super::super::winograd::gradient_transforms`]) in `f32`: the
+/// The tables of `F(5, 2)` ([`crate::kernels::winograd::gradient_transforms`]) in `f32`: the
 /// gradients evaluated at the points (`[ν][s]`, `s < 2`) and `Aᵀ` with the denominators
 /// (`[kx][ν]`).
-const TABLES: [[[f32; TILE]; TILE]; 2] = {
-    let t = super::super::winograd::gradient_transforms(KERNEL);
+pub(super) const TABLES: [[[f32; TILE]; TILE]; 2] = {
+    let t = crate::kernels::winograd::gradient_transforms(KERNEL);
     let mut out = [[[0.0; TILE]; TILE]; 2];
     let mut i = 0;
     while i < 2 * TILE * TILE {
@@ -374,7 +374,7 @@ unsafe fn weight_gradient_avx512(
             for c in 0..channels {
                 for ky in 0..KERNEL {
                     let at = ((f * channels + c) * KERNEL + ky) * LANES;
-                    let point: [f32; TILE] = super::array_from(|nu| {
+                    let point: [f32; TILE] = array_from(|nu| {
                         _mm512_reduce_add_ps(_mm512_loadu_ps(sums.add(nu * sums_point + at)))
                     });
                     for (kx, finish) in finish.iter().take(KERNEL).enumerate() {
@@ -435,12 +435,11 @@ unsafe fn weight_gradient_tile<const NF: usize, const NU: usize>(
 ) {
     // SAFETY: AVX-512F is present and every vector read or written is one the contract names.
     unsafe {
-        let mut acc: [[__m512; KERNEL]; NF] = super::array_from(|f| {
-            super::array_from(|ky| _mm512_loadu_ps(sums.add(f * stride + ky * LANES)))
-        });
+        let mut acc: [[__m512; KERNEL]; NF] =
+            array_from(|f| array_from(|ky| _mm512_loadu_ps(sums.add(f * stride + ky * LANES))));
         for oy in 0..out_height {
             let g: [__m512; NF] =
-                super::array_from(|f| at_point::<NU>(h.add(2 * (f * out_height + oy) * LANES)));
+                array_from(|f| at_point::<NU>(h.add(2 * (f * out_height + oy) * LANES)));
             for ky in 0..KERNEL {
                 let d = _mm512_loadu_ps(v.add((oy + ky) * LANES));
                 for (acc, &g) in acc.iter_mut().zip(&g) {

@@ -1,0 +1,544 @@
+//! Int8 dot products (AVX-512BW, AVX-512 VNNI or AVX2) and requantization (AVX-512): the hot
+//! loops of the int8 layers.
+
+use super::simd::array_from;
+use core::arch::x86_64::*;
+
+// ---------------------------------------------------------------------------------------------
+// Int8 dot products: the hot loop of the int8 layers.
+// ---------------------------------------------------------------------------------------------
+
+/// The instruction sets of the int8 kernels, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IsaI8 {
+    /// AVX-512 VNNI (with BW and VL): `vpdpbusd` multiplies 64 unsigned by 64 signed bytes and
+    /// adds them in fours into 16 `i32` sums, one instruction (the weights offset by 128 to
+    /// make them unsigned, the offset's term `128·Σx` subtracted at the end).
+    Avx512Vnni,
+    /// AVX-512BW (with VL, for the masked 32-byte loads of a row's tail): 32 `i8` widened to
+    /// `i16` per vector, `vpmaddwd` into 16 `i32` sums.
+    Avx512Bw,
+    /// AVX2: 16 `i8` widened to `i16` per vector, `vpmaddwd` into 8 `i32` sums.
+    Avx2,
+}
+
+/// The best int8 instruction set this CPU has, detected once (with `std`), or the one the build
+/// targets (without `std`); lowered, as [`detected_isa`](super::isa::detected_isa), by the limits of
+/// [`crate::kernels::instruction_set()`] (`avx2` keeps AVX2, `portable` none).
+pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
+    // 1: none, 2: AVX2, 3: AVX-512BW, 4: AVX-512 VNNI.
+    #[cfg(feature = "std")]
+    let code = {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        // 0: not yet detected.
+        static DETECTED: AtomicU8 = AtomicU8::new(0);
+        match DETECTED.load(Ordering::Relaxed) {
+            0 => {
+                let bw = std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl");
+                let code = if bw && std::is_x86_feature_detected!("avx512vnni") {
+                    4
+                } else if bw {
+                    3
+                } else if std::is_x86_feature_detected!("avx2") {
+                    2
+                } else {
+                    1
+                };
+                let code = code.min(i8_code(crate::kernels::instruction_set::process_limit()));
+                DETECTED.store(code, Ordering::Relaxed);
+                code
+            }
+            code => code,
+        }
+    };
+    #[cfg(not(feature = "std"))]
+    let code = if cfg!(all(
+        target_feature = "avx512bw",
+        target_feature = "avx512vl",
+        target_feature = "avx512vnni"
+    )) {
+        4
+    } else if cfg!(all(
+        target_feature = "avx512bw",
+        target_feature = "avx512vl"
+    )) {
+        3
+    } else if cfg!(target_feature = "avx2") {
+        2
+    } else {
+        1
+    };
+    match code.min(i8_code(crate::kernels::instruction_set::thread_limit())) {
+        4 => Some(IsaI8::Avx512Vnni),
+        3 => Some(IsaI8::Avx512Bw),
+        2 => Some(IsaI8::Avx2),
+        _ => None,
+    }
+}
+
+/// A limit of [`crate::kernels::instruction_set()`] (1 portable, 2 AVX2, 3 AVX-512, more: none) as the
+/// highest int8 code it allows.
+#[inline]
+pub(super) fn i8_code(limit: u8) -> u8 {
+    match limit {
+        ..=1 => 1,
+        2 => 2,
+        _ => u8::MAX,
+    }
+}
+
+/// Rows of the weight per pass of the int8 kernels: each chunk of `x`, widened once, meets this
+/// many rows.
+pub(super) const I8_ROWS: usize = 8;
+
+/// `R` rows of the int8 dot products from row `r0`, with AVX-512BW: per chunk of 32 inputs, `x`
+/// widened to 16 bits once, and per row the weights widened and multiplied-and-added in pairs
+/// into 16 lanes of 32-bit sums (`R` accumulators in registers); the tail of fewer than 32
+/// inputs with masked loads.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW; `weight.len() == sums.len() · x.len()`; `r0 + R <= sums.len()`.
+#[inline(always)]
+pub(super) unsafe fn dot_tile_i8_avx512<const R: usize>(
+    weight: &[i8],
+    x: &[i8],
+    sums: &mut [i32],
+    r0: usize,
+) {
+    let n = x.len();
+    let whole = n - n % 32;
+    let tail = n % 32;
+    // SAFETY (whole body): AVX-512BW is present (the contract). Every load reads 32 bytes at
+    // `i` with `i + 32 <= whole <= n`, or at `whole` the `tail` bytes a mask selects (the
+    // others are not read), of `x` or of a row `r0 + r < sums.len()` of `weight`, which exists
+    // since `weight.len() == sums.len() · n`.
+    unsafe {
+        let (wp, xp) = (weight.as_ptr(), x.as_ptr());
+        let rows: [*const i8; R] = array_from(|r| wp.add((r0 + r) * n));
+        let mut acc = [_mm512_setzero_si512(); R];
+        let mut i = 0;
+        while i < whole {
+            let xv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(xp.add(i).cast()));
+            for (acc_r, &row) in acc.iter_mut().zip(&rows) {
+                let wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(row.add(i).cast()));
+                *acc_r = _mm512_add_epi32(*acc_r, _mm512_madd_epi16(xv, wv));
+            }
+            i += 32;
+        }
+        if tail > 0 {
+            let mask: __mmask32 = (1_u32 << tail) - 1;
+            let xv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, xp.add(whole)));
+            for (acc_r, &row) in acc.iter_mut().zip(&rows) {
+                let wv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, row.add(whole)));
+                *acc_r = _mm512_add_epi32(*acc_r, _mm512_madd_epi16(xv, wv));
+            }
+        }
+        store_lane_sums(&acc, sums.as_mut_ptr().add(r0));
+    }
+}
+
+/// Writes the sum of the 16 lanes of each of the `R` vectors to `out[0..R]`: for 8 vectors
+/// at once, halves added and `vphaddd` in a tree (about 20 instructions for the 8 sums, where
+/// summing each vector on its own takes about 9 per vector).
+///
+/// # Safety
+///
+/// The CPU has AVX-512F; `out` is valid for `R` writes.
+#[inline(always)]
+pub(super) unsafe fn store_lane_sums<const R: usize>(v: &[__m512i; R], out: *mut i32) {
+    // SAFETY: AVX-512F (and so AVX2) is present and `out` holds `R` values (the contract).
+    unsafe {
+        if R == 8 {
+            let half = |z: __m512i| {
+                _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64::<1>(z))
+            };
+            let a: [__m256i; 8] = array_from(|r| half(v[r]));
+            // [a0 lanes 0+1, 2+3, a1 lanes 0+1, 2+3 | the same of lanes 4-7], and so on.
+            let b01 = _mm256_hadd_epi32(a[0], a[1]);
+            let b23 = _mm256_hadd_epi32(a[2], a[3]);
+            let b45 = _mm256_hadd_epi32(a[4], a[5]);
+            let b67 = _mm256_hadd_epi32(a[6], a[7]);
+            // [a0..a3 summed over lanes 0-3 | a0..a3 over lanes 4-7], and for a4..a7.
+            let c0123 = _mm256_hadd_epi32(b01, b23);
+            let c4567 = _mm256_hadd_epi32(b45, b67);
+            let low = _mm256_permute2x128_si256::<0x20>(c0123, c4567);
+            let high = _mm256_permute2x128_si256::<0x31>(c0123, c4567);
+            _mm256_storeu_si256(out.cast(), _mm256_add_epi32(low, high));
+        } else {
+            for (r, v) in v.iter().enumerate() {
+                *out.add(r) = _mm512_reduce_add_epi32(*v);
+            }
+        }
+    }
+}
+
+/// Defines `$name`: `sums[r] = Σ_i weight[r·n + i] · x[i]` for the rows `r` of `weight`
+/// (`n = x.len()`) with `$tile`: tiles of [`I8_ROWS`] rows sharing each chunk of `x`, then
+/// single rows.
+macro_rules! dot_rows_i8_driver {
+    ($name:ident, $tile:ident, $features:literal, $isa:literal) => {
+        #[doc = concat!("The int8 dot products of every row with ", $isa, ".")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("The CPU has ", $isa, "; `weight.len() == sums.len() · x.len()`.")]
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+            let mut r0 = 0;
+            // SAFETY: every tile's rows exist (r0 + rows <= sums.len()); the rest is the
+            // contract.
+            unsafe {
+                while r0 + I8_ROWS <= sums.len() {
+                    $tile::<I8_ROWS>(weight, x, sums, r0);
+                    r0 += I8_ROWS;
+                }
+                while r0 < sums.len() {
+                    $tile::<1>(weight, x, sums, r0);
+                    r0 += 1;
+                }
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(super) use dot_rows_i8_driver;
+
+dot_rows_i8_driver!(
+    dot_rows_i8_avx512,
+    dot_tile_i8_avx512,
+    "avx512bw,avx512vl",
+    "AVX-512BW and VL"
+);
+dot_rows_i8_driver!(
+    dot_rows_i8_vnni,
+    dot_tile_i8_vnni,
+    "avx512bw,avx512vl,avx512vnni",
+    "AVX-512BW, VL and VNNI"
+);
+dot_rows_i8_driver!(dot_rows_i8_avx2, dot_tile_i8_avx2, "avx2", "AVX2");
+
+/// `R` rows of the int8 dot products from row `r0`, with AVX-512 VNNI: per chunk of 64 inputs
+/// and per row, the weights offset by 128 to be unsigned (`w ^ 0x80`, one `vpxord`) and one
+/// `vpdpbusd` adding `(w + 128) · x` in fours into 16 lanes of 32-bit sums; at the end
+/// `Σ w·x = Σ (w + 128)·x - 128·Σ x`, where `Σ x` (one more `vpdpbusd` per chunk, for all the
+/// rows) is shared by every row. The sums wrap modulo `2^32` (`vpdpbusd` does not saturate),
+/// so the result is exact whenever the true dot product fits an `i32`, whatever the values.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW, VL and VNNI; `weight.len() == sums.len() · x.len()`;
+/// `r0 + R <= sums.len()`.
+#[inline(always)]
+pub(super) unsafe fn dot_tile_i8_vnni<const R: usize>(
+    weight: &[i8],
+    x: &[i8],
+    sums: &mut [i32],
+    r0: usize,
+) {
+    let n = x.len();
+    let whole = n - n % 64;
+    let tail = n % 64;
+    // SAFETY (whole body): the instruction sets are present (the contract). Every load reads 64
+    // bytes at `i` with `i + 64 <= whole <= n`, or at `whole` the `tail` bytes a mask selects
+    // (the others are not read), of `x` or of a row `r0 + r < sums.len()` of `weight`, which
+    // exists since `weight.len() == sums.len() · n`.
+    unsafe {
+        let (wp, xp) = (weight.as_ptr(), x.as_ptr());
+        let rows: [*const i8; R] = array_from(|r| wp.add((r0 + r) * n));
+        let offset = _mm512_set1_epi8(-128);
+        let ones = _mm512_set1_epi8(1);
+        let mut acc = [_mm512_setzero_si512(); R];
+        let mut x_sum = _mm512_setzero_si512();
+        let mut i = 0;
+        while i < whole {
+            let xv = _mm512_loadu_si512(xp.add(i).cast());
+            x_sum = _mm512_dpbusd_epi32(x_sum, ones, xv);
+            for r in 0..R {
+                let u = _mm512_xor_si512(_mm512_loadu_si512(rows[r].add(i).cast()), offset);
+                acc[r] = _mm512_dpbusd_epi32(acc[r], u, xv);
+            }
+            i += 64;
+        }
+        if tail > 0 {
+            let mask: __mmask64 = (1_u64 << tail) - 1;
+            // Masked-off inputs load as 0, adding nothing whatever the weight's offset.
+            let xv = _mm512_maskz_loadu_epi8(mask, xp.add(whole));
+            x_sum = _mm512_dpbusd_epi32(x_sum, ones, xv);
+            for r in 0..R {
+                let w = _mm512_maskz_loadu_epi8(mask, rows[r].add(whole));
+                acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_xor_si512(w, offset), xv);
+            }
+        }
+        // Σ (w + 128)·x - 128·Σ x, lane by lane, then the lanes summed.
+        let correction = _mm512_slli_epi32(x_sum, 7);
+        let dots: [__m512i; R] = array_from(|r| _mm512_sub_epi32(acc[r], correction));
+        store_lane_sums(&dots, sums.as_mut_ptr().add(r0));
+    }
+}
+
+/// [`dot_tile_i8_avx512`] with AVX2: chunks of 16 inputs, 8 lanes of 32-bit sums; the tail of
+/// fewer than 16 inputs in plain code.
+///
+/// # Safety
+///
+/// The CPU has AVX2; `weight.len() == sums.len() · x.len()`; `r0 + R <= sums.len()`.
+#[inline(always)]
+pub(super) unsafe fn dot_tile_i8_avx2<const R: usize>(
+    weight: &[i8],
+    x: &[i8],
+    sums: &mut [i32],
+    r0: usize,
+) {
+    let n = x.len();
+    let whole = n - n % 16;
+    // SAFETY (whole body): AVX2 is present (the contract). Every vector load reads 16 bytes at
+    // `i` with `i + 16 <= whole <= n`, of `x` or of a row `r0 + r < sums.len()` of `weight`,
+    // which exists since `weight.len() == sums.len() · n`.
+    unsafe {
+        let (wp, xp) = (weight.as_ptr(), x.as_ptr());
+        let rows: [*const i8; R] = array_from(|r| wp.add((r0 + r) * n));
+        let mut acc = [_mm256_setzero_si256(); R];
+        let mut i = 0;
+        while i < whole {
+            let xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(xp.add(i).cast()));
+            for (acc_r, &row) in acc.iter_mut().zip(&rows) {
+                let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(row.add(i).cast()));
+                *acc_r = _mm256_add_epi32(*acc_r, _mm256_madd_epi16(xv, wv));
+            }
+            i += 16;
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            let mut lanes = [0_i32; 8];
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast(), *acc_r);
+            let row = &weight[(r0 + r) * n..(r0 + r + 1) * n];
+            let rest: i32 = row[whole..]
+                .iter()
+                .zip(&x[whole..])
+                .map(|(&w, &x)| i32::from(w) * i32::from(x))
+                .sum();
+            sums[r0 + r] = lanes.iter().sum::<i32>() + rest;
+        }
+    }
+}
+
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)` for 16 outputs at a time with
+/// AVX-512F, `M[o]` the fixed-point multiplier `(multiplier[o], exponent[o])`: the same integers
+/// as [`crate::quant::Multiplier::apply`], lane by lane (a group with a positive exponent, which
+/// needs a saturating left shift, is done one output at a time). The steps, per lane:
+/// `acc = dots + bias` (saturating); the doubling high product, its 64-bit products in even and
+/// odd lanes, rounded as gemmlowp's; the rounding right shift by `-exponent`; the zero point and
+/// the clamp.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW and VL; every slice has `out.len()` elements.
+///
+/// # Panics
+///
+/// When an exponent is outside `-31..=30` (checked 16 at a time, as the group is loaded).
+#[target_feature(enable = "avx512bw,avx512vl")]
+pub(super) unsafe fn requantize_i8_avx512(
+    dots: &[i32],
+    (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
+    (zero, low): (i8, i8),
+    out: &mut [i8],
+) {
+    let n = out.len();
+    // SAFETY (whole body): AVX-512BW and VL are present (the contract). Each group reads and
+    // writes lanes `o0..o0 + count` of slices of `n` elements, `count <= 16` and
+    // `o0 + count <= n`, the other lanes masked off.
+    unsafe {
+        let mut o0 = 0;
+        while o0 < n {
+            let count = 16.min(n - o0);
+            let mask: __mmask16 = if count == 16 {
+                0xFFFF
+            } else {
+                (1 << count) - 1
+            };
+            let load = |s: &[i32]| _mm512_maskz_loadu_epi32(mask, s.as_ptr().add(o0));
+            let (d, b, m, e) = (load(dots), load(bias), load(multiplier), load(exponent));
+            let out_of_range = _mm512_mask_cmpgt_epi32_mask(mask, e, _mm512_set1_epi32(30))
+                | _mm512_mask_cmplt_epi32_mask(mask, e, _mm512_set1_epi32(-31));
+            assert!(
+                out_of_range == 0,
+                "a multiplier's exponent is from -31 to 30"
+            );
+            if _mm512_mask_cmpgt_epi32_mask(mask, e, _mm512_setzero_si512()) != 0 {
+                for o in o0..o0 + count {
+                    out[o] =
+                        requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
+                }
+                o0 += count;
+                continue;
+            }
+            // acc = d + b, saturating: an overflow has both operands' sign and the other result
+            // sign.
+            let sum = _mm512_add_epi32(d, b);
+            let overflow = _mm512_cmplt_epi32_mask(
+                _mm512_and_si512(_mm512_xor_si512(d, sum), _mm512_xor_si512(b, sum)),
+                _mm512_setzero_si512(),
+            );
+            let saturated = _mm512_xor_si512(_mm512_srai_epi32(d, 31), _mm512_set1_epi32(i32::MAX));
+            let acc = _mm512_mask_blend_epi32(overflow, sum, saturated);
+            // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
+            let high64 = |p: __m512i| {
+                let negative = _mm512_cmplt_epi64_mask(p, _mm512_setzero_si512());
+                let nudge = _mm512_mask_blend_epi64(
+                    negative,
+                    _mm512_set1_epi64(1 << 30),
+                    _mm512_set1_epi64(1 - (1 << 30)),
+                );
+                let v = _mm512_add_epi64(p, nudge);
+                // Division by 2^31 truncating toward zero: a negative value first adds 2^31 - 1.
+                let v_negative = _mm512_cmplt_epi64_mask(v, _mm512_setzero_si512());
+                let v = _mm512_mask_add_epi64(v, v_negative, v, _mm512_set1_epi64((1 << 31) - 1));
+                _mm512_srai_epi64(v, 31)
+            };
+            let even = high64(_mm512_mul_epi32(acc, m));
+            let odd = high64(_mm512_mul_epi32(
+                _mm512_srli_epi64(acc, 32),
+                _mm512_srli_epi64(m, 32),
+            ));
+            let high = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+            let both_min = _mm512_cmpeq_epi32_mask(acc, _mm512_set1_epi32(i32::MIN))
+                & _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN));
+            let high = _mm512_mask_blend_epi32(both_min, high, _mm512_set1_epi32(i32::MAX));
+            // The rounding right shift by r = -exponent: (x >> r) + (remainder > threshold).
+            let r = _mm512_sub_epi32(_mm512_setzero_si512(), e);
+            let ones = _mm512_set1_epi32(1);
+            let low_bits = _mm512_sub_epi32(_mm512_sllv_epi32(ones, r), ones);
+            let remainder = _mm512_and_si512(high, low_bits);
+            let negative = _mm512_cmplt_epi32_mask(high, _mm512_setzero_si512());
+            let threshold = _mm512_mask_add_epi32(
+                _mm512_srai_epi32(low_bits, 1),
+                negative,
+                _mm512_srai_epi32(low_bits, 1),
+                ones,
+            );
+            let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
+            let shifted = _mm512_srav_epi32(high, r);
+            let y = _mm512_mask_add_epi32(shifted, up, shifted, ones);
+            // zero + y, clamped to [low, 127]: y first clamped to a range where the sum cannot
+            // overflow and the final clamp still decides.
+            let y = _mm512_max_epi32(
+                _mm512_min_epi32(y, _mm512_set1_epi32(1024)),
+                _mm512_set1_epi32(-1024),
+            );
+            let q = _mm512_add_epi32(y, _mm512_set1_epi32(i32::from(zero)));
+            let q = _mm512_max_epi32(
+                _mm512_min_epi32(q, _mm512_set1_epi32(127)),
+                _mm512_set1_epi32(i32::from(low)),
+            );
+            _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
+            o0 += count;
+        }
+    }
+}
+
+/// One output of [`requantize_i8`], the definition: `clamp(zero + M·(dot + bias), low, 127)`.
+#[inline]
+pub(super) fn requantize_one(
+    dot: i32,
+    bias: i32,
+    multiplier: i32,
+    exponent: i32,
+    zero: i8,
+    low: i8,
+) -> i8 {
+    crate::kernels::reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
+}
+
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)`: the int8 layers'
+/// requantization, 16 outputs at a time with `isa` when it has AVX-512, one at a time
+/// otherwise.
+///
+/// # Panics
+///
+/// When the slices' lengths differ, or an exponent is outside `-31..=30` (no
+/// [`crate::quant::Multiplier`] has one).
+pub(crate) fn requantize_i8(
+    isa: IsaI8,
+    dots: &[i32],
+    (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
+    (zero, low): (i8, i8),
+    out: &mut [i8],
+) {
+    let n = out.len();
+    assert!(
+        (dots.len(), bias.len(), multiplier.len(), exponent.len()) == (n, n, n, n),
+        "requantizing {n} outputs from slices of other lengths"
+    );
+    match isa {
+        IsaI8::Avx512Vnni | IsaI8::Avx512Bw => {
+            #[cfg(feature = "std")]
+            assert!(
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl"),
+                "the CPU lacks AVX-512BW or AVX-512VL"
+            );
+            // SAFETY: lengths checked above; AVX-512BW and VL are present (detected, or
+            // checked above with std; without std, the build targets them). The kernel checks
+            // the exponents itself.
+            unsafe { requantize_i8_avx512(dots, (bias, multiplier, exponent), (zero, low), out) }
+        }
+        IsaI8::Avx2 => {
+            assert!(
+                exponent.iter().all(|&e| (-31..=30).contains(&e)),
+                "a multiplier's exponent is from -31 to 30"
+            );
+            for (o, q) in out.iter_mut().enumerate() {
+                *q = requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
+            }
+        }
+    }
+}
+
+/// `sums[r] = Σ_i weight[r·n + i] · x[i]` with `isa`: the int8 layers' dot products.
+///
+/// # Panics
+///
+/// When `weight.len() != sums.len() · x.len()`, or the CPU does not have `isa`.
+pub(crate) fn dot_rows_i8(isa: IsaI8, weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    assert_eq!(
+        weight.len(),
+        sums.len() * x.len(),
+        "a weight of {} values does not have {} rows of {}",
+        weight.len(),
+        sums.len(),
+        x.len()
+    );
+    match isa {
+        IsaI8::Avx512Vnni => {
+            #[cfg(feature = "std")]
+            assert!(
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512vnni"),
+                "the CPU lacks AVX-512BW, AVX-512VL or AVX-512 VNNI"
+            );
+            // SAFETY: lengths checked above; the instruction sets are present (detected, or
+            // checked above with std; without std, the build targets them).
+            unsafe { dot_rows_i8_vnni(weight, x, sums) }
+        }
+        IsaI8::Avx512Bw => {
+            #[cfg(feature = "std")]
+            assert!(
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl"),
+                "the CPU lacks AVX-512BW or AVX-512VL"
+            );
+            // SAFETY: lengths checked above; the instruction set is present (detected, or
+            // checked above with std; without std, the build targets it).
+            unsafe { dot_rows_i8_avx512(weight, x, sums) }
+        }
+        IsaI8::Avx2 => {
+            #[cfg(feature = "std")]
+            assert!(std::is_x86_feature_detected!("avx2"), "the CPU lacks AVX2");
+            // SAFETY: as above, for AVX2.
+            unsafe { dot_rows_i8_avx2(weight, x, sums) }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The int8 dot products and requantization against the definition.
+
+use super::*;
+
+#[test]
+fn int8_dot_products_match_the_definition_on_every_available_instruction_set() {
+    let available = [
+        (
+            IsaI8::Avx512Vnni,
+            std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512vnni"),
+        ),
+        (
+            IsaI8::Avx512Bw,
+            std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vl"),
+        ),
+        (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 24) as u8 as i8
+    };
+    for (isa, present) in available {
+        if !present {
+            std::eprintln!("skipping {isa:?}: not on this CPU");
+            continue;
+        }
+        for n in [
+            0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 784,
+        ] {
+            for rows in [1, 3, 4, 5, 9, 10] {
+                // Random values, and the extremes (-128 x -128 is the largest product).
+                let mut weight: Vec<i8> = (0..rows * n).map(|_| next()).collect();
+                let mut x: Vec<i8> = (0..n).map(|_| next()).collect();
+                if rows == 9 {
+                    weight.iter_mut().for_each(|w| *w = -127);
+                    x.iter_mut().for_each(|v| *v = -128);
+                }
+                if rows == 10 {
+                    weight.iter_mut().for_each(|w| *w = -128);
+                    x.iter_mut().for_each(|v| *v = 127);
+                }
+                let want: Vec<i32> = (0..rows)
+                    .map(|r| {
+                        weight[r * n..(r + 1) * n]
+                            .iter()
+                            .zip(&x)
+                            .map(|(&w, &v)| i32::from(w) * i32::from(v))
+                            .sum()
+                    })
+                    .collect();
+                let mut got = std::vec![i32::MIN; rows]; // stale contents
+                dot_rows_i8(isa, &weight, &x, &mut got);
+                assert_eq!(got, want, "{isa:?}: {rows} rows of {n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn int8_requantization_refuses_exponents_no_multiplier_has() {
+    let isas = [
+        (
+            IsaI8::Avx512Vnni,
+            std::is_x86_feature_detected!("avx512vnni"),
+        ),
+        (IsaI8::Avx512Bw, std::is_x86_feature_detected!("avx512bw")),
+        (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
+    ];
+    for (isa, present) in isas {
+        if !present {
+            continue;
+        }
+        for bad in [31, -32, i32::MIN, i32::MAX] {
+            // The bad exponent in the second group of 16, at its last lane.
+            let mut exponent = std::vec![-5; 20];
+            exponent[19] = bad;
+            let ones = std::vec![1 << 30; 20];
+            let result = std::panic::catch_unwind(|| {
+                let mut out = [0_i8; 20];
+                requantize_i8(isa, &ones, (&ones, &ones, &exponent), (0, -128), &mut out);
+            });
+            assert!(result.is_err(), "{isa:?} took the exponent {bad}");
+        }
+    }
+}
+
+#[test]
+fn int8_requantization_matches_the_definition_on_every_available_instruction_set() {
+    let available = [
+        (
+            IsaI8::Avx512Vnni,
+            std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512vnni"),
+        ),
+        (
+            IsaI8::Avx512Bw,
+            std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vl"),
+        ),
+        (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
+    ];
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let edges = [i32::MIN, i32::MIN + 1, -1, 0, 1, i32::MAX - 1, i32::MAX];
+    for (isa, present) in available {
+        if !present {
+            std::eprintln!("skipping {isa:?}: not on this CPU");
+            continue;
+        }
+        for n in [1, 7, 16, 17, 40, 128] {
+            for round in 0..200 {
+                let pick = |v: u64, small: bool| -> i32 {
+                    match v % 4 {
+                        0 => edges[(v >> 8) as usize % edges.len()],
+                        1 if small => ((v >> 8) % 4001) as i32 - 2000,
+                        _ => (v >> 16) as u32 as i32,
+                    }
+                };
+                let dots: Vec<i32> = (0..n).map(|_| pick(next(), true)).collect();
+                let bias: Vec<i32> = (0..n).map(|_| pick(next(), true)).collect();
+                let multiplier: Vec<i32> = (0..n)
+                    .map(|_| match next() % 5 {
+                        0 => i32::MIN,
+                        1 => 0,
+                        _ => (1 << 30) + (next() % (1 << 30)) as i32,
+                    })
+                    .collect();
+                // Exponents from -31 to 0, and in some rounds a positive one (the group
+                // then takes the scalar path).
+                let exponent: Vec<i32> = (0..n)
+                    .map(|_| {
+                        if round % 10 == 0 && next() % 8 == 0 {
+                            (next() % 5) as i32
+                        } else {
+                            -((next() % 32) as i32)
+                        }
+                    })
+                    .collect();
+                let zero = (next() % 256) as u8 as i8;
+                let low = if round % 2 == 0 { -128 } else { zero };
+                let mut want = std::vec![0_i8; n];
+                crate::kernels::reference::requantize_i8(
+                    &dots,
+                    (&bias, &multiplier, &exponent),
+                    (zero, low),
+                    &mut want,
+                );
+                let mut got = std::vec![99_i8; n]; // stale contents
+                requantize_i8(
+                    isa,
+                    &dots,
+                    (&bias, &multiplier, &exponent),
+                    (zero, low),
+                    &mut got,
+                );
+                assert_eq!(got, want, "{isa:?}, {n} outputs, round {round}");
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Tests of the x86 kernels: each against its definition (`kernels/reference.rs` or the
+//! loops here), on every instruction set the CPU has, and between pages without access.
+
+mod conv;
+mod gemm;
+mod guard_pages;
+mod int8;
+mod layout;
+mod pool;
+mod weight_grad;
+
+#[allow(unused_imports)]
+use super::{
+    conv_direct::*, conv_filters::*, conv_winograd_rows::*, gemm::*, input_grad_winograd::*,
+    int8::*, isa::*, layout::*, max_pool_2x2_avx512::*, simd::*, weight_grad_filters::*,
+    weight_grad_positions::*, weight_grad_winograd_rows::*,
+};
+#[allow(unused_imports)]
+use super::{conv_winograd_columns_f32, weight_grad_winograd_5x5_narrow_avx512};
+#[allow(unused_imports)]
+use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
+#[allow(unused_imports)]
+use crate::kernels::{Conv, Epilogue};
+#[allow(unused_imports)]
+use conv::{CONVS, filter_shapes, transposed};
+#[allow(unused_imports)]
+use core::arch::x86_64::*;
+#[allow(unused_imports)]
+use core::mem::MaybeUninit;
+
+pub(super) use std::vec::Vec;
+
+const ID: Epilogue = Epilogue::Identity;
+
+/// The sizes `(channels, filters, kernel, padding, height, width)` of the tests' tables.
+pub(super) fn conv_of(
+    (channels, filters, kernel, padding, height, width): (usize, usize, usize, usize, usize, usize),
+) -> Conv {
+    Conv {
+        channels,
+        filters,
+        kernel,
+        padding,
+        height,
+        width,
+    }
+}
+
+/// `|x|` of the padded image `x` (`shape`'s, unpadded in memory) at `(c, row, column)`, 0
+/// outside the image: what the Winograd kernels' error bounds sum over a tile.
+pub(super) fn padded_magnitude(
+    shape: &Conv,
+    x: &[f64],
+    c: usize,
+    row: usize,
+    column: usize,
+) -> f64 {
+    let (p, height, width) = (shape.padding, shape.height, shape.width);
+    match (row.checked_sub(p), column.checked_sub(p)) {
+        (Some(y), Some(x0)) if y < height && x0 < width => x[(c * height + y) * width + x0].abs(),
+        _ => 0.0,
+    }
+}
+
+/// `values` as a kernel's output, which the kernels take uninitialized.
+pub(super) fn as_output<E>(values: &mut [E]) -> &mut [MaybeUninit<E>] {
+    // SAFETY: the kernels write only initialized values (their outputs).
+    unsafe { super::super::as_uninit_mut(values) }
+}
+
+/// Deterministic values in [-1, 1) that are not round numbers.
+pub(super) fn values(len: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The lanes of `E` for `isa`.
+fn lanes_of<E>(isa: Isa) -> usize {
+    let bytes = if isa == Isa::Avx512 { 64 } else { 32 };
+    bytes / core::mem::size_of::<E>()
+}
+
+/// A xorshift generator: the pooling tests' values, the same on every run.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
+/// `len` `f32`s that end where a page without access begins: a load past their end (a
+/// mask that lets one lane too many through) faults and fails the test run.
+#[cfg(unix)]
+pub(super) struct Guarded {
+    map: *mut libc::c_void,
+    map_len: usize,
+    len: usize,
+}
+
+#[cfg(unix)]
+impl Guarded {
+    pub(super) fn new(values: &[f32]) -> Self {
+        const PAGE: usize = 1 << 16; // a multiple of every page size in use
+        let bytes = core::mem::size_of_val(values);
+        let data = bytes.div_ceil(PAGE) * PAGE;
+        let map_len = data + PAGE;
+        // SAFETY: a fresh private anonymous mapping, checked; its last page made
+        // inaccessible; the values copied to the `bytes` before it, inside the mapping.
+        unsafe {
+            let map = libc::mmap(
+                core::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(map, libc::MAP_FAILED, "mmap");
+            let guard = map.cast::<u8>().add(data);
+            assert_eq!(libc::mprotect(guard.cast(), PAGE, libc::PROT_NONE), 0);
+            let start = guard.sub(bytes).cast::<f32>();
+            core::ptr::copy_nonoverlapping(values.as_ptr(), start, values.len());
+            Self {
+                map,
+                map_len,
+                len: values.len(),
+            }
+        }
+    }
+
+    pub(super) fn slice(&mut self) -> &mut [f32] {
+        // SAFETY: the `len` values just before the guard page, written in `new`, borrowed
+        // through `self`.
+        unsafe {
+            let guard = self.map.cast::<u8>().add(self.map_len - (1 << 16));
+            core::slice::from_raw_parts_mut(guard.cast::<f32>().sub(self.len), self.len)
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, not used after this.
+        unsafe { libc::munmap(self.map, self.map_len) };
+    }
+}

@@ -3,7 +3,8 @@
 //! They define what the fast kernels must compute, serve every type without a SIMD path (integers,
 //! and machines without AVX2), and are what the property tests compare the fast kernels against.
 
-use super::{Conv, Product};
+use super::shape::Conv;
+use super::shape::Product;
 use crate::Scalar;
 
 /// `out += a · b` in `i-k-j` order: the innermost loop walks a row of `b` and of `out`.

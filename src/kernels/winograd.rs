@@ -38,9 +38,8 @@
 // Without `std` only the tables are used (by the SIMD forward kernel).
 #![cfg_attr(not(feature = "std"), allow(dead_code))]
 
+use super::shape::Conv;
 use num_traits::Float;
-
-use super::Conv;
 
 /// The width of a tile: 5 finite points and infinity.
 pub(crate) const TILE: usize = 6;
@@ -129,7 +128,7 @@ pub(crate) const fn filter_transform(r: usize) -> [[f64; TILE]; TILE] {
     Transforms::new(r).g
 }
 
-/// The tables of the weight gradient along the rows (`x86::weight_grad_winograd_run`) of a
+/// The tables of the weight gradient along the rows (`super::x86::weight_grad_winograd_run`) of a
 /// `kernel`-wide convolution: `F(kernel, m)` with `m = 7 - kernel` gradients per tile, the
 /// gradients the filter and the input's tile the data. The first, `6 x m`, evaluates the
 /// polynomial whose coefficients are `m` gradients at the points (`p_νˢ`; the last row,
@@ -370,7 +369,7 @@ fn cast<T: Float>(table: &[[f64; TILE]; TILE]) -> [[T; TILE]; TILE] {
 ///
 /// When [`applies`] is false for `shape` or a slice's length does not fit (bugs in the caller).
 #[cfg(feature = "std")]
-// Inlined into its callers, compiled with AVX-512 or AVX2 (`x86::winograd_input_gradient`):
+// Inlined into its callers, compiled with AVX-512 or AVX2 (`super::x86::winograd_input_gradient`):
 // compiled on its own, for baseline x86-64, `mul_add` would be a call to a software fused
 // multiply-add.
 #[inline(always)]
@@ -561,7 +560,7 @@ fn sized<T: Float + 'static, const R: usize, const M: usize, const J: usize>(
                 .zip(padded.chunks_exact(covered))
             {
                 let inside = &padded[padding * covered_wide + padding..];
-                super::copy_rows(inside, covered_wide, plane, width, (height, width));
+                super::im2col::copy_rows(inside, covered_wide, plane, width, (height, width));
             }
         }
     }

@@ -8,7 +8,7 @@ use super::simd::{Avx2F32, Avx512F32, Simd, array_from, finish};
 use core::mem::MaybeUninit;
 
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
-use crate::kernels::{Conv, Epilogue};
+use crate::kernels::shape::{Conv, Epilogue};
 
 /// Calls `$tile::<S, R, $n>` with `R = $rows` (1 to 8) rows of filters: a tile size the
 /// compiler unrolls, chosen at run time.

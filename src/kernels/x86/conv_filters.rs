@@ -9,8 +9,9 @@ use super::layout::transpose_uninit;
 use super::simd::{Avx2F32, Avx512F32, Simd, array_from, finish};
 use core::mem::MaybeUninit;
 
+use crate::kernels::cast::assume_init_mut;
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
-use crate::kernels::{Conv, Epilogue, assume_init_mut};
+use crate::kernels::shape::{Conv, Epilogue};
 
 /// Output positions per tile of [`conv_filters_tile`]: one accumulator each, plus the weights'
 /// vector and a broadcast, within AVX2's 16 registers.
@@ -21,7 +22,7 @@ pub(super) const FILTER_TILE_POSITIONS: usize = 12;
 /// vector is useful that way. A 10-wide output row fills 10 of 16 `f32` lanes of AVX-512, 16
 /// filters fill all 16.
 pub(crate) fn filters_in_lanes<E>(isa: Isa, shape: &Conv) -> bool {
-    crate::kernels::filters_fill_lanes_better(shape, lanes::<E>(isa))
+    crate::kernels::shape::filters_fill_lanes_better(shape, lanes::<E>(isa))
 }
 
 /// One tile of a stride-1 convolution without padding, the filters in the lanes: filters

@@ -28,7 +28,7 @@ use super::isa::{Isa, assert_isa, lanes};
 use super::simd::{Avx2F32, Avx512F32, Simd, array_from, finish};
 use core::mem::MaybeUninit;
 
-use crate::kernels::{Conv, Epilogue};
+use crate::kernels::shape::{Conv, Epilogue};
 
 /// The points of a tile: 7 finite and infinity.
 pub(super) const TILE: usize = 8;
@@ -681,7 +681,7 @@ mod tests {
 
     #[test]
     fn lenets_first_layer_takes_the_columns_and_narrow_rows_do_not() {
-        let lenet = crate::kernels::LENET_FIRST;
+        let lenet = crate::kernels::shape::LENET_FIRST;
         assert!(applies(&lenet, 16) && applies(&lenet, 8));
         // A kernel row wider than a vector (not with `f32`'s 8 or 16 lanes; `applies` takes any).
         assert!(!applies(&lenet, 4) && applies(&Conv { kernel: 3, ..lenet }, 4));

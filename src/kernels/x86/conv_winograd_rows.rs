@@ -10,7 +10,7 @@ use super::simd::{Avx2F32, Avx512F32, Simd, array_from, finish};
 use core::mem::MaybeUninit;
 
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
-use crate::kernels::{Conv, Epilogue};
+use crate::kernels::shape::{Conv, Epilogue};
 
 /// `Bᵀ·d` of the Winograd tile (6 inputs to 6), written out (see [`crate::kernels::winograd`]; the tests
 /// check it against the matrix):
@@ -115,7 +115,8 @@ pub(crate) const fn winograd_forward_points(shape: &Conv, lanes: usize) -> usize
         && kernel <= 5
         && out_width >= 9 - kernel
         && out_width.div_ceil(9 - kernel) * 8 < out_width.div_ceil(7 - kernel) * 6
-        && winograd_forward_scratch_on(shape, lanes, 8) <= crate::kernels::WINOGRAD_STACK_SCRATCH
+        && winograd_forward_scratch_on(shape, lanes, 8)
+            <= crate::kernels::shape::WINOGRAD_STACK_SCRATCH
     {
         8
     } else {

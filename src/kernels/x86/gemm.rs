@@ -731,7 +731,7 @@ pub(crate) fn gemm<E: Element>(
     }
     #[cfg(feature = "threads")]
     if let Some(rows_per_thread) = parallel_split(m, n, k) {
-        crate::kernels::in_configured_pool(|| {
+        crate::kernels::threads::in_configured_pool(|| {
             rayon::scope(|scope| {
                 for (t, chunk) in c.chunks_mut(rows_per_thread * n).enumerate() {
                     scope.spawn(move |_| {
@@ -757,7 +757,7 @@ pub(super) fn parallel_split(m: usize, n: usize, k: usize) -> Option<usize> {
     /// measured on 2 vCPUs, splitting the training step's products (up to 6.4 million) made an
     /// epoch 1.5 times slower.
     const MIN_WORK: usize = 1 << 24;
-    let threads = crate::kernels::in_configured_pool(rayon::current_num_threads);
+    let threads = crate::kernels::threads::in_configured_pool(rayon::current_num_threads);
     if threads < 2 || n == 0 || m < 16 || m * n * k < MIN_WORK {
         return None;
     }

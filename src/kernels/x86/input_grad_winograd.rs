@@ -4,7 +4,7 @@
 
 use super::isa::{Isa, assert_isa};
 
-use crate::kernels::Conv;
+use crate::kernels::shape::Conv;
 
 /// [`crate::kernels::winograd::input_gradient`] compiled with `isa`'s instruction set: it is too large
 /// for the compiler to inline into [`with_isa`](super::isa::with_isa)'s closure, so it gets functions of its own,

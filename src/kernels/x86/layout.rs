@@ -6,8 +6,9 @@ use super::simd::{Avx2F32, Avx2F64, Avx512F32, Avx512F64, Simd};
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
+use crate::kernels::cast::assume_init_mut;
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
-use crate::kernels::{Conv, assume_init_mut};
+use crate::kernels::shape::Conv;
 
 /// The rows of [`copy_rows`]: each row's vectors loaded and stored masked to its `width`.
 ///

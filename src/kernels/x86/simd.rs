@@ -5,7 +5,7 @@
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
-use crate::kernels::Epilogue;
+use crate::kernels::shape::Epilogue;
 
 /// `[f(0), f(1), .., f(N - 1)]`, as `core::array::from_fn` gives it, in a plain loop. The
 /// kernels build their registers' arrays with it: `from_fn`'s general machinery (fallible

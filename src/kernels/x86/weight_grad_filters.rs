@@ -7,8 +7,8 @@ use super::gemm::Element;
 use super::isa::{Isa, assert_isa};
 use super::simd::{Avx2F32, Avx512F32, Simd, array_from};
 
-use crate::kernels::Conv;
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
+use crate::kernels::shape::Conv;
 
 /// Weight steps per tile of [`weight_grad_filters_tile`]: one accumulator each; their input
 /// offsets stay in general-purpose registers.

@@ -7,8 +7,8 @@ use super::gemm::Element;
 use super::isa::{Isa, assert_isa};
 use super::simd::{Avx2F32, Avx512F32, Simd, array_from};
 
-use crate::kernels::Conv;
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
+use crate::kernels::shape::Conv;
 
 /// The elements of one image's column-shifted copy for the weight gradient of `shape`: the
 /// padded image once per kernel column `kx`, shifted left by `kx` and cut to the output's

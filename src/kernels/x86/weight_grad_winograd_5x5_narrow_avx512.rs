@@ -22,7 +22,7 @@ use super::isa::{Isa, assert_isa};
 use super::simd::{Avx512F32, array_from};
 use core::arch::x86_64::*;
 
-use crate::kernels::Conv;
+use crate::kernels::shape::Conv;
 
 /// The kernel size this path computes.
 pub(super) const KERNEL: usize = 5;

@@ -9,8 +9,8 @@ use super::isa::{Isa, assert_isa, lanes};
 use super::layout::transpose;
 use super::simd::{Avx2F32, Avx512F32, Simd, array_from};
 
-use crate::kernels::Conv;
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
+use crate::kernels::shape::Conv;
 
 /// The images whose transforms [`weight_grad_winograd_run`] holds at once: the pairs of
 /// kernel rows go over them with their sums in registers, stored between groups of images.

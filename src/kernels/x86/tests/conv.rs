@@ -7,7 +7,7 @@ use super::*;
 /// vector), padding on every side (masked lanes at both ends, rows wholly in the padding),
 /// a kernel as large as the padded image, and several channels.
 pub(super) const CONVS: &[Conv] = &[
-    crate::kernels::LENET_FIRST,
+    crate::kernels::shape::LENET_FIRST,
     Conv {
         channels: 6,
         filters: 16,
@@ -625,9 +625,11 @@ fn lenets_second_layer_runs_on_eight_points_with_avx512() {
     let shape = conv_of((6, 16, 5, 0, 14, 14));
     assert_eq!(winograd_forward_points(&shape, 16), 8);
     let taller = conv_of((6, 16, 5, 0, 15, 14));
-    assert!(winograd_forward_scratch_on(&taller, 16, 8) > crate::kernels::WINOGRAD_STACK_SCRATCH);
+    assert!(
+        winograd_forward_scratch_on(&taller, 16, 8) > crate::kernels::shape::WINOGRAD_STACK_SCRATCH
+    );
     assert_eq!(winograd_forward_points(&taller, 16), 6);
-    assert!(winograd_forward_scratch(&taller, 16) <= crate::kernels::WINOGRAD_STACK_SCRATCH);
+    assert!(winograd_forward_scratch(&taller, 16) <= crate::kernels::shape::WINOGRAD_STACK_SCRATCH);
     let cast = |v: Vec<f64>| v.into_iter().map(|v| v as f32).collect::<Vec<f32>>();
     let x = cast(values(shape.image_len(), 1));
     let w = cast(values(16 * 6 * 25, 2));

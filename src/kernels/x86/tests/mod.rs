@@ -20,7 +20,7 @@ use super::{conv_winograd_columns_f32, weight_grad_winograd_5x5_narrow_avx512};
 #[allow(unused_imports)]
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
 #[allow(unused_imports)]
-use crate::kernels::{Conv, Epilogue};
+use crate::kernels::shape::{Conv, Epilogue};
 #[allow(unused_imports)]
 use conv::{CONVS, filter_shapes, transposed};
 #[allow(unused_imports)]
@@ -65,7 +65,7 @@ pub(super) fn padded_magnitude(
 /// `values` as a kernel's output, which the kernels take uninitialized.
 pub(super) fn as_output<E>(values: &mut [E]) -> &mut [MaybeUninit<E>] {
     // SAFETY: the kernels write only initialized values (their outputs).
-    unsafe { super::super::as_uninit_mut(values) }
+    unsafe { crate::kernels::cast::as_uninit_mut(values) }
 }
 
 /// Deterministic values in [-1, 1) that are not round numbers.

@@ -1,0 +1,73 @@
+//! The int8 layers' dot products and requantization, on the SIMD kernels where the CPU has them.
+
+/// `sums[r] = Σ_i weight[r·n + i] · x[i]` (`n = x.len()`): the dot products of the int8 layers,
+/// exact in `i32` (their callers bound `n` so that no sum can overflow), on the SIMD kernels
+/// (AVX-512BW or AVX2: the `i8` values widened to `i16` and multiplied-and-added in pairs) where
+/// the CPU has them, on plain loops elsewhere.
+///
+/// # Panics
+///
+/// When `weight.len() != sums.len() · x.len()` (a bug in the caller).
+pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
+    assert_eq!(
+        weight.len(),
+        sums.len() * x.len(),
+        "a weight of {} values does not have {} rows of {}",
+        weight.len(),
+        sums.len(),
+        x.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa_i8() {
+        super::x86::dot_rows_i8(isa, weight, x, sums);
+        return;
+    }
+    super::reference::dot_rows_i8(weight, x, sums);
+}
+
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)`, `M[o]` the fixed-point
+/// multiplier `(multiplier[o], exponent[o])` ([`crate::quant::Multiplier::apply`]): the int8
+/// layers' requantization, 16 outputs at a time on AVX-512, one at a time elsewhere, the same
+/// integers either way.
+///
+/// # Panics
+///
+/// When the slices' lengths differ (a bug in the caller), or an exponent is outside `-31..=30`
+/// (no [`crate::quant::Multiplier`] has one), on every path.
+pub(crate) fn requantize_i8(
+    dots: &[i32],
+    parameters: (&[i32], &[i32], &[i32]),
+    zero_and_low: (i8, i8),
+    out: &mut [i8],
+) {
+    let (bias, multiplier, exponent) = parameters;
+    assert!(
+        // Compared one by one: an array comparison here stalls on its stores (measured).
+        (dots.len(), bias.len(), multiplier.len(), exponent.len())
+            == (out.len(), out.len(), out.len(), out.len()),
+        "requantizing {} outputs from slices of other lengths",
+        out.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa_i8() {
+        // The SIMD kernels check the exponents as they load them.
+        super::x86::requantize_i8(isa, dots, parameters, zero_and_low, out);
+        return;
+    }
+    assert!(
+        exponent.iter().all(|&e| (-31..=30).contains(&e)),
+        "a multiplier's exponent is from -31 to 30"
+    );
+    super::reference::requantize_i8(dots, parameters, zero_and_low, out);
+}
+
+/// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the
+/// fixed-point multiplier `(multiplier, exponent)`.
+#[inline]
+pub(crate) fn requantize_one(
+    dot: i32,
+    (bias, multiplier, exponent): (i32, i32, i32),
+    (zero, low): (i8, i8),
+) -> i8 {
+    super::reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
+}

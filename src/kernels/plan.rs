@@ -1,0 +1,201 @@
+//! Which convolution kernel takes a shape, and the scratch it needs: decided here, in `const`
+//! code where the memory budget needs it, for both the dispatch in [`super::conv`] and the
+//! workspaces' sizes.
+
+use super::shape::{
+    Conv, SMALL_STACK_SCRATCH, STACK_SCRATCH, WINOGRAD_STACK_SCRATCH, filters_fill_lanes_better,
+};
+
+/// The most elements of stack buffer [`conv2d_stride1`] takes for a convolution of `shape` on
+/// elements of `element_size` bytes on this target: on x86-64, the buffer its SIMD kernels pad
+/// the image and transpose the weights into, the scratch of the forward pass by Winograd's
+/// method down the columns (`f32`), or the Winograd forward pass's scratch (the largest of the
+/// paths AVX-512 and AVX2 take); elsewhere none.
+pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usize {
+    // Only `f32` has SIMD convolution kernels (4-byte integers take the same bound: an upper
+    // one).
+    if !cfg!(target_arch = "x86_64") || element_size != 4 {
+        return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // The Winograd forward pass, with either instruction set's vectors.
+        let mut lanes = 64 / element_size;
+        while lanes >= 32 / element_size && lanes > 0 {
+            if filters_fill_lanes_better(shape, lanes)
+                && super::x86::winograd_forward_applies(shape)
+                && super::x86::winograd_forward_scratch(shape, lanes) <= WINOGRAD_STACK_SCRATCH
+            {
+                return WINOGRAD_STACK_SCRATCH;
+            }
+            lanes /= 2;
+        }
+    }
+    let filters_somewhere = filters_fill_lanes_better(shape, 64 / element_size)
+        || filters_fill_lanes_better(shape, 32 / element_size);
+    let padded = if shape.padding > 0 {
+        shape.padded().image_len()
+    } else {
+        0
+    };
+    let weights = shape.filters * shape.channels * shape.kernel * shape.kernel;
+    let filters_path = if filters_somewhere && weights + padded <= STACK_SCRATCH {
+        weights + padded
+    } else {
+        0
+    };
+    let flat_path = if padded <= STACK_SCRATCH { padded } else { 0 };
+    // Down the columns: `f32` only, 16 or 8 lanes.
+    let mut columns_path = 0;
+    #[cfg(target_arch = "x86_64")]
+    if element_size == 4 {
+        let mut lanes = 16;
+        while lanes >= 8 {
+            let scratch = super::x86::conv_winograd_columns_f32::scratch_len(shape, lanes);
+            if super::x86::conv_winograd_columns_f32::applies(shape, lanes)
+                && scratch <= STACK_SCRATCH
+                && scratch > columns_path
+            {
+                columns_path = scratch;
+            }
+            lanes /= 2;
+        }
+    }
+    let mut most = if filters_path > flat_path {
+        filters_path
+    } else {
+        flat_path
+    };
+    if columns_path > most {
+        most = columns_path;
+    }
+    if most == 0 {
+        0
+    } else if most <= SMALL_STACK_SCRATCH {
+        SMALL_STACK_SCRATCH
+    } else {
+        STACK_SCRATCH
+    }
+}
+
+/// The scratch elements of the forward pass by Winograd's method down the columns (`f32`
+/// only) for `shape` with `isa`, when it applies and they fit [`STACK_SCRATCH`].
+#[cfg(target_arch = "x86_64")]
+pub(super) fn winograd_columns_scratch(isa: super::x86::Isa, shape: &Conv) -> Option<usize> {
+    let lanes = super::x86::lanes::<f32>(isa);
+    let scratch = super::x86::conv_winograd_columns_f32::scratch_len(shape, lanes);
+    (super::x86::conv_winograd_columns_f32::applies(shape, lanes) && scratch <= STACK_SCRATCH)
+        .then_some(scratch)
+}
+
+/// The elements of the scratch [`conv2d_input_gradient_stride1`] uses for `shape`: 0 when it
+/// does not apply, which it decides the same way: a kernel of 3 to 5 (`super::winograd::applies`), on
+/// a CPU with fused multiply-adds in hardware, which `mul_add` needs to be fast (x86-64 with
+/// AVX2 or AVX-512, detected at run time, so `std`).
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_input_gradient_scratch(shape: &Conv) -> usize {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if super::x86::detected_isa().is_some() && super::winograd::applies(shape) {
+        return super::winograd::scratch_len(shape);
+    }
+    let _ = shape;
+    0
+}
+
+/// Which SIMD weight-gradient kernel takes a shape without padding (a padded convolution's
+/// `shape.padded()`), and so what it wants in its scratch: decided here once, for both the
+/// workspace's scratch ([`conv_weight_gradient_scratch`]) and the kernel it sizes
+/// ([`weight_gradient_simd`]).
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WeightGradientKernel {
+    /// The filters in the lanes: `dz` transposed into the scratch, `[position][filter]`.
+    FiltersInLanes,
+    /// The filters in the lanes, by Winograd's method along the rows
+    /// (`super::x86::conv2d_weight_gradient_winograd`), for the kernel sizes it has tiles for: the
+    /// scratch holds a few images' transforms and the sums at the tiles' points.
+    WinogradRows,
+    /// The positions in the lanes: `dz` as it is, the images copied into the scratch once per
+    /// kernel column, shifted (`super::x86::shifted_image_len`), a few at a time.
+    PositionsInLanes,
+    /// Winograd's method along the rows with a row's tiles in the lanes
+    /// (`super::x86::weight_grad_winograd_5x5_narrow_avx512`), for 5 x 5 kernels on rows of at most 32 padded columns, `f32` on
+    /// AVX-512: the scratch holds one image's transforms and the sums at the points.
+    RowTilesInLanes,
+}
+
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+pub(super) fn weight_gradient_kernel<E: 'static>(
+    isa: super::x86::Isa,
+    shape: &Conv,
+) -> WeightGradientKernel {
+    if super::x86::filters_in_lanes::<E>(isa, shape) {
+        if super::winograd::applies(shape) && shape.out_height() > 0 && shape.out_width() > 0 {
+            WeightGradientKernel::WinogradRows
+        } else {
+            WeightGradientKernel::FiltersInLanes
+        }
+    } else if isa == super::x86::Isa::Avx512
+        && core::any::TypeId::of::<E>() == core::any::TypeId::of::<f32>()
+        && super::x86::weight_grad_winograd_5x5_narrow_avx512::applies(shape)
+    {
+        WeightGradientKernel::RowTilesInLanes
+    } else {
+        WeightGradientKernel::PositionsInLanes
+    }
+}
+
+/// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`
+/// ([`WeightGradientKernel`]): `dz`'s length with the filters in the lanes (by Winograd's
+/// method, `super::x86::weight_gradient_winograd_scratch`), the column-shifted
+/// copies of the images of one pass with the positions in the lanes, 0 without SIMD kernels.
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa() {
+        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
+        let padded = shape.padded();
+        if simd_type {
+            return match weight_gradient_kernel::<T>(isa, &padded) {
+                WeightGradientKernel::FiltersInLanes => batch * shape.output_len(),
+                WeightGradientKernel::WinogradRows => super::x86::weight_gradient_winograd_scratch(
+                    &padded,
+                    batch,
+                    super::x86::lanes::<T>(isa),
+                ),
+                WeightGradientKernel::PositionsInLanes => {
+                    super::x86::weight_grad_images_per_pass::<T>(&padded, batch)
+                        * super::x86::shifted_image_len(&padded)
+                }
+                WeightGradientKernel::RowTilesInLanes => {
+                    super::x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(
+                        &padded,
+                    )
+                }
+            };
+        }
+    }
+    let _ = (shape, batch);
+    0
+}
+
+/// Whether [`conv2d_weight_gradient_stride1`] is fast on `shape`'s images as they are, without
+/// their padding (always when the padding is 0): where its SIMD kernel puts the positions in
+/// the lanes, which pads the images as it copies them. Otherwise a padded convolution pads its
+/// images first and passes `shape.padded()`.
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
+    if shape.padding == 0 {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa() {
+        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
+        return simd_type
+            && matches!(
+                weight_gradient_kernel::<T>(isa, &shape.padded()),
+                WeightGradientKernel::PositionsInLanes | WeightGradientKernel::RowTilesInLanes
+            );
+    }
+    false
+}

@@ -1,0 +1,167 @@
+//! The sizes of a stride-1 convolution ([`Conv`]) and what its kernels do to each output as they
+//! store it ([`Epilogue`]), how a product's operands are stored ([`Product`]), and the stack
+//! buffers' sizes the kernels' choices respect: the values every kernel takes.
+
+use crate::Scalar;
+
+/// The sizes of a stride-1 2-D convolution of one image, for [`conv2d_stride1`]: `channels`
+/// input planes of `height x width`, `filters` filters of `channels x kernel x kernel`, zero
+/// padding `padding` on every side. The output has `filters` planes of
+/// `(height + 2·padding - kernel + 1) x (width + ...)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Conv {
+    pub channels: usize,
+    pub filters: usize,
+    pub kernel: usize,
+    pub padding: usize,
+    pub height: usize,
+    pub width: usize,
+}
+
+impl Conv {
+    /// The output height, `height + 2·padding - kernel + 1`.
+    pub(crate) const fn out_height(&self) -> usize {
+        self.height + 2 * self.padding + 1 - self.kernel
+    }
+
+    /// The output width, `width + 2·padding - kernel + 1`.
+    pub(crate) const fn out_width(&self) -> usize {
+        self.width + 2 * self.padding + 1 - self.kernel
+    }
+
+    /// Panics unless the kernel fits the padded image and the slices have the lengths the sizes
+    /// give (the image, the filters `[filters][channels][kernel][kernel]`, the biases, the
+    /// output planes).
+    pub(super) fn check_lengths(&self, x: usize, w: usize, bias: usize, out: usize) {
+        assert!(
+            self.kernel > 0
+                && self.kernel <= self.height + 2 * self.padding
+                && self.kernel <= self.width + 2 * self.padding,
+            "a {k}x{k} kernel does not fit a {h}x{w} image padded by {p}",
+            k = self.kernel,
+            h = self.height,
+            w = self.width,
+            p = self.padding
+        );
+        let expected = (
+            self.channels * self.height * self.width,
+            self.filters * self.channels * self.kernel * self.kernel,
+            self.filters,
+            self.filters * self.out_height() * self.out_width(),
+        );
+        assert!(
+            (x, w, bias, out) == expected,
+            "convolution operands of {x}, {w}, {bias}, {out} elements do not fit {self:?}, which needs {expected:?}"
+        );
+    }
+}
+
+impl Conv {
+    /// The elements of one input image, `channels·height·width`.
+    pub(super) const fn image_len(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+
+    /// The elements of one output, `filters·out_height·out_width`.
+    pub(super) const fn output_len(&self) -> usize {
+        self.filters * self.out_height() * self.out_width()
+    }
+
+    /// The same convolution on the image padded beforehand: no padding, the padded sizes.
+    pub(super) const fn padded(&self) -> Conv {
+        Conv {
+            padding: 0,
+            height: self.height + 2 * self.padding,
+            width: self.width + 2 * self.padding,
+            ..*self
+        }
+    }
+
+    /// Panics unless `x` and `out` hold `batch` images and outputs (and the other operands fit,
+    /// see [`Conv::check_lengths`]).
+    pub(super) fn check_batch(&self, batch: usize, x: usize, w: usize, bias: usize, out: usize) {
+        self.check_lengths(self.image_len(), w, bias, self.output_len());
+        assert!(
+            (x, out) == (batch * self.image_len(), batch * self.output_len()),
+            "{x} input and {out} output elements do not fit a batch of {batch} of {self:?}"
+        );
+    }
+}
+
+/// LeNet-5's first convolution, for the tests of every kernel module.
+#[cfg(test)]
+pub(crate) const LENET_FIRST: Conv = Conv {
+    channels: 1,
+    filters: 6,
+    kernel: 5,
+    padding: 2,
+    height: 28,
+    width: 28,
+};
+
+/// What the convolution kernels do to each output, its sum plus the bias, as they store it: an
+/// activation fused into the kernel, so that it costs no pass of its own over the output (one
+/// over the 4,704 outputs of LeNet's first convolution took 0.15 µs, its stores alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Epilogue {
+    /// The value as it is.
+    Identity,
+    /// `max(z, 0)`, a NaN kept and `-0.0` made `+0.0`: ReLU's rule
+    /// ([`Relu::apply`](crate::nn::Relu)), bit for bit.
+    Relu,
+}
+
+impl Epilogue {
+    /// The epilogue of one value: what the SIMD kernels compute in their vectors.
+    #[inline]
+    pub(crate) fn apply<T: Scalar>(self, z: T) -> T {
+        match self {
+            Self::Identity => z,
+            // `z != z` is a NaN: kept, as `z > 0` alone would not.
+            #[allow(clippy::eq_op)]
+            Self::Relu if z > T::zero() || z != z => z,
+            Self::Relu => T::zero(),
+        }
+    }
+}
+
+/// The elements of the stack buffer the SIMD forward passes transpose the weights and pad one
+/// image into, or (down the columns) keep the filters' and a group of rows' transforms in;
+/// larger convolutions take the kernel that masks the padding off instead. A
+/// convolution that needs at most [`SMALL_STACK_SCRATCH`] takes a buffer of that size: the
+/// buffer is zeroed on every call, and the stack of a prediction is smaller.
+pub(super) const STACK_SCRATCH: usize = 4096;
+
+/// See [`STACK_SCRATCH`].
+pub(super) const SMALL_STACK_SCRATCH: usize = 1024;
+
+/// Whether vectors of `lanes` are fuller with a convolution's filters in them than with a row
+/// of its outputs: `filters / ⌈filters⌉ > width / ⌈width⌉`, rounding up to whole vectors.
+pub(super) const fn filters_fill_lanes_better(shape: &Conv, lanes: usize) -> bool {
+    let (filters, width) = (shape.filters, shape.out_width());
+    filters * whole_vectors(width, lanes) > width * whole_vectors(filters, lanes)
+}
+
+/// `n` rounded up to a multiple of `lanes` (at least 1, so that it can divide).
+pub(super) const fn whole_vectors(n: usize, lanes: usize) -> usize {
+    let vectors = n.div_ceil(lanes) * lanes;
+    if vectors == 0 { 1 } else { vectors }
+}
+
+/// The elements of the stack buffer of the Winograd forward pass (36 KiB of `f32`; LeNet's
+/// second layer needs 9,088 with AVX-512, on 8 points, and 7,736 with AVX2); a convolution
+/// whose filters' and image's transforms need more takes the direct kernel.
+pub(super) const WINOGRAD_STACK_SCRATCH: usize = 9 * 1024;
+
+/// How the operands of [`gemm_slices`] are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Without a heap there is no training, whose backward passes use the transposed forms.
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) enum Product {
+    /// `C = A·B`: `A` is `m x k`, `B` is `k x n`.
+    Plain,
+    /// `C = Aᵀ·B`: `A` is stored `k x m`, `B` is `k x n`.
+    TransposeLhs,
+    /// `C = A·Bᵀ`: `A` is `m x k`, `B` is stored `n x k`.
+    TransposeRhs,
+}

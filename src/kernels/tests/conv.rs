@@ -1,0 +1,488 @@
+//! The convolutions' dispatch: which kernel each shape takes, and batches against the
+//! definitions.
+
+use super::*;
+
+/// Types without SIMD kernels (here `i64`) take the generic convolution, then the epilogue
+/// in a pass of its own: the same outputs as without it, the negative ones made 0.
+#[test]
+fn the_generic_convolution_applies_the_epilogue_after() {
+    let shape = Conv {
+        channels: 2,
+        filters: 3,
+        kernel: 3,
+        padding: 1,
+        height: 4,
+        width: 5,
+    };
+    let batch = 2;
+    let value = |n: usize, seed: usize| -> std::vec::Vec<i64> {
+        (0..n)
+            .map(|j| ((j * 31 + seed * 17) % 11) as i64 - 5)
+            .collect()
+    };
+    let (x, w, bias) = (
+        value(batch * shape.image_len(), 1),
+        value(3 * 2 * 9, 2),
+        value(3, 3),
+    );
+    let mut plain = std::vec![7; batch * shape.output_len()];
+    conv2d_stride1(&shape, batch, &x, &w, &bias, &mut plain, Epilogue::Identity);
+    let mut fused = std::vec![7; batch * shape.output_len()];
+    conv2d_stride1(&shape, batch, &x, &w, &bias, &mut fused, Epilogue::Relu);
+    assert!(plain.iter().any(|&z| z < 0) && plain.iter().any(|&z| z > 0));
+    let want: std::vec::Vec<i64> = plain.iter().map(|&z| z.max(0)).collect();
+    assert_eq!(fused, want);
+}
+
+/// LeNet-5's second convolution.
+#[cfg(target_arch = "x86_64")]
+const LENET_SECOND: Conv = Conv {
+    channels: 6,
+    filters: 16,
+    kernel: 5,
+    padding: 0,
+    height: 14,
+    width: 14,
+};
+
+/// `n` values in [-1, 1], spread out, from `seed`.
+#[cfg(target_arch = "x86_64")]
+fn spread_values(n: usize, seed: usize) -> std::vec::Vec<f32> {
+    (0..n)
+        .map(|j| ((j * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0)
+        .collect()
+}
+
+/// The weight gradient's dispatch: LeNet-5's second layer by Winograd's method (its
+/// workspace sized for it, and the same bits as the kernel called directly), its first
+/// by Winograd's method with a row's tiles in the lanes on AVX-512 (the same), with the
+/// positions in the lanes on AVX2.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn lenets_weight_gradients_take_the_kernels_measured_for_them() {
+    let Some(isa) = x86::detected_isa() else {
+        std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+        return;
+    };
+    let first = LENET_FIRST;
+    let second = LENET_SECOND;
+    // Both kernels pad the images as they read them: the layer does not pad them first.
+    assert!(conv_weight_gradient_pads::<f32>(&first));
+    // f64 takes the portable loops, on images the layer pads first.
+    assert!(!conv_weight_gradient_pads::<f64>(&first));
+    assert_eq!(conv_weight_gradient_scratch::<f64>(&first, 64), 0);
+    if isa == x86::Isa::Avx512 {
+        assert_eq!(
+            weight_gradient_kernel::<f32>(isa, &first.padded()),
+            WeightGradientKernel::RowTilesInLanes
+        );
+        let batch = 3;
+        let (x, dz) = (
+            spread_values(batch * first.image_len(), 3),
+            spread_values(batch * first.output_len(), 4),
+        );
+        let scratch_len = conv_weight_gradient_scratch::<f32>(&first, batch);
+        assert_eq!(
+            scratch_len,
+            x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(&first)
+        );
+        let mut scratch = std::vec![0.0_f32; scratch_len];
+        let mut by_dispatch = std::vec![0.0_f32; 6 * 25];
+        conv2d_weight_gradient_stride1(
+            &first,
+            batch,
+            &x,
+            &dz,
+            &mut scratch,
+            &mut by_dispatch,
+            false,
+        );
+        let mut by_kernel = std::vec![0.0_f32; 6 * 25];
+        x86::weight_grad_winograd_5x5_narrow_avx512::conv2d_weight_gradient(
+            isa,
+            &first,
+            batch,
+            &x,
+            x86::weight_grad_winograd_5x5_narrow_avx512::Gradients::PreActivation(&dz),
+            &mut scratch,
+            &mut by_kernel,
+            false,
+        );
+        assert_eq!(by_dispatch, by_kernel);
+        // A ReLU layer's dA and A, read by the same kernel (A > 0 everywhere: dZ = dA).
+        let (a, mut db) = (std::vec![1.0_f32; dz.len()], [0.0_f32; 6]);
+        let mut through_relu = std::vec![0.0_f32; 6 * 25];
+        assert!(conv2d_weight_and_bias_gradients_through_relu(
+            &first,
+            batch,
+            &x,
+            &a,
+            &dz,
+            &mut scratch,
+            &mut through_relu,
+            &mut db,
+        ));
+        assert_eq!(through_relu, by_kernel);
+    } else {
+        assert_eq!(
+            weight_gradient_kernel::<f32>(isa, &first.padded()),
+            WeightGradientKernel::PositionsInLanes
+        );
+    }
+    // Not in f64, nor for the second layer (the filters in the lanes): the caller forms dZ.
+    let first_f64 = (
+        std::vec![0.0_f64; first.image_len()],
+        std::vec![0.0_f64; first.output_len()],
+    );
+    let f64_scratch = conv_weight_gradient_scratch::<f64>(&first, 1);
+    assert!(!conv2d_weight_and_bias_gradients_through_relu(
+        &first,
+        1,
+        &first_f64.0,
+        &first_f64.1,
+        &first_f64.1,
+        &mut std::vec![0.0; f64_scratch],
+        &mut [0.0; 6 * 25],
+        &mut [0.0; 6],
+    ));
+    let second_scratch = conv_weight_gradient_scratch::<f32>(&second, 1);
+    assert!(!conv2d_weight_and_bias_gradients_through_relu(
+        &second,
+        1,
+        &std::vec![0.0_f32; second.image_len()],
+        &std::vec![0.0_f32; second.output_len()],
+        &std::vec![0.0_f32; second.output_len()],
+        &mut std::vec![0.0; second_scratch],
+        &mut std::vec![0.0; 16 * 6 * 25],
+        &mut [0.0; 16],
+    ));
+    assert_eq!(
+        weight_gradient_kernel::<f32>(isa, &second),
+        WeightGradientKernel::WinogradRows
+    );
+    let batch = 5;
+    let value = spread_values;
+    let (x, dz) = (
+        value(batch * second.image_len(), 1),
+        value(batch * second.output_len(), 2),
+    );
+    let scratch_len = conv_weight_gradient_scratch::<f32>(&second, batch);
+    assert_eq!(
+        scratch_len,
+        x86::weight_gradient_winograd_scratch(&second, batch, x86::lanes::<f32>(isa))
+    );
+    let mut by_dispatch = std::vec![0.0_f32; 16 * 6 * 25];
+    let mut scratch = std::vec![0.0_f32; scratch_len];
+    conv2d_weight_gradient_stride1(
+        &second,
+        batch,
+        &x,
+        &dz,
+        &mut scratch,
+        &mut by_dispatch,
+        false,
+    );
+    let mut by_winograd = std::vec![0.0_f32; 16 * 6 * 25];
+    x86::conv2d_weight_gradient_winograd(
+        isa,
+        &second,
+        batch,
+        &x,
+        &dz,
+        &mut scratch,
+        &mut by_winograd,
+        false,
+    );
+    assert_eq!(by_dispatch, by_winograd);
+}
+
+/// On a CPU with AVX2 or AVX-512, LeNet's first layer in `f32` (the positions in the lanes),
+/// and one with 20 filters whose transforms need the larger stack buffer, take the forward
+/// pass by Winograd's method down the columns: the batch function's outputs are its
+/// outputs, bit for bit, and `conv_stack_scratch` counts its buffer; in `f64` they take
+/// the portable loops, whose sums are the definition's to a few units in the last place.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[allow(unsafe_code)] // the kernel's output as it takes it
+fn lenets_first_convolution_takes_winograd_down_the_columns_in_f32() {
+    let Some(isa) = x86::detected_isa() else {
+        std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+        return;
+    };
+    let lenet = LENET_FIRST;
+    let wider = Conv {
+        filters: 20,
+        ..lenet
+    };
+    let lanes = x86::lanes::<f32>(isa);
+    for (shape, buffer) in [(lenet, SMALL_STACK_SCRATCH), (wider, STACK_SCRATCH)] {
+        let scratch_len = x86::conv_winograd_columns_f32::scratch_len(&shape, lanes);
+        assert!(x86::conv_winograd_columns_f32::applies(&shape, lanes));
+        assert!(
+            scratch_len <= buffer
+                && (buffer == SMALL_STACK_SCRATCH || scratch_len > SMALL_STACK_SCRATCH)
+        );
+        assert_eq!(conv_stack_scratch(&shape, 4), buffer);
+        let batch = 2;
+        let (x, w, bias) = (
+            spread_values(batch * shape.image_len(), 1),
+            spread_values(shape.filters * 25, 2),
+            spread_values(shape.filters, 3),
+        );
+        let mut by_dispatch = std::vec![0.0_f32; batch * shape.output_len()];
+        conv2d_stride1(
+            &shape,
+            batch,
+            &x,
+            &w,
+            &bias,
+            &mut by_dispatch,
+            Epilogue::Relu,
+        );
+        let mut by_columns = std::vec![0.0_f32; batch * shape.output_len()];
+        let mut scratch = std::vec![core::mem::MaybeUninit::uninit(); scratch_len];
+        x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
+            isa,
+            &shape,
+            batch,
+            &x,
+            &w,
+            &bias,
+            // SAFETY: the kernel writes only initialized values (its outputs).
+            unsafe { as_uninit_mut(&mut by_columns) },
+            &mut scratch,
+            Epilogue::Relu,
+        );
+        assert_eq!(by_dispatch, by_columns);
+        // In f64, the direct sums: the definition's to within a few units in the last place.
+        let to_f64 = |v: &[f32]| {
+            v.iter()
+                .map(|&v| f64::from(v))
+                .collect::<std::vec::Vec<_>>()
+        };
+        let (x, w, bias) = (to_f64(&x), to_f64(&w), to_f64(&bias));
+        let mut in_f64 = std::vec![0.0_f64; batch * shape.output_len()];
+        conv2d_stride1(
+            &shape,
+            batch,
+            &x,
+            &w,
+            &bias,
+            &mut in_f64,
+            Epilogue::Identity,
+        );
+        let mut direct = std::vec![0.0_f64; shape.output_len()];
+        reference::conv2d_stride1(&shape, &x[..shape.image_len()], &w, &bias, &mut direct);
+        for (got, want) in in_f64.iter().zip(&direct) {
+            assert!(
+                (got - want).abs() <= 1e-13 * want.abs().max(1.0),
+                "{got} against {want}"
+            );
+        }
+    }
+}
+
+/// On a CPU with AVX2 or AVX-512, a stride-1 convolution with the filters in the lanes and a
+/// 3 x 3 to 5 x 5 kernel (LeNet's second layer) takes the Winograd forward pass: the batch
+/// function's outputs are its outputs, bit for bit (the direct kernel's differ in the last
+/// bits), and its stack buffer is what `conv_stack_scratch` counts.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[allow(unsafe_code)] // the kernel's output as it takes it
+fn lenets_second_convolution_takes_the_winograd_forward_pass() {
+    let Some(isa) = x86::detected_isa() else {
+        std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+        return;
+    };
+    let shape = LENET_SECOND;
+    let value = spread_values;
+    let batch = 2;
+    let (x, w, bias) = (
+        value(batch * shape.image_len(), 1),
+        value(16 * 6 * 25, 2),
+        value(16, 3),
+    );
+    let mut by_dispatch = std::vec![0.0_f32; batch * shape.output_len()];
+    conv2d_stride1(
+        &shape,
+        batch,
+        &x,
+        &w,
+        &bias,
+        &mut by_dispatch,
+        Epilogue::Identity,
+    );
+    let mut by_winograd = std::vec![0.0_f32; batch * shape.output_len()];
+    let lanes = x86::lanes::<f32>(isa);
+    let scratch_len = x86::winograd_forward_scratch(&shape, lanes);
+    assert!(scratch_len <= WINOGRAD_STACK_SCRATCH);
+    // With AVX-512, 3 tiles of 8 points across its rows of 10 (9,088 elements of scratch,
+    // all but 128 of the buffer); with AVX2, 5 tiles of 6.
+    let (points, expected_scratch) = if lanes == 16 { (8, 9088) } else { (6, 7736) };
+    assert_eq!(x86::winograd_forward_points(&shape, lanes), points);
+    assert_eq!(scratch_len, expected_scratch);
+    let mut scratch = std::vec![core::mem::MaybeUninit::uninit(); scratch_len];
+    x86::conv2d_stride1_winograd(
+        isa,
+        &shape,
+        batch,
+        &x,
+        &w,
+        &bias,
+        // SAFETY: the kernel writes only initialized values (its outputs).
+        unsafe { as_uninit_mut(&mut by_winograd) },
+        &mut scratch,
+        Epilogue::Identity,
+    );
+    assert_eq!(by_dispatch, by_winograd);
+    let mut direct = std::vec![0.0_f32; shape.output_len()];
+    reference::conv2d_stride1(&shape, &x[..shape.image_len()], &w, &bias, &mut direct);
+    assert_ne!(
+        direct[..],
+        by_winograd[..shape.output_len()],
+        "the direct sums round differently"
+    );
+    assert_eq!(conv_stack_scratch(&shape, 4), WINOGRAD_STACK_SCRATCH);
+}
+
+/// Whichever kernel a batch takes (filters or positions in the lanes, padded or not, with
+/// or without the scratch: without it, the generic loops), the batch functions compute each
+/// image's convolution and the batch's summed weight gradient as the per-image definitions
+/// do, in every element type.
+#[test]
+fn batches_of_convolutions_match_the_per_image_definitions() {
+    let shapes = [
+        (1, 6, 5, 2, 28, 28),  // LeNet's first layer: positions in the lanes
+        (6, 16, 5, 0, 14, 14), // its second: filters in the lanes
+        (2, 20, 3, 1, 5, 6),   // padded, filters in the lanes (a partial vector)
+        (8, 70, 3, 0, 9, 9),   // weights too large for the stack buffer: flat
+        // Padded image too large for it: the padding masked off (in `f32`, Winograd's
+        // method down the columns).
+        (1, 3, 3, 1, 70, 70),
+        // No padding: flat (in `f32` with AVX2, down the columns).
+        (2, 5, 3, 0, 4, 21),
+        (0, 2, 1, 0, 2, 2), // no input channels: the bias only
+    ];
+    for (i, &(channels, filters, kernel, padding, height, width)) in shapes.iter().enumerate() {
+        let shape = Conv {
+            channels,
+            filters,
+            kernel,
+            padding,
+            height,
+            width,
+        };
+        let value = |n: usize, seed: usize| -> std::vec::Vec<i64> {
+            (0..n)
+                .map(|j| ((j * 7 + seed * 13 + i) % 11) as i64 - 5)
+                .collect()
+        };
+        let steps = channels * kernel * kernel;
+        let batch = 3;
+        let (x, w, bias) = (
+            value(batch * shape.image_len(), 1),
+            value(filters * steps, 2),
+            value(filters, 3),
+        );
+        let dz = value(batch * shape.output_len(), 4);
+        let padded = shape.padded();
+        let mut x_padded = std::vec![0; batch * padded.image_len()];
+        for (x, p) in x
+            .chunks(shape.image_len().max(1))
+            .zip(x_padded.chunks_mut(padded.image_len().max(1)))
+        {
+            pad(&shape, x, p);
+        }
+        // The definitions, image by image, in exact integers.
+        let mut want_out = std::vec![0; batch * shape.output_len()];
+        let mut want_dw = value(filters * steps, 5);
+        for b in 0..batch {
+            let (xi, oi) = (b * shape.image_len(), b * shape.output_len());
+            reference::conv2d_stride1(
+                &shape,
+                &x[xi..xi + shape.image_len()],
+                &w,
+                &bias,
+                &mut want_out[oi..oi + shape.output_len()],
+            );
+            let pi = b * padded.image_len();
+            reference::conv2d_weight_gradient_stride1(
+                &padded,
+                &x_padded[pi..pi + padded.image_len()],
+                &dz[oi..oi + shape.output_len()],
+                &mut want_dw,
+                true,
+            );
+        }
+        /// `tolerance`: of the outputs and the weight gradients, per unit of the sum of the
+        /// terms' sizes (the Winograd forward pass and weight gradient round their
+        /// transforms; everything else is exact here).
+        fn check<T: Scalar + Into<f64>>(
+            shape: &Conv,
+            operands: [&[i64]; 6],
+            want_out: &[i64],
+            want_dw: &[i64],
+            from: impl Fn(i64) -> T,
+            tolerance: f64,
+        ) {
+            let [x, w, bias, dz, x_padded, dw_start] =
+                operands.map(|o| o.iter().map(|&v| from(v)).collect::<std::vec::Vec<T>>());
+            let batch = 3;
+            let mut out = std::vec![from(99); want_out.len()];
+            conv2d_stride1(shape, batch, &x, &w, &bias, &mut out, Epilogue::Identity);
+            // Every value is at most 5 in size.
+            let terms = (shape.channels * shape.kernel * shape.kernel * 25 + 5) as f64;
+            for (j, (&g, &e)) in out.iter().zip(want_out).enumerate() {
+                let g: f64 = g.into();
+                assert!(
+                    (g - e as f64).abs() <= tolerance * terms,
+                    "{shape:?}: output {j} is {g}, expected {e}"
+                );
+            }
+            let padded = shape.padded();
+            let scratch = conv_weight_gradient_scratch::<T>(&padded, batch);
+            // The padded images, and where the kernel pads them itself, the images as they
+            // are.
+            let unpadded =
+                (shape.padding > 0 && conv_weight_gradient_pads::<T>(shape)).then_some((shape, &x));
+            for (shape, x) in [(&padded, &x_padded)].into_iter().chain(unpadded) {
+                for scratch_len in [scratch, 0] {
+                    let mut scratch = std::vec![from(0); scratch_len];
+                    let mut dw = dw_start.clone();
+                    conv2d_weight_gradient_stride1(
+                        shape,
+                        batch,
+                        x,
+                        &dz,
+                        &mut scratch,
+                        &mut dw,
+                        true,
+                    );
+                    // Winograd's weight gradient rounds too (sums at its tiles' points).
+                    let terms = (batch * shape.out_height() * shape.out_width() * 25 + 5) as f64;
+                    for (j, (&g, &e)) in dw.iter().zip(want_dw).enumerate() {
+                        let g: f64 = g.into();
+                        assert!(
+                            (g - e as f64).abs() <= tolerance * terms,
+                            "{shape:?} scratch {scratch_len}: dW {j} is {g}, expected {e}"
+                        );
+                    }
+                }
+            }
+        }
+        let operands = [
+            &x[..],
+            &w,
+            &bias,
+            &dz,
+            &x_padded,
+            &value(filters * steps, 5),
+        ];
+        // Small integers: every sum is exact in f32 and f64, whatever the order, but for
+        // Winograd's forward pass and weight gradient (their transforms have fractions).
+        check::<f32>(&shape, operands, &want_out, &want_dw, |v| v as f32, 1e-6);
+        check::<f64>(&shape, operands, &want_out, &want_dw, |v| v as f64, 1e-14);
+        check::<i32>(&shape, operands, &want_out, &want_dw, |v| v as i32, 0.0);
+    }
+}

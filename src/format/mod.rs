@@ -72,6 +72,7 @@ pub mod decode;
 mod error;
 mod parse;
 mod spec;
+mod values;
 
 pub use error::{Error, ErrorKind, Message, Shape, TensorName};
 #[doc(hidden)]

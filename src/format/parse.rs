@@ -215,7 +215,7 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
     let mut k = 0;
     while let Some((module, expected)) = spec.tensor(k) {
         if let Some(found) = header.find_module(module, expected.field.as_bytes()) {
-            tri!(super::decode::check_values(
+            tri!(super::values::check_values(
                 found.dtype,
                 found.data,
                 module,

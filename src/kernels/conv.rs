@@ -6,10 +6,11 @@ use super::cast::{as_uninit_mut, assume_init_mut, uninit_elements};
 #[cfg(target_arch = "x86_64")]
 use super::im2col::pad;
 #[cfg(target_arch = "x86_64")]
-use super::plan::winograd_columns_scratch;
+use super::plan::{ForwardKernel, forward_kernel};
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 use super::plan::{WeightGradientKernel, weight_gradient_kernel};
 use super::shape::{Conv, Epilogue};
+#[cfg(target_arch = "x86_64")]
 use super::shape::{SMALL_STACK_SCRATCH, STACK_SCRATCH, WINOGRAD_STACK_SCRATCH};
 use core::mem::MaybeUninit;
 
@@ -163,61 +164,62 @@ pub(super) fn conv2d_stride1_simd<E: super::x86::Element + Scalar>(
     } else {
         0
     };
-    if super::x86::filters_in_lanes::<E>(isa, shape)
-        && super::x86::winograd_forward_applies(shape)
-        && super::x86::winograd_forward_scratch(shape, super::x86::lanes::<E>(isa))
-            <= WINOGRAD_STACK_SCRATCH
-    {
-        conv2d_stride1_winograd_on_stack(isa, shape, batch, x, w, bias, out, epilogue);
-    } else if super::x86::filters_in_lanes::<E>(isa, shape)
-        && shape.output_len() > 0
-        && w.len() + padded_len <= STACK_SCRATCH
-    {
-        if w.len() + padded_len <= SMALL_STACK_SCRATCH {
+    match forward_kernel(shape, super::x86::lanes::<E>(isa)) {
+        ForwardKernel::WinogradRows => {
+            conv2d_stride1_winograd_on_stack(isa, shape, batch, x, w, bias, out, epilogue);
+        }
+        ForwardKernel::FiltersInLanes { stack } if stack == SMALL_STACK_SCRATCH => {
             conv2d_stride1_filters_in_lanes::<E, SMALL_STACK_SCRATCH>(
                 isa, shape, batch, padded_len, x, w, bias, out, epilogue,
             );
-        } else {
+        }
+        ForwardKernel::FiltersInLanes { .. } => {
             conv2d_stride1_filters_in_lanes::<E, STACK_SCRATCH>(
                 isa, shape, batch, padded_len, x, w, bias, out, epilogue,
             );
         }
-    } else if let Some(scratch) = winograd_columns_scratch(isa, shape)
-        && let (Some(x), Some(w), Some(bias), Some(out)) = (
-            super::cast::same_type_slice::<E, f32>(x),
-            super::cast::same_type_slice::<E, f32>(w),
-            super::cast::same_type_slice::<E, f32>(bias),
-            super::cast::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(out),
-        )
-    {
-        if scratch <= SMALL_STACK_SCRATCH {
-            conv2d_stride1_winograd_columns_on_stack::<SMALL_STACK_SCRATCH>(
-                isa, shape, batch, x, w, bias, out, epilogue,
-            );
-        } else {
-            conv2d_stride1_winograd_columns_on_stack::<STACK_SCRATCH>(
+        ForwardKernel::WinogradColumns { stack } => {
+            let (Some(x), Some(w), Some(bias), Some(out)) = (
+                super::cast::same_type_slice::<E, f32>(x),
+                super::cast::same_type_slice::<E, f32>(w),
+                super::cast::same_type_slice::<E, f32>(bias),
+                super::cast::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(out),
+            ) else {
+                unreachable!("the SIMD convolution kernels take f32");
+            };
+            if stack == SMALL_STACK_SCRATCH {
+                conv2d_stride1_winograd_columns_on_stack::<SMALL_STACK_SCRATCH>(
+                    isa, shape, batch, x, w, bias, out, epilogue,
+                );
+            } else {
+                conv2d_stride1_winograd_columns_on_stack::<STACK_SCRATCH>(
+                    isa, shape, batch, x, w, bias, out, epilogue,
+                );
+            }
+        }
+        ForwardKernel::Flat => {
+            let len = shape.output_len();
+            for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+                let out = &mut out[b * len..(b + 1) * len];
+                super::x86::conv2d_stride1_flat(isa, shape, x, w, bias, out, epilogue);
+            }
+        }
+        ForwardKernel::FlatPadded { stack } if stack == SMALL_STACK_SCRATCH => {
+            conv2d_stride1_flat_padded::<E, SMALL_STACK_SCRATCH>(
                 isa, shape, batch, x, w, bias, out, epilogue,
             );
         }
-    } else if shape.padding == 0 {
-        let len = shape.output_len();
-        for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
-            let out = &mut out[b * len..(b + 1) * len];
-            super::x86::conv2d_stride1_flat(isa, shape, x, w, bias, out, epilogue);
+        ForwardKernel::FlatPadded { .. } => {
+            conv2d_stride1_flat_padded::<E, STACK_SCRATCH>(
+                isa, shape, batch, x, w, bias, out, epilogue,
+            );
         }
-    } else if padded_len <= SMALL_STACK_SCRATCH {
-        conv2d_stride1_flat_padded::<E, SMALL_STACK_SCRATCH>(
-            isa, shape, batch, x, w, bias, out, epilogue,
-        );
-    } else if padded_len <= STACK_SCRATCH {
-        conv2d_stride1_flat_padded::<E, STACK_SCRATCH>(
-            isa, shape, batch, x, w, bias, out, epilogue,
-        );
-    } else {
-        let len = shape.output_len();
-        for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
-            let out = &mut out[b * len..(b + 1) * len];
-            super::x86::conv2d_stride1(isa, shape, x, w, bias, out, epilogue);
+        ForwardKernel::Direct => {
+            let len = shape.output_len();
+            for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+                let out = &mut out[b * len..(b + 1) * len];
+                super::x86::conv2d_stride1(isa, shape, x, w, bias, out, epilogue);
+            }
         }
     }
 }

@@ -6,11 +6,96 @@ use super::shape::{
     Conv, SMALL_STACK_SCRATCH, STACK_SCRATCH, WINOGRAD_STACK_SCRATCH, filters_fill_lanes_better,
 };
 
-/// The most elements of stack buffer [`conv2d_stride1`] takes for a convolution of `shape` on
-/// elements of `element_size` bytes on this target: on x86-64, the buffer its SIMD kernels pad
-/// the image and transpose the weights into, the scratch of the forward pass by Winograd's
-/// method down the columns (`f32`), or the Winograd forward pass's scratch (the largest of the
-/// paths AVX-512 and AVX2 take); elsewhere none.
+/// The forward kernel of a stride-1 `f32` convolution on x86-64 with vectors of `lanes` (16 for
+/// AVX-512, 8 for AVX2), and the stack buffer it takes: chosen by [`forward_kernel`], the one
+/// rule that both the dispatch ([`super::conv`]) and the memory budget
+/// ([`conv_stack_scratch`]) read.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ForwardKernel {
+    /// Winograd's method along the rows, the filters in the lanes; its scratch is a stack
+    /// buffer of [`WINOGRAD_STACK_SCRATCH`] elements.
+    WinogradRows,
+    /// Direct, the filters in the lanes: the weights transposed, and the image padded, into a
+    /// stack buffer of `stack` elements.
+    FiltersInLanes { stack: usize },
+    /// Winograd's method down the columns, the positions in the lanes: the filters' transforms
+    /// and a group of rows' input transforms in a stack buffer of `stack` elements.
+    WinogradColumns { stack: usize },
+    /// Direct, the output rows laid end to end, on the image as it is (no padding).
+    Flat,
+    /// As `Flat`, on the image padded into a stack buffer of `stack` elements first.
+    FlatPadded { stack: usize },
+    /// Direct, row tiles with the padding masked off: any shape, no buffer.
+    Direct,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl ForwardKernel {
+    /// The elements of stack buffer the kernel takes.
+    pub(crate) const fn stack_scratch(self) -> usize {
+        match self {
+            Self::WinogradRows => WINOGRAD_STACK_SCRATCH,
+            Self::FiltersInLanes { stack }
+            | Self::WinogradColumns { stack }
+            | Self::FlatPadded { stack } => stack,
+            Self::Flat | Self::Direct => 0,
+        }
+    }
+}
+
+/// The smaller of the two stack buffers that holds `elements`: a buffer is zeroed or written on
+/// every call, and the stack of a prediction is smaller with the small one.
+#[cfg(target_arch = "x86_64")]
+const fn stack_buffer(elements: usize) -> usize {
+    if elements <= SMALL_STACK_SCRATCH {
+        SMALL_STACK_SCRATCH
+    } else {
+        STACK_SCRATCH
+    }
+}
+
+/// Which forward kernel takes a stride-1 `f32` convolution of `shape` with vectors of `lanes`:
+/// the first that applies, in the order of the variants of [`ForwardKernel`].
+#[cfg(target_arch = "x86_64")]
+pub(crate) const fn forward_kernel(shape: &Conv, lanes: usize) -> ForwardKernel {
+    use super::x86::conv_winograd_columns_f32 as columns;
+    let padded_len = if shape.padding > 0 {
+        shape.padded().image_len()
+    } else {
+        0
+    };
+    let weights = shape.filters * shape.channels * shape.kernel * shape.kernel;
+    let filters = filters_fill_lanes_better(shape, lanes);
+    let columns_scratch = columns::scratch_len(shape, lanes);
+    if filters
+        && super::x86::winograd_forward_applies(shape)
+        && super::x86::winograd_forward_scratch(shape, lanes) <= WINOGRAD_STACK_SCRATCH
+    {
+        ForwardKernel::WinogradRows
+    } else if filters && shape.output_len() > 0 && weights + padded_len <= STACK_SCRATCH {
+        ForwardKernel::FiltersInLanes {
+            stack: stack_buffer(weights + padded_len),
+        }
+    } else if columns::applies(shape, lanes) && columns_scratch <= STACK_SCRATCH {
+        ForwardKernel::WinogradColumns {
+            stack: stack_buffer(columns_scratch),
+        }
+    } else if shape.padding == 0 {
+        ForwardKernel::Flat
+    } else if padded_len <= STACK_SCRATCH {
+        ForwardKernel::FlatPadded {
+            stack: stack_buffer(padded_len),
+        }
+    } else {
+        ForwardKernel::Direct
+    }
+}
+
+/// The most elements of stack buffer [`super::conv2d_stride1`] takes for a convolution of
+/// `shape` on elements of `element_size` bytes on this target: on x86-64 in `f32`, the larger
+/// of the buffers the kernels chosen for AVX-512 and for AVX2 take ([`forward_kernel`]);
+/// elsewhere none. What the memory budget (`WORKING_BYTES`) counts.
 pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usize {
     // Only `f32` has SIMD convolution kernels (4-byte integers take the same bound: an upper
     // one).
@@ -19,73 +104,15 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // The Winograd forward pass, with either instruction set's vectors.
-        let mut lanes = 64 / element_size;
-        while lanes >= 32 / element_size && lanes > 0 {
-            if filters_fill_lanes_better(shape, lanes)
-                && super::x86::winograd_forward_applies(shape)
-                && super::x86::winograd_forward_scratch(shape, lanes) <= WINOGRAD_STACK_SCRATCH
-            {
-                return WINOGRAD_STACK_SCRATCH;
-            }
-            lanes /= 2;
-        }
+        let avx512 = forward_kernel(shape, 16).stack_scratch();
+        let avx2 = forward_kernel(shape, 8).stack_scratch();
+        if avx512 > avx2 { avx512 } else { avx2 }
     }
-    let filters_somewhere = filters_fill_lanes_better(shape, 64 / element_size)
-        || filters_fill_lanes_better(shape, 32 / element_size);
-    let padded = if shape.padding > 0 {
-        shape.padded().image_len()
-    } else {
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = shape;
         0
-    };
-    let weights = shape.filters * shape.channels * shape.kernel * shape.kernel;
-    let filters_path = if filters_somewhere && weights + padded <= STACK_SCRATCH {
-        weights + padded
-    } else {
-        0
-    };
-    let flat_path = if padded <= STACK_SCRATCH { padded } else { 0 };
-    // Down the columns: `f32` only, 16 or 8 lanes.
-    let mut columns_path = 0;
-    #[cfg(target_arch = "x86_64")]
-    if element_size == 4 {
-        let mut lanes = 16;
-        while lanes >= 8 {
-            let scratch = super::x86::conv_winograd_columns_f32::scratch_len(shape, lanes);
-            if super::x86::conv_winograd_columns_f32::applies(shape, lanes)
-                && scratch <= STACK_SCRATCH
-                && scratch > columns_path
-            {
-                columns_path = scratch;
-            }
-            lanes /= 2;
-        }
     }
-    let mut most = if filters_path > flat_path {
-        filters_path
-    } else {
-        flat_path
-    };
-    if columns_path > most {
-        most = columns_path;
-    }
-    if most == 0 {
-        0
-    } else if most <= SMALL_STACK_SCRATCH {
-        SMALL_STACK_SCRATCH
-    } else {
-        STACK_SCRATCH
-    }
-}
-
-/// The scratch elements of the forward pass by Winograd's method down the columns (`f32`
-/// only) for `shape` with `isa`, when it applies and they fit [`STACK_SCRATCH`].
-#[cfg(target_arch = "x86_64")]
-pub(super) fn winograd_columns_scratch(isa: super::x86::Isa, shape: &Conv) -> Option<usize> {
-    let lanes = super::x86::lanes::<f32>(isa);
-    let scratch = super::x86::conv_winograd_columns_f32::scratch_len(shape, lanes);
-    (super::x86::conv_winograd_columns_f32::applies(shape, lanes) && scratch <= STACK_SCRATCH)
-        .then_some(scratch)
 }
 
 /// The elements of the scratch [`conv2d_input_gradient_stride1`] uses for `shape`: 0 when it
@@ -129,7 +156,7 @@ pub(super) fn weight_gradient_kernel<E: 'static>(
     isa: super::x86::Isa,
     shape: &Conv,
 ) -> WeightGradientKernel {
-    if super::x86::filters_in_lanes::<E>(isa, shape) {
+    if filters_fill_lanes_better(shape, super::x86::lanes::<E>(isa)) {
         if super::winograd::applies(shape) && shape.out_height() > 0 && shape.out_width() > 0 {
             WeightGradientKernel::WinogradRows
         } else {

@@ -136,7 +136,9 @@ pub(super) const STACK_SCRATCH: usize = 4096;
 pub(super) const SMALL_STACK_SCRATCH: usize = 1024;
 
 /// Whether vectors of `lanes` are fuller with a convolution's filters in them than with a row
-/// of its outputs: `filters / ⌈filters⌉ > width / ⌈width⌉`, rounding up to whole vectors.
+/// of its outputs (a 10-wide output row fills 10 of AVX-512's 16 `f32` lanes, 16 filters all
+/// 16), so that its kernels put the filters in the lanes: `filters / ⌈filters⌉ > width /
+/// ⌈width⌉`, rounding up to whole vectors.
 pub(super) const fn filters_fill_lanes_better(shape: &Conv, lanes: usize) -> bool {
     let (filters, width) = (shape.filters, shape.out_width());
     filters * whole_vectors(width, lanes) > width * whole_vectors(filters, lanes)

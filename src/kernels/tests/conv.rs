@@ -486,3 +486,67 @@ fn batches_of_convolutions_match_the_per_image_definitions() {
         check::<i32>(&shape, operands, &want_out, &want_dw, |v| v as i32, 0.0);
     }
 }
+
+/// Every forward kernel the plan chooses, for either instruction set's vectors, gets the stack
+/// buffer its scratch needs: the rule the dispatch and the memory budget share.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn every_planned_forward_kernel_fits_its_stack_buffer() {
+    use super::plan::{ForwardKernel, forward_kernel};
+    let mut seen = std::vec::Vec::new();
+    for channels in [1, 3, 6, 16, 32] {
+        for filters in [1, 6, 16, 20, 64] {
+            for kernel in [1, 3, 5, 7] {
+                for padding in [0, 1, 2, 3] {
+                    for size in [5, 8, 14, 16, 28, 32] {
+                        let shape = Conv {
+                            channels,
+                            filters,
+                            kernel,
+                            padding,
+                            height: size,
+                            width: size,
+                        };
+                        if kernel > size + 2 * padding {
+                            continue;
+                        }
+                        let padded = if padding > 0 {
+                            shape.padded().image_len()
+                        } else {
+                            0
+                        };
+                        let mut largest = 0;
+                        for lanes in [16, 8] {
+                            let plan = forward_kernel(&shape, lanes);
+                            let needed = match plan {
+                                ForwardKernel::WinogradRows => {
+                                    x86::winograd_forward_scratch(&shape, lanes)
+                                }
+                                ForwardKernel::FiltersInLanes { .. } => {
+                                    filters * channels * kernel * kernel + padded
+                                }
+                                ForwardKernel::WinogradColumns { .. } => {
+                                    x86::conv_winograd_columns_f32::scratch_len(&shape, lanes)
+                                }
+                                ForwardKernel::FlatPadded { .. } => padded,
+                                ForwardKernel::Flat | ForwardKernel::Direct => 0,
+                            };
+                            assert!(
+                                needed <= plan.stack_scratch(),
+                                "{plan:?} for {shape:?} on {lanes} lanes needs {needed}"
+                            );
+                            largest = largest.max(plan.stack_scratch());
+                            let kind = core::mem::discriminant(&plan);
+                            if !seen.contains(&kind) {
+                                seen.push(kind);
+                            }
+                        }
+                        assert_eq!(conv_stack_scratch(&shape, 4), largest, "{shape:?}");
+                        assert_eq!(conv_stack_scratch(&shape, 8), 0);
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), 6, "every kernel chosen somewhere");
+}

@@ -4,7 +4,7 @@
 
 use super::conv_direct::conv_forward_entry;
 use super::gemm::Element;
-use super::isa::{Isa, assert_isa, lanes};
+use super::isa::{Isa, assert_isa};
 use super::layout::transpose_uninit;
 use super::simd::{Avx2F32, Avx512F32, Simd, array_from, finish};
 use core::mem::MaybeUninit;
@@ -16,14 +16,6 @@ use crate::kernels::shape::{Conv, Epilogue};
 /// Output positions per tile of [`conv_filters_tile`]: one accumulator each, plus the weights'
 /// vector and a broadcast, within AVX2's 16 registers.
 pub(super) const FILTER_TILE_POSITIONS: usize = 12;
-
-/// Whether a stride-1 convolution's kernels run with the filters in the vector lanes (the
-/// `*_filters` kernels) rather than output positions (one row at a time): when more of each
-/// vector is useful that way. A 10-wide output row fills 10 of 16 `f32` lanes of AVX-512, 16
-/// filters fill all 16.
-pub(crate) fn filters_in_lanes<E>(isa: Isa, shape: &Conv) -> bool {
-    crate::kernels::shape::filters_fill_lanes_better(shape, lanes::<E>(isa))
-}
 
 /// One tile of a stride-1 convolution without padding, the filters in the lanes: filters
 /// `f0..f0 + count` (`count <= LANES`) at the `NP` positions `ow0..ow0 + NP` of output row `oh`.

@@ -3,7 +3,6 @@
 
 use super::shape::Product;
 #[cfg(target_arch = "x86_64")]
-use super::x86::Layout;
 use crate::Scalar;
 
 /// `c (+)= op(a)·op(b)` on row-major slices whose sizes are known only at run time: the products
@@ -32,17 +31,12 @@ pub(crate) fn gemm_slices<T: Scalar>(
     );
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = super::x86::detected_isa() {
-        let layout = match product {
-            Product::Plain => Layout::Plain,
-            Product::TransposeLhs => Layout::TransposeLhs,
-            Product::TransposeRhs => Layout::TransposeRhs,
-        };
         if let (Some(a), Some(b), Some(c)) = (
             super::cast::same_type_slice::<T, f32>(a),
             super::cast::same_type_slice::<T, f32>(b),
             super::cast::same_type_slice_mut::<T, f32>(c),
         ) {
-            super::x86::gemm(isa, layout, m, n, k, a, b, c, accumulate);
+            super::x86::gemm(isa, product, m, n, k, a, b, c, accumulate);
             return;
         }
         if let (Some(a), Some(b), Some(c)) = (
@@ -50,7 +44,7 @@ pub(crate) fn gemm_slices<T: Scalar>(
             super::cast::same_type_slice::<T, f64>(b),
             super::cast::same_type_slice_mut::<T, f64>(c),
         ) {
-            super::x86::gemm(isa, layout, m, n, k, a, b, c, accumulate);
+            super::x86::gemm(isa, product, m, n, k, a, b, c, accumulate);
             return;
         }
     }

@@ -85,9 +85,6 @@ mod x86;
 #[cfg(target_arch = "x86_64")]
 mod winograd;
 
-#[cfg(target_arch = "x86_64")]
-use x86::Layout;
-
 /// Runs `op(a)·op(b)` into `out` on the SIMD kernels when the element type and the CPU allow;
 /// returns `false` (having done nothing) otherwise.
 ///
@@ -104,7 +101,7 @@ fn try_simd<
     const H: usize,
     const W: usize,
 >(
-    layout: Layout,
+    layout: Product,
     (m, n, k): (usize, usize, usize),
     a: &[[T; AW]; AH],
     b: &[[T; BW]; BH],
@@ -133,7 +130,7 @@ fn run_as<
     const W: usize,
 >(
     isa: x86::Isa,
-    layout: Layout,
+    layout: Product,
     (m, n, k): (usize, usize, usize),
     a: &dyn Any,
     b: &dyn Any,
@@ -173,7 +170,7 @@ pub fn matmul_into<T: Scalar, const H: usize, const K: usize, const W: usize>(
     out: &mut [[T; W]; H],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if try_simd(Layout::Plain, (H, W, K), a, b, out, false) {
+    if try_simd(Product::Plain, (H, W, K), a, b, out, false) {
         return;
     }
     fill(out, T::zero());
@@ -201,7 +198,7 @@ pub fn matmul_accumulate_into<T: Scalar, const H: usize, const K: usize, const W
     out: &mut [[T; W]; H],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if try_simd(Layout::Plain, (H, W, K), a, b, out, true) {
+    if try_simd(Product::Plain, (H, W, K), a, b, out, true) {
         return;
     }
     reference::matmul_accumulate_into(a, b, out);
@@ -230,7 +227,7 @@ pub fn matmul_transpose_lhs_into<T: Scalar, const K: usize, const H: usize, cons
     out: &mut [[T; W]; H],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if try_simd(Layout::TransposeLhs, (H, W, K), a, b, out, false) {
+    if try_simd(Product::TransposeLhs, (H, W, K), a, b, out, false) {
         return;
     }
     fill(out, T::zero());
@@ -263,7 +260,7 @@ pub fn matmul_transpose_lhs_accumulate_into<
     out: &mut [[T; W]; H],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if try_simd(Layout::TransposeLhs, (H, W, K), a, b, out, true) {
+    if try_simd(Product::TransposeLhs, (H, W, K), a, b, out, true) {
         return;
     }
     reference::matmul_transpose_lhs_accumulate_into(a, b, out);
@@ -292,7 +289,7 @@ pub fn matmul_transpose_rhs_into<T: Scalar, const H: usize, const K: usize, cons
     out: &mut [[T; W]; H],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if try_simd(Layout::TransposeRhs, (H, W, K), a, b, out, false) {
+    if try_simd(Product::TransposeRhs, (H, W, K), a, b, out, false) {
         return;
     }
     reference::matmul_transpose_rhs_into(a, b, out, false);
@@ -324,7 +321,7 @@ pub fn matmul_transpose_rhs_accumulate_into<
     out: &mut [[T; W]; H],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if try_simd(Layout::TransposeRhs, (H, W, K), a, b, out, true) {
+    if try_simd(Product::TransposeRhs, (H, W, K), a, b, out, true) {
         return;
     }
     reference::matmul_transpose_rhs_into(a, b, out, true);

@@ -1,538 +1,15 @@
 //! Matrix products, `C (+)= op(A)·op(B)` in `f32` (AVX-512 and AVX2) and `f64` (AVX2's kernels on
-//! both), row-major, any sizes; reached through the safe [`gemm`].
-//!
-//! # How the products are computed
-//!
-//! Register-blocked micro-kernels cover the three layouts. At this crate's sizes (a few hundred
-//! rows and columns) the operands sit in L1/L2 cache, so only one case copies (packs) an operand:
-//! `A·Bᵀ` with many rows, where reading `Bᵀ` would otherwise stride across `B`.
-//!
-//! - **Outer-product tiles** for `A·B` and `Aᵀ·B`: an `MR x NR` block of the output lives in
-//!   `MR · NV` vector registers (`NR = NV · LANES`); each step over `k` loads `NV` vectors of a row
-//!   of `B`, broadcasts `MR` elements of `A` and does `MR · NV` fused multiply-adds. `A·B` and
-//!   `Aᵀ·B` differ only in the strides used to find `A`'s elements. `k` is cut into blocks of
-//!   [`KC`] so that the `KC x NR` panel of `B` stays in L1 while every row block of `A` passes
-//!   over it.
-//! - **Dot-product tiles** for `A·Bᵀ`: both operands are read along their rows (the `k`
-//!   direction). An `MR x NR` block of outputs keeps one vector of partial sums per output,
-//!   loads `MR + NR` vectors per step, does `MR · NR` fused multiply-adds, and sums each vector
-//!   horizontally at the end. With a single row of `A` (a matrix-vector product), the tiles are
-//!   1 x 8 and prefetch the rows of `B`, which stream from L2.
-//! - **Packed panels** for `A·Bᵀ` from 32 rows of `A` on: each `KC x NR` panel of `Bᵀ` is
-//!   transposed once into a stack buffer and then shared by every row tile, through the
-//!   outer-product kernel. This path is a separate, never-inlined function, so its 16-32 KiB
-//!   buffer is not in the stack frame of the other paths.
-//!
-//! Edges (sizes that are not multiples of the tile) use the same kernels with masked loads and
-//! stores, so every shape takes the fast path.
+//! both), row-major, any sizes; reached through the safe [`gemm`], which picks the path from
+//! the whole product's shape (`super::gemm_packed::path`): the packed micro-kernel
+//! (`super::gemm_packed`) where the copy of `B` pays, else the tiles that read the operands in
+//! place (`super::gemm_unpacked`).
 
+use super::gemm_packed::{PACKED_BLOCK_BYTES, PACKED_KC, Path, gemm_packed, path};
+use super::gemm_unpacked::run;
 use super::isa::{Isa, assert_isa};
 use super::simd::{Avx2F32, Avx2F64, Avx512F32, Simd};
-use core::arch::x86_64::*;
+use crate::kernels::shape::Product;
 use core::ops::Range;
-
-/// How the operands of `C = op(A) · op(B)` are laid out (all row-major, `C` is `m x n`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Layout {
-    /// `C = A·B`: `A` is `m x k`, `B` is `k x n`.
-    Plain,
-    /// `C = Aᵀ·B`: `A` is stored `k x m`, `B` is `k x n`.
-    TransposeLhs,
-    /// `C = A·Bᵀ`: `A` is `m x k`, `B` is stored `n x k`.
-    TransposeRhs,
-}
-
-/// Rows of the `k` dimension per block of the outer-product kernel: a `KC x NR` panel of `B`
-/// (16 KiB for AVX-512 `f32`) stays in L1 while the row blocks of `A` pass over it.
-pub(super) const KC: usize = 128;
-
-/// One `MR x (NV · LANES)` outer-product tile: `C[.., ..] (+)= Σ_p a(r, p) · B[p, ..]` over
-/// `kc` steps. `a(r, p)` is at `a + r·a_row + p·a_k`; row `p` of `B` at `b + p·b_row`; row `r` of
-/// `C` at `c + r·c_row`. Only the first `cols` columns are read from `B` and written to `C`
-/// (`FULL` means `cols == NV · LANES`, so no masks are needed).
-///
-/// # Safety
-///
-/// The CPU has `S`'s instruction set, and every element addressed as above for `r < MR`,
-/// `p < kc` and the first `cols` columns is in bounds of its slice.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn outer_tile<S: Simd, const MR: usize, const NV: usize, const FULL: bool>(
-    kc: usize,
-    a: *const S::E,
-    a_row: usize,
-    a_k: usize,
-    b: *const S::E,
-    b_row: usize,
-    c: *mut S::E,
-    c_row: usize,
-    cols: usize,
-    load_c: bool,
-) {
-    // SAFETY (whole body): the instruction set is present (the caller's contract); every pointer
-    // formed below addresses an element the caller guarantees to be in bounds, except the
-    // masked-off lanes of edge vectors, which are formed with `wrapping_add` and never accessed.
-    unsafe {
-        let lanes = S::LANES;
-        let mut masks = [S::mask(lanes); NV];
-        if !FULL {
-            for (v, m) in masks.iter_mut().enumerate() {
-                *m = S::mask(cols.saturating_sub(v * lanes).min(lanes));
-            }
-        }
-        let mut acc = [[S::zero(); NV]; MR];
-        if load_c {
-            for (r, acc_row) in acc.iter_mut().enumerate() {
-                for (v, acc_v) in acc_row.iter_mut().enumerate() {
-                    let p = c.wrapping_add(r * c_row + v * lanes);
-                    *acc_v = if FULL {
-                        S::load(p)
-                    } else {
-                        S::load_masked(p, masks[v])
-                    };
-                }
-            }
-        }
-        for p in 0..kc {
-            let b_p = b.add(p * b_row);
-            let mut b_vectors = [S::zero(); NV];
-            for (v, b_v) in b_vectors.iter_mut().enumerate() {
-                let q = b_p.wrapping_add(v * lanes);
-                *b_v = if FULL {
-                    S::load(q)
-                } else {
-                    S::load_masked(q, masks[v])
-                };
-            }
-            let a_p = a.add(p * a_k);
-            for (r, acc_row) in acc.iter_mut().enumerate() {
-                let a_rp = S::splat(*a_p.add(r * a_row));
-                for (acc_v, &b_v) in acc_row.iter_mut().zip(b_vectors.iter()) {
-                    *acc_v = S::fma(a_rp, b_v, *acc_v);
-                }
-            }
-        }
-        for (r, acc_row) in acc.iter().enumerate() {
-            for (v, &acc_v) in acc_row.iter().enumerate() {
-                let p = c.wrapping_add(r * c_row + v * lanes);
-                if FULL {
-                    S::store(p, acc_v);
-                } else {
-                    S::store_masked(p, masks[v], acc_v);
-                }
-            }
-        }
-    }
-}
-
-/// Calls [`outer_tile`] for a tile of `$rows` rows (1 to 8; a const generic, so one match arm
-/// per height) of the `Simd` type `S` in scope at the call site.
-macro_rules! outer_tile_rows {
-    ($rows:expr, $full:expr, $($args:expr),*) => {
-        match $rows {
-            1 => outer_tile::<S, 1, 2, $full>($($args),*),
-            2 => outer_tile::<S, 2, 2, $full>($($args),*),
-            3 => outer_tile::<S, 3, 2, $full>($($args),*),
-            4 => outer_tile::<S, 4, 2, $full>($($args),*),
-            5 => outer_tile::<S, 5, 2, $full>($($args),*),
-            6 => outer_tile::<S, 6, 2, $full>($($args),*),
-            7 => if const { S::OUTER_ROWS >= 7 } { outer_tile::<S, 7, 2, $full>($($args),*) } else { unreachable!() },
-            8 => if const { S::OUTER_ROWS >= 8 } { outer_tile::<S, 8, 2, $full>($($args),*) } else { unreachable!() },
-            _ => unreachable!("tiles have at most 8 rows"),
-        }
-    };
-}
-#[allow(unused_imports)]
-pub(super) use outer_tile_rows;
-
-/// Rows `rows` of `C (+)= A·B` or `Aᵀ·B` with outer-product tiles; `a(i, p)` is at
-/// `a + i·a_row + p·a_k`, and `c` points at row `rows.start` of `C`.
-///
-/// # Safety
-///
-/// The CPU has `S`'s instruction set; `a` addresses the rows `rows` (`k` steps each) through the
-/// strides, `b` is `k x n` row-major, `c` holds `rows.len()` rows of `n`, all in bounds.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_outer<S: Simd>(
-    rows: Range<usize>,
-    n: usize,
-    k: usize,
-    a: *const S::E,
-    a_row: usize,
-    a_k: usize,
-    b: *const S::E,
-    c: *mut S::E,
-    accumulate: bool,
-) {
-    debug_assert_eq!(S::OUTER_VECTORS, 2);
-    let mr = S::OUTER_ROWS;
-    let nr = S::OUTER_VECTORS * S::LANES;
-    let mut k0 = 0;
-    // One pass even when k == 0, so that an overwriting product still writes its zeros.
-    loop {
-        let kc = KC.min(k - k0);
-        let load_c = accumulate || k0 > 0;
-        for j0 in (0..n).step_by(nr) {
-            let cols = nr.min(n - j0);
-            for i0 in rows.clone().step_by(mr) {
-                let tile_rows = mr.min(rows.end - i0);
-                // SAFETY: the tile's rows i0..i0+tile_rows, columns j0..j0+cols and steps k0..k0+kc
-                // are inside the operands (the caller's contract), which is what outer_tile needs.
-                unsafe {
-                    let a_tile = a.add(i0 * a_row + k0 * a_k);
-                    let b_tile = b.add(k0 * n + j0);
-                    let c_tile = c.add((i0 - rows.start) * n + j0);
-                    if cols == nr {
-                        outer_tile_rows!(
-                            tile_rows, true, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols,
-                            load_c
-                        );
-                    } else {
-                        outer_tile_rows!(
-                            tile_rows, false, kc, a_tile, a_row, a_k, b_tile, n, c_tile, n, cols,
-                            load_c
-                        );
-                    }
-                }
-            }
-        }
-        k0 += kc;
-        if k0 >= k {
-            break;
-        }
-    }
-}
-
-/// From this many rows of `C` on, `A·Bᵀ` packs panels of `Bᵀ` rather than using dot tiles.
-pub(super) const PACK_MIN_ROWS: usize = 32;
-
-/// The most elements of a packed panel of `B`: `KC` rows of the widest tile (32 `f32`).
-pub(super) const PANEL: usize = KC * 32;
-
-/// Rows `rows` of `C (+)= A·Bᵀ` (`B` stored `n x k`) with outer-product tiles, packing each
-/// `KC x NR` panel of `Bᵀ` into a stack buffer first.
-///
-/// Reading `Bᵀ` along its rows means striding across the rows of `B`, so each panel is transposed
-/// once into contiguous memory and then reused by every row tile of `A`. Worth it when there are
-/// many row tiles to share the cost (a large batch); with few, [`gemm_dot`] needs no copy.
-///
-/// # Safety
-///
-/// As [`gemm_outer`] with `a` row-major (`m x k`) and `b` row-major `n x k`.
-#[inline(always)]
-pub(super) unsafe fn gemm_packed_rhs<S: Simd>(
-    rows: Range<usize>,
-    n: usize,
-    k: usize,
-    a: *const S::E,
-    b: *const S::E,
-    c: *mut S::E,
-    accumulate: bool,
-) {
-    let mr = S::OUTER_ROWS;
-    let nr = S::OUTER_VECTORS * S::LANES;
-    debug_assert!(KC * nr <= PANEL);
-    let mut panel = [S::E::default(); PANEL];
-    let mut k0 = 0;
-    loop {
-        let kc = KC.min(k - k0);
-        let load_c = accumulate || k0 > 0;
-        for j0 in (0..n).step_by(nr) {
-            let cols = nr.min(n - j0);
-            // Panel row p, column jj holds B[j0 + jj][k0 + p].
-            for jj in 0..cols {
-                // SAFETY: row j0 + jj < n of B, elements k0..k0 + kc < k: in bounds.
-                let b_row = unsafe { core::slice::from_raw_parts(b.add((j0 + jj) * k + k0), kc) };
-                for (p, &x) in b_row.iter().enumerate() {
-                    panel[p * nr + jj] = x;
-                }
-            }
-            for i0 in rows.clone().step_by(mr) {
-                let tile_rows = mr.min(rows.end - i0);
-                // SAFETY: the tile's rows and steps are inside A and C (the caller's contract),
-                // and the panel holds kc rows of nr elements, the first `cols` of them written.
-                unsafe {
-                    let a_tile = a.add(i0 * k + k0);
-                    let c_tile = c.add((i0 - rows.start) * n + j0);
-                    let p = panel.as_ptr();
-                    if cols == nr {
-                        outer_tile_rows!(
-                            tile_rows, true, kc, a_tile, k, 1, p, nr, c_tile, n, cols, load_c
-                        );
-                    } else {
-                        outer_tile_rows!(
-                            tile_rows, false, kc, a_tile, k, 1, p, nr, c_tile, n, cols, load_c
-                        );
-                    }
-                }
-            }
-        }
-        k0 += kc;
-        if k0 >= k {
-            break;
-        }
-    }
-}
-
-/// How many elements ahead the single-row dot tiles prefetch each row of `B` (a prefetch never
-/// faults, so running past the end of a row or of `B` is harmless).
-pub(super) const PREFETCH_AHEAD: usize = 64;
-
-/// One `MR x NR` dot-product tile: `C[r][j] (+)= Σ_p A[r][p] · B[j][p]` over `k` steps, `A` and
-/// `B` with row stride `k`, `C` with row stride `c_row`.
-///
-/// # Safety
-///
-/// The CPU has `S`'s instruction set; rows `0..MR` of `A`, `0..NR` of `B` (each `k` long) and the
-/// `MR x NR` block of `C` are in bounds.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // indices mirror the register tile acc[r][j]
-pub(super) unsafe fn dot_tile<S: Simd, const MR: usize, const NR: usize>(
-    k: usize,
-    a: *const S::E,
-    b: *const S::E,
-    c: *mut S::E,
-    c_row: usize,
-    accumulate: bool,
-) {
-    // SAFETY (whole body): as the caller guarantees; the first vectors of a shifted loop and the
-    // tail vectors are read with masks whose lanes stay inside each row, through `wrapping_*`
-    // pointers; prefetches are only hints and never access memory architecturally.
-    unsafe {
-        let lanes = S::LANES;
-        let mut acc = [[S::zero(); NR]; MR];
-        // A single row of A streams B from L2. Rows that start off the vector width split cache
-        // lines (every load of 64 bytes, every other one of 32): when all of them start `shift`
-        // lanes in (`k` a nonzero multiple of the lanes), the loop starts `shift` lanes early,
-        // its first and last vectors masked, so that all the others are aligned (one
-        // prediction of the MLP 4.53 -> 4.28 µs). Each lane still sums the same elements in the
-        // same order, `shift` lanes over, and is turned back before the horizontal sums: the
-        // result does not depend on where B lies.
-        let shift = if MR == 1 && k > 0 && k.is_multiple_of(lanes) {
-            (b as usize % (lanes * size_of::<S::E>())) / size_of::<S::E>()
-        } else {
-            0
-        };
-        let mut full = k - k % lanes;
-        let mut p = 0;
-        if shift > 0 {
-            // Lane l holds element l - shift: lanes shift.. are elements 0..lanes - shift. (The
-            // other lanes are still +0, which a plain multiply-add of the masked zeros would
-            // keep too; masked, nothing depends on that.)
-            let m = S::mask_range(shift, lanes);
-            let a_v = S::load_masked(a.wrapping_sub(shift), m);
-            for j in 0..NR {
-                let b_v = S::load_masked(b.wrapping_add(j * k).wrapping_sub(shift), m);
-                acc[0][j] = S::fma_masked(a_v, b_v, acc[0][j], m);
-            }
-            p = lanes - shift;
-            full = k - shift;
-        }
-        while p < full {
-            if MR == 1 {
-                // Asking for each row's next lines early measured 25-45% faster (1x784x128) on
-                // the Intel Xeon this was written on; on a Zen 4 it costs about 4%.
-                for j in 0..NR {
-                    let ahead = b.wrapping_add(j * k + p + PREFETCH_AHEAD);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.cast::<i8>());
-                }
-            }
-            let mut a_v = [S::zero(); MR];
-            for (r, v) in a_v.iter_mut().enumerate() {
-                *v = S::load(a.add(r * k + p));
-            }
-            for j in 0..NR {
-                let b_v = S::load(b.add(j * k + p));
-                for r in 0..MR {
-                    acc[r][j] = S::fma(a_v[r], b_v, acc[r][j]);
-                }
-            }
-            p += lanes;
-        }
-        if p < k {
-            let m = S::mask(k - p);
-            let mut a_v = [S::zero(); MR];
-            for (r, v) in a_v.iter_mut().enumerate() {
-                *v = S::load_masked(a.wrapping_add(r * k + p), m);
-            }
-            for j in 0..NR {
-                let b_v = S::load_masked(b.wrapping_add(j * k + p), m);
-                for r in 0..MR {
-                    acc[r][j] = S::fma_masked(a_v[r], b_v, acc[r][j], m);
-                }
-            }
-        }
-        if shift > 0 {
-            for v in &mut acc[0] {
-                *v = S::rotate_lanes(*v, shift);
-            }
-        }
-        for (r, acc_row) in acc.iter().enumerate() {
-            for (q, group) in acc_row.chunks(4).enumerate() {
-                let mut sums = [S::E::default(); 4];
-                if let Ok(four) = <[S::V; 4]>::try_from(group) {
-                    sums = S::sum4(four);
-                } else {
-                    for (s, &v) in sums.iter_mut().zip(group) {
-                        *s = S::sum(v);
-                    }
-                }
-                for (j, &s) in sums.iter().take(group.len()).enumerate() {
-                    let out = c.add(r * c_row + 4 * q + j);
-                    *out = if accumulate { *out + s } else { s };
-                }
-            }
-        }
-    }
-}
-
-/// Rows `rows` of `C (+)= A·Bᵀ` with dot-product tiles; `c` points at row `rows.start` of `C`.
-///
-/// # Safety
-///
-/// The CPU has `S`'s instruction set; `a` has the rows `rows` (each `k` long), `b` is `n x k`,
-/// `c` holds `rows.len()` rows of `n`, all row-major and in bounds.
-#[inline(always)]
-pub(super) unsafe fn gemm_dot<S: Simd>(
-    rows: Range<usize>,
-    n: usize,
-    k: usize,
-    a: *const S::E,
-    b: *const S::E,
-    c: *mut S::E,
-    accumulate: bool,
-) {
-    macro_rules! cols {
-        ($rows:literal, $cols:expr, $($args:expr),*) => {
-            match $cols {
-                4 => dot_tile::<S, $rows, 4>($($args),*),
-                3 => dot_tile::<S, $rows, 3>($($args),*),
-                2 => dot_tile::<S, $rows, 2>($($args),*),
-                1 => dot_tile::<S, $rows, 1>($($args),*),
-                _ => unreachable!("dot tiles have at most 4 columns"),
-            }
-        };
-    }
-    macro_rules! tile {
-        ($rows:expr, $cols:expr, $($args:expr),*) => {
-            match $rows {
-                6 => if const { S::DOT_ROWS >= 6 } { cols!(6, $cols, $($args),*) } else { unreachable!() },
-                5 => if const { S::DOT_ROWS >= 5 } { cols!(5, $cols, $($args),*) } else { unreachable!() },
-                4 => if const { S::DOT_ROWS >= 4 } { cols!(4, $cols, $($args),*) } else { unreachable!() },
-                3 => if const { S::DOT_ROWS >= 3 } { cols!(3, $cols, $($args),*) } else { unreachable!() },
-                2 => cols!(2, $cols, $($args),*),
-                1 => cols!(1, $cols, $($args),*),
-                _ => unreachable!("dot tiles have at most S::DOT_ROWS rows"),
-            }
-        };
-    }
-    if rows.len() == 1 {
-        // A matrix-vector product: nothing to reuse across rows of A, so take 8 rows of B at a
-        // time (8 accumulators, one load of A per 8 of B).
-        let i0 = rows.start;
-        let mut j0 = 0;
-        while j0 < n {
-            // Tiles of 8 rows of B, then one of 4 and one of the last 1-3.
-            let cols = match n - j0 {
-                8.. => 8,
-                4..=7 => 4,
-                left => left,
-            };
-            // SAFETY: row i0 of A, rows j0..j0+cols of B and that part of C's row are in bounds.
-            unsafe {
-                let (a_row, b_rows, c_out) = (a.add(i0 * k), b.add(j0 * k), c.add(j0));
-                match cols {
-                    8 => dot_tile::<S, 1, 8>(k, a_row, b_rows, c_out, n, accumulate),
-                    _ => cols!(1, cols, k, a_row, b_rows, c_out, n, accumulate),
-                }
-            }
-            j0 += cols;
-        }
-        return;
-    }
-    let (mr, nr) = (S::DOT_ROWS, S::DOT_COLS);
-    for i0 in rows.clone().step_by(mr) {
-        let tile_rows = mr.min(rows.end - i0);
-        for j0 in (0..n).step_by(nr) {
-            let cols = nr.min(n - j0);
-            // SAFETY: rows i0..i0+tile_rows of A, j0..j0+cols of B and that block of C are in
-            // bounds (the caller's contract), which is what dot_tile needs.
-            unsafe {
-                tile!(
-                    tile_rows,
-                    cols,
-                    k,
-                    a.add(i0 * k),
-                    b.add(j0 * k),
-                    c.add((i0 - rows.start) * n + j0),
-                    n,
-                    accumulate
-                );
-            }
-        }
-    }
-}
-
-/// Runs rows `rows` of the product with the kernels of `S`; `c` holds just those rows.
-///
-/// # Safety
-///
-/// The CPU has `S`'s instruction set, `a` and `b` hold the whole operands and `c` the rows
-/// `rows` of the output (checked by [`gemm`]).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn run<S: Simd>(
-    layout: Layout,
-    m: usize,
-    n: usize,
-    k: usize,
-    rows: Range<usize>,
-    a: &[S::E],
-    b: &[S::E],
-    c: &mut [S::E],
-    accumulate: bool,
-) {
-    let (a, b, c) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
-    // SAFETY: forwarded from this function's contract; the strides describe exactly the layouts
-    // whose sizes the caller checked.
-    unsafe {
-        match layout {
-            Layout::Plain => gemm_outer::<S>(rows, n, k, a, k, 1, b, c, accumulate),
-            Layout::TransposeLhs => gemm_outer::<S>(rows, n, k, a, 1, m, b, c, accumulate),
-            Layout::TransposeRhs => gemm_dot::<S>(rows, n, k, a, b, c, accumulate),
-        }
-    }
-}
-
-/// Rows `rows` of `C (+)= A·Bᵀ` through packed panels of `Bᵀ` ([`gemm_packed_rhs`]).
-///
-/// # Safety
-///
-/// As [`run`] with the `TransposeRhs` layout.
-#[inline(always)]
-pub(super) unsafe fn run_packed<S: Simd>(
-    n: usize,
-    k: usize,
-    rows: Range<usize>,
-    a: &[S::E],
-    b: &[S::E],
-    c: &mut [S::E],
-    accumulate: bool,
-) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        gemm_packed_rhs::<S>(
-            rows,
-            n,
-            k,
-            a.as_ptr(),
-            b.as_ptr(),
-            c.as_mut_ptr(),
-            accumulate,
-        )
-    }
-}
 
 macro_rules! entry {
     ($name:ident, $packed:ident, $simd:ty, $e:ty, $features:literal) => {
@@ -542,7 +19,7 @@ macro_rules! entry {
         #[target_feature(enable = $features)]
         #[allow(clippy::too_many_arguments)]
         pub(super) unsafe fn $name(
-            layout: Layout,
+            layout: Product,
             m: usize,
             n: usize,
             k: usize,
@@ -556,15 +33,19 @@ macro_rules! entry {
             unsafe { run::<$simd>(layout, m, n, k, rows, a, b, c, accumulate) }
         }
 
-        /// The packed `A·Bᵀ` path, kept out of line: its 16-32 KiB panel would otherwise sit
-        /// in the stack frame of every product, single-sample predictions included.
+        /// The packed path (`super::gemm_packed`), kept out of line: its 48 KiB buffer would
+        /// otherwise sit in the stack frame of every product, single-sample predictions
+        /// included.
         ///
         /// # Safety
         ///
-        /// As the unpacked entry, with the `TransposeRhs` layout.
+        /// As the unpacked entry.
         #[target_feature(enable = $features)]
         #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
         pub(super) unsafe fn $packed(
+            layout: Product,
+            m: usize,
             n: usize,
             k: usize,
             rows: Range<usize>,
@@ -573,8 +54,15 @@ macro_rules! entry {
             c: &mut [$e],
             accumulate: bool,
         ) {
+            const BLOCK: usize = PACKED_BLOCK_BYTES / size_of::<$e>();
+            const MR: usize = <$simd as Simd>::PACKED_ROWS;
+            const NV: usize = <$simd as Simd>::PACKED_VECTORS;
+            // The buffer holds at least one micro-panel of a whole k block.
+            const { assert!(PACKED_KC * NV * <$simd as Simd>::LANES <= BLOCK) };
             // SAFETY: forwarded from this function's contract.
-            unsafe { run_packed::<$simd>(n, k, rows, a, b, c, accumulate) }
+            unsafe {
+                gemm_packed::<$simd, MR, NV, BLOCK>(layout, m, n, k, rows, a, b, c, accumulate)
+            }
         }
     };
 }
@@ -609,7 +97,7 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     /// CPU with AVX-512 too.
     const AVX512: bool;
 
-    /// Runs rows `rows` of the product with `isa`'s kernels.
+    /// Runs rows `rows` of the product on `path` with `isa`'s kernels.
     ///
     /// # Safety
     ///
@@ -617,7 +105,8 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     #[allow(clippy::too_many_arguments)]
     unsafe fn run_rows(
         isa: Isa,
-        layout: Layout,
+        path: Path,
+        layout: Product,
         m: usize,
         n: usize,
         k: usize,
@@ -643,7 +132,8 @@ macro_rules! element {
 
             unsafe fn run_rows(
                 isa: Isa,
-                layout: Layout,
+                path: Path,
+                layout: Product,
                 m: usize,
                 n: usize,
                 k: usize,
@@ -653,21 +143,20 @@ macro_rules! element {
                 c: &mut [$e],
                 accumulate: bool,
             ) {
-                // Decided on the whole product, not on this call's rows: the two paths add in
-                // different orders, and every split across threads must give the same bits.
-                let packed = layout == Layout::TransposeRhs && m >= PACK_MIN_ROWS;
                 // SAFETY (all four): forwarded from this function's contract.
-                match (isa, packed) {
+                match (isa, path == Path::Packed) {
                     (Isa::Avx512, false) => unsafe {
                         $avx512(layout, m, n, k, rows, a, b, c, accumulate)
                     },
                     (Isa::Avx512, true) => unsafe {
-                        $avx512_packed(n, k, rows, a, b, c, accumulate)
+                        $avx512_packed(layout, m, n, k, rows, a, b, c, accumulate)
                     },
                     (Isa::Avx2Fma, false) => unsafe {
                         $avx2(layout, m, n, k, rows, a, b, c, accumulate)
                     },
-                    (Isa::Avx2Fma, true) => unsafe { $avx2_packed(n, k, rows, a, b, c, accumulate) },
+                    (Isa::Avx2Fma, true) => unsafe {
+                        $avx2_packed(layout, m, n, k, rows, a, b, c, accumulate)
+                    },
                 }
             }
         }
@@ -699,7 +188,7 @@ element!(f64, avx2 only: gemm_avx2_f64, gemm_avx2_f64_packed);
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm<E: Element>(
     isa: Isa,
-    layout: Layout,
+    layout: Product,
     m: usize,
     n: usize,
     k: usize,
@@ -729,6 +218,9 @@ pub(crate) fn gemm<E: Element>(
         }
         return;
     }
+    // Decided on the whole product, not on a thread's rows: the dot-product tiles add in
+    // another order, and every split across threads must give the same bits.
+    let path = path(layout, m, n, k, size_of::<E>());
     #[cfg(feature = "threads")]
     if let Some(rows_per_thread) = parallel_split(m, n, k) {
         crate::kernels::threads::in_configured_pool(|| {
@@ -739,7 +231,9 @@ pub(crate) fn gemm<E: Element>(
                         let rows = start..start + chunk.len() / n;
                         // SAFETY: lengths and instruction set checked above; `chunk` is exactly
                         // the rows `rows` of C, disjoint from every other thread's chunk.
-                        unsafe { E::run_rows(isa, layout, m, n, k, rows, a, b, chunk, accumulate) }
+                        unsafe {
+                            E::run_rows(isa, path, layout, m, n, k, rows, a, b, chunk, accumulate)
+                        }
                     });
                 }
             });
@@ -747,7 +241,7 @@ pub(crate) fn gemm<E: Element>(
         return;
     }
     // SAFETY: lengths and instruction set checked above; `c` holds all the rows.
-    unsafe { E::run_rows(isa, layout, m, n, k, 0..m, a, b, c, accumulate) }
+    unsafe { E::run_rows(isa, path, layout, m, n, k, 0..m, a, b, c, accumulate) }
 }
 
 /// Rows of `C` per thread when the product is worth splitting across rayon's pool, else `None`.

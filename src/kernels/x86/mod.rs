@@ -19,6 +19,8 @@ mod conv_filters;
 pub(super) mod conv_winograd_columns_f32;
 mod conv_winograd_rows;
 mod gemm;
+mod gemm_packed;
+mod gemm_unpacked;
 #[cfg(feature = "std")]
 mod input_grad_winograd;
 mod int8;
@@ -26,6 +28,7 @@ mod isa;
 mod layout;
 mod max_pool_2x2_avx512;
 mod simd;
+mod transpose_block;
 #[cfg(feature = "alloc")]
 mod weight_grad_filters;
 #[cfg(feature = "alloc")]
@@ -43,7 +46,7 @@ pub(crate) use conv_filters::{conv2d_stride1_filters, with_transposed_filters};
 pub(crate) use conv_winograd_rows::{
     conv2d_stride1_winograd, winograd_forward_applies, winograd_forward_scratch,
 };
-pub(crate) use gemm::{Element, Layout, gemm};
+pub(crate) use gemm::{Element, gemm};
 #[cfg(feature = "std")]
 pub(crate) use input_grad_winograd::winograd_input_gradient;
 pub(crate) use int8::{detected_isa_i8, dot_rows_i8, requantize_i8};

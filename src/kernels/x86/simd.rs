@@ -3,6 +3,8 @@
 //! `f64`, and small lane helpers.
 
 use core::arch::x86_64::*;
+
+use super::transpose_block::{transpose4_pd, transpose8_pd, transpose8_ps, transpose16_ps};
 use core::mem::MaybeUninit;
 
 use crate::kernels::shape::Epilogue;
@@ -36,6 +38,10 @@ pub(super) trait Simd {
     type V: Copy;
     type Mask: Copy;
     const LANES: usize;
+    /// Rows of the packed product's register tile (`MR`, see `super::gemm_packed`).
+    const PACKED_ROWS: usize;
+    /// Vectors per row of that tile (`NR = PACKED_VECTORS · LANES` columns).
+    const PACKED_VECTORS: usize;
     /// Rows of an outer-product tile.
     const OUTER_ROWS: usize;
     /// Vectors per row of an outer-product tile.
@@ -106,6 +112,14 @@ pub(super) trait Simd {
     unsafe fn store(p: *mut Self::E, v: Self::V);
     /// The lanes selected by `m` must be valid for writing; the others are not touched.
     unsafe fn store_masked(p: *mut Self::E, m: Self::Mask, v: Self::V);
+    /// Copies a `LANES x LANES` block transposed: `dst[j·dst_row + i] = src[i·src_row + j]`.
+    /// Every element so addressed must be valid (read in `src`, written in `dst`).
+    unsafe fn transpose_block(
+        src: *const Self::E,
+        src_row: usize,
+        dst: *mut Self::E,
+        dst_row: usize,
+    );
     /// Stores `rows` transposed: lane `l < count` of `rows[i]` to `out[l·stride + i]`.
     /// `rows.len() <= LANES`, `count <= LANES`, and those elements must be valid for writing.
     #[inline(always)]
@@ -155,7 +169,7 @@ pub(super) unsafe fn finish<S: Simd>(v: S::V, epilogue: Epilogue) -> S::V {
 }
 
 macro_rules! avx512 {
-    ($name:ident, $e:ty, $v:ty, $mask:ty, $lanes:expr, $suffix:ident) => {
+    ($name:ident, $e:ty, $v:ty, $mask:ty, $lanes:expr, $suffix:ident, $transpose:ident) => {
         #[derive(Clone, Copy)]
         pub(super) struct $name;
 
@@ -164,6 +178,10 @@ macro_rules! avx512 {
             type V = $v;
             type Mask = $mask;
             const LANES: usize = $lanes;
+            // 24 accumulators, 2 vectors of the packed panel and a broadcast (of 32 registers;
+            // 14 rows would leave one spare and invite spills).
+            const PACKED_ROWS: usize = 12;
+            const PACKED_VECTORS: usize = 2;
             const OUTER_ROWS: usize = 8;
             const OUTER_VECTORS: usize = 2;
             const FLAT_VECTORS: usize = 3;
@@ -272,6 +290,13 @@ macro_rules! avx512 {
                 // SAFETY: the caller guarantees the lanes selected by m are writable; masked-off
                 // lanes are not accessed.
                 unsafe { avx512!(@op mask_storeu, $suffix)(p, m, v) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn transpose_block(src: *const $e, src_row: usize, dst: *mut $e, dst_row: usize) {
+                // SAFETY: the caller's contract; every CPU with AVX-512F has AVX2 and FMA,
+                // which the transposes take.
+                unsafe { $transpose(src, src_row, dst, dst_row) }
             }
             #[inline]
             #[target_feature(enable = "avx512f")]
@@ -528,8 +553,8 @@ pub(super) fn sum4_avx512_pd([a, b, c, d]: [__m512d; 4]) -> [f64; 4] {
     out
 }
 
-avx512!(Avx512F32, f32, __m512, __mmask16, 16, ps);
-avx512!(Avx512F64, f64, __m512d, __mmask8, 8, pd);
+avx512!(Avx512F32, f32, __m512, __mmask16, 16, ps, transpose16_ps);
+avx512!(Avx512F64, f64, __m512d, __mmask8, 8, pd, transpose8_pd);
 
 /// The AVX2 intrinsic names for `f32` (`_ps`) and `f64` (`_pd`).
 macro_rules! avx2_ps {
@@ -654,7 +679,7 @@ pub(super) fn mask_avx2_pd(n: usize) -> __m256i {
 }
 
 macro_rules! avx2 {
-    ($name:ident, $e:ty, $v:ty, $lanes:expr, $ops:ident, $sum:ident, $mask:ident, $fma_masked:ident, $rotate:ident) => {
+    ($name:ident, $e:ty, $v:ty, $lanes:expr, $ops:ident, $sum:ident, $mask:ident, $fma_masked:ident, $rotate:ident, $transpose:ident) => {
         #[derive(Clone, Copy)]
         pub(super) struct $name;
 
@@ -663,6 +688,10 @@ macro_rules! avx2 {
             type V = $v;
             type Mask = __m256i;
             const LANES: usize = $lanes;
+            // 12 accumulators, 2 vectors of the packed panel and a broadcast: 15 of the 16
+            // registers.
+            const PACKED_ROWS: usize = 6;
+            const PACKED_VECTORS: usize = 2;
             const OUTER_ROWS: usize = 6;
             const OUTER_VECTORS: usize = 2;
             const FLAT_VECTORS: usize = 2;
@@ -766,6 +795,12 @@ macro_rules! avx2 {
                 // untouched.
                 unsafe { $ops!(maskstore)(p, m, v) }
             }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn transpose_block(src: *const $e, src_row: usize, dst: *mut $e, dst_row: usize) {
+                // SAFETY: the caller's contract.
+                unsafe { $transpose(src, src_row, dst, dst_row) }
+            }
         }
     };
 }
@@ -781,7 +816,8 @@ avx2!(
     sum_avx2_ps,
     mask_avx2_ps,
     fma_masked_avx2_ps,
-    rotate_lanes_avx2_ps
+    rotate_lanes_avx2_ps,
+    transpose8_ps
 );
 avx2!(
     Avx2F64,
@@ -792,7 +828,8 @@ avx2!(
     sum_avx2_pd,
     mask_avx2_pd,
     fma_masked_avx2_pd,
-    rotate_lanes_avx2_pd
+    rotate_lanes_avx2_pd,
+    transpose4_pd
 );
 
 /// [`Simd::fma_masked`] for `f32` on AVX2: the product, then a blend.

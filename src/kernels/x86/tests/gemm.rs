@@ -3,13 +3,13 @@
 use super::*;
 
 /// The textbook definition, in f64, independent of both kernel families.
-fn expected(layout: Layout, m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
+fn expected(layout: Product, m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
     let a_at = |i: usize, p: usize| match layout {
-        Layout::TransposeLhs => a[p * m + i],
+        Product::TransposeLhs => a[p * m + i],
         _ => a[i * k + p],
     };
     let b_at = |p: usize, j: usize| match layout {
-        Layout::TransposeRhs => b[j * k + p],
+        Product::TransposeRhs => b[j * k + p],
         _ => b[p * n + j],
     };
     let mut c = std::vec![0.0; m * n];
@@ -49,11 +49,11 @@ const SHAPES: &[(usize, usize, usize)] = &[
 ];
 
 fn check<E: Copy + Into<f64>>(
-    run: impl Fn(Layout, usize, usize, usize, &[E], &[E], &mut [E], bool),
+    run: impl Fn(Product, usize, usize, usize, &[E], &[E], &mut [E], bool),
     from: impl Fn(f64) -> E,
     tolerance: f64,
 ) {
-    for layout in [Layout::Plain, Layout::TransposeLhs, Layout::TransposeRhs] {
+    for layout in [Product::Plain, Product::TransposeLhs, Product::TransposeRhs] {
         for &(m, n, k) in SHAPES {
             let a64 = values(m * k, 1 + m as u64);
             let b64 = values(k * n, 2 + n as u64);
@@ -126,7 +126,17 @@ fn product_with_rhs_at<E: Element>(
     storage[at..at + b.len()].copy_from_slice(b);
     let mut c = start.to_vec();
     let b = &storage[at..at + b.len()];
-    gemm(isa, Layout::TransposeRhs, m, n, k, a, b, &mut c, accumulate);
+    gemm(
+        isa,
+        Product::TransposeRhs,
+        m,
+        n,
+        k,
+        a,
+        b,
+        &mut c,
+        accumulate,
+    );
     c
 }
 
@@ -182,7 +192,7 @@ fn assert_near_definition(
     (tolerance, smallest): (f64, f64),
     what: &str,
 ) {
-    let sums = expected(Layout::TransposeRhs, m, n, k, a, b);
+    let sums = expected(Product::TransposeRhs, m, n, k, a, b);
     for i in 0..m {
         for j in 0..n {
             let base = if accumulate { start[i * n + j] } else { 0.0 };
@@ -228,7 +238,7 @@ fn check_matvec_at_every_offset<E: Element>(
         let mut c = start.clone();
         gemm(
             isa,
-            Layout::TransposeRhs,
+            Product::TransposeRhs,
             m,
             n,
             k,
@@ -300,7 +310,7 @@ fn splitting_across_threads_gives_the_same_bits() {
     let (m, n, k) = (64, 512, 600);
     let a: Vec<f32> = values(m * k, 7).iter().map(|&x| x as f32).collect();
     let b: Vec<f32> = values(k * n, 8).iter().map(|&x| x as f32).collect();
-    for layout in [Layout::Plain, Layout::TransposeLhs, Layout::TransposeRhs] {
+    for layout in [Product::Plain, Product::TransposeLhs, Product::TransposeRhs] {
         let run_with = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -330,7 +340,7 @@ fn wrong_lengths_are_refused_before_any_access() {
     let mut c = [0.0_f32; 4];
     gemm::<f32>(
         isa,
-        Layout::Plain,
+        Product::Plain,
         2,
         2,
         2,
@@ -339,4 +349,178 @@ fn wrong_lengths_are_refused_before_any_access() {
         &mut c,
         false,
     );
+}
+
+/// `C (+)= op(A)·op(B)` as one chain of fused multiply-adds per element over `p = 0..k` in
+/// order, from `C` or from zero: what the packed and outer-product paths compute, bit for bit.
+fn fused_chain<E: num_traits::Float>(
+    layout: Product,
+    (m, n, k): (usize, usize, usize),
+    a: &[E],
+    b: &[E],
+    c: &mut [E],
+    accumulate: bool,
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = if accumulate { c[i * n + j] } else { E::zero() };
+            for p in 0..k {
+                let x = match layout {
+                    Product::TransposeLhs => a[p * m + i],
+                    _ => a[i * k + p],
+                };
+                let y = match layout {
+                    Product::TransposeRhs => b[j * k + p],
+                    _ => b[p * n + j],
+                };
+                acc = x.mul_add(y, acc);
+            }
+            c[i * n + j] = acc;
+        }
+    }
+}
+
+/// Rows `rows` of the product on `path`, whatever path the product's shape would take.
+#[allow(clippy::too_many_arguments)]
+fn rows_on_path<E: Element>(
+    isa: Isa,
+    path: Path,
+    layout: Product,
+    (m, n, k): (usize, usize, usize),
+    rows: core::ops::Range<usize>,
+    a: &[E],
+    b: &[E],
+    c: &mut [E],
+    accumulate: bool,
+) {
+    assert!(a.len() == m * k && b.len() == k * n && rows.end <= m && c.len() == rows.len() * n);
+    assert!(k > 0 && n > 0 && !rows.is_empty());
+    let isa = if E::AVX512 { isa } else { Isa::Avx2Fma };
+    assert!(isa_available(isa));
+    // SAFETY: the lengths, `k > 0`, the rows and the instruction set checked above, as `gemm`
+    // checks them.
+    unsafe { E::run_rows(isa, path, layout, m, n, k, rows, a, b, c, accumulate) }
+}
+
+fn check_every_path<E: Element + num_traits::Float + core::fmt::Debug>(
+    isa: Isa,
+    shapes: &[(usize, usize, usize)],
+    from: impl Fn(f64) -> E,
+    bits: impl Fn(E) -> u64,
+) {
+    for (s, &(m, n, k)) in shapes.iter().enumerate() {
+        let a: Vec<E> = values(m * k, 11 + s as u64)
+            .into_iter()
+            .map(&from)
+            .collect();
+        let b: Vec<E> = values(k * n, 12 + s as u64)
+            .into_iter()
+            .map(&from)
+            .collect();
+        let c0: Vec<E> = values(m * n, 13 + s as u64)
+            .into_iter()
+            .map(&from)
+            .collect();
+        for layout in [Product::Plain, Product::TransposeLhs, Product::TransposeRhs] {
+            let unpacked = if layout == Product::TransposeRhs {
+                Path::Dot
+            } else {
+                Path::Outer
+            };
+            for accumulate in [false, true] {
+                let mut want = c0.clone();
+                fused_chain(layout, (m, n, k), &a, &b, &mut want, accumulate);
+                for path in [Path::Packed, unpacked] {
+                    let mut got = c0.clone();
+                    if m > 0 && n > 0 && k > 0 {
+                        rows_on_path(
+                            isa,
+                            path,
+                            layout,
+                            (m, n, k),
+                            0..m,
+                            &a,
+                            &b,
+                            &mut got,
+                            accumulate,
+                        );
+                    } else {
+                        gemm(isa, layout, m, n, k, &a, &b, &mut got, accumulate);
+                    }
+                    for (idx, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        let same = if path == Path::Dot {
+                            // Another order of summation: within rounding.
+                            let scale = (k as f64 + 1.0) * 1e-5;
+                            (g - w).abs().to_f64().unwrap()
+                                <= scale * (1.0 + w.abs().to_f64().unwrap())
+                        } else {
+                            bits(g) == bits(w)
+                        };
+                        assert!(
+                            same,
+                            "{isa:?} {path:?} {layout:?} {m}x{n}x{k} accumulate={accumulate}: \
+                             element {idx} is {g:?}, the fused chain {w:?}"
+                        );
+                    }
+                    // Split into row ranges, as the threads split it: the same bits.
+                    if m > 1 && n > 0 && k > 0 && path == Path::Packed {
+                        let mut parts = c0.clone();
+                        let chunk = (m / 3).max(1);
+                        for (t, part) in parts.chunks_mut(chunk * n).enumerate() {
+                            let rows = t * chunk..t * chunk + part.len() / n;
+                            rows_on_path(
+                                isa,
+                                path,
+                                layout,
+                                (m, n, k),
+                                rows,
+                                &a,
+                                &b,
+                                part,
+                                accumulate,
+                            );
+                        }
+                        assert!(
+                            parts.iter().zip(&got).all(|(&x, &y)| bits(x) == bits(y)),
+                            "{isa:?} {layout:?} {m}x{n}x{k} split by {chunk} rows"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every path of the products, forced whatever the shape: the packed micro-kernel and the
+/// outer-product tiles are the fused chain bit for bit (so a product's bits do not depend on
+/// its path, its blocking or its split into rows), the dot-product tiles within rounding; on
+/// sizes at every edge of the tiles (6 and 12 rows, 16 and 32 columns), the packed block's
+/// column panels and the k blocks (256, fewer for `Aᵀ·B` with many rows).
+#[test]
+fn every_product_path_is_the_fused_chain_on_every_edge() {
+    let sizes = [1, 2, 5, 6, 7, 11, 12, 13, 16, 17, 25, 33];
+    let ks = [0, 1, 3, 8, 9, 17, 33];
+    let mut shapes = std::vec::Vec::new();
+    for &m in &sizes {
+        for &n in &sizes {
+            for &k in &ks {
+                shapes.push((m, n, k));
+            }
+        }
+    }
+    shapes.extend([
+        (0, 5, 3),
+        (5, 0, 3),
+        (37, 531, 300),
+        (130, 200, 600),
+        (97, 100, 257),
+    ]);
+    shapes.extend([(25, 1025, 27), (6, 784, 25), (600, 24, 40)]);
+    for isa in [Isa::Avx512, Isa::Avx2Fma] {
+        if !isa_available(isa) {
+            continue;
+        }
+        check_every_path::<f32>(isa, &shapes, |x| x as f32, |x| x.to_bits().into());
+        check_every_path::<f64>(isa, &shapes, |x| x, f64::to_bits);
+    }
 }

@@ -257,3 +257,57 @@ fn no_kernel_reads_or_writes_past_the_end_of_its_slices() {
         }
     }
 }
+
+/// The products, packed and unpacked, never read past `A` or `B` nor write past `C`: each
+/// ends at a page without access, on shapes around every tile and packing edge (the masked
+/// loads of the last columns, the packed panel's zero padding, the transposing copy of `Bᵀ`).
+#[cfg(unix)]
+#[test]
+fn no_product_reads_or_writes_past_the_end_of_its_operands() {
+    let mut next = xorshift(0x5eed_1234_abcd_0002);
+    let mut values = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| (next() % 1000) as f32 / 100.0 - 5.0)
+            .collect()
+    };
+    for isa in [Isa::Avx512, Isa::Avx2Fma] {
+        if !isa_available(isa) {
+            continue;
+        }
+        for m in [1, 5, 6, 7, 12, 13, 25] {
+            for n in [1, 7, 8, 15, 16, 17, 33] {
+                for k in [1, 7, 8, 9, 17] {
+                    let (mut a, mut b) =
+                        (Guarded::new(&values(m * k)), Guarded::new(&values(k * n)));
+                    let mut c = Guarded::new(&values(m * n));
+                    for layout in [Product::Plain, Product::TransposeLhs, Product::TransposeRhs] {
+                        let unpacked = if layout == Product::TransposeRhs {
+                            Path::Dot
+                        } else {
+                            Path::Outer
+                        };
+                        for path in [Path::Packed, unpacked] {
+                            // SAFETY: the lengths, `k > 0`, the rows and the instruction set
+                            // as `gemm` checks them.
+                            unsafe {
+                                <f32 as Element>::run_rows(
+                                    isa,
+                                    path,
+                                    layout,
+                                    m,
+                                    n,
+                                    k,
+                                    0..m,
+                                    a.slice(),
+                                    b.slice(),
+                                    c.slice(),
+                                    true,
+                                )
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -10,6 +10,8 @@ mod pool;
 mod weight_grad;
 
 #[allow(unused_imports)]
+use super::gemm_packed::Path;
+#[allow(unused_imports)]
 use super::{
     conv_direct::*, conv_filters::*, conv_winograd_rows::*, gemm::*, input_grad_winograd::*,
     int8::*, isa::*, layout::*, max_pool_2x2_avx512::*, simd::*, weight_grad_filters::*,
@@ -20,7 +22,7 @@ use super::{conv_winograd_columns_f32, weight_grad_winograd_5x5_narrow_avx512};
 #[allow(unused_imports)]
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
 #[allow(unused_imports)]
-use crate::kernels::shape::{Conv, Epilogue};
+use crate::kernels::shape::{Conv, Epilogue, Product};
 #[allow(unused_imports)]
 use conv::{CONVS, filter_shapes, transposed};
 #[allow(unused_imports)]

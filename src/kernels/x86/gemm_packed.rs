@@ -23,7 +23,7 @@ use core::mem::MaybeUninit;
 use core::ops::Range;
 
 use super::gemm_unpacked::outer_tile_edge;
-use super::simd::{Simd, array_from};
+use super::simd::{Simd, array_from, column_masks};
 use crate::kernels::shape::Product;
 
 /// The kernels a product runs on, chosen from its whole shape (never from the rows one call
@@ -165,12 +165,7 @@ unsafe fn micro_kernel<S: Simd, const MR: usize, const NV: usize>(
     // through masks selecting in-bounds lanes.
     unsafe {
         let full = rows == MR && cols == nr;
-        let mut masks = [S::mask(lanes); NV];
-        if !full {
-            for (v, m) in masks.iter_mut().enumerate() {
-                *m = S::mask(cols.saturating_sub(v * lanes).min(lanes));
-            }
-        }
+        let masks = column_masks::<S, NV>(cols);
         let mut acc = [[S::zero(); NV]; MR];
         if load_c {
             for (r, acc_row) in acc.iter_mut().enumerate() {
@@ -247,8 +242,7 @@ unsafe fn pack_b<S: Simd, const NV: usize>(
             // Row by row of B: each row's nc contiguous elements spread over the panels.
             let full = nc / nr;
             let w = nc % nr;
-            let masks: [S::Mask; NV] =
-                array_from(|v| S::mask(w.saturating_sub(v * lanes).min(lanes)));
+            let masks = column_masks::<S, NV>(w);
             for p in 0..kc {
                 let src = b.add((pc + p) * n + jc);
                 for q in 0..full {

@@ -25,7 +25,7 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::simd::Simd;
+use super::simd::{Simd, column_masks};
 use crate::kernels::shape::Product;
 
 /// Rows of the `k` dimension per block of the outer-product kernel: a `KC x NR` panel of `B`
@@ -60,12 +60,7 @@ pub(super) unsafe fn outer_tile<S: Simd, const MR: usize, const NV: usize, const
     // masked-off lanes of edge vectors, which are formed with `wrapping_add` and never accessed.
     unsafe {
         let lanes = S::LANES;
-        let mut masks = [S::mask(lanes); NV];
-        if !FULL {
-            for (v, m) in masks.iter_mut().enumerate() {
-                *m = S::mask(cols.saturating_sub(v * lanes).min(lanes));
-            }
-        }
+        let masks = column_masks::<S, NV>(cols);
         let mut acc = [[S::zero(); NV]; MR];
         if load_c {
             for (r, acc_row) in acc.iter_mut().enumerate() {

@@ -154,6 +154,18 @@ pub(super) unsafe fn store_transposed_lanes<S: Simd + ?Sized>(
     }
 }
 
+/// The masks of `NV` vectors covering the first `cols` columns of a row of `NV · LANES`: whole
+/// vectors, then the first lanes of one, then none.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set.
+#[inline(always)]
+pub(super) unsafe fn column_masks<S: Simd, const NV: usize>(cols: usize) -> [S::Mask; NV] {
+    // SAFETY: the caller's contract.
+    array_from(|v| unsafe { S::mask(cols.saturating_sub(v * S::LANES).min(S::LANES)) })
+}
+
 /// `v` after `epilogue`, lane by lane as [`Epilogue::apply`] does, bit for bit.
 ///
 /// # Safety

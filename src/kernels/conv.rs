@@ -100,8 +100,8 @@ pub(crate) fn conv2d_stride1_images<
     unsafe { y.assume_init_mut() }
 }
 
-/// The paths of [`conv2d_stride1_uninit`], the lengths checked: the SIMD kernels for `f32`
-/// and `f64` on x86-64 with AVX2 or AVX-512, else the reference loops, then the epilogue.
+/// The paths of [`conv2d_stride1_uninit`], the lengths checked: the SIMD kernels for `f32` on
+/// x86-64 with AVX2 or AVX-512, else the reference loops, then the epilogue.
 #[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
 pub(super) fn conv2d_stride1_dispatch<T: Scalar>(
     shape: &Conv,

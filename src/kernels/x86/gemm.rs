@@ -15,7 +15,9 @@ macro_rules! entry {
     ($name:ident, $packed:ident, $simd:ty, $e:ty, $features:literal) => {
         /// # Safety
         ///
-        /// The CPU has the instruction set named in `target_feature`; lengths checked by [`gemm`].
+        /// The CPU has the instruction set named in `target_feature`; lengths checked by [`gemm`],
+        /// `m`, `n` and `k` above 0 (an empty product never reaches a kernel), `rows` inside
+        /// `0..m` and `c` exactly those rows.
         #[target_feature(enable = $features)]
         #[allow(clippy::too_many_arguments)]
         pub(super) unsafe fn $name(
@@ -101,7 +103,8 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     ///
     /// # Safety
     ///
-    /// As [`run`]: the CPU has `isa`, the slices were checked by [`gemm`].
+    /// As [`run`]: the CPU has `isa`, the slices were checked by [`gemm`], `m`, `n` and `k` are
+    /// above 0, `rows` is inside `0..m` and `c` holds exactly those rows.
     #[allow(clippy::too_many_arguments)]
     unsafe fn run_rows(
         isa: Isa,
@@ -255,6 +258,6 @@ pub(super) fn parallel_split(m: usize, n: usize, k: usize) -> Option<usize> {
     if threads < 2 || n == 0 || m < 16 || m * n * k < MIN_WORK {
         return None;
     }
-    // Whole tiles per thread: 24 rows is a multiple of every tile height (8, 6, 2).
+    // Whole tiles per thread: 24 rows is a multiple of every tile height (12, 8, 6, 2).
     Some(m.div_ceil(threads).next_multiple_of(24))
 }

@@ -1,6 +1,7 @@
 //! The packed matrix product: one register-blocked micro-kernel for every layout and element
 //! type, fed by panels of `B` packed into a stack buffer. Applies: products with enough rows
-//! (and, for `A·Bᵀ`, columns) to repay the copy ([`path`]); `f32` and `f64`, AVX-512 or AVX2.
+//! (and, for `A·Bᵀ`, columns) to repay the copy ([`path`]); `f32` on AVX-512 or AVX2, `f64` on
+//! AVX2.
 //!
 //! # Blocking
 //!
@@ -16,7 +17,7 @@
 //! order, started from `C` (accumulating) or from `0`: a tile loads `C` into its accumulators
 //! for every k block after the first. The bits therefore depend on nothing but `k`'s order: not
 //! on `KC`, `NC`, the tile, nor on how the rows are split across threads; and they are the bits
-//! of the unpacked outer-product tiles (`super::gemm`) too. (`A·Bᵀ`'s dot-product tiles sum in
+//! of the unpacked outer-product tiles (`super::gemm_unpacked`) too. (`A·Bᵀ`'s dot-product tiles sum in
 //! another order: a product keeps one path, decided by its whole shape.)
 
 use core::mem::MaybeUninit;
@@ -299,7 +300,8 @@ unsafe fn pack_b<S: Simd, const NV: usize>(
 }
 
 /// The k blocks of a product with `k` steps: `k.div_ceil(KC)` blocks of (nearly) equal size,
-/// `kc` steps each but the last; a function of `k` alone, so the same for every row.
+/// `kc` steps each but the last; a function of `k` and `kc_max` (the product's), so the same for
+/// every row.
 #[inline(always)]
 const fn k_block(k: usize, kc_max: usize) -> usize {
     let blocks = k.div_ceil(kc_max);
@@ -331,7 +333,8 @@ pub(super) unsafe fn gemm_packed<S: Simd, const MR: usize, const NV: usize, cons
     c: &mut [S::E],
     accumulate: bool,
 ) {
-    const { assert!(MR <= 16 && NV >= 1) };
+    // The edge tiles (`outer_tile_edge`) are two vectors wide, as the packed panels.
+    const { assert!(MR <= 16 && NV == 2) };
     debug_assert!(MR == S::PACKED_ROWS && NV == S::PACKED_VECTORS);
     let nr = NV * S::LANES;
     let kc_block = k_block(k, kc_for(layout, m, size_of::<S::E>()));

@@ -185,7 +185,6 @@ pub(super) unsafe fn gemm_outer<S: Simd>(
     let mr = S::OUTER_ROWS;
     let nr = S::OUTER_VECTORS * S::LANES;
     let mut k0 = 0;
-    // One pass even when k == 0, so that an overwriting product still writes its zeros.
     loop {
         let kc = KC.min(k - k0);
         let load_c = accumulate || k0 > 0;

@@ -515,7 +515,9 @@ fn every_product_path_is_the_fused_chain_on_every_edge() {
         (130, 200, 600),
         (97, 100, 257),
     ]);
-    shapes.extend([(25, 1025, 27), (6, 784, 25), (600, 24, 40)]);
+    // Several k blocks of `Aᵀ·B` with many rows (cut to fit the TLB), and more rows than an L2
+    // row block holds.
+    shapes.extend([(25, 1025, 27), (6, 784, 25), (600, 24, 200), (500, 20, 600)]);
     for isa in [Isa::Avx512, Isa::Avx2Fma] {
         if !isa_available(isa) {
             continue;

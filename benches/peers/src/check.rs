@@ -2,8 +2,11 @@
 //! same weights and data, and each result is compared with constmat's.
 
 use crate::cnn::Cnn;
-use crate::common::{Context, EPOCH_LR, Mlp, PIXELS, RustPeer, Shape};
-use crate::python::CHECK_STEPS;
+use crate::common::{Context, EPOCH_LR, Mlp, PIXELS, Shape};
+use crate::peer::RustPeer;
+
+/// Steps of the checks' training run (also used by the Rust implementations).
+pub const CHECK_STEPS: usize = 100;
 
 /// What an implementation computed.
 pub struct Report {

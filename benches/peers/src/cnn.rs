@@ -11,7 +11,8 @@ use constmat::nn::{
 use rand::{SeedableRng, rngs::StdRng};
 
 use crate::common::{
-    BATCH, CLASSES, Context, Data, EPOCH_LR, EVAL, PIXELS, Times, Workload, measure, standardize,
+    BATCH, CLASSES, CnnWeights, Context, Data, EPOCH_LR, EVAL, PIXELS, Times, Workload, measure,
+    standardize,
 };
 
 /// `examples/mnist_cnn`'s net. In PyTorch (`peers.py`):
@@ -39,31 +40,14 @@ pub const FORWARD_MACS: usize = 6 * 784 * 25 + 16 * 100 * 150 + 400 * 120 + 120 
 /// the forward pass), and every input gradient except the first layer's (which nothing needs).
 pub const TRAINING_MACS: usize = 2 * FORWARD_MACS + (FORWARD_MACS - 6 * 784 * 25);
 
-/// The CNN's parameters in PyTorch's order and layout (`0.weight` `[6, 1, 5, 5]`, `0.bias`,
-/// `3.weight` `[16, 6, 5, 5]`, ..., `11.bias`), flat; every implementation starts from these.
-#[derive(Debug, Clone)]
-pub struct CnnWeights {
-    pub tensors: Vec<Vec<f32>>,
-}
-
-impl CnnWeights {
-    /// He-initialized weights from a fixed seed (constmat's initialization).
-    pub fn new() -> Self {
-        let net = LeNet::random(&mut StdRng::seed_from_u64(43));
-        Self {
-            tensors: (0..net.tensor_count())
-                .map(|k| net.tensor(k).to_vec())
-                .collect(),
-        }
-    }
-
-    /// Little-endian bytes of every tensor in order, for the Python peers.
-    pub fn to_le_bytes(&self) -> Vec<u8> {
-        self.tensors
-            .iter()
-            .flatten()
-            .flat_map(|v| v.to_le_bytes())
-            .collect()
+/// He-initialized weights from a fixed seed (constmat's initialization), in PyTorch's order and
+/// layout: what every implementation starts from.
+pub fn initial_weights() -> CnnWeights {
+    let net = LeNet::random(&mut StdRng::seed_from_u64(43));
+    CnnWeights {
+        tensors: (0..net.tensor_count())
+            .map(|k| net.tensor(k).to_vec())
+            .collect(),
     }
 }
 
@@ -88,7 +72,7 @@ pub trait Cnn {
     fn eval_logits(&self) -> Vec<f32>;
 }
 
-/// Measures the CNN workloads once (one round), as [`crate::common::RustPeer::measure`] does
+/// Measures the CNN workloads once (one round), as [`crate::peer::RustPeer::measure`] does
 /// the MLP's.
 pub fn measure_cnn(cnn: &mut dyn Cnn, ctx: &Context, times: &mut Times) {
     let budget = ctx.budget.per_workload;

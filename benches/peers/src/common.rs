@@ -1,6 +1,5 @@
 //! What every implementation shares: the workloads, the weights, the data, and the clock.
 
-use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use constmat::data::idx;
@@ -340,92 +339,36 @@ pub trait Gemm {
     fn result(&self) -> Vec<f32>;
 }
 
-/// What a Rust implementation provides to the harness.
-pub struct RustPeer {
-    pub name: &'static str,
-    pub mlp: Box<dyn Mlp>,
-    pub gemms: Vec<(Shape, Box<dyn Gemm>)>,
-    /// The CNN, for the implementations that have convolutions.
-    pub cnn: Option<Box<dyn crate::cnn::Cnn>>,
-}
-
 /// The seconds per iteration of each workload, in the order of [`workloads`].
 pub type Times = Vec<(Workload, f64)>;
+
+/// The CNN's parameters in PyTorch's order and layout (`0.weight` `[6, 1, 5, 5]`, `0.bias`,
+/// `3.weight` `[16, 6, 5, 5]`, ..., `11.bias`), flat (made by [`crate::cnn::initial_weights`]).
+#[derive(Debug, Clone)]
+pub struct CnnWeights {
+    pub tensors: Vec<Vec<f32>>,
+}
+
+impl CnnWeights {
+    /// Little-endian bytes of every tensor in order, for the Python peers.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        self.tensors
+            .iter()
+            .flatten()
+            .flat_map(|v| v.to_le_bytes())
+            .collect()
+    }
+}
 
 /// Everything a round needs besides the implementation.
 pub struct Context {
     pub data: Data,
     pub weights: Weights,
-    pub cnn_weights: crate::cnn::CnnWeights,
+    pub cnn_weights: CnnWeights,
     /// Epoch positions `0..1000`, standardized: the batch-1000 input; its first row is the
     /// batch-1 input.
     pub eval_inputs: Vec<f32>,
     pub budget: Budget,
-}
-
-impl RustPeer {
-    /// Measures every workload once (one round).
-    pub fn measure(&mut self, ctx: &Context) -> Times {
-        let budget = ctx.budget.per_workload;
-        let mut times = Vec::new();
-        for (shape, gemm) in &mut self.gemms {
-            let (m, k, n) = *shape;
-            times.push((Workload::Gemm(m, k, n), measure(budget, || gemm.run())));
-        }
-        let mlp = &mut self.mlp;
-
-        // Steps on one fixed batch, starting from the shared initial weights.
-        mlp.set_weights(&ctx.weights);
-        mlp.load_batch(&ctx.data, &ctx.data.indices(0));
-        times.push((
-            Workload::TrainStep,
-            measure(budget, || {
-                black_box(mlp.step(STEP_LR));
-            }),
-        ));
-
-        // The beginning of an epoch: 3 warm-up steps, then the timed ones from the start again.
-        mlp.set_weights(&ctx.weights);
-        for step in 0..3 {
-            mlp.load_batch(&ctx.data, &ctx.data.indices(step));
-            mlp.step(EPOCH_LR);
-        }
-        mlp.set_weights(&ctx.weights);
-        let start = Instant::now();
-        for step in 0..ctx.budget.epoch_steps {
-            mlp.load_batch(&ctx.data, &ctx.data.indices(step));
-            black_box(mlp.step(EPOCH_LR));
-        }
-        let per_step = start.elapsed().as_secs_f64() / ctx.budget.epoch_steps as f64;
-        times.push((Workload::Epoch, per_step));
-
-        mlp.load_single(&ctx.eval_inputs[..PIXELS]);
-        times.push((
-            Workload::Forward1,
-            measure(budget, || {
-                black_box(mlp.forward_single());
-            }),
-        ));
-        mlp.load_eval(&ctx.eval_inputs);
-        times.push((
-            Workload::Forward1000,
-            measure(budget, || {
-                black_box(mlp.forward_eval());
-            }),
-        ));
-        if mlp.prepare_int8(&ctx.eval_inputs) {
-            times.push((
-                Workload::Int8Forward1,
-                measure(budget, || {
-                    black_box(mlp.forward_single_int8());
-                }),
-            ));
-        }
-        if let Some(cnn) = &mut self.cnn {
-            crate::cnn::measure_cnn(cnn.as_mut(), ctx, &mut times);
-        }
-        times
-    }
 }
 
 /// Instantiates a const-generic GEMM type for one of [`GEMM_SHAPES`].

@@ -12,8 +12,9 @@ use constmat::{Matrix, kernels};
 
 use crate::common::{
     BATCH, CLASSES, Data, EVAL, GEMM_SHAPES, Gemm, H1, H2, Mlp, PIXEL_MEAN, PIXEL_STD, PIXELS,
-    RustPeer, Weights, operand,
+    Weights, operand,
 };
+use crate::peer::RustPeer;
 
 /// The network of `mnist_static`.
 pub type Net = constmat::net![
@@ -27,7 +28,7 @@ pub fn peer(weights: &Weights) -> RustPeer {
         name: "constmat",
         mlp: Box::new(ConstmatMlp::new(weights)),
         cnn: Some(Box::new(crate::cnn::ConstmatCnn::new(
-            &crate::cnn::CnnWeights::new(),
+            &crate::cnn::initial_weights(),
         ))),
         gemms: GEMM_SHAPES
             .iter()

@@ -13,6 +13,7 @@ mod common;
 mod constmat_peer;
 mod mm_peer;
 mod nalgebra_peer;
+mod peer;
 mod python;
 mod suite;
 
@@ -23,7 +24,8 @@ use constmat::kernels::{self, INSTRUCTION_SET_VARIABLE, InstructionSet};
 use constmat::nn::RandomInit;
 use rand::{SeedableRng, rngs::StdRng};
 
-use common::{Budget, Context, Data, EPOCH_STEPS, EVAL, RustPeer, Source, Times, Workload};
+use common::{Budget, Context, Data, EPOCH_STEPS, EVAL, Source, Times, Workload};
+use peer::RustPeer;
 use python::PythonPeer;
 
 const USAGE: &str = "\
@@ -241,7 +243,7 @@ fn run(options: &Options) -> Result<bool, String> {
         eval_inputs: data.standardized(EVAL),
         data,
         weights,
-        cnn_weights: cnn::CnnWeights::new(),
+        cnn_weights: cnn::initial_weights(),
         budget: options.budget,
     };
 

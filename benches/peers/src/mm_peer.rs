@@ -8,9 +8,10 @@
 //! off, so it uses one thread.
 
 use crate::common::{
-    BATCH, CLASSES, Data, EVAL, GEMM_SHAPES, Gemm, H1, H2, Mlp, PIXELS, RustPeer, Weights, operand,
+    BATCH, CLASSES, Data, EVAL, GEMM_SHAPES, Gemm, H1, H2, Mlp, PIXELS, Weights, operand,
     standardize,
 };
+use crate::peer::RustPeer;
 
 pub fn peer(weights: &Weights) -> RustPeer {
     RustPeer {

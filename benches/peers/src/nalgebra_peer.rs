@@ -27,9 +27,10 @@
 use nalgebra::{SMatrix, SVector};
 
 use crate::common::{
-    BATCH, CLASSES, Data, EVAL, GEMM_SHAPES, Gemm, H1, H2, Mlp, PIXELS, RustPeer, Weights, operand,
+    BATCH, CLASSES, Data, EVAL, GEMM_SHAPES, Gemm, H1, H2, Mlp, PIXELS, Weights, operand,
     standardize,
 };
+use crate::peer::RustPeer;
 
 type M<const R: usize, const C: usize> = SMatrix<f32, R, C>;
 

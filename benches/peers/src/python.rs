@@ -6,11 +6,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::check::{NetReport, Report};
+use crate::check::{CHECK_STEPS, NetReport, Report};
 use crate::common::{BATCH, Context, EVAL, SHUFFLE, Source, Times, workloads};
-
-/// Steps of the checks' training run (also used by the Rust implementations).
-pub const CHECK_STEPS: usize = 100;
 
 /// The script beside this crate's manifest.
 pub fn script() -> PathBuf {

@@ -10,19 +10,20 @@
 //! When none does, the files missing from [`DEFAULT_DIR`] are downloaded into it (creating it),
 //! even if `--data` or `MNIST_DIR` was given: a note on stderr names the places that lacked
 //! files, and the error, if the download fails too, lists them. Each file is fetched as
-//! `<name>.gz` from the first mirror that serves it with the right SHA-256: [`MIRRORS`], or the
+//! `<name>.gz`, with `curl`, from the first mirror that serves it with the right SHA-256: [`MIRRORS`], or the
 //! base URLs listed (separated by commas or spaces) in the `MNIST_MIRROR` environment variable,
 //! e.g. `MNIST_MIRROR=http://localhost:8000/`. A file is written under a temporary name and
 //! renamed only once its checksum matches, so a file under its final name is always complete.
 //!
 //! Without network every mirror fails within seconds (connect and resolve timeouts of 10 s, a
 //! stalled transfer after 30 s), and [`FetchError`] says which files are needed, where they were
-//! looked for and how to supply them.
+//! looked for and how to supply them; so it does when `curl` is not installed.
 
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use constmat::data::mnist::FILES;
@@ -248,6 +249,7 @@ fn download(mirrors: &[&str], file: &RemoteFile, dir: &Path) -> Result<(), Failu
                     source,
                 });
             }
+            Err(Step::NoCurl(source)) => return Err(Failure::Curl { source }),
         }
     }
     Err(Failure::AllMirrorsFailed {
@@ -259,23 +261,50 @@ fn download(mirrors: &[&str], file: &RemoteFile, dir: &Path) -> Result<(), Failu
 /// How one attempt ended badly: the mirror's fault (try the next) or ours (stop).
 enum Step {
     Remote(AttemptError),
+    /// The temporary file could not be written or read back.
     Local(io::Error),
+    /// curl could not be run.
+    NoCurl(io::Error),
 }
 
-/// Streams `url` into `path` (created or truncated), hashing it on the way, with a progress bar.
+/// Downloads `url` into `path` (created or truncated) with curl, with a progress bar, then
+/// checks its SHA-256.
 fn fetch_to(url: &str, path: &Path, expected: &'static str) -> Result<(), Step> {
-    let response = agent_for(url).get(url).call().map_err(|e| {
-        Step::Remote(match e {
-            ureq::Error::StatusCode(code) => AttemptError::Status(code),
-            other => AttemptError::Transport(other),
-        })
-    })?;
-    let body = response.into_body();
-    let bar = progress_bar(body.content_length(), url);
-    let reader = body.into_with_config().limit(MAX_BYTES).reader();
-    let result = copy_hashing(reader, path, &bar);
+    let mut child = curl_command(url, path)
+        .spawn()
+        .map_err(|source| Step::NoCurl(source))?;
+    let bar = progress_bar(url);
+    // curl writes the file; the bar follows its size until curl exits.
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {
+                if let Ok(meta) = fs::metadata(path) {
+                    bar.set_position(meta.len());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(source) => {
+                let _ = child.kill();
+                bar.finish_and_clear();
+                return Err(Step::NoCurl(source));
+            }
+        }
+    };
     bar.finish_and_clear();
-    let found = result?;
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    // What curl printed: the HTTP status (`--write-out`) and its error message. Unreadable
+    // output leaves them empty, and the exit code still decides.
+    if let Some(out) = child.stdout.as_mut() {
+        let _ = out.read_to_string(&mut stdout);
+    }
+    if let Some(err) = child.stderr.as_mut() {
+        let _ = err.read_to_string(&mut stderr);
+    }
+    if !status.success() {
+        return Err(attempt_error(status.code(), &stdout, &stderr));
+    }
+    let found = sha256_of(path).map_err(|source| Step::Local(source))?;
     if found.eq_ignore_ascii_case(expected) {
         Ok(())
     } else {
@@ -283,23 +312,89 @@ fn fetch_to(url: &str, path: &Path, expected: &'static str) -> Result<(), Step> 
     }
 }
 
-/// Copies `reader` into a new file at `path`; returns the SHA-256 of the bytes, in hexadecimal.
-fn copy_hashing(mut reader: impl Read, path: &Path, bar: &ProgressBar) -> Result<String, Step> {
-    let mut out = File::create(path).map_err(Step::Local)?;
+/// The curl command that fetches `url` into `path`: fails on an HTTP error status, follows
+/// redirects, gives up quickly without network, and reaches loopback mirrors directly.
+///
+/// curl rather than an HTTP crate: a Rust HTTPS client (rustls and ring) took longer to build
+/// than constmat itself, and delayed every first `cargo run` for a download most users make once;
+/// curl ships with macOS, Windows 10 and later, and the usual Linux images (rustup's installer
+/// uses it).
+fn curl_command(url: &str, path: &Path) -> Command {
+    let host = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let loopback = ["127.", "localhost", "[::1]"]
+        .iter()
+        .any(|prefix| host.starts_with(prefix));
+    let mut curl = Command::new("curl");
+    curl.args([
+        "--fail",
+        "--location",
+        "--silent",
+        "--show-error",
+        // Resolving and connecting; then a transfer stalled for 30 s; then the whole call.
+        "--connect-timeout",
+        "10",
+        "--speed-limit",
+        "1",
+        "--speed-time",
+        "30",
+        "--max-time",
+        "600",
+        "--max-filesize",
+        &MAX_BYTES.to_string(),
+        // The checksums are of the bytes as stored: no transparent decompression.
+        "--header",
+        "Accept-Encoding: identity",
+        "--write-out",
+        "%{http_code}",
+        "--output",
+    ]);
+    curl.arg(path);
+    if loopback {
+        curl.args(["--noproxy", "*"]);
+    }
+    curl.arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    curl
+}
+
+/// Why curl failed, from its exit code (see `man curl`, "EXIT CODES"), the HTTP status it
+/// printed, and its message: the mirror's fault, or the temporary file's (23, a write error).
+fn attempt_error(code: Option<i32>, stdout: &str, stderr: &str) -> Step {
+    let message = stderr.trim().to_owned();
+    let message = if message.is_empty() {
+        format!("curl exited with {code:?}")
+    } else {
+        message
+    };
+    Step::Remote(match code {
+        // --fail: the server answered with an error status, which --write-out printed.
+        Some(22) => match stdout.trim().parse::<u16>() {
+            Ok(status) if status >= 400 => AttemptError::Status(status),
+            _ => AttemptError::Transport(message),
+        },
+        Some(23) => return Step::Local(io::Error::other(message)),
+        // A partial file, a failure while receiving, or more than --max-filesize.
+        Some(18 | 56 | 63) => AttemptError::Read(message),
+        _ => AttemptError::Transport(message),
+    })
+}
+
+/// The SHA-256 of the file at `path`, in lowercase hexadecimal.
+fn sha256_of(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0_u8; 64 * 1024];
     loop {
-        let n = match reader.read(&mut buf) {
+        let n = match file.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Step::Remote(AttemptError::Read(e))),
+            Err(e) => return Err(e),
         };
         hasher.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(Step::Local)?;
-        bar.inc(n as u64);
     }
-    out.sync_all().map_err(Step::Local)?;
     Ok(hasher
         .finalize()
         .iter()
@@ -307,39 +402,15 @@ fn copy_hashing(mut reader: impl Read, path: &Path, bar: &ProgressBar) -> Result
         .collect())
 }
 
-/// An HTTP agent that gives up quickly without network, and reaches loopback mirrors directly.
-fn agent_for(url: &str) -> ureq::Agent {
-    let host = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let loopback = ["127.", "localhost", "[::1]"]
-        .iter()
-        .any(|prefix| host.starts_with(prefix));
-    let mut config = ureq::Agent::config_builder()
-        .timeout_resolve(Some(Duration::from_secs(10)))
-        .timeout_connect(Some(Duration::from_secs(10)))
-        .timeout_recv_response(Some(Duration::from_secs(30)))
-        .timeout_per_read(Some(Duration::from_secs(30)))
-        .timeout_per_call(Some(Duration::from_secs(600)))
-        // The checksums are of the bytes as stored: no transparent decompression.
-        .accept_encoding("identity");
-    if loopback {
-        config = config.proxy(None);
-    }
-    config.build().into()
-}
-
-/// A bar on stderr (drawn only on a terminal), or a spinner when the size is unknown.
-fn progress_bar(len: Option<u64>, url: &str) -> ProgressBar {
+/// A spinner with the bytes so far on stderr (drawn only on a terminal).
+fn progress_bar(url: &str) -> ProgressBar {
     let name = url.rsplit('/').next().unwrap_or(url).to_owned();
-    let template = if len.is_some() {
-        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
-    } else {
-        "{msg} {spinner} {bytes} {bytes_per_sec}"
-    };
-    let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style.progress_chars("=> "));
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{msg} {spinner} {bytes} {bytes_per_sec}") {
+        bar.set_style(style);
     }
     bar.set_message(name);
+    bar.enable_steady_tick(Duration::from_millis(100));
     bar
 }
 
@@ -369,6 +440,11 @@ pub enum Failure {
         /// Why.
         source: io::Error,
     },
+    /// curl, which downloads the files, could not be run (it is not installed, say).
+    Curl {
+        /// Why.
+        source: io::Error,
+    },
     /// No mirror served this file correctly.
     AllMirrorsFailed {
         /// The name requested, `<name>.gz`.
@@ -392,10 +468,11 @@ pub struct Attempt {
 pub enum AttemptError {
     /// The server answered with this HTTP error status (404, say).
     Status(u16),
-    /// No answer: name resolution, connection, TLS or timeout.
-    Transport(ureq::Error),
-    /// The transfer broke off, or exceeded the size limit, while reading the body.
-    Read(io::Error),
+    /// No answer: name resolution, connection, TLS or timeout (curl's message).
+    Transport(String),
+    /// The transfer broke off, or exceeded the size limit, while reading the body (curl's
+    /// message).
+    Read(String),
     /// The whole file arrived but its SHA-256 is not the expected one.
     Checksum {
         /// The expected SHA-256, hexadecimal.
@@ -501,6 +578,9 @@ impl fmt::Display for FetchError {
         match &self.failure {
             Failure::Io { path, source } => {
                 writeln!(f, "Could not write {}: {source}", path.display())?;
+            }
+            Failure::Curl { source } => {
+                writeln!(f, "Could not run curl, which downloads them: {source}")?;
             }
             Failure::AllMirrorsFailed { file, attempts } if attempts.is_empty() => {
                 writeln!(f, "No mirror to download {file} from.")?;

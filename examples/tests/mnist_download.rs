@@ -601,3 +601,43 @@ fn only_the_files_missing_from_the_default_directory_are_downloaded() {
         )
     );
 }
+
+#[test]
+fn without_curl_the_message_says_so_and_how_to_supply_the_files() {
+    // PATH is the process's: the case runs in a child process of this test binary.
+    let empty = scratch("no_curl_path");
+    fs::create_dir_all(&empty).unwrap();
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "curl_missing_child", "--nocapture"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+/// Run by the test above with an empty `PATH`.
+#[test]
+#[ignore = "run by without_curl_the_message_says_so_and_how_to_supply_the_files"]
+fn curl_missing_child() {
+    let served = synthetic_mnist();
+    let files = remote_files(&served);
+    let server = Server::start(served, HashSet::new());
+    let default = scratch("no_curl");
+
+    let err = fetch::find_or_fetch(None, None, &default, &[&server.url()], &files).unwrap_err();
+
+    assert!(matches!(&err.failure, Failure::Curl { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("Could not run curl, which downloads them: "),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("or pass --data DIR, or set MNIST_DIR=DIR."),
+        "{message}"
+    );
+    assert_eq!(server.requests(), Vec::<String>::new());
+    assert_eq!(entries(&default), Vec::<String>::new());
+}

@@ -270,9 +270,7 @@ enum Step {
 /// Downloads `url` into `path` (created or truncated) with curl, with a progress bar, then
 /// checks its SHA-256.
 fn fetch_to(url: &str, path: &Path, expected: &'static str) -> Result<(), Step> {
-    let mut child = curl_command(url, path)
-        .spawn()
-        .map_err(|source| Step::NoCurl(source))?;
+    let mut child = curl_command(url, path).spawn().map_err(Step::NoCurl)?;
     let bar = progress_bar(url);
     // curl writes the file; the bar follows its size until curl exits.
     let status = loop {
@@ -304,7 +302,7 @@ fn fetch_to(url: &str, path: &Path, expected: &'static str) -> Result<(), Step> 
     if !status.success() {
         return Err(attempt_error(status.code(), &stdout, &stderr));
     }
-    let found = sha256_of(path).map_err(|source| Step::Local(source))?;
+    let found = sha256_of(path).map_err(Step::Local)?;
     if found.eq_ignore_ascii_case(expected) {
         Ok(())
     } else {

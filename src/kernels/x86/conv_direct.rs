@@ -470,26 +470,65 @@ pub(super) unsafe fn conv_flat_run<S: Simd>(
                 S::FLAT_VECTORS
             };
             // Whole tiles, then one of the vectors left (no tile of vectors past the end).
-            let mut v = 0;
-            while v < vectors {
-                let n = per_tile.min(vectors - v);
-                let q0 = v * S::LANES;
-                let args = (q0, epilogue, dense);
-                match n {
-                    // (Tiles of 3 and 4 vectors only where `FLAT_VECTORS` is 3: not instantiated
-                    // for the other instruction sets.)
-                    4 if const { S::FLAT_VECTORS == 3 } => {
-                        tile_rows!(conv_flat_tile, rows, 4, shape, x, w, bias, out, args)
-                    }
-                    3 if const { S::FLAT_VECTORS == 3 } => {
-                        tile_rows!(conv_flat_tile, rows, 3, shape, x, w, bias, out, args)
-                    }
-                    2 => tile_rows!(conv_flat_tile, rows, 2, shape, x, w, bias, out, args),
-                    _ => tile_rows!(conv_flat_tile, rows, 1, shape, x, w, bias, out, args),
+            let whole = vectors / per_tile;
+            let tiles = (0, whole, epilogue, dense);
+            match per_tile {
+                // (Tiles of 3 and 4 vectors only where `FLAT_VECTORS` is 3: not instantiated
+                // for the other instruction sets.)
+                4 if const { S::FLAT_VECTORS == 3 } => {
+                    tile_rows!(conv_flat_tiles, rows, 4, shape, x, w, bias, out, tiles)
                 }
-                v += n;
+                3 if const { S::FLAT_VECTORS == 3 } => {
+                    tile_rows!(conv_flat_tiles, rows, 3, shape, x, w, bias, out, tiles)
+                }
+                2 => tile_rows!(conv_flat_tiles, rows, 2, shape, x, w, bias, out, tiles),
+                _ => tile_rows!(conv_flat_tiles, rows, 1, shape, x, w, bias, out, tiles),
+            }
+            let first = whole * per_tile;
+            let last = (first, 1, epilogue, dense);
+            match vectors - first {
+                0 => {}
+                3 if const { S::FLAT_VECTORS == 3 } => {
+                    tile_rows!(conv_flat_tiles, rows, 3, shape, x, w, bias, out, last)
+                }
+                2 => tile_rows!(conv_flat_tiles, rows, 2, shape, x, w, bias, out, last),
+                _ => tile_rows!(conv_flat_tiles, rows, 1, shape, x, w, bias, out, last),
             }
         }
+    }
+}
+
+/// `count` tiles of [`conv_flat_tile`] from vector `first` on, in a function of their own for
+/// each instruction set and tile size ([`Simd::outlined`]), with the epilogue a constant there.
+///
+/// # Safety
+///
+/// As [`conv_flat_tile`], for each of the tiles.
+#[inline(always)]
+unsafe fn conv_flat_tiles<S: Simd, const MR: usize, const NV: usize>(
+    shape: &Conv,
+    x: *const S::E,
+    w: *const S::E,
+    bias: *const S::E,
+    out: *mut S::E,
+    (first, count, epilogue, dense): (usize, usize, Epilogue, bool),
+) {
+    if count == 0 {
+        return;
+    }
+    let tiles = move |epilogue| {
+        for tile in 0..count {
+            let q0 = (first + tile * NV) * S::LANES;
+            // SAFETY: forwarded (this function's contract).
+            unsafe { conv_flat_tile::<S, MR, NV>(shape, x, w, bias, out, (q0, epilogue, dense)) };
+        }
+    };
+    // SAFETY: the instruction set is present (this function's contract).
+    unsafe {
+        S::outlined(move || match epilogue {
+            Epilogue::Identity => tiles(Epilogue::Identity),
+            Epilogue::Relu => tiles(Epilogue::Relu),
+        });
     }
 }
 

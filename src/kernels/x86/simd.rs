@@ -120,6 +120,16 @@ pub(super) trait Simd {
         dst: *mut Self::E,
         dst_row: usize,
     );
+    /// `f()` in a function of its own, never inlined, compiled for this instruction set (`f`'s
+    /// code is inlined there). A kernel's run loop calls its tiles through it, so that each tile
+    /// size is a function LLVM optimizes on its own: with every tile size inlined into one
+    /// function, LLVM's loop passes on it grew faster than its size (the flat convolution's
+    /// AVX-512 entry took 40 s of a 75 s release build).
+    ///
+    /// # Safety
+    ///
+    /// The CPU has this instruction set.
+    unsafe fn outlined<R>(f: impl FnOnce() -> R) -> R;
     /// Stores `rows` transposed: lane `l < count` of `rows[i]` to `out[l·stride + i]`.
     /// `rows.len() <= LANES`, `count <= LANES`, and those elements must be valid for writing.
     #[inline(always)]
@@ -309,6 +319,11 @@ macro_rules! avx512 {
                 // SAFETY: the caller's contract; every CPU with AVX-512F has AVX2 and FMA,
                 // which the transposes take.
                 unsafe { $transpose(src, src_row, dst, dst_row) }
+            }
+            #[inline(never)]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn outlined<R>(f: impl FnOnce() -> R) -> R {
+                f()
             }
             #[inline]
             #[target_feature(enable = "avx512f")]
@@ -812,6 +827,11 @@ macro_rules! avx2 {
             unsafe fn transpose_block(src: *const $e, src_row: usize, dst: *mut $e, dst_row: usize) {
                 // SAFETY: the caller's contract.
                 unsafe { $transpose(src, src_row, dst, dst_row) }
+            }
+            #[inline(never)]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn outlined<R>(f: impl FnOnce() -> R) -> R {
+                f()
             }
         }
     };

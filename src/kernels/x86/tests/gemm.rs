@@ -497,7 +497,52 @@ fn check_every_path<E: Element + num_traits::Float + core::fmt::Debug>(
 /// sizes at every edge of the tiles (6 and 12 rows, 16 and 32 columns), the packed block's
 /// column panels and the k blocks (256, fewer for `Aᵀ·B` with many rows).
 #[test]
-fn every_product_path_is_the_fused_chain_on_every_edge() {
+fn every_product_path_is_the_fused_chain_on_every_edge_in_f32() {
+    for isa in [Isa::Avx512, Isa::Avx2Fma]
+        .into_iter()
+        .filter(|&isa| isa_available(isa))
+    {
+        check_every_path::<f32>(isa, &edge_shapes(), |x| x as f32, |x| x.to_bits().into());
+    }
+}
+
+/// As [`every_product_path_is_the_fused_chain_on_every_edge_in_f32`] (a test of its own, so
+/// that the two run side by side).
+#[test]
+fn every_product_path_is_the_fused_chain_on_every_edge_in_f64() {
+    for isa in [Isa::Avx512, Isa::Avx2Fma]
+        .into_iter()
+        .filter(|&isa| isa_available(isa))
+    {
+        check_every_path::<f64>(isa, &edge_shapes(), |x| x, f64::to_bits);
+    }
+}
+
+/// As [`every_product_path_is_the_fused_chain_on_every_edge_in_f32`], on products of several
+/// blocks.
+#[test]
+fn every_product_path_is_the_fused_chain_on_large_products_in_f32() {
+    for isa in [Isa::Avx512, Isa::Avx2Fma]
+        .into_iter()
+        .filter(|&isa| isa_available(isa))
+    {
+        check_every_path::<f32>(isa, &large_shapes(), |x| x as f32, |x| x.to_bits().into());
+    }
+}
+
+/// As [`every_product_path_is_the_fused_chain_on_large_products_in_f32`], in `f64`.
+#[test]
+fn every_product_path_is_the_fused_chain_on_large_products_in_f64() {
+    for isa in [Isa::Avx512, Isa::Avx2Fma]
+        .into_iter()
+        .filter(|&isa| isa_available(isa))
+    {
+        check_every_path::<f64>(isa, &large_shapes(), |x| x, f64::to_bits);
+    }
+}
+
+/// `(m, n, k)` at every edge of the tiles and of the packed block's panels, and empty ones.
+fn edge_shapes() -> std::vec::Vec<(usize, usize, usize)> {
     let sizes = [1, 2, 5, 6, 7, 11, 12, 13, 16, 17, 25, 33];
     let ks = [0, 1, 3, 8, 9, 17, 33];
     let mut shapes = std::vec::Vec::new();
@@ -508,21 +553,20 @@ fn every_product_path_is_the_fused_chain_on_every_edge() {
             }
         }
     }
-    shapes.extend([
-        (0, 5, 3),
-        (5, 0, 3),
+    shapes.extend([(0, 5, 3), (5, 0, 3)]);
+    shapes
+}
+
+/// `(m, n, k)` of several k blocks and column panels; several k blocks of `Aᵀ·B` with many rows
+/// (cut to fit the TLB), and more rows than an L2 row block holds.
+fn large_shapes() -> [(usize, usize, usize); 7] {
+    [
         (37, 531, 300),
         (130, 200, 600),
         (97, 100, 257),
-    ]);
-    // Several k blocks of `Aᵀ·B` with many rows (cut to fit the TLB), and more rows than an L2
-    // row block holds.
-    shapes.extend([(25, 1025, 27), (6, 784, 25), (600, 24, 200), (500, 20, 600)]);
-    for isa in [Isa::Avx512, Isa::Avx2Fma] {
-        if !isa_available(isa) {
-            continue;
-        }
-        check_every_path::<f32>(isa, &shapes, |x| x as f32, |x| x.to_bits().into());
-        check_every_path::<f64>(isa, &shapes, |x| x, f64::to_bits);
-    }
+        (25, 1025, 27),
+        (6, 784, 25),
+        (600, 24, 200),
+        (500, 20, 600),
+    ]
 }

@@ -363,65 +363,85 @@ fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() 
     check::<16, 600, 3, 1, 15, 15, 8, 8>("hundreds of filters", &mut rng);
 }
 
+/// One case of the convolution gradient checks: a random `Conv2d` of these sizes and
+/// activation, checked on two samples, heap and inline storage.
+macro_rules! gradient_case {
+    ($rng:ident, $worst:ident; $a:ty, $c:literal, $oc:literal, $k:literal, $s:literal, $p:literal, $h:literal, $w:literal) => {{
+        type L = Conv2d<
+            f64,
+            $c,
+            $oc,
+            $k,
+            $s,
+            $p,
+            $h,
+            $w,
+            { constmat::nn::conv_output_size($h, $k, $s, $p) },
+            { constmat::nn::conv_output_size($w, $k, $s, $p) },
+            $a,
+        >;
+        let layer: L = random_layer(&mut $rng);
+        let x: [<L as Layer>::In; 2] = [random_sample(&mut $rng), random_sample(&mut $rng)];
+        let what = format!(
+            "Conv2d<{}, {}, {}, stride {}, padding {}> on {}x{}",
+            $c, $oc, $k, $s, $p, $h, $w
+        );
+        $worst = $worst.max(check(&what, &layer, &x, &mut $rng));
+        // The same layer with inline storage: the same code, the same gradients.
+        let inline = layer.to_store::<Inline>();
+        $worst = $worst.max(check(&format!("{what}, inline"), &inline, &x, &mut $rng));
+    }};
+}
+
 #[test]
-fn convolution_gradients() {
+fn convolution_gradients_of_small_and_strided_layers() {
     let mut rng = StdRng::seed_from_u64(3);
     let mut worst = 0.0_f64;
-    macro_rules! case {
-        ($a:ty, $c:literal, $oc:literal, $k:literal, $s:literal, $p:literal, $h:literal, $w:literal) => {{
-            type L = Conv2d<
-                f64,
-                $c,
-                $oc,
-                $k,
-                $s,
-                $p,
-                $h,
-                $w,
-                { constmat::nn::conv_output_size($h, $k, $s, $p) },
-                { constmat::nn::conv_output_size($w, $k, $s, $p) },
-                $a,
-            >;
-            let layer: L = random_layer(&mut rng);
-            let x: [<L as Layer>::In; 2] = [random_sample(&mut rng), random_sample(&mut rng)];
-            let what = format!(
-                "Conv2d<{}, {}, {}, stride {}, padding {}> on {}x{}",
-                $c, $oc, $k, $s, $p, $h, $w
-            );
-            worst = worst.max(check(&what, &layer, &x, &mut rng));
-            // The same layer with inline storage: the same code, the same gradients.
-            let inline = layer.to_store::<Inline>();
-            worst = worst.max(check(&format!("{what}, inline"), &inline, &x, &mut rng));
-        }};
-    }
-    case!(Identity, 1, 1, 3, 1, 0, 5, 5);
-    case!(Tanh, 1, 2, 3, 1, 1, 5, 5);
-    case!(Sigmoid, 2, 3, 3, 2, 1, 7, 7);
-    case!(Tanh, 3, 2, 2, 2, 0, 6, 4);
-    case!(Identity, 2, 4, 3, 2, 0, 7, 5);
+    gradient_case!(rng, worst; Identity, 1, 1, 3, 1, 0, 5, 5);
+    gradient_case!(rng, worst; Tanh, 1, 2, 3, 1, 1, 5, 5);
+    gradient_case!(rng, worst; Sigmoid, 2, 3, 3, 2, 1, 7, 7);
+    gradient_case!(rng, worst; Tanh, 3, 2, 2, 2, 0, 6, 4);
+    gradient_case!(rng, worst; Identity, 2, 4, 3, 2, 0, 7, 5);
     // Rows and columns left over at the end (8 + 2 - 3 = 7 is odd): the last padding row is in
     // no window.
-    case!(Tanh, 2, 3, 3, 2, 1, 8, 8);
+    gradient_case!(rng, worst; Tanh, 2, 3, 3, 2, 1, 8, 8);
     // Kernels smaller than the stride: whole input rows and columns in no window, whose
     // gradient is 0.
-    case!(Identity, 2, 2, 1, 2, 0, 5, 5);
-    case!(Sigmoid, 1, 2, 2, 3, 0, 8, 8);
+    gradient_case!(rng, worst; Identity, 2, 2, 1, 2, 0, 5, 5);
+    gradient_case!(rng, worst; Sigmoid, 1, 2, 2, 3, 0, 8, 8);
     // Stride 3 with padding 2, two padding rows left over.
-    case!(Tanh, 2, 2, 3, 3, 2, 7, 7);
+    gradient_case!(rng, worst; Tanh, 2, 2, 3, 3, 2, 7, 7);
+    eprintln!("Conv2d: worst relative error {worst:e}");
+}
+
+/// As [`convolution_gradients_of_small_and_strided_layers`] (a test of its own, so that the two
+/// run side by side).
+#[test]
+fn convolution_gradients_of_the_stride_1_kernels() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let mut worst = 0.0_f64;
     // LeNet's first layer's kernel and padding.
-    case!(Tanh, 1, 2, 5, 1, 2, 6, 6);
+    gradient_case!(rng, worst; Tanh, 1, 2, 5, 1, 2, 6, 6);
     // Sixteen filters, stride 1: the kernels with the filters in their vector lanes (with
     // AVX-512: the forward pass, and the weight gradient by Winograd's method; with AVX2 they
     // put the positions in them, equally full). The padded cases with few filters take the
     // weight gradient with the positions in the lanes, which pads the images as it copies them.
-    case!(Identity, 3, 16, 3, 1, 1, 4, 4);
+    gradient_case!(rng, worst; Identity, 3, 16, 3, 1, 1, 4, 4);
+    // Stride 1 with kernels other than 3 to 5 takes the product and col2im for dX.
+    gradient_case!(rng, worst; Tanh, 2, 3, 2, 1, 0, 5, 6);
+    gradient_case!(rng, worst; Identity, 2, 2, 6, 1, 2, 5, 5);
+    eprintln!("Conv2d: worst relative error {worst:e}");
+}
+
+/// As [`convolution_gradients_of_small_and_strided_layers`], where dX takes Winograd's method.
+#[test]
+fn convolution_gradients_of_winograds_input_gradient() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut worst = 0.0_f64;
     // Stride 1 with kernels of 3 to 5 takes Winograd's method for dX (on x86-64 with AVX2 or
     // AVX-512); sizes its tiles do not divide, and a 4 x 4 kernel:
-    case!(Tanh, 3, 4, 4, 1, 1, 7, 6);
-    case!(Identity, 6, 5, 5, 1, 0, 9, 11);
-    // ... other kernels take the product and col2im.
-    case!(Tanh, 2, 3, 2, 1, 0, 5, 6);
-    case!(Identity, 2, 2, 6, 1, 2, 5, 5);
+    gradient_case!(rng, worst; Tanh, 3, 4, 4, 1, 1, 7, 6);
+    gradient_case!(rng, worst; Identity, 6, 5, 5, 1, 0, 7, 9);
     eprintln!("Conv2d: worst relative error {worst:e}");
 }
 

@@ -557,16 +557,17 @@ fn edge_shapes() -> std::vec::Vec<(usize, usize, usize)> {
     shapes
 }
 
-/// `(m, n, k)` of several k blocks and column panels; several k blocks of `Aᵀ·B` with many rows
-/// (cut to fit the TLB), and more rows than an L2 row block holds.
+/// `(m, n, k)` of several k blocks (a `k` of 300 is a whole block of 256 and a partial one) and
+/// column panels; several k blocks of `Aᵀ·B` with many rows (cut to fit the TLB), and more rows
+/// than an L2 row block holds (256 rows of a 256-step block).
 fn large_shapes() -> [(usize, usize, usize); 7] {
     [
         (37, 531, 300),
-        (130, 200, 600),
+        (130, 200, 300),
         (97, 100, 257),
         (25, 1025, 27),
         (6, 784, 25),
         (600, 24, 200),
-        (500, 20, 600),
+        (500, 20, 300),
     ]
 }

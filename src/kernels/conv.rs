@@ -509,6 +509,14 @@ pub(super) fn weight_gradient_simd<E: super::x86::Element + Scalar>(
     // in their inner loops).
     let unpadded = shape.padding == 0;
     match weight_gradient_kernel::<E>(isa, &shape.padded()) {
+        WeightGradientKernel::Patches
+            if scratch.len() == super::weight_grad_patches::scratch_len(shape) =>
+        {
+            super::weight_grad_patches::conv2d_weight_gradient(
+                isa, shape, batch, x, dz, scratch, dw, accumulate,
+            );
+            return;
+        }
         WeightGradientKernel::FiltersInLanes
             if scratch.len() == dz.len() && positions > 0 && unpadded =>
         {

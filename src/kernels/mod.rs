@@ -82,6 +82,8 @@ mod threads;
 mod x86;
 // Its input gradient is reached only with `std`, which detects the fused multiply-adds that
 // `mul_add` needs; its tables serve the SIMD forward kernel everywhere.
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+mod weight_grad_patches;
 #[cfg(target_arch = "x86_64")]
 mod winograd;
 

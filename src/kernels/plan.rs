@@ -136,6 +136,11 @@ pub(crate) fn conv_input_gradient_scratch(shape: &Conv) -> usize {
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum WeightGradientKernel {
+    /// The patches unrolled a chunk at a time and multiplied by `dZ` with the packed products
+    /// (`super::weight_grad_patches`): any kernel size and padding, at least
+    /// `super::weight_grad_patches::MIN_FILTERS` filters. The scratch holds the sums and a
+    /// chunk of patches.
+    Patches,
     /// The filters in the lanes: `dz` transposed into the scratch, `[position][filter]`.
     FiltersInLanes,
     /// The filters in the lanes, by Winograd's method along the rows
@@ -156,7 +161,9 @@ pub(super) fn weight_gradient_kernel<E: 'static>(
     isa: super::x86::Isa,
     shape: &Conv,
 ) -> WeightGradientKernel {
-    if filters_fill_lanes_better(shape, super::x86::lanes::<E>(isa)) {
+    if super::weight_grad_patches::applies(shape) {
+        WeightGradientKernel::Patches
+    } else if filters_fill_lanes_better(shape, super::x86::lanes::<E>(isa)) {
         if super::winograd::applies(shape) && shape.out_height() > 0 && shape.out_width() > 0 {
             WeightGradientKernel::WinogradRows
         } else {
@@ -184,6 +191,7 @@ pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usiz
         let padded = shape.padded();
         if simd_type {
             return match weight_gradient_kernel::<T>(isa, &padded) {
+                WeightGradientKernel::Patches => super::weight_grad_patches::scratch_len(&padded),
                 WeightGradientKernel::FiltersInLanes => batch * shape.output_len(),
                 WeightGradientKernel::WinogradRows => super::x86::weight_gradient_winograd_scratch(
                     &padded,
@@ -221,7 +229,9 @@ pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
         return simd_type
             && matches!(
                 weight_gradient_kernel::<T>(isa, &shape.padded()),
-                WeightGradientKernel::PositionsInLanes | WeightGradientKernel::RowTilesInLanes
+                WeightGradientKernel::Patches
+                    | WeightGradientKernel::PositionsInLanes
+                    | WeightGradientKernel::RowTilesInLanes
             );
     }
     false

@@ -550,3 +550,66 @@ fn every_planned_forward_kernel_fits_its_stack_buffer() {
     }
     assert_eq!(seen.len(), 6, "every kernel chosen somewhere");
 }
+
+/// A convolution of 32 filters or more takes the patches' products for its weight gradient,
+/// on either instruction set: the images unpadded (the kernel unrolls the padding), a scratch
+/// of the kernel's length, and the same bits as the kernel called directly; 31 filters do
+/// not. The CIFAR-style net's second layer (32 x 16 x 16, 64 filters, 3 x 3, padding 1).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn many_filters_weight_gradients_take_the_patches_products() {
+    let Some(isa) = x86::detected_isa() else {
+        std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+        return;
+    };
+    let shape = Conv {
+        channels: 32,
+        filters: 64,
+        kernel: 3,
+        padding: 1,
+        height: 16,
+        width: 16,
+    };
+    let kernel = weight_gradient_kernel::<f32>(isa, &shape.padded());
+    assert_eq!(kernel, WeightGradientKernel::Patches);
+    assert!(conv_weight_gradient_pads::<f32>(&shape));
+    let batch = 2;
+    let scratch_len = conv_weight_gradient_scratch::<f32>(&shape, batch);
+    assert_eq!(scratch_len, weight_grad_patches::scratch_len(&shape));
+    let (x, dz) = (
+        spread_values(batch * shape.image_len(), 5),
+        spread_values(batch * shape.output_len(), 6),
+    );
+    let taps = shape.channels * 9;
+    let mut scratch = std::vec![f32::NAN; scratch_len];
+    let mut by_dispatch = std::vec![0.0_f32; shape.filters * taps];
+    conv2d_weight_gradient_stride1(
+        &shape,
+        batch,
+        &x,
+        &dz,
+        &mut scratch,
+        &mut by_dispatch,
+        false,
+    );
+    let mut by_kernel = std::vec![0.0_f32; shape.filters * taps];
+    weight_grad_patches::conv2d_weight_gradient(
+        isa,
+        &shape,
+        batch,
+        &x,
+        &dz,
+        &mut scratch,
+        &mut by_kernel,
+        false,
+    );
+    assert_eq!(by_dispatch, by_kernel);
+    let fewer = Conv {
+        filters: weight_grad_patches::MIN_FILTERS - 1,
+        ..shape
+    };
+    assert_ne!(
+        weight_gradient_kernel::<f32>(isa, &fewer.padded()),
+        WeightGradientKernel::Patches
+    );
+}

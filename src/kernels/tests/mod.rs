@@ -4,6 +4,8 @@
 
 mod conv;
 
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+use super::weight_grad_patches;
 use super::*;
 #[allow(unused_imports)]
 use super::{cast::*, conv::*, gemm::*, im2col::*, plan::*, pool::*, shape::*};

@@ -483,3 +483,134 @@ fn weight_gradients_with_the_filters_in_the_lanes_match_the_definition() {
         1e-6,
     );
 }
+
+/// The patches' weight gradient (`kernels::weight_grad_patches`) against the definition on
+/// every instruction set, in both element types: kernels of 1 to 7, square or not, padding
+/// from none to more than half the kernel (rows and columns of patches all zeros), 32 and
+/// more filters, an image whose patches take several chunks of rows, batches of none, one
+/// and several, accumulating or not, the scratch filled with NaN first.
+#[test]
+fn patches_weight_gradients_match_the_definition() {
+    use crate::kernels::weight_grad_patches::{applies, conv2d_weight_gradient, scratch_len};
+    // (channels, filters, kernel, padding, height, width)
+    let shapes = [
+        (3, 32, 3, 1, 9, 7),
+        (2, 33, 5, 2, 6, 11),
+        (4, 40, 1, 0, 5, 5),
+        (3, 32, 4, 0, 8, 9),
+        (1, 32, 7, 3, 5, 4),
+        (2, 32, 5, 4, 1, 2),
+        // 18 rows of 16,900 positions: 3 rows a chunk, 6 chunks.
+        (2, 32, 3, 1, 130, 130),
+    ];
+    for isa in [Isa::Avx512, Isa::Avx2Fma] {
+        if !isa_available(isa) {
+            std::eprintln!("skipping {isa:?}: not on this CPU");
+            continue;
+        }
+        for (i, &sizes) in shapes.iter().enumerate() {
+            let shape = conv_of(sizes);
+            assert!(applies(&shape), "{shape:?}");
+            let batches: &[usize] = if shape.height > 100 { &[2] } else { &[0, 1, 3] };
+            for &batch in batches {
+                for accumulate in [false, true] {
+                    let run = (batch, accumulate);
+                    let seed = 700 + 10 * i as u64;
+                    check_patches::<f32>(isa, &shape, run, (|v| v as f32, f32::NAN, 1e-6), seed);
+                    check_patches::<f64>(isa, &shape, run, (|v| v, f64::NAN, 1e-14), seed);
+                }
+            }
+        }
+    }
+
+    /// One case of the test above, within `tolerance · √(1 + sums) · (1 + |w|)`.
+    fn check_patches<E: Element + crate::Scalar + Into<f64>>(
+        isa: Isa,
+        shape: &Conv,
+        (batch, accumulate): (usize, bool),
+        (from_f64, nan, tolerance): (impl Fn(f64) -> E, E, f64),
+        seed: u64,
+    ) {
+        let steps = shape.channels * shape.kernel * shape.kernel;
+        let (image, plane) = (shape.image_len(), shape.output_len());
+        let x = values(batch * image, seed);
+        let dz = values(batch * plane, seed + 1);
+        let start = values(shape.filters * steps, seed + 2);
+        let mut want = start.clone();
+        for b in 0..batch {
+            crate::kernels::reference::conv2d_weight_gradient_stride1(
+                shape,
+                &x[b * image..(b + 1) * image],
+                &dz[b * plane..(b + 1) * plane],
+                &mut want,
+                accumulate || b > 0,
+            );
+        }
+        if batch == 0 && !accumulate {
+            want.fill(0.0);
+        }
+        let cast = |v: &[f64]| v.iter().map(|&v| from_f64(v)).collect::<Vec<E>>();
+        let mut scratch = std::vec![nan; scratch_len(shape)];
+        let mut got = cast(&start);
+        conv2d_weight_gradient(
+            isa,
+            shape,
+            batch,
+            &cast(&x),
+            &cast(&dz),
+            &mut scratch,
+            &mut got,
+            accumulate,
+        );
+        let sums = (batch * shape.out_height() * shape.out_width()) as f64;
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let g: f64 = g.into();
+            assert!(
+                (g - w).abs() <= tolerance * (1.0 + sums).sqrt() * (1.0 + w.abs()),
+                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: dW[{i}] is {g}, \
+                 expected {w}"
+            );
+        }
+    }
+}
+
+/// The unrolled patches, any rows, against their definition, exactly: kernels of 1 to 6 with
+/// padding up to past the kernel, images narrower and shorter than it, the buffer filled with
+/// NaN first.
+#[test]
+fn unrolled_patches_are_the_inputs_each_output_reads() {
+    use crate::kernels::weight_grad_patches::unroll_patches;
+    let mut cases = 0;
+    for kernel in 1..=6 {
+        for padding in 0..=kernel {
+            for (height, width) in [(1, 1), (1, 5), (4, 2), (7, 9)] {
+                let shape = conv_of((2, 32, kernel, padding, height, width));
+                if shape.height + 2 * padding < kernel || shape.width + 2 * padding < kernel {
+                    continue;
+                }
+                let (oh, ow) = (shape.out_height(), shape.out_width());
+                let x: Vec<f32> = (0..shape.image_len()).map(|i| i as f32 + 1.0).collect();
+                let taps = 2 * kernel * kernel;
+                for rows in [0..taps, 1..taps.min(4), taps - 1..taps] {
+                    let mut out = std::vec![f32::NAN; rows.len() * oh * ow];
+                    unroll_patches(&shape, &x, rows.clone(), &mut out);
+                    for (r, row) in rows.clone().zip(out.chunks_exact(oh * ow)) {
+                        let (c, ky, kx) = (r / (kernel * kernel), r / kernel % kernel, r % kernel);
+                        for (position, &got) in row.iter().enumerate() {
+                            let (y, x0) = (position / ow + ky, position % ow + kx);
+                            let want = match (y.checked_sub(padding), x0.checked_sub(padding)) {
+                                (Some(y), Some(x0)) if y < height && x0 < width => {
+                                    x[(c * height + y) * width + x0]
+                                }
+                                _ => 0.0,
+                            };
+                            assert_eq!(got, want, "{shape:?} row {r} position {position}");
+                        }
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert!(cases > 100, "{cases} cases");
+}

@@ -516,19 +516,43 @@ unsafe fn conv_flat_tiles<S: Simd, const MR: usize, const NV: usize>(
     if count == 0 {
         return;
     }
-    let tiles = move |epilogue| {
-        for tile in 0..count {
-            let q0 = (first + tile * NV) * S::LANES;
-            // SAFETY: forwarded (this function's contract).
-            unsafe { conv_flat_tile::<S, MR, NV>(shape, x, w, bias, out, (q0, epilogue, dense)) };
-        }
-    };
-    // SAFETY: the instruction set is present (this function's contract).
+    // SAFETY: the instruction set is present (this function's contract); the tiles' contract
+    // is forwarded. The closure is always inlined: it has no target features of its own, so
+    // left out of line it could not inline the vector operations it calls (each `fma` a call).
     unsafe {
-        S::outlined(move || match epilogue {
-            Epilogue::Identity => tiles(Epilogue::Identity),
-            Epilogue::Relu => tiles(Epilogue::Relu),
-        });
+        S::outlined(
+            #[inline(always)]
+            move || match epilogue {
+                Epilogue::Identity => conv_flat_tile_run::<S, MR, NV>(
+                    shape,
+                    (x, w, bias, out),
+                    (first, count, Epilogue::Identity, dense),
+                ),
+                Epilogue::Relu => conv_flat_tile_run::<S, MR, NV>(
+                    shape,
+                    (x, w, bias, out),
+                    (first, count, Epilogue::Relu, dense),
+                ),
+            },
+        );
+    }
+}
+
+/// The loop of [`conv_flat_tiles`], inlined into each of its epilogues' arms.
+///
+/// # Safety
+///
+/// As [`conv_flat_tile`], for each of the tiles.
+#[inline(always)]
+unsafe fn conv_flat_tile_run<S: Simd, const MR: usize, const NV: usize>(
+    shape: &Conv,
+    (x, w, bias, out): (*const S::E, *const S::E, *const S::E, *mut S::E),
+    (first, count, epilogue, dense): (usize, usize, Epilogue, bool),
+) {
+    for tile in 0..count {
+        let q0 = (first + tile * NV) * S::LANES;
+        // SAFETY: forwarded (this function's contract).
+        unsafe { conv_flat_tile::<S, MR, NV>(shape, x, w, bias, out, (q0, epilogue, dense)) };
     }
 }
 

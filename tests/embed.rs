@@ -926,3 +926,33 @@ fn memory_budgets_of_the_shipped_nets() {
     const _: () = constmat::embed::check_memory_budget::<Baked<HeapMnist>>(440_000, 1024);
     const _: () = constmat::embed::check_memory_budget::<Baked<LeNet>>(256 * 1024, 80 * 1024);
 }
+
+/// A strided convolution's prediction unrolls its patches into a stack buffer of 2,048 values
+/// and multiplies them in pieces; on x86-64 a piece with 24 filters or more (and more than 32
+/// steps) takes the packed products, whose 48 KiB block of `B` is on the stack too: both are
+/// in `WORKING_BYTES`.
+#[test]
+fn strided_convolutions_count_the_packed_products_buffer() {
+    use constmat::nn::{Conv2d, Relu};
+    let packed = if cfg!(target_arch = "x86_64") {
+        48 * 1024
+    } else {
+        0
+    };
+    // 32 filters of 16 x 3 x 3 on 14 x 14: pieces of 32 x 11 x 144, packed.
+    type Many = Conv2d<f32, 16, 32, 3, 2, 1, 14, 14, 7, 7, Relu>;
+    assert_eq!(<Many as Layer>::WORKING_BYTES, 2048 * 4 + packed);
+    // 16 filters of 1 x 3 x 3 on 28 x 28: one product of 16 x 196 x 9, too few rows to pack.
+    type Few = Conv2d<f32, 1, 16, 3, 2, 1, 28, 28, 14, 14, Relu>;
+    assert_eq!(<Few as Layer>::WORKING_BYTES, 2048 * 4);
+    // A net of both adds them up with its layers' outputs.
+    type Net = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 16, 3, 2, 1, Relu>,
+        Conv2d<16, 32, 3, 2, 1, Relu>,
+    ];
+    assert_eq!(
+        <Net as Layer>::WORKING_BYTES,
+        16 * 14 * 14 * 4 + 2048 * 4 + 2048 * 4 + packed
+    );
+}

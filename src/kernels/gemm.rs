@@ -50,3 +50,21 @@ pub(crate) fn gemm_slices<T: Scalar>(
     }
     super::reference::gemm_slices(product, (m, n, k), a, b, c, accumulate);
 }
+
+/// The bytes of stack buffer [`gemm_slices`] takes beyond its frame for an `m x n x k` product
+/// with `layout` on elements of `element_size` bytes: on x86-64 in `f32` or `f64`, the packed
+/// path's block of `B` where the product takes it (`x86::gemm_packed::path`, the same rule on
+/// AVX2 and AVX-512); else none. What a layer's memory budget (`WORKING_BYTES`) counts for the
+/// products its prediction runs.
+pub(crate) const fn gemm_stack_bytes(
+    layout: Product,
+    (m, n, k): (usize, usize, usize),
+    element_size: usize,
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if (element_size == 4 || element_size == 8) && m > 0 && n > 0 && k > 0 {
+        return super::x86::packed_stack_bytes(layout, m, n, k, element_size);
+    }
+    let _ = (layout, m, n, k, element_size);
+    0
+}

@@ -46,7 +46,7 @@ pub(crate) use conv::{
     conv2d_weight_gradient_stride1,
 };
 pub(crate) use conv::{conv2d_stride1, conv2d_stride1_images};
-pub(crate) use gemm::gemm_slices;
+pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};
 pub(crate) use int8::{dot_rows_i8, requantize_i8, requantize_one};

@@ -361,6 +361,35 @@ where
         (filters, block, if rows < ckk { rows } else { ckk })
     }
 
+    /// The most stack buffer the products of a prediction with a stride other than 1 take
+    /// (`kernels::gemm_stack_bytes`): over the whole patches' product, or every size of piece
+    /// [`Self::forward_in_pieces`] multiplies in a buffer of [`SCRATCH`] (whole or last group of
+    /// filters, block of positions and chunk of rows).
+    const fn product_stack_bytes() -> usize {
+        let (ckk, positions, size) = (C * K * K, OH * OW, core::mem::size_of::<T>());
+        if SCRATCH >= ckk * positions {
+            return kernels::gemm_stack_bytes(Product::Plain, (OC, positions, ckk), size);
+        }
+        if OC == 0 {
+            return 0;
+        }
+        let (group, block, rows) = Self::split(SCRATCH);
+        let filters = [group, OC % group];
+        let blocks = [block, positions % block];
+        let chunks = [rows, ckk % rows];
+        let mut most = 0;
+        let mut i = 0;
+        while i < 8 {
+            let piece = (filters[i & 1], blocks[(i >> 1) & 1], chunks[i >> 2]);
+            let bytes = kernels::gemm_stack_bytes(Product::Plain, piece, size);
+            if bytes > most {
+                most = bytes;
+            }
+            i += 1;
+        }
+        most
+    }
+
     /// `Z = W·X̂` when `X̂` does not fit in `scratch`, in the pieces of [`Self::split`]: per
     /// group of filters and block of positions, the sums over the patches' rows (in chunks
     /// when the patches are large), added up in a buffer and copied to the output. Each piece
@@ -580,13 +609,14 @@ where
     type WithStore<S2: Store> = Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
 
     /// Stride 1: the stack buffer of the SIMD kernels (x86-64); other strides: the buffer the
-    /// patches are unrolled into.
-    const WORKING_BYTES: usize = core::mem::size_of::<T>()
-        * if STRIDE == 1 {
-            kernels::conv_stack_scratch(&Self::DIRECT, core::mem::size_of::<T>())
-        } else {
-            SCRATCH
-        };
+    /// patches are unrolled into, and the packed products' buffer where its products take it
+    /// (x86-64, see [`Conv2d::product_stack_bytes`]).
+    const WORKING_BYTES: usize = if STRIDE == 1 {
+        core::mem::size_of::<T>()
+            * kernels::conv_stack_scratch(&Self::DIRECT, core::mem::size_of::<T>())
+    } else {
+        core::mem::size_of::<T>() * SCRATCH + Self::product_stack_bytes()
+    };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         if STRIDE == 1 {

@@ -93,6 +93,21 @@ entry!(
     "avx2,fma"
 );
 
+/// The bytes of the packed path's buffer when an `m x n x k` product with `layout` takes it,
+/// else 0 (`m`, `n` and `k` above 0: an empty product reaches no kernel).
+pub(crate) const fn packed_stack_bytes(
+    layout: Product,
+    m: usize,
+    n: usize,
+    k: usize,
+    element_size: usize,
+) -> usize {
+    match path(layout, m, n, k, element_size) {
+        Path::Packed => PACKED_BLOCK_BYTES,
+        Path::Outer | Path::Dot => 0,
+    }
+}
+
 /// The element types with SIMD kernels.
 pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     /// Whether the type has AVX-512 product kernels; without them it takes the AVX2 ones on a

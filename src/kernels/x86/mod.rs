@@ -46,7 +46,7 @@ pub(crate) use conv_filters::{conv2d_stride1_filters, with_transposed_filters};
 pub(crate) use conv_winograd_rows::{
     conv2d_stride1_winograd, winograd_forward_applies, winograd_forward_scratch,
 };
-pub(crate) use gemm::{Element, gemm};
+pub(crate) use gemm::{Element, gemm, packed_stack_bytes};
 #[cfg(feature = "std")]
 pub(crate) use input_grad_winograd::winograd_input_gradient;
 pub(crate) use int8::{detected_isa_i8, dot_rows_i8, requantize_i8};

@@ -486,7 +486,7 @@ where
 
     /// `out[i] = row[(ow + i)·S + kw - P]` (zero outside the row): the outputs `ow..` of one
     /// output row, for the kernel column `kw`.
-    #[inline]
+    #[inline(always)]
     fn read_row(row: &[T; W], kw: usize, ow: usize, out: &mut [T]) {
         // The outputs whose input column is inside the row: (ow + i)·S + kw >= P and
         // (ow + i)·S + kw - P < W.
@@ -506,12 +506,15 @@ where
             if STRIDE == 1 {
                 out[first..last].copy_from_slice(&row[begin..begin + (last - first)]);
             } else {
-                for (o, &v) in out[first..last]
-                    .iter_mut()
-                    .zip(row[begin..].iter().step_by(STRIDE))
-                {
-                    *o = v;
+                // Whole steps of `STRIDE` from `begin`, the first of each read: a loop the
+                // vectorizer turns into loads and shuffles (`step_by` stayed scalar).
+                let steps = &row[begin..begin + (last - first - 1) * STRIDE + 1];
+                let (whole, tail) = steps.split_at(steps.len() - 1);
+                let (out, out_last) = out[first..last].split_at_mut(last - first - 1);
+                for (o, step) in out.iter_mut().zip(whole.chunks_exact(STRIDE)) {
+                    *o = step[0];
                 }
+                out_last[0] = tail[0];
             }
             out[last..].fill(T::zero());
         } else {

@@ -195,21 +195,27 @@ impl<
         {
             return;
         }
-        for (x, y) in x.iter().zip(y) {
-            for (x, y) in x.iter().zip(y) {
-                for (oh, y) in y.iter_mut().enumerate() {
-                    let top = oh * STRIDE;
-                    *y = core::array::from_fn(|ow| x[top][ow * STRIDE]);
-                    for (i, row) in x[top..top + K].iter().enumerate() {
-                        for j in (0..K).filter(|&j| (i, j) != (0, 0)) {
-                            for (ow, best) in y.iter_mut().enumerate() {
-                                *best = Self::larger(*best, row[ow * STRIDE + j]);
+        // Compiled for the widest vectors the CPU has (AVX2 has no pooling kernel of its own).
+        kernels::with_wide_vectors(
+            #[inline(always)]
+            || {
+                for (x, y) in x.iter().zip(y) {
+                    for (x, y) in x.iter().zip(y) {
+                        for (oh, y) in y.iter_mut().enumerate() {
+                            let top = oh * STRIDE;
+                            *y = core::array::from_fn(|ow| x[top][ow * STRIDE]);
+                            for (i, row) in x[top..top + K].iter().enumerate() {
+                                for j in (0..K).filter(|&j| (i, j) != (0, 0)) {
+                                    for (ow, best) in y.iter_mut().enumerate() {
+                                        *best = Self::larger(*best, row[ow * STRIDE + j]);
+                                    }
+                                }
                             }
                         }
                     }
                 }
-            }
-        }
+            },
+        );
     }
 
     /// 2 x 2 windows with stride 2 in `f32` where the SIMD kernel runs: it writes every
@@ -392,6 +398,32 @@ mod train {
                     return;
                 }
             }
+            // Compiled for the widest vectors the CPU has, as the forward pass.
+            crate::kernels::with_wide_vectors(
+                #[inline(always)]
+                || Self::backward_loops(x, d_output, d_input),
+            );
+        }
+    }
+
+    impl<
+        T: Sample + PartialOrd + core::ops::Add<Output = T>,
+        const C: usize,
+        const K: usize,
+        const STRIDE: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+    > MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
+    {
+        /// The backward pass's generic loops (see `backward`).
+        #[inline(always)]
+        fn backward_loops<const B: usize>(
+            x: &[[[[T; W]; H]; C]; B],
+            d_output: &[[[[T; OW]; OH]; C]; B],
+            d_input: &mut [[[[T; W]; H]; C]; B],
+        ) {
             for ((x, dy), dx) in x.iter().zip(d_output).zip(d_input) {
                 *dx = [[[T::ZERO; W]; H]; C];
                 for ((x, dy), dx) in x.iter().zip(dy).zip(dx.iter_mut()) {

@@ -372,6 +372,31 @@ pub fn transpose_into<T: Copy, const H: usize, const W: usize>(
     }
 }
 
+/// `to = fromᵀ` for `from` of `rows` rows, row-major slices of run-time sizes (`to` as long as
+/// `from`): the SIMD blocks for `f32` on AVX-512 (`x86::transpose`), else element by element.
+///
+/// # Panics
+///
+/// When `rows` does not divide `from.len()` or `to` is not as long as `from`.
+#[cfg(feature = "alloc")]
+pub(crate) fn transpose_slice<T: Copy + 'static>(from: &[T], rows: usize, to: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::transpose(from, rows, to);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        assert_eq!(from.len(), to.len(), "a transpose keeps every element");
+        let columns = from.len().checked_div(rows).unwrap_or(0);
+        assert_eq!(rows * columns, from.len(), "not {rows} whole rows");
+        for (r, row) in from.chunks_exact(columns.max(1)).enumerate() {
+            for (c, &v) in row.iter().enumerate() {
+                to[c * rows + r] = v;
+            }
+        }
+    }
+}
+
 /// The dot product of two equal-length rows.
 ///
 /// Floating-point sums are accumulated in several independent partial sums, so the result may

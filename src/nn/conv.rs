@@ -782,7 +782,8 @@ mod train {
                     if STRIDE == 1 {
                         kernels::conv_weight_gradient_scratch::<T>(&Self::PADDED, B)
                     } else {
-                        0
+                        // dWᵀ, summed over the batch (see `backward`).
+                        C * K * K * OC
                     }
                 ]
                 .into_boxed_slice(),
@@ -924,13 +925,15 @@ mod train {
                 if STRIDE != 1 {
                     let patches = &mut ws.patches;
                     Self::im2col(x, 0..C * K * K, 0, positions, patches);
-                    // dW += dZ·X̂ᵀ              (OC x OH·OW)(OH·OW x C·K·K) -> OC x C·K·K
+                    // dWᵀ += X̂·dZᵀ             (C·K·K x OH·OW)(OH·OW x OC) -> C·K·K x OC
+                    // (this way round the long side, C·K·K, is the rows read in place and only
+                    // dZ is packed, as `kernels::weight_grad_patches` does for stride 1)
                     kernels::gemm_slices(
                         Product::TransposeRhs,
-                        (OC, ckk, positions),
-                        dz,
+                        (ckk, OC, positions),
                         patches,
-                        d_weight,
+                        dz,
+                        &mut ws.weight_gradient_scratch,
                         b > 0,
                     );
                 }
@@ -949,8 +952,12 @@ mod train {
                     Self::col2im(&ws.d_patches, dx);
                 }
             }
-            if B == 0 && STRIDE != 1 {
-                d_weight.fill(T::zero());
+            if STRIDE != 1 {
+                if B == 0 {
+                    d_weight.fill(T::zero());
+                } else {
+                    kernels::transpose_slice(&ws.weight_gradient_scratch, ckk, d_weight);
+                }
             }
         }
     }

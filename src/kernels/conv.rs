@@ -71,6 +71,61 @@ pub(crate) fn conv2d_stride1_uninit<'o, T: Scalar>(
     unsafe { assume_init_mut(out) }
 }
 
+/// [`conv2d_stride1`] with a layer's workspace `scratch` (at least
+/// [`super::plan::conv_forward_workspace_scratch`] elements; any contents): by Winograd's
+/// method down the columns on it where the plan says so
+/// ([`super::plan::workspace_forward_scratch`]), else as [`conv2d_stride1`] (a shorter scratch
+/// too).
+///
+/// # Panics
+///
+/// As [`conv2d_stride1`].
+#[cfg(feature = "alloc")]
+#[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_stride1_with_scratch<T: Scalar>(
+    shape: &Conv,
+    batch: usize,
+    x: &[T],
+    w: &[T],
+    bias: &[T],
+    out: &mut [T],
+    epilogue: Epilogue,
+    scratch: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa()
+        && let (Some(x), Some(w), Some(bias), Some(out), Some(scratch)) = (
+            super::cast::same_type_slice::<T, f32>(x),
+            super::cast::same_type_slice::<T, f32>(w),
+            super::cast::same_type_slice::<T, f32>(bias),
+            super::cast::same_type_slice_mut::<T, f32>(out),
+            super::cast::same_type_slice_mut::<T, f32>(scratch),
+        )
+    {
+        let needed = super::plan::workspace_forward_scratch(shape, super::x86::lanes::<f32>(isa));
+        if needed > 0 && scratch.len() >= needed {
+            // SAFETY (both): the kernel writes only initialized values into `out` (its
+            // outputs) and into `scratch` (its transforms), which stay initialized.
+            let (out, scratch) = unsafe { (as_uninit_mut(out), as_uninit_mut(scratch)) };
+            super::x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
+                isa,
+                shape,
+                batch,
+                x,
+                w,
+                bias,
+                out,
+                &mut scratch[..needed],
+                epilogue,
+            );
+            return;
+        }
+    }
+    let _ = scratch;
+    conv2d_stride1(shape, batch, x, w, bias, out, epilogue);
+}
+
 /// [`conv2d_stride1_uninit`] of a batch of `B` images into `y`, an uninitialized batch of
 /// outputs (`[image][filter][row][column]`), returned initialized: a layer's output written
 /// without being zeroed first.

@@ -42,8 +42,8 @@ pub use threads::use_threads;
 // What the layers call.
 #[cfg(feature = "alloc")]
 pub(crate) use conv::{
-    conv2d_input_gradient_stride1, conv2d_weight_and_bias_gradients_through_relu,
-    conv2d_weight_gradient_stride1,
+    conv2d_input_gradient_stride1, conv2d_stride1_with_scratch,
+    conv2d_weight_and_bias_gradients_through_relu, conv2d_weight_gradient_stride1,
 };
 pub(crate) use conv::{conv2d_stride1, conv2d_stride1_images};
 pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
@@ -53,7 +53,8 @@ pub(crate) use int8::{dot_rows_i8, requantize_i8, requantize_one};
 pub(crate) use plan::conv_stack_scratch;
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
-    conv_input_gradient_scratch, conv_weight_gradient_pads, conv_weight_gradient_scratch,
+    conv_forward_workspace_scratch, conv_input_gradient_scratch, conv_weight_gradient_pads,
+    conv_weight_gradient_scratch,
 };
 #[cfg(feature = "alloc")]
 pub(crate) use pool::max_pool_2x2_backward;

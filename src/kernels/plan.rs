@@ -92,6 +92,44 @@ pub(crate) const fn forward_kernel(shape: &Conv, lanes: usize) -> ForwardKernel 
     }
 }
 
+/// The elements of scratch a stride-1 `f32` convolution of `shape` takes with vectors of
+/// `lanes` when its batch has a layer's workspace (training, `Train::forward_train`): Winograd's
+/// method down the columns on that scratch, where the stack plan ([`forward_kernel`]) takes a
+/// direct kernel only because the columns' scratch exceeds the stack buffer; else 0 (the stack
+/// plan). Measured on 64 images (Xeon, AVX-512 / AVX2): 32→64 filters 3 x 3 on 16 x 16, direct
+/// 4.9 / 7.9 ms, columns 3.0 / 6.3; 64→64 5 x 5 on 16 x 16, 29 / 45 against 15 / 31; 3→64 5 x 5
+/// on 32 x 32 (flat, padded on the stack) 5.7 / 9.4 against 3.1 / 6.5.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const fn workspace_forward_scratch(shape: &Conv, lanes: usize) -> usize {
+    use super::x86::conv_winograd_columns_f32 as columns;
+    match forward_kernel(shape, lanes) {
+        ForwardKernel::Flat | ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct
+            if columns::applies(shape, lanes) =>
+        {
+            columns::scratch_len(shape, lanes)
+        }
+        _ => 0,
+    }
+}
+
+/// The elements of a layer's workspace scratch for the forward pass of a stride-1 convolution
+/// of `shape` on elements `T` ([`workspace_forward_scratch`]): the larger of AVX-512's and
+/// AVX2's where the CPU has them and `T` is `f32` (an instruction set lowered at run time still
+/// finds enough), else 0.
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_forward_workspace_scratch<T: 'static>(shape: &Conv) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+        && super::x86::detected_isa().is_some()
+    {
+        let avx512 = workspace_forward_scratch(shape, 16);
+        let avx2 = workspace_forward_scratch(shape, 8);
+        return avx512.max(avx2);
+    }
+    let _ = shape;
+    0
+}
+
 /// The most elements of stack buffer [`super::conv2d_stride1`] takes for a convolution of
 /// `shape` on elements of `element_size` bytes on this target: on x86-64 in `f32`, the larger
 /// of the buffers the kernels chosen for AVX-512 and for AVX2 take ([`forward_kernel`]);

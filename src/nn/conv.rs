@@ -276,6 +276,35 @@ where
         Self::activate_after_kernel(z);
     }
 
+    /// [`Self::forward_stride1`] with a workspace's scratch, which lets a large convolution take
+    /// Winograd's method (`kernels::conv2d_stride1_with_scratch`).
+    #[cfg(feature = "alloc")]
+    fn forward_stride1_with_scratch(
+        &self,
+        x: &[[[[T; W]; H]; C]],
+        y: &mut [[[[T; OW]; OH]; OC]],
+        scratch: &mut [T],
+    ) {
+        let () = Self::SHAPE;
+        let batch = x.len().min(y.len());
+        let (x, y) = (&x[..batch], &mut y[..batch]);
+        let x = x.as_flattened().as_flattened().as_flattened();
+        let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
+        let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
+        let epilogue = Self::epilogue();
+        kernels::conv2d_stride1_with_scratch(
+            &Self::DIRECT,
+            batch,
+            x,
+            weight,
+            bias,
+            z,
+            epilogue,
+            scratch,
+        );
+        Self::activate_after_kernel(z);
+    }
+
     /// What the kernel applies as it stores each output `conv(X, W) + b`: ReLU, or nothing
     /// (and [`Self::activate_after_kernel`] applies the activation).
     fn epilogue() -> Epilogue {
@@ -714,6 +743,10 @@ mod train {
         /// for a stride-1 convolution with a kernel of 3 to 5 (empty otherwise; then
         /// `d_patches` is used).
         pub winograd: Box<[T]>,
+        /// The forward pass's transforms by Winograd's method down the columns, for a
+        /// stride-1 convolution whose transforms exceed the stack buffer of a prediction
+        /// (`kernels::conv_forward_workspace_scratch`; empty otherwise).
+        pub forward_scratch: Box<[T]>,
     }
 
     /// The sum of `values` in 8 independent partial sums: one running sum would make each
@@ -788,6 +821,15 @@ mod train {
                 ]
                 .into_boxed_slice(),
                 winograd: vec![T::ZERO; winograd].into_boxed_slice(),
+                forward_scratch: vec![
+                    T::ZERO;
+                    if STRIDE == 1 {
+                        kernels::conv_forward_workspace_scratch::<T>(&Self::DIRECT)
+                    } else {
+                        0
+                    }
+                ]
+                .into_boxed_slice(),
             }
         }
 
@@ -798,7 +840,7 @@ mod train {
         ) -> &'w [[[[T; OW]; OH]; OC]; B] {
             // The layer's one forward pass, with room for all of a sample's patches.
             if STRIDE == 1 {
-                self.forward_stride1(x, &mut *ws.output);
+                self.forward_stride1_with_scratch(x, &mut *ws.output, &mut ws.forward_scratch);
             } else {
                 for (x, y) in x.iter().zip(ws.output.iter_mut()) {
                     self.forward_sample(x, y, &mut ws.patches);

@@ -613,3 +613,90 @@ fn many_filters_weight_gradients_take_the_patches_products() {
         WeightGradientKernel::Patches
     );
 }
+
+/// With a workspace's scratch, a convolution whose Winograd transforms exceed the stack buffer
+/// takes Winograd's method down the columns on it: the columns kernel's bits, within rounding
+/// of the direct kernel's; with a shorter scratch, or in `f64`, the stack plan's bits.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[allow(unsafe_code)] // reading the kernel's outputs, which it takes uninitialized
+fn a_workspace_scratch_lets_large_convolutions_take_winograds_method() {
+    let Some(isa) = x86::detected_isa() else {
+        std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+        return;
+    };
+    let lanes = x86::lanes::<f32>(isa);
+    // 32 channels, 64 filters, 3 x 3, 16 x 16 padded by 1: direct on the stack.
+    let shape = Conv {
+        channels: 32,
+        filters: 64,
+        kernel: 3,
+        padding: 1,
+        height: 16,
+        width: 16,
+    };
+    assert_eq!(forward_kernel(&shape, lanes), ForwardKernel::Direct);
+    let needed = workspace_forward_scratch(&shape, lanes);
+    assert!(needed > STACK_SCRATCH, "{needed}");
+    let available = conv_forward_workspace_scratch::<f32>(&shape);
+    assert!(available >= needed);
+    assert_eq!(conv_forward_workspace_scratch::<f64>(&shape), 0);
+    let batch = 2;
+    let x = spread_values(batch * shape.image_len(), 7);
+    let w = spread_values(shape.filters * 32 * 9, 8);
+    let bias = spread_values(shape.filters, 9);
+    let len = batch * shape.output_len();
+    for epilogue in [Epilogue::Identity, Epilogue::Relu] {
+        let mut scratch = std::vec![f32::NAN; available];
+        let mut with_scratch = std::vec![f32::NAN; len];
+        conv2d_stride1_with_scratch(
+            &shape,
+            batch,
+            &x,
+            &w,
+            &bias,
+            &mut with_scratch,
+            epilogue,
+            &mut scratch,
+        );
+        let mut columns = std::vec![core::mem::MaybeUninit::new(f32::NAN); len];
+        let mut columns_scratch = std::vec![core::mem::MaybeUninit::new(0.0_f32); needed];
+        x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
+            isa,
+            &shape,
+            batch,
+            &x,
+            &w,
+            &bias,
+            &mut columns,
+            &mut columns_scratch,
+            epilogue,
+        );
+        // SAFETY: the kernel wrote every output.
+        let columns: std::vec::Vec<f32> =
+            columns.iter().map(|v| unsafe { v.assume_init() }).collect();
+        assert_eq!(with_scratch, columns);
+        let mut direct = std::vec![f32::NAN; len];
+        conv2d_stride1(&shape, batch, &x, &w, &bias, &mut direct, epilogue);
+        for (i, (&a, &b)) in with_scratch.iter().zip(&direct).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "output {i}: {a} against {b}"
+            );
+        }
+        // A scratch too short: the stack plan, its bits.
+        let mut short = std::vec![0.0_f32; needed - 1];
+        let mut fallback = std::vec![f32::NAN; len];
+        conv2d_stride1_with_scratch(
+            &shape,
+            batch,
+            &x,
+            &w,
+            &bias,
+            &mut fallback,
+            epilogue,
+            &mut short,
+        );
+        assert_eq!(fallback, direct);
+    }
+}

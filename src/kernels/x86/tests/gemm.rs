@@ -571,3 +571,71 @@ fn large_shapes() -> [(usize, usize, usize); 7] {
         (500, 20, 300),
     ]
 }
+
+/// The micro-kernel's masked rows (an edge tile of more rows than the outer-product tiles
+/// take) on AVX2, where the entries' 6-row tile never leaves such an edge: an 8-row instance of
+/// the packed path, the fused chain bit for bit on edges of 7 rows, every layout.
+#[test]
+fn avx2s_micro_kernel_masked_rows_are_the_fused_chain() {
+    use super::super::gemm_packed::{PACKED_BLOCK_BYTES, gemm_packed};
+    if !isa_available(Isa::Avx2Fma) {
+        std::eprintln!("skipping: no AVX2 on this CPU");
+        return;
+    }
+    const BLOCK: usize = PACKED_BLOCK_BYTES / 4;
+    const { assert!(Avx2F32::OUTER_ROWS < 7) };
+    let mut edges = 0;
+    for (s, &(m, n, k)) in [(7, 16, 5), (15, 33, 17), (23, 5, 300), (8, 17, 1)]
+        .iter()
+        .enumerate()
+    {
+        let a: Vec<f32> = values(m * k, 40 + s as u64)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let b: Vec<f32> = values(k * n, 50 + s as u64)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let c0: Vec<f32> = values(m * n, 60 + s as u64)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        if m % 8 > Avx2F32::OUTER_ROWS {
+            edges += 1;
+        }
+        for layout in [Product::Plain, Product::TransposeLhs, Product::TransposeRhs] {
+            for accumulate in [false, true] {
+                let mut want = c0.clone();
+                fused_chain(layout, (m, n, k), &a, &b, &mut want, accumulate);
+                let mut got = c0.clone();
+                // SAFETY: AVX2 and FMA are present (checked above); the slices hold the
+                // whole operands and `c` all `m` rows; `k > 0`.
+                unsafe {
+                    super::super::isa::run_with_avx2(|| {
+                        gemm_packed::<Avx2F32, 8, 2, BLOCK>(
+                            layout,
+                            m,
+                            n,
+                            k,
+                            0..m,
+                            &a,
+                            &b,
+                            &mut got,
+                            accumulate,
+                        )
+                    })
+                };
+                for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        w.to_bits(),
+                        "{layout:?} {m}x{n}x{k} accumulate={accumulate}: element {i} is {g}, \
+                         the fused chain {w}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(edges, 3, "edges of 7 rows");
+}

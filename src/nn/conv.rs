@@ -497,6 +497,10 @@ where
         patches: &mut [T],
     ) {
         let n = end - start;
+        if OW > 0 && start.is_multiple_of(OW) && end.is_multiple_of(OW) {
+            Self::im2col_whole_rows(x, rows, start / OW..end / OW, patches);
+            return;
+        }
         for (row, patch_row) in rows.zip(patches.chunks_exact_mut(n)) {
             let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
             let mut column = start;
@@ -509,6 +513,45 @@ where
                     _ => segment.fill(T::zero()),
                 }
                 column += count;
+            }
+        }
+    }
+
+    /// [`Self::im2col`] of whole output rows `out_rows`: the columns of each patch row that
+    /// read inside the image are the same for every output row, so they are found once per
+    /// patch row, and each output row is zeros, a strided copy and zeros.
+    fn im2col_whole_rows(
+        x: &[[[T; W]; H]; C],
+        rows: core::ops::Range<usize>,
+        out_rows: core::ops::Range<usize>,
+        patches: &mut [T],
+    ) {
+        let n = out_rows.len() * OW;
+        for (row, patch_row) in rows.zip(patches.chunks_exact_mut(n)) {
+            let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+            // The output columns whose input column, ow·S + kw - P, is inside the row.
+            let first = PAD.saturating_sub(kw).div_ceil(STRIDE).min(OW);
+            let last = (W + PAD)
+                .saturating_sub(kw)
+                .div_ceil(STRIDE)
+                .clamp(first, OW);
+            for (oh, out) in out_rows.clone().zip(patch_row.chunks_exact_mut(OW)) {
+                let (before, rest) = out.split_at_mut(first);
+                let (inside, after) = rest.split_at_mut(last - first);
+                match (oh * STRIDE + kh).checked_sub(PAD) {
+                    Some(ih) if ih < H && !inside.is_empty() => {
+                        for o in before.iter_mut().chain(after.iter_mut()) {
+                            *o = T::zero();
+                        }
+                        let begin = first * STRIDE + kw - PAD;
+                        Self::copy_strided(&x[c][ih][begin..], inside);
+                    }
+                    _ => {
+                        for o in out.iter_mut() {
+                            *o = T::zero();
+                        }
+                    }
+                }
             }
         }
     }
@@ -532,22 +575,29 @@ where
         out[..first].fill(T::zero());
         if first < last {
             let begin = (ow + first) * STRIDE + kw - PAD;
-            if STRIDE == 1 {
-                out[first..last].copy_from_slice(&row[begin..begin + (last - first)]);
-            } else {
-                // Whole steps of `STRIDE` from `begin`, the first of each read: a loop the
-                // vectorizer turns into loads and shuffles (`step_by` stayed scalar).
-                let steps = &row[begin..begin + (last - first - 1) * STRIDE + 1];
-                let (whole, tail) = steps.split_at(steps.len() - 1);
-                let (out, out_last) = out[first..last].split_at_mut(last - first - 1);
-                for (o, step) in out.iter_mut().zip(whole.chunks_exact(STRIDE)) {
-                    *o = step[0];
-                }
-                out_last[0] = tail[0];
-            }
+            Self::copy_strided(&row[begin..], &mut out[first..last]);
             out[last..].fill(T::zero());
         } else {
             out[first..].fill(T::zero());
+        }
+    }
+
+    /// `out[i] = from[i·STRIDE]` (`out` not empty, `from` long enough).
+    #[inline(always)]
+    fn copy_strided(from: &[T], out: &mut [T]) {
+        let count = out.len();
+        if STRIDE == 1 {
+            out.copy_from_slice(&from[..count]);
+        } else {
+            // Whole steps of `STRIDE`, the first of each read, then the last value alone: a
+            // loop the vectorizer turns into loads and shuffles (`step_by` stayed scalar).
+            let steps = &from[..(count - 1) * STRIDE + 1];
+            let (whole, tail) = steps.split_at(steps.len() - 1);
+            let (out, out_last) = out.split_at_mut(count - 1);
+            for (o, step) in out.iter_mut().zip(whole.chunks_exact(STRIDE)) {
+                *o = step[0];
+            }
+            out_last[0] = tail[0];
         }
     }
 

@@ -308,9 +308,10 @@ fn the_blocked_and_whole_forward_paths_agree() {
 }
 
 /// `Layer::forward` of a convolution with a stride other than 1 against the definition, on
-/// each of the ways its stack buffer (2,048 elements) cuts the product when the patches do not
-/// all fit: whole patches with the filters in groups, and chunks of large patches' rows, with
-/// all filters or groups of 64. (Whole patches with all filters: `convolutions_compute_the_definition`.)
+/// each of the ways its stack buffer (16,384 elements on x86-64, 2,048 elsewhere) cuts the
+/// product when the patches do not all fit: whole patches with the filters in groups, in blocks
+/// of positions or of whole output rows, and chunks of large patches' rows, with all filters or
+/// groups of 64. (Whole patches with all filters: `convolutions_compute_the_definition`.)
 #[test]
 fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() {
     fn check<
@@ -350,6 +351,21 @@ fn strided_convolutions_too_large_for_the_stack_buffer_compute_the_definition() 
         }
     }
     let mut rng = StdRng::seed_from_u64(3);
+    if cfg!(target_arch = "x86_64") {
+        // Two filters of 256·6·6 = 9,216 weights: chunks of 2,729 rows (4 of them), one block
+        // of 4 positions.
+        check::<256, 2, 6, 0, 8, 8, 2, 2>("filters larger than the buffer", &mut rng);
+        // Patches of 240·3·3 = 2,160: groups of 64 and 6 filters, 3 blocks of positions (16,
+        // 16, 4), chunks of 192 rows (11 of them and one of 48).
+        check::<240, 70, 3, 1, 12, 12, 6, 6>("many filters and channels", &mut rng);
+        // Patches of 4: whole, in blocks of 8 positions, the filters in groups of 2,044 (one
+        // of them and one of 56).
+        check::<1, 2100, 2, 0, 48, 48, 24, 24>("more than 2,000 filters", &mut rng);
+        // Patches of 3·7·7 = 147 for 32 filters: blocks of 2 whole output rows of 32 (91
+        // positions fit), unrolled row by row.
+        check::<3, 32, 7, 3, 64, 64, 32, 32>("whole output rows", &mut rng);
+        return;
+    }
     // Two filters of 64·6·6 = 2,304 weights: chunks of 340 rows, one block of 4 positions.
     check::<64, 2, 6, 0, 8, 8, 2, 2>("filters larger than the buffer", &mut rng);
     // Patches of 40·3·3 = 360: groups of 64 and 6 filters, 3 blocks of positions (16, 16, 4),

@@ -927,24 +927,25 @@ fn memory_budgets_of_the_shipped_nets() {
     const _: () = constmat::embed::check_memory_budget::<Baked<LeNet>>(256 * 1024, 80 * 1024);
 }
 
-/// A strided convolution's prediction unrolls its patches into a stack buffer of 2,048 values
-/// and multiplies them in pieces; on x86-64 a piece with 24 filters or more (and more than 32
-/// steps) takes the packed products, whose 48 KiB block of `B` is on the stack too: both are
-/// in `WORKING_BYTES`.
+/// A strided convolution's prediction unrolls its patches into a stack buffer (16,384 values on
+/// x86-64, 2,048 elsewhere) and multiplies them in pieces; on x86-64 a piece with 24 filters or
+/// more (and more than 32 steps) takes the packed products, whose 48 KiB block of `B` is on the
+/// stack too: both are in `WORKING_BYTES`.
 #[test]
 fn strided_convolutions_count_the_packed_products_buffer() {
     use constmat::nn::{Conv2d, Relu};
-    let packed = if cfg!(target_arch = "x86_64") {
-        48 * 1024
+    let (packed, scratch) = if cfg!(target_arch = "x86_64") {
+        (48 * 1024, 16 * 1024 * 4)
     } else {
-        0
+        (0, 2048 * 4)
     };
-    // 32 filters of 16 x 3 x 3 on 14 x 14: pieces of 32 x 11 x 144, packed.
+    // 32 filters of 16 x 3 x 3 on 14 x 14: products of 32 filters x 144 steps (whole patches
+    // on x86-64, pieces elsewhere), packed.
     type Many = Conv2d<f32, 16, 32, 3, 2, 1, 14, 14, 7, 7, Relu>;
-    assert_eq!(<Many as Layer>::WORKING_BYTES, 2048 * 4 + packed);
+    assert_eq!(<Many as Layer>::WORKING_BYTES, scratch + packed);
     // 16 filters of 1 x 3 x 3 on 28 x 28: one product of 16 x 196 x 9, too few rows to pack.
     type Few = Conv2d<f32, 1, 16, 3, 2, 1, 28, 28, 14, 14, Relu>;
-    assert_eq!(<Few as Layer>::WORKING_BYTES, 2048 * 4);
+    assert_eq!(<Few as Layer>::WORKING_BYTES, scratch);
     // A net of both adds them up with its layers' outputs.
     type Net = constmat::net![
         Input<f32, 1, 28, 28>,
@@ -953,6 +954,6 @@ fn strided_convolutions_count_the_packed_products_buffer() {
     ];
     assert_eq!(
         <Net as Layer>::WORKING_BYTES,
-        16 * 14 * 14 * 4 + 2048 * 4 + 2048 * 4 + packed
+        16 * 14 * 14 * 4 + scratch + scratch + packed
     );
 }

@@ -100,7 +100,15 @@ pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, paddin
 
 /// The elements of the stack buffer a convolution with a stride other than 1 unrolls patches into
 /// in [`Layer::forward`]. Larger convolutions are done in blocks of output positions that fit.
-const SCRATCH: usize = 2048;
+/// 2,048 (8 KiB of `f32`), which a microcontroller can afford; on x86-64, 16,384 (64 KiB), where
+/// the products of larger blocks run 2-3x faster (whole output rows, full packed panels: the
+/// prediction of a net whose first layer is 32 filters of 3 x 7 x 7, stride 2, on 64 x 64, 500
+/// µs with 2,048 against 174 on AVX-512) and the stack is a desktop's or a server's.
+const SCRATCH: usize = if cfg!(target_arch = "x86_64") {
+    16 * 1024
+} else {
+    2048
+};
 
 /// The fewest output positions per block worth a product of whole patches; with fewer, the
 /// patches' rows are split too (see `Conv2d::split`).
@@ -381,7 +389,15 @@ where
         let few = if OC < MIN_GROUP { OC } else { MIN_GROUP };
         if most_filters >= few && most_filters > 0 {
             let filters = if OC < most_filters { OC } else { most_filters };
-            return (filters, len / (ckk + filters), ckk);
+            let block = len / (ckk + filters);
+            // Whole output rows where a block holds one or more: their patches are unrolled
+            // row by row (`im2col_whole_rows`).
+            let block = if OW > 0 && block >= OW {
+                block / OW * OW
+            } else {
+                block
+            };
+            return (filters, block, ckk);
         }
         let filters = if OC < 64 { OC } else { 64 };
         let block = if OH * OW < 16 { OH * OW } else { 16 };

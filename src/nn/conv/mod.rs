@@ -1,0 +1,578 @@
+//! The 2-D convolution `A = f(conv(X, W) + b)`: its one definition, forward and backward side by
+//! side, for every storage.
+//!
+//! Derivation: `docs/backprop.md`, section "Convolution". For one sample with `C` input channels
+//! of `H x W`, `OC` filters of `C x K x K`, stride `S` and zero padding `P`, the output has `OC`
+//! channels of `OH x OW`, `OH = (H + 2P - K) / S + 1`. The convolution is a matrix product on
+//! unrolled patches ("im2col"):
+//!
+//! ```text
+//! forward                                             backward
+//! X̂ = im2col(X)        (C·K·K) x (OH·OW)              dZ = dA ⊙ f'(Z)             OC x (OH·OW)
+//! Z = W·X̂ + b          (OC x C·K·K)(C·K·K x OH·OW)    dW = Σ_batch dZ·X̂ᵀ          OC x (C·K·K)
+//! A = f(Z)             OC x (OH·OW) = OC x OH x OW    db = Σ_batch Σ_positions dZ  OC
+//!                                                     dX = col2im(Wᵀ·dZ)          C x H x W
+//! ```
+//!
+//! Row `(c, kh, kw)`, column `(oh, ow)` of `X̂` is `X[c][oh·S + kh - P][ow·S + kw - P]`, zero where
+//! that falls in the padding. The weight, stored `[OC][C][K][K]` as PyTorch stores it, is `W` with
+//! its rows flattened: no copy. `col2im` adds each entry of `Wᵀ·dZ` back to the input position it
+//! was copied from.
+//!
+//! With stride 1 the forward product is computed without unrolling the patches
+//! (`kernels::conv2d_stride1`, the whole batch in one call), which is faster and needs no
+//! workspace, so a baked net's prediction needs none for it. The kernel puts in its vector lanes
+//! whichever fills them better: output positions (each filter step a broadcast weight times a
+//! shifted input row, LeNet's first layer) or filters (each step a vector of the transposed
+//! weights times a broadcast input, for many filters on narrow images: LeNet's second layer).
+//! With the filters in the lanes and a kernel of 3 to 5, it computes the sums by Winograd's
+//! minimal filtering along the rows (`6/m` multiplications per output and kernel row instead
+//! of `K`; `docs/backprop.md`, "The forward pass by Winograd along the rows"). Training and
+//! prediction run the same kernel, so their outputs agree bit for bit.
+//! Other strides unroll patches (when not training, in pieces that fit a stack buffer: blocks of
+//! output positions, groups of filters, chunks of large patches' rows; each piece a product on
+//! the SIMD kernels). For `dW`, the
+//! backward pass of a stride-1 convolution pads the batch's inputs once into the workspace and
+//! sums over the whole batch in one call (`kernels::conv2d_weight_gradient_stride1`, no
+//! patches); other strides unroll the patches of one sample at a time. For `dX` of a stride-1
+//! convolution with a kernel of 3 to 5, Winograd's minimal filtering computes the same sums as
+//! `col2im(Wᵀ·dZ)` with 2.8-4 times fewer multiplications (`kernels::conv2d_input_gradient_stride1`;
+//! derivation in `docs/backprop.md`, "dX by Winograd's minimal filtering").
+
+use core::mem::MaybeUninit;
+
+use num_traits::Float;
+
+#[cfg(feature = "rand")]
+use super::Init;
+use super::shape::{Window, check_output_size};
+use super::{
+    Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
+};
+use crate::format::decode::{self, Source};
+use crate::format::{Element, NetSpec, TensorSpec};
+use crate::kernels::{self, Epilogue};
+
+mod patches;
+use patches::SCRATCH;
+
+/// The output size of a convolution along one dimension: `(input + 2·padding - kernel) / stride
+/// + 1`, PyTorch's formula, with its mistakes made errors.
+///
+/// [`net!`](crate::net) computes a convolution's output height and width with it, so they are
+/// never written by hand; called in a type (a `const` context), a mistake is a build error that
+/// names the sizes.
+///
+/// # Panics
+///
+/// (At compile time, as an error, when used in a type.) When the kernel is larger than the
+/// padded input, when `stride` is 0, or when the last rows (columns) of the input are never
+/// read: `input + 2·padding - kernel` is not a multiple of `stride`, and what is left over is more
+/// than the padding (PyTorch would silently ignore those rows).
+///
+/// ```
+/// use constmat::nn::conv_output_size;
+/// assert_eq!(conv_output_size(28, 5, 1, 2), 28); // LeNet's first layer: "same" padding
+/// assert_eq!(conv_output_size(14, 5, 1, 0), 10);
+/// assert_eq!(conv_output_size(8, 3, 2, 1), 4); // the bottom padding row is never read: fine
+/// let err = std::panic::catch_unwind(|| conv_output_size(3, 5, 1, 0)).unwrap_err();
+/// assert_eq!(
+///     err.downcast_ref::<String>().unwrap(),
+///     "Conv2d: the kernel (5) is larger than the padded input (3 + 2 x 0 = 3)"
+/// );
+/// // Windows of 4 with stride 3 on 10 + 2 x 1 rows: the last two are never read, one of them
+/// // input. The nearest sizes that fit are named.
+/// let err = std::panic::catch_unwind(|| conv_output_size(10, 4, 3, 1)).unwrap_err();
+/// assert_eq!(
+///     err.downcast_ref::<String>().unwrap(),
+///     "Conv2d: windows of 4 with stride 3 never read the last 1 of the input's 10: \
+///      10 + 2 x 1 - 4 = 8 leaves 2 over for the stride 3, more than the padding 1 \
+///      (an input of 9 or 11 fits)"
+/// );
+/// ```
+#[must_use]
+#[track_caller]
+pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, padding: usize) -> usize {
+    super::shape::output_size(
+        "Conv2d",
+        "input",
+        Window::Kernel,
+        (input, kernel, stride, padding),
+    )
+}
+
+/// A 2-D convolution with `C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`
+/// and zero padding `PAD`, on `H x W` images giving `OH x OW` ones, then the activation `A`; its
+/// parameters kept in the storage `S` ([`Heap`] unless said otherwise). PyTorch's
+/// `nn.Conv2d(C, OC, K, stride=STRIDE, padding=PAD)`, with the activation fused.
+///
+/// An image is `[[[T; W]; H]; C]`: channels, then rows (PyTorch's CHW). The weight is stored
+/// `[OC][C][K][K]`, PyTorch's layout, so weights move between the two as they are.
+///
+/// The output size is in the type (`OH`, `OW`): stable Rust cannot compute it from `H`, `K`,
+/// `STRIDE` and `PAD` in a type. [`net!`](crate::net) computes it for you (with
+/// [`conv_output_size`]); written by hand, a wrong size is reported by `cargo build` (the check
+/// runs when the layer's code is generated) with both sizes.
+///
+/// ```
+/// use constmat::nn::{Conv2d, Identity, Inline, Layer};
+///
+/// // One 3x3 filter that sums its window, on a 4x4 image, stride 1, padding 1: 4x4 out.
+/// static SUM: Conv2d<f32, 1, 1, 3, 1, 1, 4, 4, 4, 4, Identity, Inline> =
+///     Conv2d::new([[[[1.0; 3]; 3]; 1]; 1], [0.0]);
+/// let image = [[[1.0; 4]; 4]; 1];
+/// let mut out = [[[0.0; 4]; 4]; 1];
+/// SUM.forward_one(&image, &mut out);
+/// assert_eq!(out[0][0], [4.0, 6.0, 6.0, 4.0]); // corners see 4 pixels, edges 6, inside 9
+/// assert_eq!(out[0][1], [6.0, 9.0, 9.0, 6.0]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[repr(C, align(64))]
+pub struct Conv2d<
+    T: Sample,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A = Identity,
+    S: Store = Heap,
+> {
+    /// `[OC][C][K][K]`: filter `o` holds a `K x K` kernel per input channel.
+    pub weight: S::Matrix<[[T; K]; K], OC, C>,
+    /// One bias per output channel.
+    pub bias: S::Vector<T, OC>,
+    /// The activation (a zero-sized marker).
+    pub activation: A,
+}
+
+impl<
+    T: Sample,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A: Activation,
+    S: Store,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+{
+    /// The shape rule, evaluated when the layer's code is generated: `OH` and `OW` are the
+    /// output sizes of `H` and `W`.
+    const SHAPE: () = {
+        check_output_size("Conv2d", "height", Window::Kernel, (H, K, STRIDE, PAD), OH);
+        check_output_size("Conv2d", "width", Window::Kernel, (W, K, STRIDE, PAD), OW);
+    };
+
+    /// A layer with the given parameters; a `const fn`, so an [`Inline`] layer can initialize
+    /// a `static`.
+    #[must_use]
+    pub const fn new(weight: S::Matrix<[[T; K]; K], OC, C>, bias: S::Vector<T, OC>) -> Self {
+        // The shape rule, checked where the layer is made (so the error's last note points at
+        // the caller), and again in the forward pass for layers built field by field.
+        let () = Self::SHAPE;
+        Self {
+            weight,
+            bias,
+            activation: A::VALUE,
+        }
+    }
+
+    /// A layer with weights drawn by `init` (fan-in `C·K·K`, fan-out `OC·K·K`, as PyTorch
+    /// counts them) and zero biases.
+    #[cfg(feature = "rand")]
+    #[must_use]
+    pub fn with_init<R: rand::Rng + ?Sized>(init: Init, rng: &mut R) -> Self
+    where
+        T: Float,
+    {
+        let () = Self::SHAPE; // checked here too, so that the error points at the caller
+        let mut weight = S::matrix_filled([[T::ZERO; K]; K]);
+        let flat = S::matrix_mut(&mut weight)
+            .as_flattened_mut()
+            .as_flattened_mut()
+            .as_flattened_mut();
+        init.fill(flat, C * K * K, OC * K * K, rng);
+        Self::new(weight, S::vector_filled(T::ZERO))
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// The weight as the `OC x C·K·K` matrix of the product (row-major, no copy).
+    fn weight_matrix(&self) -> &[T] {
+        S::matrix(&self.weight)
+            .as_flattened()
+            .as_flattened()
+            .as_flattened()
+    }
+
+    /// The sizes for the direct kernel of a stride-1 convolution.
+    const DIRECT: kernels::Conv = kernels::Conv {
+        channels: C,
+        filters: OC,
+        kernel: K,
+        padding: PAD,
+        height: H,
+        width: W,
+    };
+
+    /// The sizes of the same convolution on the padded image, without padding: the weight
+    /// gradient's kernel reads the image padded by the backward pass.
+    #[cfg(feature = "alloc")]
+    const PADDED: kernels::Conv = kernels::Conv {
+        channels: C,
+        filters: OC,
+        kernel: K,
+        padding: 0,
+        height: H + 2 * PAD,
+        width: W + 2 * PAD,
+    };
+
+    /// The forward pass of a batch with stride 1 (the common case): the direct kernel, which
+    /// needs no patches, on every sample at once; ReLU as the kernel stores its outputs, any
+    /// other activation in place after.
+    fn forward_stride1(&self, x: &[[[[T; W]; H]; C]], y: &mut [[[[T; OW]; OH]; OC]]) {
+        let () = Self::SHAPE;
+        let batch = x.len().min(y.len());
+        let (x, y) = (&x[..batch], &mut y[..batch]);
+        let x = x.as_flattened().as_flattened().as_flattened();
+        let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
+        let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
+        kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z, Self::epilogue());
+        Self::activate_after_kernel(z);
+    }
+
+    /// [`Self::forward_stride1`] with a workspace's scratch, which lets a large convolution take
+    /// Winograd's method (`kernels::conv2d_stride1_with_scratch`).
+    #[cfg(feature = "alloc")]
+    fn forward_stride1_with_scratch(
+        &self,
+        x: &[[[[T; W]; H]; C]],
+        y: &mut [[[[T; OW]; OH]; OC]],
+        scratch: &mut [T],
+    ) {
+        let () = Self::SHAPE;
+        let batch = x.len().min(y.len());
+        let (x, y) = (&x[..batch], &mut y[..batch]);
+        let x = x.as_flattened().as_flattened().as_flattened();
+        let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
+        let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
+        let epilogue = Self::epilogue();
+        kernels::conv2d_stride1_with_scratch(
+            &Self::DIRECT,
+            batch,
+            x,
+            weight,
+            bias,
+            z,
+            epilogue,
+            scratch,
+        );
+        Self::activate_after_kernel(z);
+    }
+
+    /// What the kernel applies as it stores each output `conv(X, W) + b`: ReLU, or nothing
+    /// (and [`Self::activate_after_kernel`] applies the activation).
+    fn epilogue() -> Epilogue {
+        if super::activation::is_relu::<A>() {
+            Epilogue::Relu
+        } else {
+            Epilogue::Identity
+        }
+    }
+
+    /// `A = f(Z)` in place, after a kernel whose epilogue was [`Self::epilogue`]: nothing left
+    /// to do for ReLU.
+    fn activate_after_kernel(z: &mut [T]) {
+        if Self::epilogue() == Epilogue::Identity {
+            kernels::with_wide_vectors(|| {
+                for a in z {
+                    *a = A::apply(*a);
+                }
+            });
+        }
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> Layer for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    type In = [[[T; W]; H]; C];
+    type Out = [[[T; OW]; OH]; OC];
+
+    /// `Conv2d(C, OC, K)`, then the activation's module unless it is [`Identity`]: tensors
+    /// `0.weight` `[OC, C, K, K]` and `0.bias` `[OC]`.
+    const SPEC: NetSpec = NetSpec::Layer {
+        modules: 1 + A::TORCH_MODULE.is_some() as usize,
+        tensors: &[
+            TensorSpec {
+                module: 0,
+                field: "weight",
+                dtype: T::DTYPE,
+                shape: &[OC, C, K, K],
+                range: None,
+                scale: false,
+            },
+            TensorSpec {
+                module: 0,
+                field: "bias",
+                dtype: T::DTYPE,
+                shape: &[OC],
+                range: None,
+                scale: false,
+            },
+        ],
+    };
+
+    type WithStore<S2: Store> = Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
+
+    /// Stride 1: the stack buffer of the SIMD kernels (x86-64); other strides: the buffer the
+    /// patches are unrolled into, and the packed products' buffer where its products take it
+    /// (x86-64, see `Conv2d::product_stack_bytes` in `conv/patches.rs`).
+    const WORKING_BYTES: usize = if STRIDE == 1 {
+        core::mem::size_of::<T>()
+            * kernels::conv_stack_scratch(&Self::DIRECT, core::mem::size_of::<T>())
+    } else {
+        core::mem::size_of::<T>() * SCRATCH + Self::product_stack_bytes()
+    };
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        if STRIDE == 1 {
+            // The direct kernel needs no patches: no 8 KiB on the stack of a baked net.
+            self.forward_stride1(x, y);
+            return;
+        }
+        let mut scratch = [T::ZERO; SCRATCH];
+        for (x, y) in x.iter().zip(y) {
+            self.forward_sample(x, y, &mut scratch);
+        }
+    }
+
+    /// Stride 1: the direct kernel writes every output, so `y` is not zeroed first.
+    fn forward_uninit<'y, const B: usize>(
+        &self,
+        x: &[Self::In; B],
+        y: &'y mut MaybeUninit<[Self::Out; B]>,
+    ) -> &'y mut [Self::Out; B] {
+        if STRIDE != 1 {
+            let y = y.write([Self::Out::ZERO; B]);
+            self.forward(x, y);
+            return y;
+        }
+        let () = Self::SHAPE;
+        let x = x.as_flattened().as_flattened().as_flattened();
+        let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
+        let y = kernels::conv2d_stride1_images(&Self::DIRECT, x, weight, bias, y, Self::epilogue());
+        Self::activate_after_kernel(y.as_flattened_mut().as_flattened_mut().as_flattened_mut());
+        y
+    }
+
+    fn to_store<S2: Store>(&self) -> Self::WithStore<S2> {
+        Conv2d::new(
+            S2::matrix_copied(S::matrix(&self.weight)),
+            S2::vector_copied(S::vector(&self.bias)),
+        )
+    }
+}
+
+#[cfg(feature = "alloc")]
+pub use train::Conv2dWorkspace;
+
+#[cfg(feature = "alloc")]
+mod train;
+
+#[cfg(feature = "rand")]
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> super::RandomInit for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// Weights drawn by the activation's [`Init`] (He for ReLU, Xavier otherwise), zero biases.
+    fn random<R: rand::Rng + ?Sized>(rng: &mut R) -> Self {
+        Self::with_init(A::INIT, rng)
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> Parameters<T> for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    fn tensor(&self, k: usize) -> &[T] {
+        match k {
+            0 => self.weight_matrix(),
+            1 => S::vector(&self.bias),
+            _ => panic!("a convolution has 2 tensors (weight, bias); asked for tensor {k}"),
+        }
+    }
+
+    fn tensor_mut(&mut self, k: usize) -> &mut [T] {
+        match k {
+            0 => S::matrix_mut(&mut self.weight)
+                .as_flattened_mut()
+                .as_flattened_mut()
+                .as_flattened_mut(),
+            1 => S::vector_mut(&mut self.bias),
+            _ => panic!("a convolution has 2 tensors (weight, bias); asked for tensor {k}"),
+        }
+    }
+
+    fn zeros() -> Self {
+        let () = Self::SHAPE; // checked here too, so that the error points at the caller
+        Self::new(
+            S::matrix_filled([[T::ZERO; K]; K]),
+            S::vector_filled(T::ZERO),
+        )
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+> super::Weights for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        super::write_parameters::<T, _>(self, k, out);
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        super::read_parameters::<T, _>(tensor)
+    }
+}
+
+/// A baked convolution's weight, bias and first problem, decoded from the file `F` in one pass
+/// (see `dense.rs`).
+struct Decoded<F, T, const C: usize, const OC: usize, const K: usize>(
+    core::marker::PhantomData<fn() -> (F, T)>,
+);
+
+macro_rules! bake {
+    ($t:ty, $tensor4:ident, $vector:ident) => {
+        impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize>
+            Decoded<F, $t, C, OC, K>
+        {
+            #[allow(clippy::type_complexity)]
+            const PARTS: (
+                [[[[$t; K]; K]; C]; OC],
+                [$t; OC],
+                Option<crate::format::Error>,
+            ) = match decode::$tensor4(Source::Index(&F::INDEX), F::FIRST_MODULE, "weight") {
+                Err(e) => ([[[[0.0; K]; K]; C]; OC], [0.0; OC], Some(e)),
+                Ok(weight) => {
+                    match decode::$vector(Source::Index(&F::INDEX), F::FIRST_MODULE, "bias") {
+                        Err(e) => (weight, [0.0; OC], Some(e)),
+                        Ok(bias) => (weight, bias, None),
+                    }
+                }
+            };
+        }
+
+        impl<
+            F: SafetensorsFile,
+            const C: usize,
+            const OC: usize,
+            const K: usize,
+            const STRIDE: usize,
+            const PAD: usize,
+            const H: usize,
+            const W: usize,
+            const OH: usize,
+            const OW: usize,
+            A: Activation,
+        > Bake<F> for Conv2d<$t, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Inline>
+        {
+            const BAKED: Self = Self::new(
+                Decoded::<F, $t, C, OC, K>::PARTS.0,
+                Decoded::<F, $t, C, OC, K>::PARTS.1,
+            );
+            const ERROR: Option<crate::format::Error> = Decoded::<F, $t, C, OC, K>::PARTS.2;
+        }
+    };
+}
+bake!(f32, f32_tensor4_from, f32_vector_from);
+bake!(f64, f64_tensor4_from, f64_vector_from);

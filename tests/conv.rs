@@ -281,8 +281,9 @@ fn convolutions_compute_the_definition() {
 }
 
 /// With a stride other than 1, `Layer::forward` (patches in blocks, on the stack) and
-/// `Train::forward_train` (all patches at once, in the workspace) compute the same outputs,
-/// bit for bit; with stride 1 both run the direct kernel.
+/// `Train::forward_train` (all patches at once, in the workspace; small outputs several images
+/// side by side) compute the same outputs, bit for bit; with stride 1 both run the direct
+/// kernel.
 #[test]
 fn the_blocked_and_whole_forward_paths_agree() {
     let mut rng = StdRng::seed_from_u64(2);
@@ -298,6 +299,22 @@ fn the_blocked_and_whole_forward_paths_agree() {
     let mut blocked = Box::new([[[[0.0_f32; 16]; 16]; 8]; 2]);
     layer.forward(&x, &mut blocked);
     assert_eq!(whole, *blocked);
+    // 12 x 12 outputs (144 positions): the training pass multiplies two images' patches side by
+    // side, a batch of 5 in groups of 2, 2 and 1; a prediction, one image at a time.
+    type Grouped = Conv2d<f32, 4, 24, 3, 2, 1, 23, 23, 12, 12, Tanh>;
+    let grouped: Grouped = Grouped::random(&mut rng);
+    let images: Box<[[[[f32; 23]; 23]; 4]; 5]> = Box::new(std::array::from_fn(|_| {
+        std::array::from_fn(|_| {
+            std::array::from_fn(|_| std::array::from_fn(|_| uniform().sample(&mut rng) as f32))
+        })
+    }));
+    let mut grouped_ws = Train::<f32, 5>::workspace(&grouped);
+    let trained = *grouped.forward_train(&images, &mut grouped_ws);
+    let mut one_by_one = Box::new([[[[0.0_f32; 12]; 12]; 24]; 5]);
+    for (x, y) in images.iter().zip(one_by_one.iter_mut()) {
+        grouped.forward_one(x, y);
+    }
+    assert_eq!(trained, *one_by_one);
     type Direct = Conv2d<f32, 3, 8, 5, 1, 2, 32, 32, 32, 32, Relu>;
     let layer: Direct = Direct::random(&mut rng);
     let mut ws = Train::<f32, 2>::workspace(&layer);

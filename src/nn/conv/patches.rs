@@ -28,6 +28,12 @@ const MIN_BLOCK: usize = 8;
 /// The fewest filters per group worth a product of whole patches (see `Conv2d::split`).
 const MIN_GROUP: usize = 16;
 
+/// The fewest columns (output positions) a product of the training pass should have: with
+/// fewer, the packed kernel's panels of 16 or 32 columns are partly padding, and the images are
+/// multiplied several at a time (`Conv2d::IMAGES_PER_PRODUCT`).
+#[cfg(feature = "alloc")]
+const MIN_COLUMNS: usize = 256;
+
 impl<
     T,
     const C: usize,
@@ -84,6 +90,90 @@ where
                 }
             }
         });
+    }
+
+    /// Images side by side in one product of the training pass ([`Self::forward_images`]): enough
+    /// that it has at least [`MIN_COLUMNS`] columns (one, for outputs of that many positions).
+    #[cfg(feature = "alloc")]
+    pub(super) const IMAGES_PER_PRODUCT: usize = {
+        let positions = OH * OW;
+        if positions == 0 || positions >= MIN_COLUMNS {
+            1
+        } else {
+            MIN_COLUMNS.div_ceil(positions)
+        }
+    };
+
+    /// The elements of scratch [`Self::forward_images`] takes for a batch of `batch`: the patches
+    /// of a group of images side by side (`C·K·K x group·OH·OW`) and their products
+    /// (`OC x group·OH·OW`).
+    #[cfg(feature = "alloc")]
+    pub(super) const fn images_scratch(batch: usize) -> usize {
+        let group = if batch < Self::IMAGES_PER_PRODUCT {
+            batch
+        } else {
+            Self::IMAGES_PER_PRODUCT
+        };
+        group * OH * OW * (C * K * K + OC)
+    }
+
+    /// The training pass of a batch with a stride other than 1, its images in groups of
+    /// [`Self::IMAGES_PER_PRODUCT`]: each group's patches side by side, one product `Z = W·X̂` for
+    /// the group (a product of one image's 49 positions filled two packed panels of 32 to 77%),
+    /// then each image's outputs `f(Z + b)` copied out. `scratch` is
+    /// [`Self::images_scratch`]`(x.len())` long.
+    #[cfg(feature = "alloc")]
+    pub(super) fn forward_images(
+        &self,
+        x: &[[[[T; W]; H]; C]],
+        y: &mut [[[[T; OW]; OH]; OC]],
+        scratch: &mut [T],
+    ) {
+        if Self::IMAGES_PER_PRODUCT == 1 {
+            // Wide enough on its own: straight into the output, no copy.
+            for (x, y) in x.iter().zip(y) {
+                self.forward_sample(x, y, scratch);
+            }
+            return;
+        }
+        let (ckk, positions) = (C * K * K, OH * OW);
+        let group = Self::IMAGES_PER_PRODUCT.min(x.len()).max(1);
+        let (patches, z) = scratch.split_at_mut(group * positions * ckk);
+        let weight = self.weight_matrix();
+        let bias = S::vector(&self.bias);
+        for (x, y) in x.chunks(group).zip(y.chunks_mut(group)) {
+            let columns = x.len() * positions;
+            let patches = &mut patches[..ckk * columns];
+            for (i, x) in x.iter().enumerate() {
+                Self::im2col_whole_rows(x, 0..ckk, 0..OH, &mut patches[i * positions..], columns);
+            }
+            let z = &mut z[..OC * columns];
+            kernels::gemm_slices(
+                Product::Plain,
+                (OC, columns, ckk),
+                weight,
+                patches,
+                z,
+                false,
+            );
+            kernels::with_wide_vectors(
+                #[inline(always)]
+                || {
+                    for (i, y) in y.iter_mut().enumerate() {
+                        let planes = y
+                            .as_flattened_mut()
+                            .as_flattened_mut()
+                            .chunks_exact_mut(positions);
+                        for ((plane, row), &b) in planes.zip(z.chunks_exact(columns)).zip(bias) {
+                            let row = &row[i * positions..][..positions];
+                            for (a, &v) in plane.iter_mut().zip(row) {
+                                *a = A::apply(v + b);
+                            }
+                        }
+                    }
+                },
+            );
+        }
     }
 
     /// How [`Self::forward_in_pieces`] cuts `Z = W·X̂` to fit a buffer of `len` elements:
@@ -226,7 +316,7 @@ where
     ) {
         let n = end - start;
         if OW > 0 && start.is_multiple_of(OW) && end.is_multiple_of(OW) {
-            Self::im2col_whole_rows(x, rows, start / OW..end / OW, patches);
+            Self::im2col_whole_rows(x, rows, start / OW..end / OW, patches, n);
             return;
         }
         for (row, patch_row) in rows.zip(patches.chunks_exact_mut(n)) {
@@ -245,17 +335,20 @@ where
         }
     }
 
-    /// [`Self::im2col`] of whole output rows `out_rows`: the columns of each patch row that
-    /// read inside the image are the same for every output row, so they are found once per
-    /// patch row, and each output row is zeros, a strided copy and zeros.
+    /// [`Self::im2col`] of whole output rows `out_rows`, patch row `i` at `patches[i·row_stride..]`:
+    /// the columns of each patch row that read inside the image are the same for every output
+    /// row, so they are found once per patch row, and each output row is zeros, a strided copy
+    /// and zeros.
     fn im2col_whole_rows(
         x: &[[[T; W]; H]; C],
         rows: core::ops::Range<usize>,
         out_rows: core::ops::Range<usize>,
         patches: &mut [T],
+        row_stride: usize,
     ) {
         let n = out_rows.len() * OW;
-        for (row, patch_row) in rows.zip(patches.chunks_exact_mut(n)) {
+        let patch_rows = patches.chunks_mut(row_stride.max(1)).map(|r| &mut r[..n]);
+        for (row, patch_row) in rows.zip(patch_rows) {
             let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
             // The output columns whose input column, ow·S + kw - P, is inside the row.
             let first = PAD.saturating_sub(kw).div_ceil(STRIDE).min(OW);

@@ -105,7 +105,15 @@ where
             output: zeroed_batch(),
             d_pre_activation: zeroed_batch(),
             // Stride 1 needs no patches (see `forward_sample` and `backward`).
-            patches: vec![T::ZERO; if STRIDE == 1 { 0 } else { patch_len }].into_boxed_slice(),
+            patches: vec![
+                T::ZERO;
+                if STRIDE == 1 {
+                    0
+                } else {
+                    patch_len.max(Self::images_scratch(B))
+                }
+            ]
+            .into_boxed_slice(),
             d_patches: vec![T::ZERO; if winograd > 0 { 0 } else { patch_len }].into_boxed_slice(),
             padded_input: vec![
                 T::ZERO;
@@ -144,13 +152,12 @@ where
         x: &[[[[T; W]; H]; C]; B],
         ws: &'w mut Self::Workspace,
     ) -> &'w [[[[T; OW]; OH]; OC]; B] {
-        // The layer's one forward pass, with room for all of a sample's patches.
+        // The layer's one forward pass, with room for all of a sample's patches (other strides:
+        // of a group of samples').
         if STRIDE == 1 {
             self.forward_stride1_with_scratch(x, &mut *ws.output, &mut ws.forward_scratch);
         } else {
-            for (x, y) in x.iter().zip(ws.output.iter_mut()) {
-                self.forward_sample(x, y, &mut ws.patches);
-            }
+            self.forward_images(x, &mut *ws.output, &mut ws.patches);
         }
         &ws.output
     }
@@ -271,7 +278,7 @@ where
         for (b, (dz, x)) in ws.d_pre_activation.iter().zip(x).enumerate() {
             let dz = dz.as_flattened().as_flattened();
             if STRIDE != 1 {
-                let patches = &mut ws.patches;
+                let patches = &mut ws.patches[..ckk * positions];
                 Self::im2col(x, 0..C * K * K, 0, positions, patches);
                 // dWᵀ += X̂·dZᵀ             (C·K·K x OH·OW)(OH·OW x OC) -> C·K·K x OC
                 // (this way round the long side, C·K·K, is the rows read in place and only

@@ -80,7 +80,6 @@ pub(crate) fn conv2d_stride1_uninit<'o, T: Scalar>(
 /// # Panics
 ///
 /// As [`conv2d_stride1`].
-#[cfg(feature = "alloc")]
 #[allow(unsafe_code)] // uninitialized outputs: see `conv2d_stride1_uninit`
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d_stride1_with_scratch<T: Scalar>(
@@ -94,7 +93,8 @@ pub(crate) fn conv2d_stride1_with_scratch<T: Scalar>(
     scratch: &mut [T],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = super::x86::detected_isa()
+    if !scratch.is_empty()
+        && let Some(isa) = super::x86::detected_isa()
         && let (Some(x), Some(w), Some(bias), Some(out), Some(scratch)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice::<T, f32>(w),

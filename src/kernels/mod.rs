@@ -42,10 +42,10 @@ pub use threads::use_threads;
 // What the layers call.
 #[cfg(feature = "alloc")]
 pub(crate) use conv::{
-    conv2d_input_gradient_stride1, conv2d_stride1_with_scratch,
-    conv2d_weight_and_bias_gradients_through_relu, conv2d_weight_gradient_stride1,
+    conv2d_input_gradient_stride1, conv2d_weight_and_bias_gradients_through_relu,
+    conv2d_weight_gradient_stride1,
 };
-pub(crate) use conv::{conv2d_stride1, conv2d_stride1_images};
+pub(crate) use conv::{conv2d_stride1_images, conv2d_stride1_with_scratch};
 pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};

@@ -99,7 +99,7 @@ pub(crate) const fn forward_kernel(shape: &Conv, lanes: usize) -> ForwardKernel 
 /// plan). Measured on 64 images (Xeon, AVX-512 / AVX2): 32→64 filters 3 x 3 on 16 x 16, direct
 /// 4.9 / 7.9 ms, columns 3.0 / 6.3; 64→64 5 x 5 on 16 x 16, 29 / 45 against 15 / 31; 3→64 5 x 5
 /// on 32 x 32 (flat, padded on the stack) 5.7 / 9.4 against 3.1 / 6.5.
-#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+#[cfg(target_arch = "x86_64")]
 pub(crate) const fn workspace_forward_scratch(shape: &Conv, lanes: usize) -> usize {
     use super::x86::conv_winograd_columns_f32 as columns;
     match forward_kernel(shape, lanes) {

@@ -256,22 +256,10 @@ where
 
     /// The forward pass of a batch with stride 1 (the common case): the direct kernel, which
     /// needs no patches, on every sample at once; ReLU as the kernel stores its outputs, any
-    /// other activation in place after.
-    fn forward_stride1(&self, x: &[[[[T; W]; H]; C]], y: &mut [[[[T; OW]; OH]; OC]]) {
-        let () = Self::SHAPE;
-        let batch = x.len().min(y.len());
-        let (x, y) = (&x[..batch], &mut y[..batch]);
-        let x = x.as_flattened().as_flattened().as_flattened();
-        let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
-        let (weight, bias) = (self.weight_matrix(), S::vector(&self.bias));
-        kernels::conv2d_stride1(&Self::DIRECT, batch, x, weight, bias, z, Self::epilogue());
-        Self::activate_after_kernel(z);
-    }
-
-    /// [`Self::forward_stride1`] with a workspace's scratch, which lets a large convolution take
-    /// Winograd's method (`kernels::conv2d_stride1_with_scratch`).
-    #[cfg(feature = "alloc")]
-    fn forward_stride1_with_scratch(
+    /// other activation in place after. `scratch` is a workspace's (training), which lets a
+    /// large convolution take Winograd's method (`kernels::conv2d_stride1_with_scratch`), or
+    /// empty (a prediction).
+    fn forward_stride1(
         &self,
         x: &[[[[T; W]; H]; C]],
         y: &mut [[[[T; OW]; OH]; OC]],
@@ -381,7 +369,7 @@ where
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         if STRIDE == 1 {
             // The direct kernel needs no patches: no 8 KiB on the stack of a baked net.
-            self.forward_stride1(x, y);
+            self.forward_stride1(x, y, &mut []);
             return;
         }
         let mut scratch = [T::ZERO; SCRATCH];

@@ -155,7 +155,7 @@ where
         // The layer's one forward pass, with room for all of a sample's patches (other strides:
         // of a group of samples').
         if STRIDE == 1 {
-            self.forward_stride1_with_scratch(x, &mut *ws.output, &mut ws.forward_scratch);
+            self.forward_stride1(x, &mut *ws.output, &mut ws.forward_scratch);
         } else {
             self.forward_images(x, &mut *ws.output, &mut ws.patches);
         }

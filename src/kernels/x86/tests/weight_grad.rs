@@ -33,14 +33,35 @@ fn convolution_weight_gradients_match_the_definition_on_every_available_instruct
 
 /// The weight gradient with the positions in the lanes (`isa`, element type `E`) of a batch
 /// of `batch` images of `shape` (no padding), from gradients `start` on with `accumulate`,
-/// against the reference, within `tolerance · √(1 + sums) · (1 + |w|)`; the scratch filled
-/// with `nan` first, as an earlier call may leave it. `seed` picks the values.
+/// against the reference (see [`check_weight_gradient`]). `seed` picks the values.
 fn check_weight_gradient_positions<E: Element + Into<f64>>(
+    isa: Isa,
+    shape: &Conv,
+    (batch, accumulate): (usize, bool),
+    elements: (impl Fn(f64) -> E, E, f64),
+    seed: u64,
+) {
+    let scratch = weight_grad_images_per_pass::<E>(shape, batch) * shifted_image_len(shape);
+    check_weight_gradient(isa, shape, (batch, accumulate), elements, seed, scratch, {
+        |x: &[E], dz: &[E], scratch: &mut [E], dw: &mut [E]| {
+            conv2d_weight_gradient_positions(isa, shape, batch, x, dz, scratch, dw, accumulate)
+        }
+    });
+}
+
+/// A weight-gradient kernel `kernel(x, dz, scratch, dw)` on a batch of `batch` images of
+/// `shape` (element type `E`, from `from_f64`), from gradients `start` on with `accumulate`,
+/// against the reference, within `tolerance · √(1 + sums) · (1 + |w|)`; its scratch of
+/// `scratch_len` filled with `nan` first, as an earlier call may leave it. `seed` picks the
+/// values.
+fn check_weight_gradient<E: Copy + Into<f64>>(
     isa: Isa,
     shape: &Conv,
     (batch, accumulate): (usize, bool),
     (from_f64, nan, tolerance): (impl Fn(f64) -> E, E, f64),
     seed: u64,
+    scratch_len: usize,
+    kernel: impl FnOnce(&[E], &[E], &mut [E], &mut [E]),
 ) {
     let steps = shape.channels * shape.kernel * shape.kernel;
     let (image, plane) = (shape.image_len(), shape.output_len());
@@ -61,19 +82,9 @@ fn check_weight_gradient_positions<E: Element + Into<f64>>(
         want.fill(0.0);
     }
     let cast = |v: &[f64]| v.iter().map(|&v| from_f64(v)).collect::<Vec<E>>();
-    let scratch = weight_grad_images_per_pass::<E>(shape, batch) * shifted_image_len(shape);
-    let mut scratch = std::vec![nan; scratch];
+    let mut scratch = std::vec![nan; scratch_len];
     let mut got = cast(&start);
-    conv2d_weight_gradient_positions(
-        isa,
-        shape,
-        batch,
-        &cast(&x),
-        &cast(&dz),
-        &mut scratch,
-        &mut got,
-        accumulate,
-    );
+    kernel(&cast(&x), &cast(&dz), &mut scratch, &mut got);
     let sums = (batch * shape.out_height() * shape.out_width()) as f64;
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
         let g: f64 = g.into();
@@ -84,6 +95,7 @@ fn check_weight_gradient_positions<E: Element + Into<f64>>(
         );
     }
 }
+
 /// The weight gradient with the positions in the lanes on small shapes of every width
 /// around the vector sizes (kernels of 1 to 5, outputs narrower than a vector, images
 /// shorter than one), in both element types, batches that take several passes of several
@@ -523,54 +535,20 @@ fn patches_weight_gradients_match_the_definition() {
         }
     }
 
-    /// One case of the test above, within `tolerance · √(1 + sums) · (1 + |w|)`.
+    /// One case of the test above (see [`check_weight_gradient`]).
     fn check_patches<E: Element + crate::Scalar + Into<f64>>(
         isa: Isa,
         shape: &Conv,
         (batch, accumulate): (usize, bool),
-        (from_f64, nan, tolerance): (impl Fn(f64) -> E, E, f64),
+        elements: (impl Fn(f64) -> E, E, f64),
         seed: u64,
     ) {
-        let steps = shape.channels * shape.kernel * shape.kernel;
-        let (image, plane) = (shape.image_len(), shape.output_len());
-        let x = values(batch * image, seed);
-        let dz = values(batch * plane, seed + 1);
-        let start = values(shape.filters * steps, seed + 2);
-        let mut want = start.clone();
-        for b in 0..batch {
-            crate::kernels::reference::conv2d_weight_gradient_stride1(
-                shape,
-                &x[b * image..(b + 1) * image],
-                &dz[b * plane..(b + 1) * plane],
-                &mut want,
-                accumulate || b > 0,
-            );
-        }
-        if batch == 0 && !accumulate {
-            want.fill(0.0);
-        }
-        let cast = |v: &[f64]| v.iter().map(|&v| from_f64(v)).collect::<Vec<E>>();
-        let mut scratch = std::vec![nan; scratch_len(shape)];
-        let mut got = cast(&start);
-        conv2d_weight_gradient(
-            isa,
-            shape,
-            batch,
-            &cast(&x),
-            &cast(&dz),
-            &mut scratch,
-            &mut got,
-            accumulate,
-        );
-        let sums = (batch * shape.out_height() * shape.out_width()) as f64;
-        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-            let g: f64 = g.into();
-            assert!(
-                (g - w).abs() <= tolerance * (1.0 + sums).sqrt() * (1.0 + w.abs()),
-                "{isa:?} {shape:?} batch {batch} accumulate={accumulate}: dW[{i}] is {g}, \
-                 expected {w}"
-            );
-        }
+        let run = (batch, accumulate);
+        check_weight_gradient(isa, shape, run, elements, seed, scratch_len(shape), {
+            |x: &[E], dz: &[E], scratch: &mut [E], dw: &mut [E]| {
+                conv2d_weight_gradient(isa, shape, batch, x, dz, scratch, dw, accumulate)
+            }
+        });
     }
 }
 

@@ -329,6 +329,37 @@ fn strided_cnn_steps_and_predictions_allocate_nothing() {
     cnn_allocates_nothing::<Strided, 2, 12, 12>(16);
 }
 
+/// A prediction with a caller-provided scratch (`Layer::forward_with_scratch`: Winograd's method
+/// for the CIFAR-style CNN's second convolution on x86-64) allocates nothing.
+#[test]
+fn predictions_with_a_scratch_allocate_nothing() {
+    type Cifar = constmat::net![
+        Input<f32, 32, 16, 16>,
+        Conv2d<32, 64, 3, 1, 1, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dense<4096, 10>,
+    ];
+    let mut rng = StdRng::seed_from_u64(17);
+    let net = Cifar::random(&mut rng);
+    let (x, _) = images::<32, 16, 16, 2>(&mut rng);
+    let mut scratch: Box<[f32; Cifar::PREDICT_SCRATCH]> = vec![0.0; Cifar::PREDICT_SCRATCH]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap();
+    let (allocations, deallocations, checksum) = count_allocations(|| {
+        let mut logits = [[0.0_f32; 10]; 2];
+        net.forward_with_scratch(&x, &mut logits, &mut scratch);
+        logits[1][3]
+    });
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "during the prediction"
+    );
+    assert!(checksum.is_finite());
+}
+
 /// An int8 prediction (the MLP and the LeNet, quantized, inline as a baked net keeps them)
 /// allocates nothing: the dot products, the requantization and the samples between layers are
 /// on the stack.

@@ -50,12 +50,12 @@ pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};
 pub(crate) use int8::{dot_rows_i8, requantize_i8, requantize_one};
-pub(crate) use plan::conv_stack_scratch;
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
     conv_forward_workspace_scratch, conv_input_gradient_scratch, conv_weight_gradient_pads,
     conv_weight_gradient_scratch,
 };
+pub(crate) use plan::{conv_prediction_scratch, conv_stack_scratch};
 #[cfg(feature = "alloc")]
 pub(crate) use pool::max_pool_2x2_backward;
 pub(crate) use pool::{max_pool_2x2, max_pool_2x2_images};
@@ -64,7 +64,7 @@ pub(crate) use shape::{Conv, Epilogue, Product};
 // The one place a generic slice is reinterpreted as `f32` or `f64` (their `TypeId`s checked),
 // or seen as memory to write into.
 #[allow(unsafe_code)]
-mod cast;
+pub(crate) mod cast;
 mod conv;
 mod gemm;
 mod im2col;

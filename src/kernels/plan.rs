@@ -112,19 +112,40 @@ pub(crate) const fn workspace_forward_scratch(shape: &Conv, lanes: usize) -> usi
     }
 }
 
+/// The elements of scratch with which a stride-1 convolution of `shape` on elements of
+/// `element_size` bytes takes the kernels a workspace gives ([`workspace_forward_scratch`]),
+/// whichever instruction set runs: on x86-64 in `f32`, the larger of AVX-512's and AVX2's
+/// (an instruction set lowered at run time still finds enough); else 0. A layer's workspace
+/// ([`conv_forward_workspace_scratch`]) and a prediction's caller-provided scratch
+/// (`Layer::PREDICT_SCRATCH`) hold this many.
+pub(crate) const fn conv_prediction_scratch(shape: &Conv, element_size: usize) -> usize {
+    // Only `f32` has SIMD convolution kernels (`f64` is the other element type).
+    if !cfg!(target_arch = "x86_64") || element_size != 4 {
+        return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx512 = workspace_forward_scratch(shape, 16);
+        let avx2 = workspace_forward_scratch(shape, 8);
+        if avx512 > avx2 { avx512 } else { avx2 }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = shape;
+        0
+    }
+}
+
 /// The elements of a layer's workspace scratch for the forward pass of a stride-1 convolution
-/// of `shape` on elements `T` ([`workspace_forward_scratch`]): the larger of AVX-512's and
-/// AVX2's where the CPU has them and `T` is `f32` (an instruction set lowered at run time still
-/// finds enough), else 0.
+/// of `shape` on elements `T`: [`conv_prediction_scratch`] where the CPU has AVX2 or AVX-512
+/// and `T` is `f32`, else 0.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_forward_workspace_scratch<T: 'static>(shape: &Conv) -> usize {
     #[cfg(target_arch = "x86_64")]
     if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
         && super::x86::detected_isa().is_some()
     {
-        let avx512 = workspace_forward_scratch(shape, 16);
-        let avx2 = workspace_forward_scratch(shape, 8);
-        return avx512.max(avx2);
+        return conv_prediction_scratch(shape, 4);
     }
     let _ = shape;
     0

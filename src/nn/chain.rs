@@ -84,6 +84,26 @@ impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
         self.rest.forward_uninit(middle, y)
     }
 
+    /// The larger of the two parts': they use the scratch one after the other.
+    const PREDICT_SCRATCH: usize = if A::PREDICT_SCRATCH > N::PREDICT_SCRATCH {
+        A::PREDICT_SCRATCH
+    } else {
+        N::PREDICT_SCRATCH
+    };
+
+    #[inline]
+    fn forward_with_scratch<const B: usize, const LEN: usize>(
+        &self,
+        x: &[A::In; B],
+        y: &mut [N::Out; B],
+        scratch: &mut [f32; LEN],
+    ) {
+        const { crate::nn::check_predict_scratch(LEN, Self::PREDICT_SCRATCH) };
+        let mut middle = [<A::Out as crate::nn::Sample>::ZERO; B];
+        self.first.forward_with_scratch(x, &mut middle, scratch);
+        self.rest.forward_with_scratch(&middle, y, scratch);
+    }
+
     fn to_store<S: Store>(&self) -> Self::WithStore<S> {
         Chain::new(self.first.to_store(), self.rest.to_store())
     }

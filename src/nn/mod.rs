@@ -266,6 +266,20 @@ use core::mem::MaybeUninit;
 
 use crate::format::{Message, NetSpec, TensorName, TensorSpec};
 
+/// Nothing, or a compile error when a caller's scratch of `len` values is shorter than the
+/// `needed` of [`Layer::PREDICT_SCRATCH`]: the check of [`Layer::forward_with_scratch`].
+#[track_caller]
+pub(crate) const fn check_predict_scratch(len: usize, needed: usize) {
+    if len < needed {
+        Message::new()
+            .str("forward_with_scratch: the scratch holds ")
+            .number(len)
+            .str(" values; this net's `PREDICT_SCRATCH` is ")
+            .number(needed)
+            .panic()
+    }
+}
+
 /// One sample flowing into or out of a layer: a number, or an array of samples (`[T; N]` for a
 /// dense layer's input).
 ///
@@ -408,6 +422,67 @@ pub trait Layer {
     #[inline]
     fn forward_one(&self, x: &Self::In, y: &mut Self::Out) {
         self.forward(core::array::from_ref(x), core::array::from_mut(y));
+    }
+
+    /// The `f32` values of scratch with which [`Layer::forward_with_scratch`] runs every layer
+    /// on the kernel a training workspace gives it; 0 when the stack buffers of
+    /// [`Layer::forward`] are enough. A convolution whose fast kernel needs more than a
+    /// prediction's stack buffers (Winograd's method for 64 filters of 64 x 5 x 5 takes 180,000
+    /// values) otherwise runs a direct kernel, which computes the same outputs with up to twice
+    /// the multiplications. A chain takes the largest of its layers': they use the scratch one
+    /// after another. Machine-independent: the most any instruction set's kernels take (on
+    /// x86-64; elsewhere 0).
+    ///
+    /// ```
+    /// use constmat::nn::{Conv2d, Dense, Layer};
+    ///
+    /// type Small = constmat::net![Dense<f32, 784, 10>];
+    /// assert_eq!(Small::PREDICT_SCRATCH, 0);
+    /// type Wide = constmat::net![Input<f32, 64, 16, 16>, Conv2d<64, 64, 5, 1, 2>];
+    /// assert!(cfg!(not(target_arch = "x86_64")) || Wide::PREDICT_SCRATCH > 0);
+    /// ```
+    const PREDICT_SCRATCH: usize = 0;
+
+    /// [`Layer::forward`] with a caller-provided buffer of at least
+    /// [`Layer::PREDICT_SCRATCH`] values (a compile error if shorter), which lets each layer take
+    /// the kernel it would take in training. The outputs equal `forward`'s up to rounding (the
+    /// kernels add in other orders), and equal [`Train::forward_train`]'s bit for bit.
+    ///
+    /// The scratch's contents do not matter, before or after; it is working memory the caller
+    /// owns, which [`Layer::WORKING_BYTES`] does not count: on the heap for a large net
+    /// (`Box<[f32; N]>` derefs to `[f32; N]`), in a `static` for a baked one. Generic code
+    /// takes the length as a parameter (`const LEN: usize`), which a caller that knows the net
+    /// names (`{ Net::PREDICT_SCRATCH }`). The default is [`Layer::forward`].
+    ///
+    /// ```
+    /// use constmat::nn::{Conv2d, Layer, RandomInit};
+    /// use rand::{SeedableRng, rngs::StdRng};
+    ///
+    /// type Net = constmat::net![Input<f32, 64, 16, 16>, Conv2d<64, 64, 5, 1, 2>];
+    /// let net = Net::random(&mut StdRng::seed_from_u64(7));
+    /// let image = Box::new([[[0.5_f32; 16]; 16]; 64]);
+    /// let mut scratch = vec![0.0_f32; Net::PREDICT_SCRATCH].into_boxed_slice();
+    /// let scratch: &mut [f32; Net::PREDICT_SCRATCH] = (&mut *scratch).try_into().unwrap();
+    ///
+    /// let mut fast = Box::new([[[[0.0; 16]; 16]; 64]; 1]);
+    /// net.forward_with_scratch(core::array::from_ref(&*image), &mut fast, scratch);
+    /// let mut plain = Box::new([[[[0.0; 16]; 16]; 64]; 1]);
+    /// net.forward(core::array::from_ref(&*image), &mut plain);
+    /// let (fast, plain) = (fast.as_flattened().as_flattened(), plain.as_flattened().as_flattened());
+    /// for (a, b) in fast.as_flattened().iter().zip(plain.as_flattened()) {
+    ///     assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()));
+    /// }
+    /// ```
+    #[inline]
+    fn forward_with_scratch<const B: usize, const LEN: usize>(
+        &self,
+        x: &[Self::In; B],
+        y: &mut [Self::Out; B],
+        scratch: &mut [f32; LEN],
+    ) {
+        const { check_predict_scratch(LEN, Self::PREDICT_SCRATCH) };
+        let _ = scratch;
+        self.forward(x, y);
     }
 
     /// A copy of this layer with its parameters in the storage `S`.

@@ -166,7 +166,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 101,
-        make: make::<LeNet, 64>,
+        make: make::<LeNet, 64, { LeNet::PREDICT_SCRATCH }>,
     },
     NetDef {
         key: "mlp",
@@ -179,7 +179,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 102,
-        make: make::<Mlp, 64>,
+        make: make::<Mlp, 64, { Mlp::PREDICT_SCRATCH }>,
     },
     NetDef {
         key: "cifar",
@@ -196,7 +196,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 103,
-        make: make::<Cifar, 64>,
+        make: make::<Cifar, 64, { Cifar::PREDICT_SCRATCH }>,
     },
     NetDef {
         key: "strided",
@@ -210,7 +210,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 104,
-        make: make::<Strided, 64>,
+        make: make::<Strided, 64, { Strided::PREDICT_SCRATCH }>,
     },
     NetDef {
         key: "wide-mlp",
@@ -223,7 +223,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 128,
         seed: 105,
-        make: make::<WideMlp, 128>,
+        make: make::<WideMlp, 128, { WideMlp::PREDICT_SCRATCH }>,
     },
     NetDef {
         key: "conv5x5",
@@ -239,7 +239,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 106,
-        make: make::<Wide5x5, 64>,
+        make: make::<Wide5x5, 64, { Wide5x5::PREDICT_SCRATCH }>,
     },
     NetDef {
         key: "stem7x7",
@@ -255,7 +255,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 107,
-        make: make::<Stem7x7, 64>,
+        make: make::<Stem7x7, 64, { Stem7x7::PREDICT_SCRATCH }>,
     },
 ];
 
@@ -494,7 +494,8 @@ pub trait SuiteNet {
     fn step(&mut self, lr: f32) -> f32;
     /// The mean loss on the training batch, without training.
     fn loss(&mut self) -> f32;
-    /// The forward pass of the first sample (`Layer::forward_one`).
+    /// The forward pass of the first sample (`Layer::forward_with_scratch`, the scratch
+    /// allocated once).
     fn forward_single(&mut self) -> [f32; CLASSES];
     /// The forward pass of all [`EVAL`] samples (`Train::<f32, 1000>::forward_train` into a
     /// heap workspace, allocated on first use); one logit, so that it cannot be skipped.
@@ -507,7 +508,7 @@ pub trait SuiteNet {
 
 /// constmat's form of a net: `nn::Trainer` + `Sgd` + `SoftmaxCrossEntropy` on its `net!` type,
 /// as in `src/cnn.rs`; every batch on the heap.
-struct Runner<N, const B: usize>
+struct Runner<N, const B: usize, const SCRATCH: usize>
 where
     N: Train<f32, B> + Train<f32, EVAL>,
 {
@@ -520,6 +521,8 @@ where
     x1: Box<[N::In; 1]>,
     x_eval: Box<[N::In; EVAL]>,
     ws_eval: Option<<N as Train<f32, EVAL>>::Workspace>,
+    /// The batch-1 forward pass's scratch (`Layer::PREDICT_SCRATCH` values).
+    scratch: Box<[f32; SCRATCH]>,
 }
 
 /// Copies `values` (whole samples, flat) into `samples`.
@@ -530,7 +533,7 @@ fn fill<S: Flat>(samples: &mut [S], values: &[f32]) {
     }
 }
 
-fn make<N, const B: usize>(seed: u64, data: &SuiteData) -> Box<dyn SuiteNet>
+fn make<N, const B: usize, const SCRATCH: usize>(seed: u64, data: &SuiteData) -> Box<dyn SuiteNet>
 where
     N: Layer<Out = [f32; CLASSES]> + RandomInit + Train<f32, B> + Train<f32, EVAL> + 'static,
     N::In: Flat,
@@ -550,7 +553,11 @@ where
     fill(&mut x1[..], &data.inputs[..len]);
     let mut x_eval: Box<[N::In; EVAL]> = zeroed_batch();
     fill(&mut x_eval[..], &data.inputs);
-    Box::new(Runner::<N, B> {
+    let scratch: Box<[f32; SCRATCH]> = vec![0.0; SCRATCH]
+        .into_boxed_slice()
+        .try_into()
+        .expect("SCRATCH values");
+    Box::new(Runner::<N, B, SCRATCH> {
         trainer: Trainer::new(&net),
         optimizer: Sgd::new(),
         net,
@@ -560,10 +567,11 @@ where
         x1,
         x_eval,
         ws_eval: None,
+        scratch,
     })
 }
 
-impl<N, const B: usize> SuiteNet for Runner<N, B>
+impl<N, const B: usize, const SCRATCH: usize> SuiteNet for Runner<N, B, SCRATCH>
 where
     N: Layer<Out = [f32; CLASSES]> + Train<f32, B> + Train<f32, EVAL>,
 {
@@ -610,9 +618,10 @@ where
     }
 
     fn forward_single(&mut self) -> [f32; CLASSES] {
-        let mut logits = [0.0; CLASSES];
-        self.net.forward_one(&self.x1[0], &mut logits);
-        logits
+        let mut logits = [[0.0; CLASSES]];
+        self.net
+            .forward_with_scratch(&self.x1, &mut logits, &mut self.scratch);
+        logits[0]
     }
 
     fn forward_eval(&mut self) -> f32 {
@@ -913,7 +922,7 @@ pub fn run(options: &Options, torch: Option<(String, String)>) -> Result<bool, S
         "- training step: forward, softmax cross-entropy, backward, plain SGD (learning rate {LR}), repeated on the first samples, from the initial weights every round (constmat: `nn::Trainer`; PyTorch: autograd, `torch.optim.SGD`)"
     );
     println!(
-        "- forward, batch 1: the first sample (constmat: `Layer::forward_one`; PyTorch: under `inference_mode`, the better of oneDNN on and off)"
+        "- forward, batch 1: the first sample (constmat: `Layer::forward_with_scratch`, its scratch allocated once; PyTorch: under `inference_mode`, the better of oneDNN on and off)"
     );
     println!(
         "- forward, batch {EVAL}: every sample (constmat: `Train::<f32, {EVAL}>::forward_train` into a heap workspace; PyTorch: under `inference_mode`)"

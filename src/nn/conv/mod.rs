@@ -378,6 +378,31 @@ where
         }
     }
 
+    /// Stride 1 in `f32` on x86-64: the scratch of Winograd's method down the columns where
+    /// the stack plan takes a direct kernel only because that scratch exceeds its buffers
+    /// (`kernels::conv_prediction_scratch`); else 0.
+    const PREDICT_SCRATCH: usize = if STRIDE == 1 {
+        kernels::conv_prediction_scratch(&Self::DIRECT, core::mem::size_of::<T>())
+    } else {
+        0
+    };
+
+    fn forward_with_scratch<const B: usize, const LEN: usize>(
+        &self,
+        x: &[Self::In; B],
+        y: &mut [Self::Out; B],
+        scratch: &mut [f32; LEN],
+    ) {
+        const { crate::nn::check_predict_scratch(LEN, Self::PREDICT_SCRATCH) };
+        if STRIDE != 1 || Self::PREDICT_SCRATCH == 0 {
+            self.forward(x, y);
+            return;
+        }
+        // PREDICT_SCRATCH > 0 only for `f32`: the scratch is the kernels' own type.
+        let scratch = kernels::cast::same_type_slice_mut::<f32, T>(scratch).unwrap_or_default();
+        self.forward_stride1(x, y, scratch);
+    }
+
     /// Stride 1: the direct kernel writes every output, so `y` is not zeroed first.
     fn forward_uninit<'y, const B: usize>(
         &self,

@@ -928,7 +928,7 @@ fn memory_budgets_of_the_shipped_nets() {
 }
 
 /// A strided convolution's prediction unrolls its patches into a stack buffer (16,384 values on
-/// x86-64, 2,048 elsewhere) and multiplies them in pieces; on x86-64 a piece with 24 filters or
+/// x86-64, 2,048 elsewhere) and multiplies them in pieces; on x86-64 a piece with 40 filters or
 /// more (and more than 32 steps) takes the packed products, whose 48 KiB block of `B` is on the
 /// stack too: both are in `WORKING_BYTES`.
 #[test]
@@ -939,9 +939,9 @@ fn strided_convolutions_count_the_packed_products_buffer() {
     } else {
         (0, 2048 * 4)
     };
-    // 32 filters of 16 x 3 x 3 on 14 x 14: products of 32 filters x 144 steps (whole patches
+    // 64 filters of 16 x 3 x 3 on 14 x 14: products of 64 filters x 144 steps (whole patches
     // on x86-64, pieces elsewhere), packed.
-    type Many = Conv2d<f32, 16, 32, 3, 2, 1, 14, 14, 7, 7, Relu>;
+    type Many = Conv2d<f32, 16, 64, 3, 2, 1, 14, 14, 7, 7, Relu>;
     assert_eq!(<Many as Layer>::WORKING_BYTES, scratch + packed);
     // 16 filters of 1 x 3 x 3 on 28 x 28: one product of 16 x 196 x 9, too few rows to pack.
     type Few = Conv2d<f32, 1, 16, 3, 2, 1, 28, 28, 14, 14, Relu>;
@@ -950,7 +950,7 @@ fn strided_convolutions_count_the_packed_products_buffer() {
     type Net = constmat::net![
         Input<f32, 1, 28, 28>,
         Conv2d<1, 16, 3, 2, 1, Relu>,
-        Conv2d<16, 32, 3, 2, 1, Relu>,
+        Conv2d<16, 64, 3, 2, 1, Relu>,
     ];
     assert_eq!(
         <Net as Layer>::WORKING_BYTES,

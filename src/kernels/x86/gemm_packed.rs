@@ -41,9 +41,12 @@ pub(crate) enum Path {
 }
 
 /// From this many rows of `C` on, `A·B` and `Aᵀ·B` pack `B`: below, each column panel of `B` is
-/// used by too few row tiles to repay the copy (measured on Zen 3, AVX2 `f32`: the unpacked
-/// tiles win up to 20 rows, the packed ones from 24).
-const PACK_MIN_ROWS: usize = 24;
+/// used by too few row tiles to repay the copy. Measured on a Xeon (2026-11-29), both
+/// instruction sets: from 24 to 36 rows the unpacked tiles win by 0-55% (32 x 147 x 96, a
+/// 7 x 7 stride-2 stem's product: 107 -> 153 GFLOP/s with AVX-512, 77 -> 95 with AVX2;
+/// `Aᵀ·B` 32 x 64 x 784: 110 -> 150 and 70 -> 100), and at 48 rows and more the two are within
+/// the noise.
+const PACK_MIN_ROWS: usize = 40;
 
 /// ... or from this many, when `B`'s rows are a multiple of 4 KiB apart: the unpacked tiles
 /// then read a column strip of `B` whose lines all fall into one L1 set, and alias with the

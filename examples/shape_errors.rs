@@ -147,11 +147,6 @@ const RULES: &[Rule] = &[
         valid: conv_kernel,
     },
     Rule {
-        cfg: "pool_rows",
-        rule: "`MaxPool2d`, `Conv2d`: the windows read every input row and column",
-        valid: pool_rows,
-    },
-    Rule {
         cfg: "conv_channels",
         rule: "`Conv2d`: its input channels are the previous layer's output channels",
         valid: conv_channels,
@@ -517,31 +512,6 @@ fn conv_kernel() -> String {
         "a 5x5 kernel on a 5x5 image: {} modules",
         Net::SPEC.modules()
     )
-}
-
-fn pool_rows() -> String {
-    use constmat::nn::{Parameters, Relu};
-    #[cfg(shape_error = "pool_rows")]
-    {
-        type Net = constmat::net![
-            Input<f32, 1, 28, 28>,
-            Conv2d<1, 4, 3, 2, 1, Relu>,
-            Conv2d<4, 8, 2, Relu>,
-            MaxPool2d<2>,
-            Flatten,
-            Dense<392, 10>,
-        ];
-        let _net = Net::zeros();
-    }
-    type Net = constmat::net![
-        Input<f32, 1, 28, 28>,
-        Conv2d<1, 4, 3, 2, 1, Relu>, // 4 x 14 x 14: only a padding row is left unread
-        MaxPool2d<2>,                // 4 x 7 x 7
-        Flatten,
-        Dense<196, 10>,
-    ];
-    let _net = Net::zeros();
-    "28x28 -> conv stride 2 -> 14x14 -> pool -> 7x7".to_string()
 }
 
 fn conv_channels() -> String {

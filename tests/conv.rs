@@ -273,6 +273,11 @@ fn convolutions_compute_the_definition() {
     case!(3, 4, 3, 2, 1, 7, 9);
     case!(2, 3, 2, 2, 0, 6, 4);
     case!(3, 2, 1, 1, 0, 3, 3);
+    // Input rows and columns in no window (PyTorch's sizes): 1 x 1 stride 2 on 8 x 8, 3 x 3
+    // stride 2 on 8 x 7 without padding, 4 x 4 stride 3 on 10 x 10 with padding 1.
+    case!(2, 3, 1, 2, 0, 8, 8);
+    case!(2, 3, 3, 2, 0, 8, 7);
+    case!(1, 2, 4, 3, 1, 10, 10);
     // Stride 2, larger than the stack buffer of `Layer::forward` (3·3·3 x 16·16 patches): done
     // in blocks.
     case!(3, 5, 3, 2, 1, 32, 32);
@@ -444,6 +449,11 @@ fn convolution_gradients_of_small_and_strided_layers() {
     gradient_case!(rng, worst; Sigmoid, 1, 2, 2, 3, 0, 8, 8);
     // Stride 3 with padding 2, two padding rows left over.
     gradient_case!(rng, worst; Tanh, 2, 2, 3, 3, 2, 7, 7);
+    // Input rows and columns left over at the end, in no window, as PyTorch allows: ResNet's
+    // 1 x 1 stride-2 shortcut on an even size, and 10 + 2 - 4 = 8 with stride 3 (two left
+    // over, one of them input).
+    gradient_case!(rng, worst; Tanh, 2, 3, 1, 2, 0, 8, 8);
+    gradient_case!(rng, worst; Identity, 2, 2, 4, 3, 1, 10, 9);
     eprintln!("Conv2d: worst relative error {worst:e}");
 }
 
@@ -489,7 +499,17 @@ fn max_pooling_gradients() {
     let pool = MaxPool2d::<f64, 3, 3, 2, 7, 5, 3, 2>::new();
     let x = [random_sample(&mut rng)];
     let b = check("MaxPool2d<3, stride 2>", &pool, &x, &mut rng);
-    eprintln!("MaxPool2d: worst relative error {:e}", a.max(b));
+    // Rows and columns in no window, as PyTorch allows: 5 - 2 and 6 - 3 are odd.
+    let pool = MaxPool2d::<f64, 2, 2, 2, 5, 5, 2, 2>::new();
+    let x = [random_sample(&mut rng)];
+    let c = check("MaxPool2d<2> on 5 x 5", &pool, &x, &mut rng);
+    let pool = MaxPool2d::<f64, 1, 3, 2, 6, 7, 2, 3>::new();
+    let x = [random_sample(&mut rng)];
+    let d = check("MaxPool2d<3, stride 2> on 6 x 7", &pool, &x, &mut rng);
+    eprintln!(
+        "MaxPool2d: worst relative error {:e}",
+        a.max(b).max(c).max(d)
+    );
 }
 
 /// Ties go to the first maximum in the window's row-major order, as in PyTorch; a NaN is its
@@ -571,6 +591,10 @@ fn max_pooling_backward_in_f32_overwrites_the_whole_input_gradient() {
     case::<4, 6, 2, 3>(&mut rng);
     case::<2, 34, 1, 17>(&mut rng);
     case::<10, 10, 5, 5>(&mut rng);
+    // Odd sizes: the last row and column are in no window, their gradient 0 (the 2 x 2 kernels
+    // take even sizes only).
+    case::<5, 7, 2, 3>(&mut rng);
+    case::<9, 34, 4, 17>(&mut rng);
 }
 
 #[test]

@@ -361,6 +361,73 @@ fn conv_reference<
     out
 }
 
+/// Input rows and columns in no window, as PyTorch allows: 1 x 1 with stride 2 on 8 x 8
+/// (ResNet's shortcut) and 3 x 3 with stride 2 on 8 x 8 without padding, against the
+/// definition.
+#[test]
+fn a_quantized_convolution_leaving_rows_in_no_window_computes_its_definition() {
+    fn random<const N: usize, T>(rng: &mut StdRng, f: impl Fn(&mut StdRng) -> T) -> [T; N] {
+        std::array::from_fn(|_| f(rng))
+    }
+    let mut rng = StdRng::seed_from_u64(6);
+    let x: [[[i8; 8]; 8]; 2] = random(&mut rng, |r| {
+        random(r, |r| random(r, |r| r.random_range(-128..=127)))
+    });
+    let bias: [i32; 3] = random(&mut rng, |r| r.random_range(-5_000..=5_000));
+    let multipliers: [Multiplier; 3] = random(&mut rng, |r| {
+        Multiplier::from_real(r.random_range(1e-3..0.02))
+    });
+    let (z_in, z_out) = (rng.random_range(-128..=127), rng.random_range(-128..=127));
+    let w1: [[[[i8; 1]; 1]; 2]; 3] = random(&mut rng, |r| {
+        random(r, |r| {
+            random(r, |r| random(r, |r| r.random_range(-127..=127)))
+        })
+    });
+    let mut y1 = [[[0_i8; 4]; 4]; 3];
+    QConv2d::<2, 3, 1, 2, 0, 8, 8, 4, 4, Identity, Inline>::new(
+        w1,
+        bias,
+        multipliers,
+        zero_at(z_in),
+        zero_at(z_out),
+    )
+    .forward_one(&x, &mut y1);
+    let want = conv_reference(
+        &w1,
+        &bias,
+        &multipliers,
+        (2, 0),
+        (z_in, z_out, false),
+        &x,
+        (4, 4),
+    );
+    assert_eq!(y1.as_flattened().as_flattened().to_vec(), want);
+    let w3: [[[[i8; 3]; 3]; 2]; 3] = random(&mut rng, |r| {
+        random(r, |r| {
+            random(r, |r| random(r, |r| r.random_range(-127..=127)))
+        })
+    });
+    let mut y3 = [[[0_i8; 3]; 3]; 3];
+    QConv2d::<2, 3, 3, 2, 0, 8, 8, 3, 3, Relu, Inline>::new(
+        w3,
+        bias,
+        multipliers,
+        zero_at(z_in),
+        zero_at(z_out),
+    )
+    .forward_one(&x, &mut y3);
+    let want = conv_reference(
+        &w3,
+        &bias,
+        &multipliers,
+        (2, 0),
+        (z_in, z_out, true),
+        &x,
+        (3, 3),
+    );
+    assert_eq!(y3.as_flattened().as_flattened().to_vec(), want);
+}
+
 /// A window of more than 4,096 values (460 channels of 3x3) takes the plain loops instead of
 /// the stack buffer: the same definition.
 #[test]

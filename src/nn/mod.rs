@@ -946,8 +946,7 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "`MaxPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: max pooling takes no padding, ",
-            "`MaxPool2d<window>` or `MaxPool2d<window, stride>`; its windows must read every row ",
-            "and column of its input (see `nn::pool_output_size`)"
+            "`MaxPool2d<window>` or `MaxPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
     };
     (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {

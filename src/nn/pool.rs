@@ -59,12 +59,8 @@ pub struct MaxPool2d<
 /// ```
 /// use constmat::nn::pool_output_size;
 /// assert_eq!(pool_output_size(28, 2, 2), 14);
-/// let err = std::panic::catch_unwind(|| pool_output_size(13, 2, 2)).unwrap_err();
-/// assert_eq!(
-///     err.downcast_ref::<String>().unwrap(),
-///     "MaxPool2d: windows of 2 with stride 2 never read the last 1 of the input's 13: \
-///      13 - 2 = 11 is not a multiple of 2 (an input of 12 or 14 fits)"
-/// );
+/// // As PyTorch: the last row of 13 is in no window.
+/// assert_eq!(pool_output_size(13, 2, 2), 6);
 /// ```
 #[must_use]
 #[track_caller]
@@ -94,6 +90,11 @@ impl<
         check_output_size("MaxPool2d", "width", Window::Pool, (W, K, STRIDE, 0), OW);
     };
 
+    /// Whether the 2 x 2 kernels (`kernels::max_pool_2x2`) take this layer: windows of 2 with
+    /// stride 2 on even sizes, where every input is in a window (on odd sizes the last row and
+    /// column are in none, and the layer's loops take them).
+    const TWO_BY_TWO: bool = K == 2 && STRIDE == 2 && H.is_multiple_of(2) && W.is_multiple_of(2);
+
     /// The layer (it has no parameters); a `const fn`, for `static`s.
     #[must_use]
     pub const fn new() -> Self {
@@ -118,8 +119,9 @@ impl<
     /// [`MaxPool2d::new`]: its shape rule checked too.
     ///
     /// ```compile_fail,E0080
-    /// // Windows of 2 with stride 2 never read the last row and column of a 5 x 5 image.
-    /// let _ = constmat::nn::MaxPool2d::<f32, 1, 2, 2, 5, 5, 2, 2>::default();
+    /// // Windows of 2 with stride 2 on 5 x 5 give 2 x 2 (the last row and column are in no
+    /// // window), not 3 x 3.
+    /// let _ = constmat::nn::MaxPool2d::<f32, 1, 2, 2, 5, 5, 3, 3>::default();
     /// ```
     fn default() -> Self {
         Self::new()
@@ -185,8 +187,7 @@ impl<
         // as the backward pass finds it.
         // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same values, the whole batch
         // in one call.
-        if K == 2
-            && STRIDE == 2
+        if Self::TWO_BY_TWO
             && kernels::max_pool_2x2(
                 x.as_flattened().as_flattened().as_flattened(),
                 (H, W),
@@ -226,7 +227,7 @@ impl<
         y: &'y mut MaybeUninit<[Self::Out; B]>,
     ) -> &'y mut [Self::Out; B] {
         let () = Self::SHAPE;
-        let y = if K == 2 && STRIDE == 2 {
+        let y = if Self::TWO_BY_TWO {
             let x = x.as_flattened().as_flattened().as_flattened();
             match kernels::max_pool_2x2_images(x, (H, W), y) {
                 Ok(pooled) => return pooled,
@@ -371,8 +372,6 @@ mod train {
             d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
             _gradients: &mut Self,
         ) {
-            // The 2 x 2 kernel below writes only the inputs its windows read: the rule that
-            // every input is read is what makes that all of them.
             let () = Self::SHAPE;
             let Some(d_input) = d_input else {
                 return;
@@ -380,15 +379,15 @@ mod train {
             // dX: each output's gradient, to the first maximum of its window (found again). A row
             // of windows at a time, each window's elements in order for all of the row's
             // windows together: independent selects, no data-dependent branch.
-            if K == 2 && STRIDE == 2 {
+            if Self::TWO_BY_TWO {
                 // 2 x 2 windows with stride 2 in f32: the SIMD kernel, the same values, the
                 // whole batch in one call.
                 let dx = d_input
                     .as_flattened_mut()
                     .as_flattened_mut()
                     .as_flattened_mut();
-                // No zeroing first: the kernel writes every input a window reads, and the
-                // shape rule leaves no row or column unread.
+                // No zeroing first: the kernel writes every input a window reads, which on
+                // even sizes is every input.
                 if crate::kernels::max_pool_2x2_backward(
                     x.as_flattened().as_flattened().as_flattened(),
                     (H, W),

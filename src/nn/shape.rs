@@ -13,8 +13,8 @@ pub(crate) enum Window {
 
 /// `(input + 2·padding - window) / stride + 1`, or a panic naming the layer (as `layer`), the
 /// dimension (`"height"`, `"width"`, or `"input"`) and the sizes when the window is empty or
-/// does not fit, the stride is 0, or the last rows of the input would never be read (then the
-/// nearest sizes that fit are named).
+/// does not fit, or the stride is 0. As in PyTorch, rows left over at the end, in no window,
+/// are allowed (their gradient is 0).
 #[track_caller]
 pub(crate) const fn output_size(
     layer: &str,
@@ -65,76 +65,10 @@ pub(crate) const fn output_size(
         };
         m.str(")").panic()
     }
-    // The last (padded - window) % stride rows are never read; that is fine while they are
-    // padding, not input.
-    let left_over = (padded - window) % stride;
-    if left_over > padding {
-        let m = Message::new()
-            .str(layer)
-            .str(": windows of ")
-            .number(window)
-            .str(" with stride ")
-            .number(stride)
-            .str(" never read the last ")
-            .number(left_over - padding)
-            .str(" of the ")
-            .str(dimension)
-            .str("'s ")
-            .number(input)
-            .str(": ")
-            .number(input);
-        let m = if pooling {
-            m
-        } else {
-            m.str(" + 2 x ").number(padding)
-        };
-        let m = m
-            .str(" - ")
-            .number(window)
-            .str(" = ")
-            .number(padded - window);
-        // Without padding the rule is divisibility; with it, what is left over may be padding.
-        let m = if padding == 0 {
-            m.str(" is not a multiple of ").number(stride)
-        } else {
-            m.str(" leaves ")
-                .number(left_over)
-                .str(" over for the stride ")
-                .number(stride)
-                .str(", more than the padding ")
-                .number(padding)
-        };
-        let a = if bytes_eq(dimension.as_bytes(), b"input") {
-            " (an "
-        } else {
-            " (a "
-        };
-        let (fewer, more) = nearest_sizes_that_fit(input, window, stride, padding);
-        let m = m.str(a).str(dimension).str(" of ");
-        // No input of 0 rows: then only the larger size is named.
-        let m = if fewer > 0 {
-            m.number(fewer).str(" or ")
-        } else {
-            m
-        };
-        m.number(more).str(" fits)").panic()
-    }
+    // The last (padded - window) % stride rows, if any, are in no window: PyTorch and
+    // TensorFlow ("VALID") drop them too, and a net brought from them has such layers
+    // (ResNet's 1 x 1 stride-2 shortcut on an even size).
     (padded - window) / stride + 1
-}
-
-/// The input sizes nearest to `input`, below and above, whose windows read every row: fewer
-/// rows, until what is left over is padding, or more, until the stride divides.
-const fn nearest_sizes_that_fit(
-    input: usize,
-    window: usize,
-    stride: usize,
-    padding: usize,
-) -> (usize, usize) {
-    let left_over = (input + 2 * padding - window) % stride;
-    (
-        input - left_over.saturating_sub(padding),
-        input + (stride - left_over) % stride,
-    )
 }
 
 /// [`output_size`] without the checks, for [`net!`](crate::net) to pass a size on to the next
@@ -160,7 +94,7 @@ pub const fn __output_size_unchecked(
 /// Whether [`output_size`] accepts these sizes (returns rather than panics).
 const fn fits(input: usize, window: usize, stride: usize, padding: usize) -> bool {
     let padded = input + 2 * padding;
-    stride > 0 && window > 0 && window <= padded && (padded - window) % stride <= padding
+    stride > 0 && window > 0 && window <= padded
 }
 
 /// [`output_size`] for [`net!`](crate::net): a convolution's own output height or width
@@ -329,34 +263,3 @@ pub const fn __flattened_inputs(
 /// compiler adds none for the uses of the net. Not for direct use.
 #[doc(hidden)]
 pub struct __Mistake<const ERROR: usize>;
-
-#[cfg(test)]
-mod tests {
-    use super::{fits, nearest_sizes_that_fit};
-
-    /// The sizes the "never read" message proposes fit, and none between them does.
-    #[test]
-    fn the_sizes_proposed_for_rows_left_unread_fit_and_are_the_nearest() {
-        for window in 1..7 {
-            for stride in 1..5 {
-                for padding in 0..3 {
-                    for input in 1..40 {
-                        if input + 2 * padding < window || fits(input, window, stride, padding) {
-                            continue;
-                        }
-                        let (fewer, more) = nearest_sizes_that_fit(input, window, stride, padding);
-                        let case = (input, window, stride, padding);
-                        // 0 is a fit of the formula but not an input; the message leaves it out.
-                        assert!(fits(fewer, window, stride, padding), "{case:?}: {fewer}");
-                        assert!(fits(more, window, stride, padding), "{case:?}: {more}");
-                        assert!(fewer < input && input < more, "{case:?}: {fewer}, {more}");
-                        assert!(
-                            (fewer + 1..more).all(|n| !fits(n, window, stride, padding)),
-                            "{case:?}: a size between {fewer} and {more} fits"
-                        );
-                    }
-                }
-            }
-        }
-    }
-}

@@ -56,8 +56,9 @@ use crate::kernels::{self, Epilogue};
 mod patches;
 use patches::SCRATCH;
 
-/// The output size of a convolution along one dimension: `(input + 2·padding - kernel) / stride
-/// + 1`, PyTorch's formula, with its mistakes made errors.
+/// The output size of a convolution along one dimension, PyTorch's formula
+/// `(input + 2·padding - kernel) / stride + 1`, with a kernel larger than the padded input or a
+/// stride of 0 made errors.
 ///
 /// [`net!`](crate::net) computes a convolution's output height and width with it, so they are
 /// never written by hand; called in a type (a `const` context), a mistake is a build error that
@@ -66,28 +67,20 @@ use patches::SCRATCH;
 /// # Panics
 ///
 /// (At compile time, as an error, when used in a type.) When the kernel is larger than the
-/// padded input, when `stride` is 0, or when the last rows (columns) of the input are never
-/// read: `input + 2·padding - kernel` is not a multiple of `stride`, and what is left over is more
-/// than the padding (PyTorch would silently ignore those rows).
+/// padded input, or when `stride` is 0. Rows (columns) left over at the end, in no window, are
+/// dropped, as PyTorch and TensorFlow's "VALID" do (ResNet's 1 x 1 stride-2 shortcut on an even
+/// size drops the last row): their gradient is 0.
 ///
 /// ```
 /// use constmat::nn::conv_output_size;
 /// assert_eq!(conv_output_size(28, 5, 1, 2), 28); // LeNet's first layer: "same" padding
 /// assert_eq!(conv_output_size(14, 5, 1, 0), 10);
-/// assert_eq!(conv_output_size(8, 3, 2, 1), 4); // the bottom padding row is never read: fine
+/// assert_eq!(conv_output_size(8, 3, 2, 1), 4); // the bottom padding row is in no window
+/// assert_eq!(conv_output_size(8, 1, 2, 0), 4); // 1 x 1, stride 2: the last row is in none
 /// let err = std::panic::catch_unwind(|| conv_output_size(3, 5, 1, 0)).unwrap_err();
 /// assert_eq!(
 ///     err.downcast_ref::<String>().unwrap(),
 ///     "Conv2d: the kernel (5) is larger than the padded input (3 + 2 x 0 = 3)"
-/// );
-/// // Windows of 4 with stride 3 on 10 + 2 x 1 rows: the last two are never read, one of them
-/// // input. The nearest sizes that fit are named.
-/// let err = std::panic::catch_unwind(|| conv_output_size(10, 4, 3, 1)).unwrap_err();
-/// assert_eq!(
-///     err.downcast_ref::<String>().unwrap(),
-///     "Conv2d: windows of 4 with stride 3 never read the last 1 of the input's 10: \
-///      10 + 2 x 1 - 4 = 8 leaves 2 over for the stride 3, more than the padding 1 \
-///      (an input of 9 or 11 fits)"
 /// );
 /// ```
 #[must_use]

@@ -7,7 +7,7 @@
 
 use constmat::nn::{
     Chain, Conv2d, Dense, Flatten, Heap, Identity, Inline, Layer, MaxPool2d, Parameters,
-    RandomInit, Relu, Sample, Sigmoid, Store, Tanh, Train,
+    RandomInit, Relu, Relu6, Sample, Sigmoid, Store, Tanh, Train,
 };
 use rand::distr::{Distribution, Uniform};
 use rand::{SeedableRng, rngs::StdRng};
@@ -595,6 +595,46 @@ fn max_pooling_backward_in_f32_overwrites_the_whole_input_gradient() {
     // take even sizes only).
     case::<5, 7, 2, 3>(&mut rng);
     case::<9, 34, 4, 17>(&mut rng);
+}
+
+/// A convolution with `Relu6` gives its `Identity` outputs clamped to [0, 6], in `f32` (the SIMD
+/// kernels store without an activation, which is then applied). (Its gradient: `dense_relu6` in
+/// `tests/gradient_check.rs`; a convolution applies the same `Activation`.)
+#[test]
+fn relu6_after_a_convolution_clamps_its_outputs() {
+    let mut rng = StdRng::seed_from_u64(21);
+    type Plain = Conv2d<f32, 3, 16, 3, 1, 1, 12, 12, 12, 12, Identity>;
+    type Clamped = Conv2d<f32, 3, 16, 3, 1, 1, 12, 12, 12, 12, Relu6>;
+    let random: Plain = Plain::random(&mut rng);
+    // The same parameters in both, scaled so that outputs reach past 6.
+    let (mut plain, mut clamped) = (Plain::zeros(), Clamped::zeros());
+    for k in 0..random.tensor_count() {
+        let scaled: Vec<f32> = random.tensor(k).iter().map(|v| 12.0 * v).collect();
+        plain.tensor_mut(k).copy_from_slice(&scaled);
+        clamped.tensor_mut(k).copy_from_slice(&scaled);
+    }
+    let x: [[[[f32; 12]; 12]; 3]; 2] = std::array::from_fn(|_| {
+        std::array::from_fn(|_| {
+            std::array::from_fn(|_| std::array::from_fn(|_| uniform().sample(&mut rng) as f32))
+        })
+    });
+    let (mut z, mut a) = (
+        Box::new([[[[0.0_f32; 12]; 12]; 16]; 2]),
+        Box::new([[[[0.0_f32; 12]; 12]; 16]; 2]),
+    );
+    plain.forward(&x, &mut z);
+    clamped.forward(&x, &mut a);
+    let (z, a) = (
+        z.as_flattened().as_flattened().as_flattened(),
+        a.as_flattened().as_flattened().as_flattened(),
+    );
+    let (mut below, mut above) = (0, 0);
+    for (z, a) in z.iter().zip(a) {
+        assert_eq!(*a, z.clamp(0.0, 6.0));
+        below += usize::from(*z < 0.0);
+        above += usize::from(*z > 6.0);
+    }
+    assert!(below > 0 && above > 0, "{below} below 0, {above} above 6");
 }
 
 #[test]

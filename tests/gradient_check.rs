@@ -32,7 +32,7 @@
 use constmat::Matrix;
 use constmat::nn::{
     Activation, Dense, Heap, Identity, Inline, Layer, Loss, MeanSquaredError, Parameters,
-    RandomInit, Relu, Sigmoid, SoftmaxCrossEntropy, Store, Tanh, Train,
+    RandomInit, Relu, Relu6, Sigmoid, SoftmaxCrossEntropy, Store, Tanh, Train,
 };
 use rand::distr::{Distribution, Uniform};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -269,6 +269,32 @@ fn dense_identity() {
 fn dense_relu() {
     let err = check_dense::<Relu, 4, 5, 3>(2);
     eprintln!("Dense Relu: worst relative error {err:e}");
+}
+
+/// ReLU6 has two kinks, at 0 and at 6: the weights are scaled by 8, so that pre-activations
+/// reach past 6, and resampled until every one is `KINK_MARGIN` away from both kinks and each of
+/// the three pieces is taken.
+#[test]
+fn dense_relu6() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let (layer, x) = loop {
+        let weight = random::<3, 5>(&mut rng).map(|w| 8.0 * w);
+        let layer = Dense::<f64, 5, 3, Relu6>::new(weight, random(&mut rng));
+        let x = random::<6, 5>(&mut rng);
+        let z = pre_activation(&layer, &x);
+        if z.iter()
+            .all(|z| z.abs() > KINK_MARGIN && (z - 6.0).abs() > KINK_MARGIN)
+            && z.iter().any(|&z| z > 6.0)
+            && z.iter().any(|&z| 0.0 < z && z < 6.0)
+            && z.iter().any(|&z| z < 0.0)
+        {
+            break (layer, x);
+        }
+    };
+    let r = random::<6, 3>(&mut rng);
+    let grads = gradients(&layer, &x, weighted_sum(&r), |_| r.clone(), &mut rng);
+    let err = grads.assert_close("Dense<5, 3, Relu6>");
+    eprintln!("Dense Relu6: worst relative error {err:e}");
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | [`Identity`] | `z` | `1` |
 //! | [`Relu`] | `max(z, 0)` | `1` if `a > 0`, else `0` |
+//! | [`Relu6`] | `min(max(z, 0), 6)` | `1` if `0 < a < 6`, else `0` |
 //! | [`Sigmoid`] | `1 / (1 + e^-z)` | `a (1 - a)` |
 //! | [`Tanh`] | `tanh z` | `1 - a²` |
 //!
@@ -97,6 +98,65 @@ impl Activation for Relu {
         // a > 0 exactly when z > 0.
         if a > T::zero() { T::one() } else { T::zero() }
     }
+}
+
+/// `f(z) = min(max(z, 0), 6)`, PyTorch's `nn.ReLU6` (MobileNet's activation, and TensorFlow
+/// Lite's fused `RELU6`). `f'` is 1 strictly between 0 and 6 and 0 elsewhere, at both kinks
+/// included (as PyTorch takes it).
+///
+/// ```
+/// use constmat::nn::{Activation, Relu6};
+/// assert_eq!(Relu6::apply(-2.0_f32), 0.0);
+/// assert_eq!(Relu6::apply(3.0_f32), 3.0);
+/// assert_eq!(Relu6::apply(9.0_f32), 6.0);
+/// assert_eq!(Relu6::derivative_from_output(3.0_f32), 1.0);
+/// assert_eq!(Relu6::derivative_from_output(6.0_f32), 0.0);
+/// assert_eq!(Relu6::derivative_from_output(0.0_f32), 0.0);
+///
+/// // A module of its own, as `nn.ReLU6()` is in `nn.Sequential(nn.Linear(4, 3), nn.ReLU6(),
+/// // nn.Linear(3, 2))`: the second linear layer is module 2.
+/// use constmat::nn::{Dense, Parameters};
+/// type Net = constmat::net![Dense<f32, 4, 3, Relu6>, Dense<f32, 3, 2>];
+/// assert_eq!(Net::zeros().tensor_info(2).name().as_str(), "2.weight");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Relu6;
+
+impl Activation for Relu6 {
+    const VALUE: Self = Relu6;
+    const TORCH_MODULE: Option<&'static str> = Some("ReLU6");
+    const INIT: Init = Init::He;
+
+    #[inline]
+    fn apply<T: Float>(z: T) -> T {
+        let six = six::<T>();
+        // Comparisons rather than `max`/`min`, so that a NaN propagates, as in `Relu`.
+        if z.is_nan() {
+            z
+        } else if z <= T::zero() {
+            T::zero()
+        } else if z >= six {
+            six
+        } else {
+            z
+        }
+    }
+
+    #[inline]
+    fn derivative_from_output<T: Float>(a: T) -> T {
+        // 0 < a < 6 exactly when 0 < z < 6.
+        if a > T::zero() && a < six::<T>() {
+            T::one()
+        } else {
+            T::zero()
+        }
+    }
+}
+
+/// 6, exactly, in any float type.
+fn six<T: Float>() -> T {
+    let two = T::one() + T::one();
+    two * (two + T::one())
 }
 
 /// Whether `A` is [`Relu`], which the convolution kernels apply as they store each output (their

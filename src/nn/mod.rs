@@ -224,7 +224,7 @@ mod train;
 mod trainer;
 
 pub use crate::kernels::argmax;
-pub use activation::{Activation, Identity, Relu, Sigmoid, Tanh};
+pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
 pub use bake::{Bake, SafetensorsFile, Skip};
 pub use chain::Chain;
 #[cfg(feature = "alloc")]
@@ -891,6 +891,9 @@ macro_rules! __net_image {
     // be a constant's name too).
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu6> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu6>)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Sigmoid>)

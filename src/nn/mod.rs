@@ -200,6 +200,7 @@
 //! ```
 
 mod activation;
+mod avg_pool;
 mod bake;
 mod chain;
 mod conv;
@@ -225,6 +226,7 @@ mod trainer;
 
 pub use crate::kernels::argmax;
 pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
+pub use avg_pool::AvgPool2d;
 pub use bake::{Bake, SafetensorsFile, Skip};
 pub use chain::Chain;
 #[cfg(feature = "alloc")]
@@ -726,6 +728,7 @@ impl TensorInfo {
 /// | `Conv2d<C, OC, K>`, `Conv2d<C, OC, K, A>` | `nn.Conv2d(C, OC, K)` (+ the activation) | [`Conv2d`], stride 1, no padding |
 /// | `Conv2d<C, OC, K, S, P>`, `Conv2d<C, OC, K, S, P, A>` | `nn.Conv2d(C, OC, K, stride=S, padding=P)` | [`Conv2d`] |
 /// | `MaxPool2d<K>`, `MaxPool2d<K, S>` | `nn.MaxPool2d(K)`, `nn.MaxPool2d(K, stride=S)` | [`MaxPool2d`] |
+/// | `AvgPool2d<K>`, `AvgPool2d<K, S>` | `nn.AvgPool2d(K)`, `nn.AvgPool2d(K, stride=S)` | [`AvgPool2d`] |
 /// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
 /// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
 ///
@@ -829,6 +832,9 @@ macro_rules! net {
     };
     (MaxPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input MaxPool2d<$k $(, $s)?>)
+    };
+    (AvgPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input AvgPool2d<$k $(, $s)?>)
     };
     (Flatten $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input Flatten)
@@ -939,11 +945,11 @@ macro_rules! __net_image {
     };
     // Max pooling: (window[, stride]); the stride is the window unless given.
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
+        $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
             ($k, $k) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k, $s))
+        $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k, $s))
             ($k, $s) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
@@ -952,9 +958,23 @@ macro_rules! __net_image {
             "`MaxPool2d<window>` or `MaxPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
     };
-    (@pool ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool AvgPool2d $t $c $h $w $from_input ($crate::__net_image!(@name AvgPool2d $k))
+            ($k, $k) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool AvgPool2d $t $c $h $w $from_input ($crate::__net_image!(@name AvgPool2d $k, $s))
+            ($k, $s) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`AvgPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: average pooling takes no padding, ",
+            "`AvgPool2d<window>` or `AvgPool2d<window, stride>` (see `nn::pool_output_size`)"
+        ))
+    };
+    (@pool $kind:ident ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::MaxPool2d<$($t)+, $c, $k, $s, $h, $w,
+            ($crate::nn::$kind<$($t)+, $c, $k, $s, $h, $w,
                 { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s) },
                 { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s) }>)
             (@image ($($t)+) ($c)

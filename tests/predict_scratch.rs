@@ -1,28 +1,35 @@
 //! `Layer::forward_with_scratch`: a prediction with a caller-provided scratch of
-//! `Layer::PREDICT_SCRATCH` values takes the kernels of a training pass, so its outputs are
-//! `Train::forward_train`'s bit for bit, whatever the scratch held, and `Layer::forward`'s up to
-//! rounding; the constant is a chain's largest layer's, and 0 where no kernel needs it.
+//! `Layer::PREDICT_SCRATCH` values takes Winograd's method where `Layer::forward`'s stack
+//! buffers are too small for it, so its outputs are `Train::forward_train`'s bit for bit,
+//! whatever the scratch held, on every instruction set, and `Layer::forward`'s up to rounding;
+//! the constant is a chain's largest layer's, and 0 where no kernel needs it.
 #![cfg(all(feature = "alloc", feature = "rand"))]
 
+use constmat::kernels::{InstructionSet, instruction_set, with_instruction_set};
 use constmat::nn::{Conv2d, Dense, Layer, RandomInit, Relu, Train};
 use rand::distr::{Distribution, Uniform};
 use rand::{SeedableRng, rngs::StdRng};
 
-/// 64 filters of 32 x 3 x 3 on 16 x 16 (the CIFAR-style CNN's second convolution): on x86-64,
-/// Winograd's method down the columns needs more scratch than a prediction's stack buffers.
-type Cifar = constmat::net![
-    Input<f32, 32, 16, 16>,
-    Conv2d<32, 64, 3, 1, 1, Relu>,
+/// 64 filters of 3 x 5 x 5 on 32 x 32, padded: on x86-64, Winograd's method down the columns
+/// needs more scratch than a prediction's stack buffers.
+type First = Conv2d<f32, 3, 64, 5, 1, 2, 32, 32, 32, 32, Relu>;
+
+/// 64 filters of 64 x 5 x 5 on 16 x 16 (the suite's 5 x 5 net's second convolution).
+type Second = Conv2d<f32, 64, 64, 5, 1, 2, 16, 16, 16, 16, Relu>;
+
+/// The two, pooled between: the second needs the most scratch.
+type Net = constmat::net![
+    Input<f32, 3, 32, 32>,
+    Conv2d<3, 64, 5, 1, 2, Relu>,
     MaxPool2d<2>,
-    Flatten,
-    Dense<4096, 10>,
+    Conv2d<64, 64, 5, 1, 2, Relu>,
 ];
 
-type Layer2 = Conv2d<f32, 32, 64, 3, 1, 1, 16, 16, 16, 16, Relu>;
-
-fn images<const B: usize>(rng: &mut StdRng) -> Box<[[[[f32; 16]; 16]; 32]; B]> {
+fn images<const C: usize, const H: usize, const W: usize, const B: usize>(
+    rng: &mut StdRng,
+) -> Box<[[[[f32; W]; H]; C]; B]> {
     let uniform = Uniform::new(-1.0_f32, 1.0).unwrap();
-    let mut x: Box<[[[[f32; 16]; 16]; 32]; B]> = vec![[[[0.0; 16]; 16]; 32]; B]
+    let mut x: Box<[[[[f32; W]; H]; C]; B]> = vec![[[[0.0; W]; H]; C]; B]
         .into_boxed_slice()
         .try_into()
         .unwrap();
@@ -32,30 +39,68 @@ fn images<const B: usize>(rng: &mut StdRng) -> Box<[[[[f32; 16]; 16]; 32]; B]> {
     x
 }
 
+/// A batch filled with `fill`, made on the heap (the arrays are too large for a test thread's
+/// stack in a debug build).
+fn filled<const C: usize, const H: usize, const W: usize, const B: usize>(
+    fill: f32,
+) -> Box<[[[[f32; W]; H]; C]; B]> {
+    vec![[[[fill; W]; H]; C]; B]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap()
+}
+
+/// The values of a batch, flat.
+fn flat<const C: usize, const H: usize, const W: usize>(batch: &[[[[f32; W]; H]; C]]) -> Vec<f32> {
+    batch.as_flattened().as_flattened().as_flattened().to_vec()
+}
+
 fn scratch<const LEN: usize>(fill: f32) -> Box<[f32; LEN]> {
     vec![fill; LEN].into_boxed_slice().try_into().unwrap()
 }
 
+/// The instruction sets to run on: each this CPU has, from its best down.
+fn instruction_sets() -> Vec<InstructionSet> {
+    let best = instruction_set();
+    [
+        InstructionSet::Avx512,
+        InstructionSet::Avx2,
+        InstructionSet::Portable,
+    ]
+    .into_iter()
+    .filter(|&isa| isa <= best)
+    .collect()
+}
+
 #[test]
 fn the_constant_is_the_largest_layers_and_0_where_no_kernel_needs_it() {
-    assert_eq!(Cifar::PREDICT_SCRATCH, Layer2::PREDICT_SCRATCH);
+    assert_eq!(Net::PREDICT_SCRATCH, Second::PREDICT_SCRATCH);
     #[cfg(target_arch = "x86_64")]
     const {
-        assert!(Layer2::PREDICT_SCRATCH > 0)
+        assert!(First::PREDICT_SCRATCH > 0);
+        // The chain's constant comes from its last layer: a chain that read only its first
+        // would be short.
+        assert!(Second::PREDICT_SCRATCH > First::PREDICT_SCRATCH);
     };
     #[cfg(not(target_arch = "x86_64"))]
-    assert_eq!(Layer2::PREDICT_SCRATCH, 0);
-    // Dense layers, f64 (no SIMD convolution kernels), other strides, small convolutions.
+    assert_eq!(Net::PREDICT_SCRATCH, 0);
+    // Dense layers; f64 (no SIMD convolution kernels); other strides; kernels below 5 (Winograd's
+    // method does not pay one image at a time there); convolutions whose kernels fit the stack
+    // (LeNet-5's).
     assert_eq!(
         <constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10>]>::PREDICT_SCRATCH,
         0
     );
     assert_eq!(
-        Conv2d::<f64, 32, 64, 3, 1, 1, 16, 16, 16, 16, Relu>::PREDICT_SCRATCH,
+        Conv2d::<f64, 64, 64, 5, 1, 2, 16, 16, 16, 16, Relu>::PREDICT_SCRATCH,
         0
     );
     assert_eq!(
-        Conv2d::<f32, 32, 64, 3, 2, 1, 16, 16, 8, 8, Relu>::PREDICT_SCRATCH,
+        Conv2d::<f32, 64, 64, 5, 2, 2, 16, 16, 8, 8, Relu>::PREDICT_SCRATCH,
+        0
+    );
+    assert_eq!(
+        Conv2d::<f32, 32, 64, 3, 1, 1, 16, 16, 16, 16, Relu>::PREDICT_SCRATCH,
         0
     );
     assert_eq!(
@@ -67,39 +112,51 @@ fn the_constant_is_the_largest_layers_and_0_where_no_kernel_needs_it() {
 #[test]
 fn a_prediction_with_the_scratch_is_the_training_pass_bit_for_bit() {
     let mut rng = StdRng::seed_from_u64(41);
-    let layer = Layer2::random(&mut rng);
-    let x = images::<3>(&mut rng);
-    let mut ws = Train::<f32, 3>::workspace(&layer);
-    let trained = Box::new(*layer.forward_train(&x, &mut ws));
-    let mut plain = Box::new([[[[0.0_f32; 16]; 16]; 64]; 3]);
-    layer.forward(&x, &mut plain);
-    // The scratch's contents do not matter: NaN, then what the first call left.
-    let mut scratch = scratch::<{ Layer2::PREDICT_SCRATCH }>(f32::NAN);
-    for _ in 0..2 {
-        let mut fast = Box::new([[[[f32::NAN; 16]; 16]; 64]; 3]);
-        layer.forward_with_scratch(&x, &mut fast, &mut scratch);
-        assert_eq!(fast, trained);
-        let fast = fast.as_flattened().as_flattened().as_flattened();
-        let plain = plain.as_flattened().as_flattened().as_flattened();
-        for (a, b) in fast.iter().zip(plain) {
-            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} against {b}");
-        }
+    let layer = First::random(&mut rng);
+    let x = images::<3, 32, 32, 2>(&mut rng);
+    for isa in instruction_sets() {
+        with_instruction_set(isa, || {
+            let mut ws = Train::<f32, 2>::workspace(&layer);
+            let trained = flat(layer.forward_train(&x, &mut ws));
+            let mut plain = filled::<64, 32, 32, 2>(0.0);
+            layer.forward(&x, &mut plain);
+            let plain = flat(&plain[..]);
+            if isa != InstructionSet::Portable {
+                // Another kernel than `forward`'s: the scratch is used, not ignored.
+                assert!(trained != plain, "{isa:?}: the same kernel as `forward`");
+            }
+            // The scratch's contents do not matter: NaN, then what the first call left.
+            let mut scratch = scratch::<{ First::PREDICT_SCRATCH }>(f32::NAN);
+            for _ in 0..2 {
+                let mut fast = filled::<64, 32, 32, 2>(f32::NAN);
+                layer.forward_with_scratch(&x, &mut fast, &mut scratch);
+                let fast = flat(&fast[..]);
+                assert!(fast == trained, "{isa:?}: not the training pass's bits");
+                for (a, b) in fast.iter().zip(&plain) {
+                    assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} against {b}");
+                }
+            }
+        });
     }
 }
 
 #[test]
 fn a_whole_nets_prediction_with_the_scratch_is_its_training_pass() {
     let mut rng = StdRng::seed_from_u64(42);
-    let net = Cifar::random(&mut rng);
-    let x = images::<2>(&mut rng);
-    let mut ws = Train::<f32, 2>::workspace(&net);
-    let trained = *net.forward_train(&x, &mut ws);
-    // A longer scratch than needed is as good.
-    let mut scratch = scratch::<{ Cifar::PREDICT_SCRATCH + 5 }>(0.0);
-    let mut fast = [[0.0_f32; 10]; 2];
-    net.forward_with_scratch(&x, &mut fast, &mut scratch);
-    assert_eq!(fast, trained);
-    let mut one = [[0.0_f32; 10]; 1];
-    net.forward_with_scratch(x[1..].try_into().unwrap(), &mut one, &mut scratch);
-    assert_eq!(one[0], trained[1]);
+    let net = Net::random(&mut rng);
+    let x = images::<3, 32, 32, 1>(&mut rng);
+    for isa in instruction_sets() {
+        with_instruction_set(isa, || {
+            let mut ws = Train::<f32, 1>::workspace(&net);
+            let trained = flat(net.forward_train(&x, &mut ws));
+            // A longer scratch than needed is as good.
+            let mut scratch = scratch::<{ Net::PREDICT_SCRATCH + 5 }>(0.0);
+            let mut fast = filled::<64, 16, 16, 1>(0.0);
+            net.forward_with_scratch(&x, &mut fast, &mut scratch);
+            assert!(
+                flat(&fast[..]) == trained,
+                "{isa:?}: not the training pass's bits"
+            );
+        });
+    }
 }

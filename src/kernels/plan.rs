@@ -112,13 +112,11 @@ pub(crate) const fn workspace_forward_scratch(shape: &Conv, lanes: usize) -> usi
     }
 }
 
-/// The elements of scratch with which a stride-1 convolution of `shape` on elements of
-/// `element_size` bytes takes the kernels a workspace gives ([`workspace_forward_scratch`]),
-/// whichever instruction set runs: on x86-64 in `f32`, the larger of AVX-512's and AVX2's
-/// (an instruction set lowered at run time still finds enough); else 0. A layer's workspace
-/// ([`conv_forward_workspace_scratch`]) and a prediction's caller-provided scratch
-/// (`Layer::PREDICT_SCRATCH`) hold this many.
-pub(crate) const fn conv_prediction_scratch(shape: &Conv, element_size: usize) -> usize {
+/// The most elements of scratch [`workspace_forward_scratch`] gives a stride-1 convolution of
+/// `shape` on elements of `element_size` bytes, whichever instruction set runs: on x86-64 in
+/// `f32`, the larger of AVX-512's and AVX2's (an instruction set lowered at run time still finds
+/// enough); else 0.
+const fn forward_scratch_any_isa(shape: &Conv, element_size: usize) -> usize {
     // Only `f32` has SIMD convolution kernels (`f64` is the other element type).
     if !cfg!(target_arch = "x86_64") || element_size != 4 {
         return 0;
@@ -136,8 +134,26 @@ pub(crate) const fn conv_prediction_scratch(shape: &Conv, element_size: usize) -
     }
 }
 
+/// From this kernel size on, a prediction takes Winograd's method on a caller's scratch
+/// (`Layer::PREDICT_SCRATCH`) where a workspace would. Measured one image at a time (Xeon,
+/// 2026-11-29, AVX-512 / AVX2): 64 filters of 64 x 5 x 5 on 16 x 16, direct 411 / 621 µs,
+/// Winograd 279 / 444; 64 of 32 x 3 x 3 on 16 x 16, 68 / 108 against 61 / 98 alone but slower
+/// inside the CIFAR-style CNN (its 229 KiB of transforms push the next layers' data out of L2).
+const PREDICTION_MIN_KERNEL: usize = 5;
+
+/// The elements of scratch with which a prediction of a stride-1 convolution of `shape` on
+/// elements of `element_size` bytes takes Winograd's method where the stack plan takes a
+/// direct kernel only for want of scratch: [`forward_scratch_any_isa`] for kernels of
+/// [`PREDICTION_MIN_KERNEL`] and more, else 0. What `Layer::PREDICT_SCRATCH` counts.
+pub(crate) const fn conv_prediction_scratch(shape: &Conv, element_size: usize) -> usize {
+    if shape.kernel < PREDICTION_MIN_KERNEL {
+        return 0;
+    }
+    forward_scratch_any_isa(shape, element_size)
+}
+
 /// The elements of a layer's workspace scratch for the forward pass of a stride-1 convolution
-/// of `shape` on elements `T`: [`conv_prediction_scratch`] where the CPU has AVX2 or AVX-512
+/// of `shape` on elements `T`: [`forward_scratch_any_isa`] where the CPU has AVX2 or AVX-512
 /// and `T` is `f32`, else 0.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_forward_workspace_scratch<T: 'static>(shape: &Conv) -> usize {
@@ -145,7 +161,7 @@ pub(crate) fn conv_forward_workspace_scratch<T: 'static>(shape: &Conv) -> usize 
     if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
         && super::x86::detected_isa().is_some()
     {
-        return conv_prediction_scratch(shape, 4);
+        return forward_scratch_any_isa(shape, 4);
     }
     let _ = shape;
     0

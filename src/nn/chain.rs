@@ -99,9 +99,21 @@ impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
         scratch: &mut [f32; LEN],
     ) {
         const { crate::nn::check_predict_scratch(LEN, Self::PREDICT_SCRATCH) };
-        let mut middle = [<A::Out as crate::nn::Sample>::ZERO; B];
-        self.first.forward_with_scratch(x, &mut middle, scratch);
-        self.rest.forward_with_scratch(&middle, y, scratch);
+        if Self::PREDICT_SCRATCH == 0 {
+            self.forward(x, y);
+            return;
+        }
+        // As `forward`: the middle samples not zeroed first where the first part needs no
+        // scratch.
+        let mut middle = MaybeUninit::uninit();
+        let middle = if A::PREDICT_SCRATCH == 0 {
+            self.first.forward_uninit(x, &mut middle)
+        } else {
+            let middle = middle.write([<A::Out as crate::nn::Sample>::ZERO; B]);
+            self.first.forward_with_scratch(x, middle, scratch);
+            middle
+        };
+        self.rest.forward_with_scratch(middle, y, scratch);
     }
 
     fn to_store<S: Store>(&self) -> Self::WithStore<S> {

@@ -426,14 +426,14 @@ pub trait Layer {
         self.forward(core::array::from_ref(x), core::array::from_mut(y));
     }
 
-    /// The `f32` values of scratch with which [`Layer::forward_with_scratch`] runs every layer
-    /// on the kernel a training workspace gives it; 0 when the stack buffers of
-    /// [`Layer::forward`] are enough. A convolution whose fast kernel needs more than a
-    /// prediction's stack buffers (Winograd's method for 64 filters of 64 x 5 x 5 takes 180,000
-    /// values) otherwise runs a direct kernel, which computes the same outputs with up to twice
-    /// the multiplications. A chain takes the largest of its layers': they use the scratch one
-    /// after another. Machine-independent: the most any instruction set's kernels take (on
-    /// x86-64; elsewhere 0).
+    /// The `f32` values of scratch with which [`Layer::forward_with_scratch`] lets a stride-1
+    /// convolution of 5 x 5 or larger take Winograd's method where its transforms do not fit a
+    /// prediction's stack buffers (64 filters of 64 x 5 x 5 on 16 x 16 take 180,224 values);
+    /// [`Layer::forward`] runs a direct kernel there, which computes the same outputs with up to
+    /// twice the multiplications (1.4-1.5x slower for that layer). 0 for every other layer, and
+    /// everywhere off x86-64. A chain takes the largest of its layers': they use the scratch one
+    /// after another. The same on every x86-64 machine: the most either instruction set's
+    /// kernels take.
     ///
     /// ```
     /// use constmat::nn::{Conv2d, Dense, Layer};
@@ -446,15 +446,17 @@ pub trait Layer {
     const PREDICT_SCRATCH: usize = 0;
 
     /// [`Layer::forward`] with a caller-provided buffer of at least
-    /// [`Layer::PREDICT_SCRATCH`] values (a compile error if shorter), which lets each layer take
-    /// the kernel it would take in training. The outputs equal `forward`'s up to rounding (the
-    /// kernels add in other orders), and equal [`Train::forward_train`]'s bit for bit.
+    /// [`Layer::PREDICT_SCRATCH`] values (shorter is a compile error, reported by `cargo build`,
+    /// not `cargo check`), which the layers that need it use one after another. The outputs
+    /// equal `forward`'s up to rounding (the kernels add in other orders), and equal
+    /// [`Train::forward_train`]'s bit for bit.
     ///
     /// The scratch's contents do not matter, before or after; it is working memory the caller
     /// owns, which [`Layer::WORKING_BYTES`] does not count: on the heap for a large net
-    /// (`Box<[f32; N]>` derefs to `[f32; N]`), in a `static` for a baked one. Generic code
-    /// takes the length as a parameter (`const LEN: usize`), which a caller that knows the net
-    /// names (`{ Net::PREDICT_SCRATCH }`). The default is [`Layer::forward`].
+    /// (`Box<[f32; N]>` derefs to `[f32; N]`), or any `&mut [f32; N]` the program can lend.
+    /// Generic code takes the length as a parameter (`const LEN: usize`), which a caller that
+    /// knows the net names (`{ Net::PREDICT_SCRATCH }`). The default is [`Layer::forward`], and
+    /// a chain whose `PREDICT_SCRATCH` is 0 calls its `forward`.
     ///
     /// ```
     /// use constmat::nn::{Conv2d, Layer, RandomInit};

@@ -44,8 +44,9 @@ pub(crate) enum Path {
 /// used by too few row tiles to repay the copy. Measured on a Xeon (2026-11-29), both
 /// instruction sets: from 24 to 36 rows the unpacked tiles win by 0-55% (32 x 147 x 96, a
 /// 7 x 7 stride-2 stem's product: 107 -> 153 GFLOP/s with AVX-512, 77 -> 95 with AVX2;
-/// `Aᵀ·B` 32 x 64 x 784: 110 -> 150 and 70 -> 100), and at 48 rows and more the two are within
-/// the noise.
+/// `Aᵀ·B` 32 x 64 x 784: 110 -> 150 and 70 -> 100); at 40 and 48 rows and more the two are
+/// within the noise. (On Zen 3 with AVX2, where this was first tuned, the packed tiles won from
+/// 24 rows; not measured there again.)
 const PACK_MIN_ROWS: usize = 40;
 
 /// ... or from this many, when `B`'s rows are a multiple of 4 KiB apart: the unpacked tiles

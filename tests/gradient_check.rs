@@ -32,7 +32,7 @@
 use constmat::Matrix;
 use constmat::nn::{
     Activation, Dense, Heap, Identity, Inline, Layer, Loss, MeanSquaredError, Parameters,
-    RandomInit, Relu, Relu6, Sigmoid, SoftmaxCrossEntropy, Store, Tanh, Train,
+    RandomInit, Relu, Relu6, Sigmoid, Softmax, SoftmaxCrossEntropy, Store, Tanh, Train,
 };
 use rand::distr::{Distribution, Uniform};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -295,6 +295,24 @@ fn dense_relu6() {
     let grads = gradients(&layer, &x, weighted_sum(&r), |_| r.clone(), &mut rng);
     let err = grads.assert_close("Dense<5, 3, Relu6>");
     eprintln!("Dense Relu6: worst relative error {err:e}");
+}
+
+/// The softmax layer's input gradient, alone and after a dense layer (whose parameter gradients
+/// then pass through it), with `L = Σ (output ⊙ R)`.
+#[test]
+fn softmax_layer() {
+    let mut rng = StdRng::seed_from_u64(13);
+    let x = random::<4, 5>(&mut rng).map(|v| 3.0 * v);
+    let r = random::<4, 5>(&mut rng);
+    let alone = Softmax::<f64, 5>::new();
+    let grads = gradients(&alone, &x, weighted_sum(&r), |_| r.clone(), &mut rng);
+    let a = grads.assert_close("Softmax<5>");
+    type Net = constmat::net![Dense<f64, 5, 3, Tanh>, Softmax<f64, 3>];
+    let net = Net::random(&mut rng);
+    let r = random::<4, 3>(&mut rng);
+    let grads = gradients(&net, &x, weighted_sum(&r), |_| r.clone(), &mut rng);
+    let b = grads.assert_close("Dense<5, 3, Tanh>, Softmax<3>");
+    eprintln!("Softmax: worst relative error {:e}", a.max(b));
 }
 
 #[test]

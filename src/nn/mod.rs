@@ -218,6 +218,7 @@ mod qdense;
 mod quantize;
 mod schedule;
 mod shape;
+mod softmax;
 mod store;
 #[cfg(feature = "alloc")]
 mod train;
@@ -256,6 +257,7 @@ pub use shape::{
     __Mistake, __conv_output_size, __flattened_inputs, __input_channels, __inputs,
     __output_size_unchecked, __pool_output_size,
 };
+pub use softmax::Softmax;
 pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
 pub use train::{Train, zeroed_batch};
@@ -733,6 +735,7 @@ impl TensorInfo {
 /// | `AvgPool2d<K>`, `AvgPool2d<K, S>` | `nn.AvgPool2d(K)`, `nn.AvgPool2d(K, stride=S)` | [`AvgPool2d`] |
 /// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
 /// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
+/// | `Softmax` (after a `Dense`) | `nn.Softmax(dim=1)` | [`Softmax`] |
 ///
 /// Each argument is one token: a literal, a name, or a `{ .. }` block. The channels and widths
 /// a layer is written with are checked against what reaches it, so a mistake is a compile error
@@ -1002,6 +1005,10 @@ macro_rules! __net_image {
         $crate::__net_image!(@dense $t $given ($crate::__net_image!(@name Dense $i, $o, $a))
             ($i, $o, $a) $($rest)*)
     };
+    // A softmax after a dense layer: its width.
+    (@vector ($($t:tt)+) (dense $o:tt) Softmax $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::nn::Softmax<$($t)+, $o>) (@vector ($($t)+) (dense $o)) $($rest)*)
+    };
     (@dense $t:tt $given:tt ($name:expr) ($i:tt, $o:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::__net_image!(@dense_type $t
@@ -1043,7 +1050,8 @@ macro_rules! __net_image {
     };
     (@vector $t:tt $given:tt $layer:ident $($rest:tt)*) => {
         $crate::__net_image!(@mistake ::core::concat!(
-            "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers take a vector"
+            "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers (and `Softmax` ",
+            "after one) take a vector"
         ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt) => {

@@ -264,7 +264,8 @@ mod train {
 
     use super::AvgPool2d;
     use crate::kernels;
-    use crate::nn::{Layer, Sample, Train, zeroed_batch};
+    use crate::nn::train::zeroed_samples;
+    use crate::nn::{Layer, Sample, Train};
 
     impl<
         T: Sample + Float,
@@ -281,7 +282,7 @@ mod train {
         type Workspace = Box<[[[[T; OW]; OH]; C]; B]>;
 
         fn workspace(&self) -> Self::Workspace {
-            zeroed_batch()
+            zeroed_samples()
         }
 
         fn forward_train<'w>(

@@ -129,7 +129,8 @@ mod train {
     use alloc::boxed::Box;
 
     use super::Chain;
-    use crate::nn::{Layer, Train, zeroed_batch};
+    use crate::nn::train::zeroed_samples;
+    use crate::nn::{Layer, Train};
 
     /// The buffers of a [`Chain`]: both parts' workspaces and the gradient that flows between
     /// them.
@@ -154,7 +155,7 @@ mod train {
             ChainWorkspace {
                 first: self.first.workspace(),
                 rest: self.rest.workspace(),
-                d_middle: zeroed_batch(),
+                d_middle: zeroed_samples(),
             }
         }
 

@@ -143,7 +143,8 @@ mod train {
     use alloc::boxed::Box;
 
     use super::Flatten;
-    use crate::nn::{Layer, Sample, Train, zeroed_batch};
+    use crate::nn::train::zeroed_samples;
+    use crate::nn::{Layer, Sample, Train};
 
     impl<T: Sample, const B: usize, const C: usize, const H: usize, const W: usize, const N: usize>
         Train<T, B> for Flatten<T, C, H, W, N>
@@ -152,7 +153,7 @@ mod train {
         type Workspace = Box<[[T; N]; B]>;
 
         fn workspace(&self) -> Self::Workspace {
-            zeroed_batch()
+            zeroed_samples()
         }
 
         fn forward_train<'w>(

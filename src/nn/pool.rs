@@ -330,7 +330,8 @@ mod train {
     use alloc::boxed::Box;
 
     use super::MaxPool2d;
-    use crate::nn::{Layer, Sample, Train, zeroed_batch};
+    use crate::nn::train::zeroed_samples;
+    use crate::nn::{Layer, Sample, Train};
 
     impl<
         T: Sample + PartialOrd + core::ops::Add<Output = T>,
@@ -348,7 +349,7 @@ mod train {
         type Workspace = Box<[[[[T; OW]; OH]; C]; B]>;
 
         fn workspace(&self) -> Self::Workspace {
-            zeroed_batch()
+            zeroed_samples()
         }
 
         fn forward_train<'w>(

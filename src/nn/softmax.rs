@@ -130,14 +130,15 @@ mod train {
     use num_traits::Float;
 
     use super::Softmax;
-    use crate::nn::{Layer, Sample, Train, zeroed_batch};
+    use crate::nn::train::zeroed_samples;
+    use crate::nn::{Layer, Sample, Train};
 
     impl<T: Sample + Float, const B: usize, const N: usize> Train<T, B> for Softmax<T, N> {
         /// The probabilities, which the backward pass reads.
         type Workspace = Box<[[T; N]; B]>;
 
         fn workspace(&self) -> Self::Workspace {
-            zeroed_batch()
+            zeroed_samples()
         }
 
         fn forward_train<'w>(

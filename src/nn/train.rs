@@ -66,15 +66,38 @@ pub trait Train<T, const B: usize>: Parameters<T> {
 }
 
 /// A zero-filled batch of `B` samples on the heap, built there directly (never on the stack).
+/// A `B` of 0 is a compile error.
 ///
 /// ```
 /// let batch: Box<[[f32; 784]; 1000]> = constmat::nn::zeroed_batch();
 /// assert_eq!(batch[999][783], 0.0);
 /// ```
+///
+/// ```compile_fail,E0080
+/// let empty: Box<[[f32; 784]; 0]> = constmat::nn::zeroed_batch();
+/// ```
 #[must_use]
 pub fn zeroed_batch<S: Sample, const B: usize>() -> Box<[S; B]> {
+    const { check_batch(B) };
+    zeroed_samples()
+}
+
+/// [`zeroed_batch`] without its check: the workspaces' buffers, whose batch the trainer checked
+/// (one error for a batch of 0, not one per layer).
+pub(crate) fn zeroed_samples<S: Sample, const B: usize>() -> Box<[S; B]> {
     match vec![S::ZERO; B].into_boxed_slice().try_into() {
         Ok(batch) => batch,
         Err(_) => unreachable!("a vector of B samples is a batch of B"),
+    }
+}
+
+/// Nothing, or a compile error when a batch has no samples: a training step's loss is the mean
+/// over the batch, and a `step` on 0 samples could only report a NaN loss as divergence.
+#[track_caller]
+pub(crate) const fn check_batch(batch: usize) {
+    if batch == 0 {
+        crate::format::Message::new()
+            .str("a batch of 0 samples: training takes the mean loss over a batch, so `B` is at least 1")
+            .panic()
     }
 }

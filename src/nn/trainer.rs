@@ -6,7 +6,8 @@ use num_traits::Float;
 
 use alloc::boxed::Box;
 
-use super::{Layer, Loss, Optimizer, Train, zeroed_batch};
+use super::train::zeroed_samples;
+use super::{Layer, Loss, Optimizer, Train};
 
 /// The buffers of training a net `N` on batches of `B`: its workspace, its gradients and the
 /// loss gradient. Built once; [`step`](Trainer::step) then allocates nothing.
@@ -19,13 +20,21 @@ pub struct Trainer<T, N: Train<T, B>, const B: usize> {
 }
 
 impl<T: Float + 'static, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
-    /// Allocates the buffers for training `net` on batches of `B`.
+    /// Allocates the buffers for training `net` on batches of `B`; a `B` of 0 is a compile
+    /// error (a batch of no samples has no mean loss).
+    ///
+    /// ```compile_fail,E0080
+    /// use constmat::nn::{Dense, Parameters, Trainer};
+    /// type Net = constmat::net![Dense<f32, 4, 2>];
+    /// let _ = Trainer::<f32, Net, 0>::new(&Net::zeros());
+    /// ```
     #[must_use]
     pub fn new(net: &N) -> Self {
+        const { super::train::check_batch(B) };
         Self {
             workspace: net.workspace(),
             gradients: net.zeros_like(),
-            d_output: zeroed_batch(),
+            d_output: zeroed_samples(),
         }
     }
 

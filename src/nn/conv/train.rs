@@ -9,7 +9,8 @@ use num_traits::Float;
 use super::Conv2d;
 use crate::format::Element;
 use crate::kernels::{self, Product};
-use crate::nn::{Activation, Sample, Store, Train, zeroed_batch};
+use crate::nn::train::zeroed_samples;
+use crate::nn::{Activation, Sample, Store, Train};
 
 /// The buffers of one [`Conv2d`] layer for a batch of `B`.
 #[derive(Debug, Clone)]
@@ -102,8 +103,8 @@ where
             0
         };
         Conv2dWorkspace {
-            output: zeroed_batch(),
-            d_pre_activation: zeroed_batch(),
+            output: zeroed_samples(),
+            d_pre_activation: zeroed_samples(),
             // Stride 1 needs no patches (see `forward_sample` and `backward`).
             patches: vec![
                 T::ZERO;

@@ -671,6 +671,16 @@ fn an_f64_file_loaded_as_f32_is_a_dtype_mismatch() {
         err.to_string(),
         "tensor 0.weight: expected f32 [3, 4], found f64 [3, 4]"
     );
+    // `fn main() -> Result<(), WeightsError>` prints the `Debug` form: as readable, the shapes
+    // as lists and the name as a string.
+    let debug = format!("{err:?}");
+    assert!(
+        debug.contains(r#"name: "0.weight""#)
+            && debug.contains("expected_shape: [3, 4]")
+            && debug.contains("found_shape: [3, 4]")
+            && !debug.contains("dims"),
+        "{debug}"
+    );
     match format_error(&err) {
         format::Error::Mismatch {
             name,

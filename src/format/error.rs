@@ -514,10 +514,35 @@ impl fmt::Display for TensorName {
 /// let shape = Shape::new(&[128, 784]);
 /// assert_eq!((shape.rank(), shape.dims()), (2, &[128, 784][..]));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
     dims: [usize; Shape::MAX_RANK],
     rank: usize,
+}
+
+/// The dimensions as a list, `[120, 400]` (with `...` for those past
+/// [`MAX_RANK`](Shape::MAX_RANK)): what an error's `Debug` form shows, as readable as its
+/// message.
+///
+/// ```
+/// use constmat::format::Shape;
+/// assert_eq!(format!("{:?}", Shape::new(&[120, 400])), "[120, 400]");
+/// assert_eq!(format!("{:?}", Shape::new(&[1; 9])), "[1, 1, 1, 1, 1, 1, 1, 1, ...]");
+/// ```
+impl fmt::Debug for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, dim) in self.dims().iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{dim}")?;
+        }
+        if self.rank > Self::MAX_RANK {
+            f.write_str(", ...")?;
+        }
+        f.write_str("]")
+    }
 }
 
 impl Shape {

@@ -36,6 +36,12 @@ pub const PREDICT_CHUNK_STACK: usize = 64 * 1024;
 /// ```
 pub trait Predict<T, const C: usize>: Layer<Out = [T; C]> {
     /// The predicted class of `x`: the index of its largest output (see [`argmax`]).
+    ///
+    /// `x` is one sample in the net's layout: a vector `[T; I]`, or an image
+    /// `[[[T; W]; H]; C]`, channels first (CHW, PyTorch's order). An image stored height, width,
+    /// channels (HWC: TensorFlow's and most image decoders' order, `[[[T; C]; W]; H]`) does not
+    /// type-check (the sizes are in the other order: `docs/shape-errors.md`); transpose it
+    /// first, `chw[c][y][x] = hwc[y][x][c]`.
     fn predict(&self, x: &Self::In) -> usize;
 
     /// The class probabilities of `x`: the softmax of its outputs (see

@@ -1,8 +1,8 @@
-//! Convolutional layers (`Conv2d`, `MaxPool2d`, `Flatten`): finite-difference gradient checks
-//! in f64 (the tolerance and its reasoning are those of `tests/gradient_check.rs`), forward
-//! values against loops written here from the definition, the blocked and unblocked forward
-//! paths against each other, heap and inline storage, a save/load round trip, and `net!`'s
-//! image form.
+//! Convolutional layers (`Conv2d`) and whole CNNs: finite-difference gradient checks in f64
+//! (`common/gradient.rs`; the tolerance and its reasoning are those of
+//! `tests/gradient_check.rs`), forward values against loops written here from the definition,
+//! the blocked and unblocked forward paths against each other, heap and inline storage, a
+//! save/load round trip, and `net!`'s image form. Max pooling and `Flatten`: `tests/pool.rs`.
 #![cfg(all(feature = "alloc", feature = "rand"))]
 
 use constmat::nn::{
@@ -12,168 +12,10 @@ use constmat::nn::{
 use rand::distr::{Distribution, Uniform};
 use rand::{SeedableRng, rngs::StdRng};
 
-/// The step of the central differences.
-const H: f64 = 1e-6;
-/// The largest relative error allowed per element (see `tests/gradient_check.rs`).
-const TOLERANCE: f64 = 1e-6;
-/// The denominator's floor: below it the bound is the absolute `TOLERANCE * FLOOR = 1e-8`.
-/// Ten times `tests/gradient_check.rs`'s, because a convolution's forward pass sums longer
-/// dot products (150 terms for 6 channels of 5 x 5) in sequence on the portable loops that
-/// `f64` takes: the central differences' rounding noise, `ε |L| / h`, reaches 3e-9 here,
-/// where a dense net's stays under 3e-10. Still a relative 1e-6 on every derivative above
-/// 0.01, where a wrong backward pass is wrong by O(1).
-const FLOOR: f64 = 1e-2;
-
-/// Element-wise access to a sample of `f64`s of any nesting (`[[[f64; W]; H]; C]`, `[f64; N]`).
-trait Flat: Sample {
-    const LEN: usize;
-    fn get(&self, i: usize) -> f64;
-    fn get_mut(&mut self, i: usize) -> &mut f64;
-}
-
-impl Flat for f64 {
-    const LEN: usize = 1;
-    fn get(&self, _: usize) -> f64 {
-        *self
-    }
-    fn get_mut(&mut self, _: usize) -> &mut f64 {
-        self
-    }
-}
-
-impl<S: Flat, const N: usize> Flat for [S; N] {
-    const LEN: usize = N * S::LEN;
-    fn get(&self, i: usize) -> f64 {
-        self[i / S::LEN].get(i % S::LEN)
-    }
-    fn get_mut(&mut self, i: usize) -> &mut f64 {
-        self[i / S::LEN].get_mut(i % S::LEN)
-    }
-}
-
-fn uniform() -> Uniform<f64> {
-    Uniform::new(-1.0, 1.0).unwrap()
-}
-
-/// A sample with every element uniform on [-1, 1).
-fn random_sample<S: Flat>(rng: &mut StdRng) -> S {
-    let mut s = S::ZERO;
-    for i in 0..S::LEN {
-        *s.get_mut(i) = uniform().sample(rng);
-    }
-    s
-}
-
-/// The worst per-element error `|a - n| / max(FLOOR, |a| + |n|)`, asserted below `TOLERANCE`,
-/// and a non-vacuous check (some derivative above 1e-3).
-fn assert_close(what: &str, analytic: &[f64], numeric: &[f64]) -> f64 {
-    assert_eq!(analytic.len(), numeric.len());
-    let err = analytic
-        .iter()
-        .zip(numeric)
-        .map(|(&a, &n)| (a - n).abs() / (a.abs() + n.abs()).max(FLOOR))
-        .fold(0.0, f64::max);
-    assert!(
-        err < TOLERANCE,
-        "{what}: worst relative error {err:e}\n analytic: {analytic:?}\n numeric:  {numeric:?}"
-    );
-    assert!(
-        analytic.iter().any(|a| a.abs() > 1e-3),
-        "{what}: the gradient is (almost) all zero, the check is vacuous"
-    );
-    err
-}
-
-/// `L = Σ output ⊙ R` for a fixed random `R`: checks every parameter tensor of `net` and `dX`
-/// against central differences of the forward pass (`Layer::forward`, the pass baked nets run).
-/// The backward pass starts from dirty buffers, as in `tests/gradient_check.rs`.
-///
-/// `R` is uniform on [-1, 1) scaled by `1/√(number of outputs)`, so that `|L|` stays near 1
-/// however many outputs the net has: the rounding error of a difference quotient grows with
-/// `|L|` (`ε·|L|/h`), and unscaled, a layer with a few hundred outputs came within a factor of
-/// two of the tolerance on noise alone.
-fn check<N, const B: usize>(what: &str, net: &N, x: &[N::In; B], rng: &mut StdRng) -> f64
-where
-    N: Train<f64, B> + Clone,
-    N::In: Flat,
-    N::Out: Flat,
-{
-    let scale = 1.0 / ((B * N::Out::LEN) as f64).sqrt();
-    let r: [N::Out; B] = std::array::from_fn(|_| {
-        let mut r: N::Out = random_sample(rng);
-        (0..N::Out::LEN).for_each(|i| *r.get_mut(i) *= scale);
-        r
-    });
-    let loss = |net: &N, x: &[N::In; B]| {
-        let mut out = [N::Out::ZERO; B];
-        net.forward(x, &mut out);
-        (0..B)
-            .flat_map(|b| (0..N::Out::LEN).map(move |i| (b, i)))
-            .map(|(b, i)| out[b].get(i) * r[b].get(i))
-            .sum::<f64>()
-    };
-    // Analytic, from dirty buffers.
-    let mut ws = net.workspace();
-    let other: [N::In; B] = std::array::from_fn(|_| random_sample(rng));
-    net.forward_train(&other, &mut ws);
-    net.forward_train(x, &mut ws);
-    let mut grads = net.zeros_like();
-    for k in 0..grads.tensor_count() {
-        grads.tensor_mut(k).iter_mut().for_each(|g| *g = 1e3);
-    }
-    let mut dx: [N::In; B] = std::array::from_fn(|_| random_sample(rng));
-    net.backward(x, &mut ws, &r, Some(&mut dx), &mut grads);
-
-    let mut worst = 0.0_f64;
-    let mut probe = net.clone();
-    for k in 0..net.tensor_count() {
-        let numeric: Vec<f64> = (0..net.tensor(k).len())
-            .map(|i| {
-                let original = probe.tensor(k)[i];
-                probe.tensor_mut(k)[i] = original + H;
-                let plus = loss(&probe, x);
-                probe.tensor_mut(k)[i] = original - H;
-                let minus = loss(&probe, x);
-                probe.tensor_mut(k)[i] = original;
-                (plus - minus) / (2.0 * H)
-            })
-            .collect();
-        let name = net.tensor_info(k).name();
-        worst = worst.max(assert_close(
-            &format!("{what}: {name}"),
-            grads.tensor(k),
-            &numeric,
-        ));
-    }
-    let mut x_probe = *x;
-    let numeric: Vec<f64> = (0..B * N::In::LEN)
-        .map(|i| {
-            let (b, i) = (i / N::In::LEN, i % N::In::LEN);
-            let original = x_probe[b].get(i);
-            *x_probe[b].get_mut(i) = original + H;
-            let plus = loss(net, &x_probe);
-            *x_probe[b].get_mut(i) = original - H;
-            let minus = loss(net, &x_probe);
-            *x_probe[b].get_mut(i) = original;
-            (plus - minus) / (2.0 * H)
-        })
-        .collect();
-    let analytic: Vec<f64> = (0..B * N::In::LEN)
-        .map(|i| dx[i / N::In::LEN].get(i % N::In::LEN))
-        .collect();
-    worst.max(assert_close(&format!("{what}: dX"), &analytic, &numeric))
-}
-
-/// A random layer (biases too), so that the checks see non-zero biases.
-fn random_layer<N: RandomInit + Parameters<f64>>(rng: &mut StdRng) -> N {
-    let mut net = N::random(rng);
-    for k in 0..net.tensor_count() {
-        net.tensor_mut(k)
-            .iter_mut()
-            .for_each(|v| *v = uniform().sample(rng));
-    }
-    net
-}
+#[path = "common/gradient.rs"]
+#[allow(dead_code)] // each test file uses some of the helpers
+mod gradient;
+use gradient::*;
 
 /// One output of the convolution from its definition: `b[o] + Σ_c Σ_kh Σ_kw w[o][c][kh][kw] ·
 /// x[c][i·S + kh - P][j·S + kw - P]`, zero outside the image. (Indices, as in the formula,
@@ -488,115 +330,6 @@ fn convolution_gradients_of_winograds_input_gradient() {
     eprintln!("Conv2d: worst relative error {worst:e}");
 }
 
-#[test]
-fn max_pooling_gradients() {
-    let mut rng = StdRng::seed_from_u64(4);
-    // Non-overlapping windows, and overlapping ones (window 3, stride 2), where one input can be
-    // the maximum of two windows and receives both gradients. Random inputs: no ties.
-    let pool = MaxPool2d::<f64, 2, 2, 2, 6, 4, 3, 2>::new();
-    let x = [random_sample(&mut rng), random_sample(&mut rng)];
-    let a = check("MaxPool2d<2>", &pool, &x, &mut rng);
-    let pool = MaxPool2d::<f64, 3, 3, 2, 7, 5, 3, 2>::new();
-    let x = [random_sample(&mut rng)];
-    let b = check("MaxPool2d<3, stride 2>", &pool, &x, &mut rng);
-    // Rows and columns in no window, as PyTorch allows: 5 - 2 and 6 - 3 are odd.
-    let pool = MaxPool2d::<f64, 2, 2, 2, 5, 5, 2, 2>::new();
-    let x = [random_sample(&mut rng)];
-    let c = check("MaxPool2d<2> on 5 x 5", &pool, &x, &mut rng);
-    let pool = MaxPool2d::<f64, 1, 3, 2, 6, 7, 2, 3>::new();
-    let x = [random_sample(&mut rng)];
-    let d = check("MaxPool2d<3, stride 2> on 6 x 7", &pool, &x, &mut rng);
-    eprintln!(
-        "MaxPool2d: worst relative error {:e}",
-        a.max(b).max(c).max(d)
-    );
-}
-
-/// Ties go to the first maximum in the window's row-major order, as in PyTorch; a NaN is its
-/// window's maximum.
-#[test]
-fn max_pooling_ties_and_nan() {
-    let pool = MaxPool2d::<f64, 1, 2, 2, 2, 4, 1, 2>::new();
-    let x = [[[[5.0, 5.0, 1.0, f64::NAN], [5.0, 2.0, 9.0, 9.0]]]];
-    let mut ws = Train::<f64, 1>::workspace(&pool);
-    let y = *pool.forward_train(&x, &mut ws);
-    assert_eq!(y[0][0][0][0], 5.0);
-    assert!(y[0][0][0][1].is_nan());
-    let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
-    pool.backward(
-        &x,
-        &mut ws,
-        &[[[[1.0, 2.0]]]],
-        Some(&mut dx),
-        &mut pool.clone(),
-    );
-    assert_eq!(dx[0][0], [[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0]]);
-
-    // The value is the first maximum's, bit for bit, in the window's row-major order: +0.0
-    // before -0.0 (equal, but the sign is kept), and the first of two NaNs (its payload kept).
-    let (nan1, nan2) = (
-        f64::from_bits(0x7ff8_0000_0000_0001),
-        f64::from_bits(0x7ff8_0000_0000_0002),
-    );
-    let x = [[[[-1.0, 0.0, nan1, nan2], [-0.0, -1.0, 0.0, 0.0]]]];
-    for y in [*pool.forward_train(&x, &mut ws), {
-        let mut y = [[[[0.0; 2]; 1]; 1]; 1];
-        pool.forward(&x, &mut y);
-        y
-    }] {
-        assert_eq!(y[0][0][0][0].to_bits(), 0.0_f64.to_bits(), "+0.0, not -0.0");
-        assert_eq!(y[0][0][0][1].to_bits(), nan1.to_bits(), "the first NaN");
-    }
-    let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
-    pool.backward(
-        &x,
-        &mut ws,
-        &[[[[1.0, 2.0]]]],
-        Some(&mut dx),
-        &mut pool.clone(),
-    );
-    assert_eq!(dx[0][0], [[0.0, 1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]]);
-}
-
-/// The `f32` backward pass of 2 x 2 pooling (on AVX-512, a kernel that writes only the inputs
-/// its windows read) against the generic `f64` code on the same values: every element of the
-/// input gradient written, from a buffer full of NaNs.
-#[test]
-fn max_pooling_backward_in_f32_overwrites_the_whole_input_gradient() {
-    fn case<const H: usize, const W: usize, const OH: usize, const OW: usize>(rng: &mut StdRng) {
-        let wide: [[[[f64; W]; H]; 3]; 2] = [random_sample(rng), random_sample(rng)];
-        let d_out: [[[[f64; OW]; OH]; 3]; 2] = [random_sample(rng), random_sample(rng)];
-        // Values that f32 holds exactly, so that both passes see the same ones.
-        let narrow = |v: f64| f64::from(v as f32);
-        let (x, d_out) = (wide.map(|s| s.map(|p| p.map(|r| r.map(narrow)))), d_out);
-        let d_out = d_out.map(|s| s.map(|p| p.map(|r| r.map(narrow))));
-
-        let pool = MaxPool2d::<f64, 3, 2, 2, H, W, OH, OW>::new();
-        let mut ws = Train::<f64, 2>::workspace(&pool);
-        pool.forward_train(&x, &mut ws);
-        let mut want = [[[[f64::NAN; W]; H]; 3]; 2];
-        pool.backward(&x, &mut ws, &d_out, Some(&mut want), &mut pool.clone());
-
-        let to_f32 = |s: [[[f64; W]; H]; 3]| s.map(|p| p.map(|r| r.map(|v| v as f32)));
-        let pool = MaxPool2d::<f32, 3, 2, 2, H, W, OH, OW>::new();
-        let x = x.map(to_f32);
-        let d_out = d_out.map(|s| s.map(|p| p.map(|r| r.map(|v| v as f32))));
-        let mut ws = Train::<f32, 2>::workspace(&pool);
-        pool.forward_train(&x, &mut ws);
-        let mut got = [[[[f32::NAN; W]; H]; 3]; 2];
-        pool.backward(&x, &mut ws, &d_out, Some(&mut got), &mut pool.clone());
-        assert_eq!(got, want.map(to_f32), "{H} x {W}");
-    }
-    let mut rng = StdRng::seed_from_u64(11);
-    case::<4, 6, 2, 3>(&mut rng);
-    case::<2, 34, 1, 17>(&mut rng);
-    case::<10, 10, 5, 5>(&mut rng);
-    // Odd sizes: the last row and column are in no window, their gradient 0 (the 2 x 2 kernels
-    // take even sizes only).
-    case::<5, 7, 2, 3>(&mut rng);
-    case::<9, 34, 4, 17>(&mut rng);
-}
-
 /// A convolution with `Relu6` gives its `Identity` outputs clamped to [0, 6], in `f32` (the SIMD
 /// kernels store without an activation, which is then applied). (Its gradient: `dense_relu6` in
 /// `tests/gradient_check.rs`; a convolution applies the same `Activation`.)
@@ -635,27 +368,6 @@ fn relu6_after_a_convolution_clamps_its_outputs() {
         above += usize::from(*z > 6.0);
     }
     assert!(below > 0 && above > 0, "{below} below 0, {above} above 6");
-}
-
-#[test]
-fn flatten_is_pytorchs_order_and_its_gradient_the_reshape() {
-    let mut rng = StdRng::seed_from_u64(5);
-    let flatten = Flatten::<f64, 2, 3, 2, 12>::new();
-    let x: [[[f64; 2]; 3]; 2] = random_sample(&mut rng);
-    let mut y = [0.0; 12];
-    flatten.forward_one(&x, &mut y);
-    for (i, &v) in y.iter().enumerate() {
-        assert_eq!(
-            v,
-            x[i / 6][i / 2 % 3][i % 2],
-            "element {i}: channel, then row, then column"
-        );
-    }
-    // Flatten has no parameters, so only dX is checked: the loss needs one weighted layer.
-    type Net = Chain<Flatten<f64, 2, 3, 2, 12>, Dense<f64, 12, 3, Tanh>>;
-    let net: Net = random_layer(&mut rng);
-    let err = check("Flatten then Dense", &net, &[x], &mut rng);
-    eprintln!("Flatten: worst relative error {err:e}");
 }
 
 /// How close to ReLU's kink a pre-activation may be, and how close to a tie the two largest

@@ -36,22 +36,28 @@ fn max_pooling_gradients() {
 
 /// Ties go to the first maximum in the window's row-major order, as in PyTorch; a NaN is its
 /// window's maximum.
+type TwoWindows = MaxPool2d<f64, 1, 2, 2, 2, 4, 1, 2>;
+
+/// `dX` of [`TwoWindows`] for output gradients 1 and 2, after `forward_train` on `x`.
+fn input_gradient(
+    pool: &TwoWindows,
+    x: &[[[[f64; 4]; 2]; 1]; 1],
+    ws: &mut <TwoWindows as Train<f64, 1>>::Workspace,
+) -> [[[[f64; 4]; 2]; 1]; 1] {
+    let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
+    pool.backward(x, ws, &[[[[1.0, 2.0]]]], Some(&mut dx), &mut pool.clone());
+    dx
+}
+
 #[test]
 fn max_pooling_ties_and_nan() {
-    let pool = MaxPool2d::<f64, 1, 2, 2, 2, 4, 1, 2>::new();
+    let pool = TwoWindows::new();
     let x = [[[[5.0, 5.0, 1.0, f64::NAN], [5.0, 2.0, 9.0, 9.0]]]];
     let mut ws = Train::<f64, 1>::workspace(&pool);
     let y = *pool.forward_train(&x, &mut ws);
     assert_eq!(y[0][0][0][0], 5.0);
     assert!(y[0][0][0][1].is_nan());
-    let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
-    pool.backward(
-        &x,
-        &mut ws,
-        &[[[[1.0, 2.0]]]],
-        Some(&mut dx),
-        &mut pool.clone(),
-    );
+    let dx = input_gradient(&pool, &x, &mut ws);
     assert_eq!(dx[0][0], [[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0]]);
 
     // The value is the first maximum's, bit for bit, in the window's row-major order: +0.0
@@ -69,14 +75,7 @@ fn max_pooling_ties_and_nan() {
         assert_eq!(y[0][0][0][0].to_bits(), 0.0_f64.to_bits(), "+0.0, not -0.0");
         assert_eq!(y[0][0][0][1].to_bits(), nan1.to_bits(), "the first NaN");
     }
-    let mut dx = [[[[0.0; 4]; 2]; 1]; 1];
-    pool.backward(
-        &x,
-        &mut ws,
-        &[[[[1.0, 2.0]]]],
-        Some(&mut dx),
-        &mut pool.clone(),
-    );
+    let dx = input_gradient(&pool, &x, &mut ws);
     assert_eq!(dx[0][0], [[0.0, 1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0]]);
 }
 

@@ -297,7 +297,10 @@ impl<T: Copy, const H: usize, const W: usize> Matrix<T, H, W> {
         Self::from_row_vec(rows.to_vec())
     }
 
-    /// A matrix from `H * W` elements in row-major order.
+    /// A matrix from `H * W` elements in row-major order, their number checked when the program
+    /// runs. For a literal, whose length is known when it is built, use
+    /// [`from_flat`](Self::from_flat) (or [`from_rows`](Self::from_rows)): a wrong length is
+    /// then a build error.
     ///
     /// # Errors
     ///

@@ -943,9 +943,12 @@ fn strided_convolutions_count_the_packed_products_buffer() {
     // on x86-64, pieces elsewhere), packed.
     type Many = Conv2d<f32, 16, 64, 3, 2, 1, 14, 14, 7, 7, Relu>;
     assert_eq!(<Many as Layer>::WORKING_BYTES, scratch + packed);
-    // 16 filters of 1 x 3 x 3 on 28 x 28: one product of 16 x 196 x 9, too few rows to pack.
+    // 16 filters of 1 x 3 x 3 on 28 x 28: one product of 16 x 196 x 9, too few rows to pack;
+    // 32 of 16 x 3 x 3 (below the 40 rows from which products pack): neither takes it.
     type Few = Conv2d<f32, 1, 16, 3, 2, 1, 28, 28, 14, 14, Relu>;
     assert_eq!(<Few as Layer>::WORKING_BYTES, scratch);
+    type ThirtyTwo = Conv2d<f32, 16, 32, 3, 2, 1, 14, 14, 7, 7, Relu>;
+    assert_eq!(<ThirtyTwo as Layer>::WORKING_BYTES, scratch);
     // A net of both adds them up with its layers' outputs.
     type Net = constmat::net![
         Input<f32, 1, 28, 28>,

@@ -206,6 +206,7 @@ mod chain;
 mod conv;
 mod cross_entropy;
 mod dense;
+mod dropout;
 mod flatten;
 mod init;
 mod mse;
@@ -239,6 +240,11 @@ pub use cross_entropy::{SoftmaxCrossEntropy, softmax_in_place, softmax_rows_into
 pub use dense::Dense;
 #[cfg(feature = "alloc")]
 pub use dense::DenseWorkspace;
+pub use dropout::Dropout;
+#[cfg(feature = "alloc")]
+pub use dropout::DropoutWorkspace;
+#[doc(hidden)]
+pub use dropout::Values;
 pub use flatten::Flatten;
 pub use init::Init;
 #[cfg(feature = "rand")]
@@ -736,6 +742,7 @@ impl TensorInfo {
 /// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
 /// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
 /// | `Softmax` (after a `Dense`) | `nn.Softmax(dim=1)` | [`Softmax`] |
+/// | `Dropout<P>` | `nn.Dropout(P / 100)` | [`Dropout`] |
 ///
 /// Each argument is one token: a literal, a name, or a `{ .. }` block. The channels and widths
 /// a layer is written with are checked against what reaches it, so a mistake is a compile error
@@ -988,6 +995,22 @@ macro_rules! __net_image {
                 (false))
             $($rest)*)
     };
+    // Dropout: the sample as it is, image or vector.
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Dropout<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::Dropout<[[[$($t)+; $w]; $h]; $c], $p>)
+            (@image ($($t)+) ($c) ($h) ($w) ($from_input))
+            $($rest)*)
+    };
+    (@vector ($($t:tt)+) (flatten $from_input:tt $c:tt $h:tt $w:tt) Dropout<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::Dropout<[$($t)+; { $c * $h * $w }], $p>)
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
+            $($rest)*)
+    };
+    (@vector ($($t:tt)+) (dense $o:tt) Dropout<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::nn::Dropout<[$($t)+; $o], $p>) (@vector ($($t)+) (dense $o)) $($rest)*)
+    };
     // Flatten: the image becomes a vector of C·H·W.
     (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Flatten $($rest:tt)*) => {
         $crate::__net_image!(@emit
@@ -1051,7 +1074,7 @@ macro_rules! __net_image {
     (@vector $t:tt $given:tt $layer:ident $($rest:tt)*) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers (and `Softmax` ",
-            "after one) take a vector"
+            "after one, and `Dropout`) take a vector"
         ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt) => {

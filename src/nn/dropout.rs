@@ -12,7 +12,7 @@
 
 use core::marker::PhantomData;
 
-use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store};
+use super::{Layer, NetSpec, Sample, Store};
 
 /// The values of a sample of any nesting (`[T; N]`, `[[[T; W]; H]; C]`), one by one: how
 /// [`Dropout`] reaches them without knowing the sample's shape. Implemented for `f32`, `f64`
@@ -136,45 +136,7 @@ impl<S: Sample, const PERCENT: usize> Layer for Dropout<S, PERCENT> {
     }
 }
 
-impl<S, const PERCENT: usize, E> Parameters<E> for Dropout<S, PERCENT>
-where
-    Self: Layer,
-{
-    fn tensor(&self, k: usize) -> &[E] {
-        panic!("dropout has no tensors; asked for tensor {k}")
-    }
-
-    fn tensor_mut(&mut self, k: usize) -> &mut [E] {
-        panic!("dropout has no tensors; asked for tensor {k}")
-    }
-
-    fn zeros() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<S: Sample, const PERCENT: usize> super::Weights for Dropout<S, PERCENT> {
-    fn write_tensor(&self, k: usize, _out: &mut alloc::vec::Vec<u8>) {
-        panic!("dropout has no tensors; asked for tensor {k}")
-    }
-
-    fn read_tensors<'a>(_tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
-        Self::new()
-    }
-}
-
-impl<F: SafetensorsFile, S: Sample, const PERCENT: usize> Bake<F> for Dropout<S, PERCENT> {
-    const BAKED: Self = Self::new();
-    const ERROR: Option<crate::format::Error> = None;
-}
-
-#[cfg(feature = "rand")]
-impl<S, const PERCENT: usize> super::RandomInit for Dropout<S, PERCENT> {
-    fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
-        Self::new()
-    }
-}
+no_parameters!("dropout", [S: Sample, const PERCENT: usize], Dropout<S, PERCENT>);
 
 #[cfg(feature = "alloc")]
 pub use train::DropoutWorkspace;

@@ -3,7 +3,7 @@
 //! Derivation: `docs/backprop.md`, section "Flatten". The same numbers in another shape, in
 //! PyTorch's order (channel, then row, then column), so `dX` is `dY` in the input's shape.
 
-use super::{Bake, Layer, Message, NetSpec, Parameters, SafetensorsFile, Sample, Store};
+use super::{Layer, Message, NetSpec, Sample, Store};
 
 /// An image of `C` channels of `H x W` as a vector of `N = C·H·W`: PyTorch's `nn.Flatten()`.
 ///
@@ -93,50 +93,7 @@ impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize> 
     }
 }
 
-impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize, E> Parameters<E>
-    for Flatten<T, C, H, W, N>
-{
-    fn tensor(&self, k: usize) -> &[E] {
-        panic!("flatten has no tensors; asked for tensor {k}")
-    }
-
-    fn tensor_mut(&mut self, k: usize) -> &mut [E] {
-        panic!("flatten has no tensors; asked for tensor {k}")
-    }
-
-    fn zeros() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize> super::Weights
-    for Flatten<T, C, H, W, N>
-{
-    fn write_tensor(&self, k: usize, _out: &mut alloc::vec::Vec<u8>) {
-        panic!("flatten has no tensors; asked for tensor {k}")
-    }
-
-    fn read_tensors<'a>(_tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
-        Self::new()
-    }
-}
-
-impl<F: SafetensorsFile, T: Sample, const C: usize, const H: usize, const W: usize, const N: usize>
-    Bake<F> for Flatten<T, C, H, W, N>
-{
-    const BAKED: Self = Self::new();
-    const ERROR: Option<crate::format::Error> = None;
-}
-
-#[cfg(feature = "rand")]
-impl<T, const C: usize, const H: usize, const W: usize, const N: usize> super::RandomInit
-    for Flatten<T, C, H, W, N>
-{
-    fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
-        Self::new()
-    }
-}
+no_parameters!("flatten", [T: Sample, const C: usize, const H: usize, const W: usize, const N: usize], Flatten<T, C, H, W, N>);
 
 #[cfg(feature = "alloc")]
 mod train {

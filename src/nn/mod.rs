@@ -199,6 +199,50 @@
 //! # Ok::<(), StepError<f32>>(())
 //! ```
 
+/// The traits of a layer without parameters (pooling, `Flatten`, softmax, dropout): no tensor to
+/// read, write, bake or initialize; `new()` builds it. `$what` names the layer in the panic of
+/// a tensor asked for by index (there is none).
+macro_rules! no_parameters {
+    ($what:literal, [$($generics:tt)*], $layer:ty) => {
+        impl<$($generics)*, E> $crate::nn::Parameters<E> for $layer {
+            fn tensor(&self, k: usize) -> &[E] {
+                panic!(concat!($what, " has no tensors; asked for tensor {}"), k)
+            }
+
+            fn tensor_mut(&mut self, k: usize) -> &mut [E] {
+                panic!(concat!($what, " has no tensors; asked for tensor {}"), k)
+            }
+
+            fn zeros() -> Self {
+                Self::new()
+            }
+        }
+
+        #[cfg(feature = "alloc")]
+        impl<$($generics)*> $crate::nn::Weights for $layer {
+            fn write_tensor(&self, k: usize, _out: &mut alloc::vec::Vec<u8>) {
+                panic!(concat!($what, " has no tensors; asked for tensor {}"), k)
+            }
+
+            fn read_tensors<'a>(_tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+                Self::new()
+            }
+        }
+
+        impl<F: $crate::nn::SafetensorsFile, $($generics)*> $crate::nn::Bake<F> for $layer {
+            const BAKED: Self = Self::new();
+            const ERROR: Option<$crate::format::Error> = None;
+        }
+
+        #[cfg(feature = "rand")]
+        impl<$($generics)*> $crate::nn::RandomInit for $layer {
+            fn random<R: ::rand::Rng + ?Sized>(_rng: &mut R) -> Self {
+                Self::new()
+            }
+        }
+    };
+}
+
 mod activation;
 mod avg_pool;
 mod bake;

@@ -17,7 +17,7 @@
 use core::mem::MaybeUninit;
 
 use super::shape::{Window, check_output_size};
-use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store};
+use super::{Layer, NetSpec, Sample, Store};
 use crate::kernels;
 
 /// Max pooling over `K x K` windows with stride `STRIDE`, on `C` channels of `H x W`, giving
@@ -246,84 +246,7 @@ impl<
     }
 }
 
-impl<
-    T: Sample + PartialOrd,
-    const C: usize,
-    const K: usize,
-    const STRIDE: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-    E,
-> Parameters<E> for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
-{
-    fn tensor(&self, k: usize) -> &[E] {
-        panic!("max pooling has no tensors; asked for tensor {k}")
-    }
-
-    fn tensor_mut(&mut self, k: usize) -> &mut [E] {
-        panic!("max pooling has no tensors; asked for tensor {k}")
-    }
-
-    fn zeros() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<
-    T: Sample + PartialOrd,
-    const C: usize,
-    const K: usize,
-    const STRIDE: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-> super::Weights for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
-{
-    fn write_tensor(&self, k: usize, _out: &mut alloc::vec::Vec<u8>) {
-        panic!("max pooling has no tensors; asked for tensor {k}")
-    }
-
-    fn read_tensors<'a>(_tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
-        Self::new()
-    }
-}
-
-impl<
-    F: SafetensorsFile,
-    T: Sample + PartialOrd,
-    const C: usize,
-    const K: usize,
-    const STRIDE: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-> Bake<F> for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
-{
-    const BAKED: Self = Self::new();
-    const ERROR: Option<crate::format::Error> = None;
-}
-
-#[cfg(feature = "rand")]
-impl<
-    T,
-    const C: usize,
-    const K: usize,
-    const S: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-> super::RandomInit for MaxPool2d<T, C, K, S, H, W, OH, OW>
-{
-    fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
-        Self::new()
-    }
-}
+no_parameters!("max pooling", [T: Sample + PartialOrd, const C: usize, const K: usize, const STRIDE: usize, const H: usize, const W: usize, const OH: usize, const OW: usize], MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>);
 
 #[cfg(feature = "alloc")]
 mod train {

@@ -16,7 +16,7 @@
 
 use num_traits::Float;
 
-use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Sample, Store, softmax_in_place};
+use super::{Layer, NetSpec, Sample, Store, softmax_in_place};
 
 /// The softmax of each sample's `N` values: non-negative, summing to 1, in the same order.
 /// PyTorch's `nn.Softmax(dim=1)`; in [`net!`](crate::net)'s image form, `Softmax` after a
@@ -86,42 +86,7 @@ impl<T: Sample + Float, const N: usize> Layer for Softmax<T, N> {
     }
 }
 
-impl<T: Sample + Float, const N: usize, E> Parameters<E> for Softmax<T, N> {
-    fn tensor(&self, k: usize) -> &[E] {
-        panic!("a softmax has no tensors; asked for tensor {k}")
-    }
-
-    fn tensor_mut(&mut self, k: usize) -> &mut [E] {
-        panic!("a softmax has no tensors; asked for tensor {k}")
-    }
-
-    fn zeros() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<T: Sample + Float, const N: usize> super::Weights for Softmax<T, N> {
-    fn write_tensor(&self, k: usize, _out: &mut alloc::vec::Vec<u8>) {
-        panic!("a softmax has no tensors; asked for tensor {k}")
-    }
-
-    fn read_tensors<'a>(_tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
-        Self::new()
-    }
-}
-
-impl<F: SafetensorsFile, T: Sample + Float, const N: usize> Bake<F> for Softmax<T, N> {
-    const BAKED: Self = Self::new();
-    const ERROR: Option<crate::format::Error> = None;
-}
-
-#[cfg(feature = "rand")]
-impl<T, const N: usize> super::RandomInit for Softmax<T, N> {
-    fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
-        Self::new()
-    }
-}
+no_parameters!("a softmax", [T: Sample + Float, const N: usize], Softmax<T, N>);
 
 #[cfg(feature = "alloc")]
 mod train {

@@ -9,8 +9,8 @@ use constmat::Matrix;
 use constmat::data::mnist::{self, Mnist};
 use constmat::io::safetensors as st;
 use constmat::nn::{
-    Dense, Identity, Inline, Layer, QConv2d, QDense, Quantize, QuantizeError, QuantizedActivation,
-    RandomInit, Relu, Train, argmax, quantize,
+    Dense, Identity, Inline, Layer, Parameters, QConv2d, QDense, Quantize, QuantizeError,
+    QuantizedActivation, RandomInit, Relu, Train, argmax, quantize,
 };
 use constmat::quant::{Multiplier, Quantization};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -138,6 +138,36 @@ fn samples(rng: &mut StdRng, n: usize) -> Vec<[f32; 12]> {
     (0..n)
         .map(|_| std::array::from_fn(|_| rng.random_range(-1.0..1.0)))
         .collect()
+}
+
+/// A net trained with dropout quantizes as the same net without it: dropout is the identity at
+/// inference, and its int8 form passes the integers on with its input's quantization.
+#[test]
+fn a_net_with_dropout_quantizes_as_the_net_without_it() {
+    type WithDropout = constmat::net![
+        Input<f32, 12, 1, 1>,
+        Flatten,
+        Dense<12, 16, Relu>,
+        Dropout<30>,
+        Dense<16, 4>,
+    ];
+    type Without = constmat::net![Input<f32, 12, 1, 1>, Flatten, Dense<12, 16, Relu>, Dense<16, 4>];
+    let mut rng = StdRng::seed_from_u64(19);
+    let with = WithDropout::random(&mut rng);
+    let mut without = Without::zeros();
+    for k in 0..without.tensor_count() {
+        without.tensor_mut(k).copy_from_slice(with.tensor(k));
+    }
+    let calibration: Vec<[[[f32; 1]; 1]; 12]> = samples(&mut rng, 200)
+        .into_iter()
+        .map(|x| x.map(|v| [[v]]))
+        .collect();
+    let a = quantize(&with, &calibration).unwrap();
+    let b = quantize(&without, &calibration).unwrap();
+    assert_eq!((a.input, a.output), (b.input, b.output));
+    for x in &calibration {
+        assert_eq!(a.forward_float(x), b.forward_float(x));
+    }
 }
 
 #[test]

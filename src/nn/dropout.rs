@@ -253,3 +253,31 @@ mod train {
         }
     }
 }
+
+#[cfg(feature = "alloc")]
+mod quantize {
+    use alloc::vec::Vec;
+
+    use super::Dropout;
+    use crate::nn::quantize::outputs_of;
+    use crate::nn::{Quantize, QuantizeError, QuantizeSample, Sample};
+    use crate::quant::Quantization;
+
+    /// At inference dropout is the identity: the int8 layer passes the integers on, with its
+    /// input's quantization (so a net trained with dropout quantizes as the same net without).
+    impl<S, const PERCENT: usize> Quantize for Dropout<S, PERCENT>
+    where
+        S: Sample + QuantizeSample,
+    {
+        type Quantized = Dropout<S::Quantized, PERCENT>;
+
+        fn quantize_layer(
+            &self,
+            _layer: usize,
+            input: Quantization,
+            samples: &[Self::In],
+        ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+            Ok((Dropout::new(), input, outputs_of(self, samples)))
+        }
+    }
+}

@@ -112,9 +112,10 @@ impl std::error::Error for QuantizeError {}
 /// Implemented for [`Dense`](super::Dense) and [`Conv2d`](super::Conv2d) (with
 /// [`Identity`](super::Identity) or [`Relu`](super::Relu): an activation that is not a clamp,
 /// such as a sigmoid, has no int8 form, and quantizing a net with one does not compile),
-/// [`MaxPool2d`](super::MaxPool2d) and [`Flatten`](super::Flatten) (which keep their input's
-/// quantization), and [`Chain`]s of these. Each layer kind's impl is in its int8 form's file
-/// (`qdense.rs`, `qconv.rs`) or its own (`pool.rs`, `flatten.rs`).
+/// [`MaxPool2d`](super::MaxPool2d), [`Flatten`](super::Flatten) and
+/// [`Dropout`](super::Dropout) (which keep their input's quantization; dropout is the identity
+/// at inference), and [`Chain`]s of these. Each layer kind's impl is in its int8 form's file
+/// (`qdense.rs`, `qconv.rs`) or its own (`pool.rs`, `flatten.rs`, `dropout.rs`).
 pub trait Quantize: Layer {
     /// The int8 form, its parameters on the heap (convert it with
     /// [`Layer::to_store`] to bake it).

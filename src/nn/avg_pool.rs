@@ -181,14 +181,12 @@ no_parameters!("average pooling", [T: Sample + Float, const C: usize, const K: u
 
 #[cfg(feature = "alloc")]
 mod train {
-    use alloc::boxed::Box;
 
     use num_traits::Float;
 
     use super::AvgPool2d;
     use crate::kernels;
-    use crate::nn::train::zeroed_samples;
-    use crate::nn::{Layer, Sample, Train};
+    use crate::nn::{Sample, Train};
 
     impl<
         T: Sample + Float,
@@ -202,24 +200,7 @@ mod train {
         const OW: usize,
     > Train<T, B> for AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>
     {
-        type Workspace = Box<[[[[T; OW]; OH]; C]; B]>;
-
-        fn workspace(&self) -> Self::Workspace {
-            zeroed_samples()
-        }
-
-        fn forward_train<'w>(
-            &self,
-            x: &[[[[T; W]; H]; C]; B],
-            ws: &'w mut Self::Workspace,
-        ) -> &'w [[[[T; OW]; OH]; C]; B] {
-            self.forward(x, ws);
-            ws
-        }
-
-        fn output(ws: &Self::Workspace) -> &[[[[T; OW]; OH]; C]; B] {
-            ws
-        }
+        outputs_as_workspace!(B);
 
         /// `dX`: each output's gradient divided by `K²`, added to each input of its window;
         /// inputs in no window get 0.

@@ -97,34 +97,14 @@ no_parameters!("flatten", [T: Sample, const C: usize, const H: usize, const W: u
 
 #[cfg(feature = "alloc")]
 mod train {
-    use alloc::boxed::Box;
 
     use super::Flatten;
-    use crate::nn::train::zeroed_samples;
-    use crate::nn::{Layer, Sample, Train};
+    use crate::nn::{Sample, Train};
 
     impl<T: Sample, const B: usize, const C: usize, const H: usize, const W: usize, const N: usize>
         Train<T, B> for Flatten<T, C, H, W, N>
     {
-        /// The flattened batch.
-        type Workspace = Box<[[T; N]; B]>;
-
-        fn workspace(&self) -> Self::Workspace {
-            zeroed_samples()
-        }
-
-        fn forward_train<'w>(
-            &self,
-            x: &[[[[T; W]; H]; C]; B],
-            ws: &'w mut Self::Workspace,
-        ) -> &'w [[T; N]; B] {
-            self.forward(x, ws);
-            ws
-        }
-
-        fn output(ws: &Self::Workspace) -> &[[T; N]; B] {
-            ws
-        }
+        outputs_as_workspace!(B);
 
         fn backward(
             &self,

@@ -243,6 +243,34 @@ macro_rules! no_parameters {
     };
 }
 
+/// The `Train` items of a layer whose workspace is its outputs alone, written by `forward`
+/// (pooling, `Flatten`, `Softmax`): the workspace type, its allocation, `forward_train` and
+/// `output`. Used inside `impl Train<T, B> for ..`, with the batch's name.
+#[cfg(feature = "alloc")]
+macro_rules! outputs_as_workspace {
+    ($b:ident) => {
+        /// The outputs of the last forward pass.
+        type Workspace = alloc::boxed::Box<[<Self as $crate::nn::Layer>::Out; $b]>;
+
+        fn workspace(&self) -> Self::Workspace {
+            $crate::nn::train::zeroed_samples()
+        }
+
+        fn forward_train<'w>(
+            &self,
+            x: &[<Self as $crate::nn::Layer>::In; $b],
+            ws: &'w mut Self::Workspace,
+        ) -> &'w [<Self as $crate::nn::Layer>::Out; $b] {
+            $crate::nn::Layer::forward(self, x, ws);
+            ws
+        }
+
+        fn output(ws: &Self::Workspace) -> &[<Self as $crate::nn::Layer>::Out; $b] {
+            ws
+        }
+    };
+}
+
 mod activation;
 mod avg_pool;
 mod bake;

@@ -250,11 +250,9 @@ no_parameters!("max pooling", [T: Sample + PartialOrd, const C: usize, const K: 
 
 #[cfg(feature = "alloc")]
 mod train {
-    use alloc::boxed::Box;
 
     use super::MaxPool2d;
-    use crate::nn::train::zeroed_samples;
-    use crate::nn::{Layer, Sample, Train};
+    use crate::nn::{Sample, Train};
 
     impl<
         T: Sample + PartialOrd + core::ops::Add<Output = T>,
@@ -268,25 +266,7 @@ mod train {
         const OW: usize,
     > Train<T, B> for MaxPool2d<T, C, K, STRIDE, H, W, OH, OW>
     {
-        /// The pooled outputs.
-        type Workspace = Box<[[[[T; OW]; OH]; C]; B]>;
-
-        fn workspace(&self) -> Self::Workspace {
-            zeroed_samples()
-        }
-
-        fn forward_train<'w>(
-            &self,
-            x: &[[[[T; W]; H]; C]; B],
-            ws: &'w mut Self::Workspace,
-        ) -> &'w [[[[T; OW]; OH]; C]; B] {
-            self.forward(x, ws);
-            ws
-        }
-
-        fn output(ws: &Self::Workspace) -> &[[[[T; OW]; OH]; C]; B] {
-            ws
-        }
+        outputs_as_workspace!(B);
 
         fn backward(
             &self,

@@ -90,34 +90,14 @@ no_parameters!("a softmax", [T: Sample + Float, const N: usize], Softmax<T, N>);
 
 #[cfg(feature = "alloc")]
 mod train {
-    use alloc::boxed::Box;
 
     use num_traits::Float;
 
     use super::Softmax;
-    use crate::nn::train::zeroed_samples;
-    use crate::nn::{Layer, Sample, Train};
+    use crate::nn::{Sample, Train};
 
     impl<T: Sample + Float, const B: usize, const N: usize> Train<T, B> for Softmax<T, N> {
-        /// The probabilities, which the backward pass reads.
-        type Workspace = Box<[[T; N]; B]>;
-
-        fn workspace(&self) -> Self::Workspace {
-            zeroed_samples()
-        }
-
-        fn forward_train<'w>(
-            &self,
-            x: &[[T; N]; B],
-            ws: &'w mut Self::Workspace,
-        ) -> &'w [[T; N]; B] {
-            self.forward(x, ws);
-            ws
-        }
-
-        fn output(ws: &Self::Workspace) -> &[[T; N]; B] {
-            ws
-        }
+        outputs_as_workspace!(B);
 
         /// `dZ_j = a_j · (dA_j - Σ_k a_k · dA_k)`, sample by sample.
         fn backward(

@@ -43,7 +43,9 @@ Options:
                    wide-mlp, conv5x5, stem7x7
   --instruction-set SET
                    run constmat's kernels on this path: avx512, avx2 or portable (at most what
-                   the CPU has; the output says which one ran). PyTorch is not limited
+                   the CPU has; the output says which one ran). NumPy and PyTorch are held
+                   to the same set (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA and
+                   MKL_ENABLE_INSTRUCTIONS, each unless already set)
   --rounds N       rounds; each implementation runs every workload once per round, in an order
                    that rotates from round to round; the table shows medians (default 5)
   --quick          short measurements (0.05 s per workload, 20 epoch steps), for a smoke test
@@ -206,7 +208,10 @@ fn main() -> ExitCode {
     // The whole run on the kernels asked for: this thread's limit (the harness runs constmat on
     // this one thread only).
     let result = match options.instruction_set {
-        Some(set) => kernels::with_instruction_set(set, || run(&options)),
+        Some(set) => {
+            python::hold_to(set);
+            kernels::with_instruction_set(set, || run(&options))
+        }
         None => run(&options),
     };
     match result {
@@ -606,6 +611,16 @@ fn run_suite(options: &Options) -> Result<bool, String> {
             Err(e) => println!("- note: PyTorch is left out: {e}"),
         },
         None => println!("- note: PyTorch is left out (--no-python)"),
+    }
+    if let Some(set) = options.instruction_set {
+        let held: Vec<String> = python::isa_variables(set)
+            .iter()
+            .map(|(var, value)| match std::env::var(var) {
+                Ok(own) => format!("{var}={own} (yours)"),
+                Err(_) => format!("{var}={value}"),
+            })
+            .collect();
+        println!("- PyTorch held to {set}: {}", held.join(", "));
     }
     if options.only.is_some() {
         println!("- note: --only does not apply to the suite (constmat and PyTorch only)");

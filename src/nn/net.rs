@@ -1,0 +1,403 @@
+//! `net!`: a chain of layers written as PyTorch's `nn.Sequential` is, every image size computed.
+
+// The items the documentation below links to (the macro itself names every path in full).
+#[cfg(doc)]
+use super::{
+    AvgPool2d, Conv2d, Dense, Dropout, Flatten, Heap, MaxPool2d, QConv2d, QDense, Softmax,
+    conv_output_size, pool_output_size,
+};
+
+/// The type of a network made of the given layers, first to last: `net![L1, L2, L3]` is
+/// `Chain<L1, Chain<L2, L3>>`.
+///
+/// The same type serves training (the layers' default storage is [`Heap`]) and, through
+/// [`Baked`](crate::embed::Baked), a net baked into a `static`.
+///
+/// ```
+/// use constmat::nn::{Chain, Dense, Relu, Identity};
+///
+/// type A = constmat::net![Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2, Identity>];
+/// type B = Chain<Dense<f32, 4, 3, Relu>, Dense<f32, 3, 2, Identity>>;
+/// let same: fn(A) -> B = |net| net;
+/// # let _ = same;
+/// ```
+///
+/// # Nets on images
+///
+/// Started with `Input<T, C, H, W>` (the element type, and the channels, height and width of
+/// one image), the layers are written as PyTorch constructs them, and the macro computes every
+/// image size (with [`conv_output_size`] and [`pool_output_size`]), so that none is written by
+/// hand:
+///
+/// | in `net!` | PyTorch | the layer |
+/// | --- | --- | --- |
+/// | `Conv2d<C, OC, K>`, `Conv2d<C, OC, K, A>` | `nn.Conv2d(C, OC, K)` (+ the activation) | [`Conv2d`], stride 1, no padding |
+/// | `Conv2d<C, OC, K, S, P>`, `Conv2d<C, OC, K, S, P, A>` | `nn.Conv2d(C, OC, K, stride=S, padding=P)` | [`Conv2d`] |
+/// | `MaxPool2d<K>`, `MaxPool2d<K, S>` | `nn.MaxPool2d(K)`, `nn.MaxPool2d(K, stride=S)` | [`MaxPool2d`] |
+/// | `AvgPool2d<K>`, `AvgPool2d<K, S>` | `nn.AvgPool2d(K)`, `nn.AvgPool2d(K, stride=S)` | [`AvgPool2d`] |
+/// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
+/// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
+/// | `Softmax` (after a `Dense`) | `nn.Softmax(dim=1)` | [`Softmax`] |
+/// | `Dropout<P>` | `nn.Dropout(P / 100)` | [`Dropout`] |
+///
+/// Each argument is one token: a literal, a name, or a `{ .. }` block. The channels and widths
+/// a layer is written with are checked against what reaches it, so a mistake is a compile error
+/// naming both sizes; PyTorch finds the same mistakes at run time.
+///
+/// ```
+/// use constmat::nn::{Layer, Relu};
+///
+/// /// LeNet-5 on MNIST: nn.Sequential(Conv2d(1, 6, 5, padding=2), ReLU(), MaxPool2d(2),
+/// /// Conv2d(6, 16, 5), ReLU(), MaxPool2d(2), Flatten(), Linear(400, 120), ReLU(),
+/// /// Linear(120, 84), ReLU(), Linear(84, 10)).
+/// type LeNet = constmat::net![
+///     Input<f32, 1, 28, 28>,
+///     Conv2d<1, 6, 5, 1, 2, Relu>, // 6 x 28 x 28
+///     MaxPool2d<2>,                // 6 x 14 x 14
+///     Conv2d<6, 16, 5, Relu>,      // 16 x 10 x 10
+///     MaxPool2d<2>,                // 16 x 5 x 5
+///     Flatten,                     // 400
+///     Dense<400, 120, Relu>,
+///     Dense<120, 84, Relu>,
+///     Dense<84, 10>,
+/// ];
+/// assert_eq!(LeNet::SPEC.modules(), 12); // PyTorch's numbering: 0.weight, 3.weight, 7.weight, ...
+/// ```
+///
+/// With an `i8` input, `Input<i8, C, H, W>`, the same layers are spelled the same way and the
+/// macro writes their int8 forms ([`QConv2d`], [`QDense`]): the type of a quantized net
+/// baked, as a `no_std` crate without `alloc` names it (where the quantizer's
+/// `<Net as Quantize>::Quantized` is not available).
+///
+/// ```
+/// use constmat::nn::{MaxPool2d, QConv2d, QDense, Relu};
+///
+/// type Int8 = constmat::net![Input<i8, 1, 8, 8>, Conv2d<1, 2, 3, Relu>, MaxPool2d<2>, Flatten, Dense<18, 4>];
+/// type Spelled = constmat::nn::Chain<
+///     QConv2d<1, 2, 3, 1, 0, 8, 8, 6, 6, Relu>,
+///     constmat::nn::Chain<
+///         MaxPool2d<i8, 2, 2, 2, 6, 6, 3, 3>,
+///         constmat::nn::Chain<constmat::nn::Flatten<i8, 2, 3, 3, 18>, QDense<18, 4>>,
+///     >,
+/// >;
+/// let same: fn(Int8) -> Spelled = |net| net;
+/// # let _ = same;
+/// ```
+///
+/// A `Dense` whose input width is not what `Flatten` gives does not compile:
+///
+/// ```compile_fail,E0080
+/// # use constmat::nn::{Parameters, Relu};
+/// type Wrong = constmat::net![
+///     Input<f32, 1, 28, 28>,
+///     Conv2d<1, 6, 5, Relu>,   // 6 x 24 x 24
+///     MaxPool2d<2>,            // 6 x 12 x 12
+///     Flatten,                 // 864
+///     Dense<784, 10>,          // `Dense<784, 10>` takes 784 inputs, but `Flatten` gives 6 x 12 x 12 = 864
+/// ];
+/// let _ = Wrong::zeros();
+/// ```
+///
+/// A layer spelled as in the plain form, with its element type, or a stride without its
+/// padding, is an error that says so: ``"`Dense<f32, 400, 10>`: in `net!`'s image form a dense
+/// layer is `Dense<inputs, outputs>` or `Dense<inputs, outputs, Activation>`; its element type
+/// is `Input`'s"``, ``"`Conv2d<1, 6, 5, 2>`: a stride comes with its padding, `Conv2d<in, out,
+/// kernel, stride, padding>` (then, optionally, the activation)"``.
+///
+/// ```compile_fail
+/// type Wrong = constmat::net![Input<f32, 1, 20, 20>, Conv2d<1, 1, 3>, Flatten, Dense<f32, 324, 10>];
+/// ```
+///
+/// ```compile_fail
+/// type Wrong = constmat::net![Input<f32, 1, 20, 20>, Conv2d<1, 6, 5, 2>, Flatten, Dense<384, 10>];
+/// ```
+///
+/// So is a convolution or a pooling written as in the image form, in a net without `Input`:
+/// ``"`Conv2d<1, 6, 5>` in a net without `Input`: a net of images starts with `Input<T,
+/// channels, height, width>`, which gives the sizes of its images, as in `net![Input<f32, 1,
+/// 28, 28>, Conv2d<1, 6, 5>, ...]`"`` (`tests/ui/fail/net_image_layer_without_input.rs`).
+// `Input` is a word of this macro, not a type: a search for it should land here.
+#[doc(alias = "Input")]
+#[macro_export]
+macro_rules! net {
+    // The image form's state: the element type, the channels, height and width that reach the
+    // next layer, and whether those come straight from `Input`. A layer that fails its size
+    // check passes a height and width of 0 on; after the first layer such a 0 is that mistake's
+    // consequence, not checked again (a mistake is one error, where it is made), while a 0 of
+    // `Input`'s goes through the checks as any size.
+    // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
+    (Input<i8, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@image (i8) ($c) ($h) ($w) (true) $($($rest)*)?)
+    };
+    (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@image ($t) ($c) ($h) ($w) (true) $($($rest)*)?)
+    };
+    // Image layers in their short forms (sizes written as literals) in a net without `Input`.
+    // A type of the same name with other parameters (the full `Conv2d<T, ..>`, a user's alias
+    // whose first parameter is a type) is a plain layer.
+    (Conv2d<$ci:literal, $co:tt, $k:tt $(, $s:tt $(, $p:tt $(, $a:tt)?)?)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input Conv2d<$ci, $co, $k $(, $s $(, $p $(, $a)?)?)?>)
+    };
+    (MaxPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input MaxPool2d<$k $(, $s)?>)
+    };
+    (AvgPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input AvgPool2d<$k $(, $s)?>)
+    };
+    (Flatten $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input Flatten)
+    };
+    // Dense layers whose widths are literals: each one's inputs are checked against the
+    // outputs of the one before, where the net is written.
+    (Dense<$t:ty, $i:tt, $o:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_dense!(($o) (Dense<$t, $i, $o $(, $a)?>) $(, $($rest)*)?)
+    };
+    ($layer:ty $(,)?) => { $layer };
+    ($layer:ty, $($rest:ty),+ $(,)?) => { $crate::nn::Chain<$layer, $crate::net!($($rest),+)> };
+}
+
+/// The plain form of [`net!`](crate::net) after a `Dense` layer whose output width is the
+/// literal `$o`: a next `Dense` written with literal widths has its inputs checked against it
+/// (the check returns `$o`, so that the type chains and a mistake is one error, where the net
+/// is written). Not for direct use.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __net_dense {
+    (($o:tt) ($($layer:tt)*) $(,)?) => { $($layer)* };
+    (($o:tt) ($($layer:tt)*), Dense<$t:ty, $i:literal, $o2:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
+        $crate::nn::Chain<$($layer)*, $crate::__net_dense!(($o2) (Dense<$t, {
+            $crate::nn::__inputs(
+                ::core::concat!(
+                    "Dense<", ::core::stringify!($t), ", ", ::core::stringify!($i), ", ",
+                    ::core::stringify!($o2) $(, ", ", ::core::stringify!($a))?, ">"
+                ),
+                $i,
+                $o,
+            )
+        }, $o2 $(, $a)?>) $(, $($rest)*)?)>
+    };
+    (($o:tt) ($($layer:tt)*), $($rest:tt)+) => {
+        $crate::nn::Chain<$($layer)*, $crate::net!($($rest)+)>
+    };
+}
+
+/// The image form of [`net!`](crate::net): reads one layer, computes the size it gives, and
+/// goes on with the rest. Not for direct use.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __net_image {
+    // Convolutions: (in, out, kernel[, stride, padding][, activation]).
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k))
+            ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`Conv2d<", ::core::stringify!($ci, $co, $k, $s), ">`: a stride comes with its padding, ",
+            "`Conv2d<in, out, kernel, stride, padding>` (then, optionally, the activation)"
+        ))
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
+            ($ci, $co, $k, 1, 0, $a) $($rest)*)
+    };
+    // The activation where the padding goes: the built-in activations by name (a padding may
+    // be a constant's name too).
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu6> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu6>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Sigmoid>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Tanh>)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Identity>)
+    };
+    (@stride_without_padding Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $a:ident>) => {
+        // The activation named, so that its `use` is not reported unused.
+        $crate::nn::__Mistake<{
+            ::core::compile_error!(::core::concat!(
+                "`Conv2d<", ::core::stringify!($ci, $co, $k, $s, $a), ">`: a stride comes with its padding, ",
+                "`Conv2d<in, out, kernel, stride, padding, ", ::core::stringify!($a), ">`"
+            ));
+            let _ = ::core::marker::PhantomData::<$a>;
+            0
+        }>
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
+            ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p, $a))
+            ($ci, $co, $k, $s, $p, $a) $($rest)*)
+    };
+    // The input channels are checked against the channels that reach the layer (and the type
+    // takes the latter, so that a mistake is one error, here).
+    (@conv $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::__net_image!(@conv_type $t ({ $crate::nn::__input_channels($name, $ci, $c) },
+                $co, $k, $s, $p, $h, $w,
+                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s, $p) },
+                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s, $p) }, $a)))
+            (@image $t ($co)
+                ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, $p) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, $p) })
+                (false))
+            $($rest)*)
+    };
+    // Max pooling: (window[, stride]); the stride is the window unless given.
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
+            ($k, $k) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k, $s))
+            ($k, $s) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`MaxPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: max pooling takes no padding, ",
+            "`MaxPool2d<window>` or `MaxPool2d<window, stride>` (see `nn::pool_output_size`)"
+        ))
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool AvgPool2d $t $c $h $w $from_input ($crate::__net_image!(@name AvgPool2d $k))
+            ($k, $k) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool AvgPool2d $t $c $h $w $from_input ($crate::__net_image!(@name AvgPool2d $k, $s))
+            ($k, $s) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`AvgPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: average pooling takes no padding, ",
+            "`AvgPool2d<window>` or `AvgPool2d<window, stride>` (see `nn::pool_output_size`)"
+        ))
+    };
+    (@pool $kind:ident ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::$kind<$($t)+, $c, $k, $s, $h, $w,
+                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s) },
+                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s) }>)
+            (@image ($($t)+) ($c)
+                ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, 0) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, 0) })
+                (false))
+            $($rest)*)
+    };
+    // Dropout: the sample as it is, image or vector.
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Dropout<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::Dropout<[[[$($t)+; $w]; $h]; $c], $p>)
+            (@image ($($t)+) ($c) ($h) ($w) ($from_input))
+            $($rest)*)
+    };
+    (@vector ($($t:tt)+) (flatten $from_input:tt $c:tt $h:tt $w:tt) Dropout<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::Dropout<[$($t)+; { $c * $h * $w }], $p>)
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
+            $($rest)*)
+    };
+    (@vector ($($t:tt)+) (dense $o:tt) Dropout<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::nn::Dropout<[$($t)+; $o], $p>) (@vector ($($t)+) (dense $o)) $($rest)*)
+    };
+    // Flatten: the image becomes a vector of C·H·W.
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Flatten $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::Flatten<$($t)+, $c, $h, $w, { $c * $h * $w }>)
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
+            $($rest)*)
+    };
+    // Dense layers, on vectors: (in, out[, activation]); the inputs checked against what
+    // reaches the layer.
+    (@vector $t:tt $given:tt Dense<$i:tt, $o:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@dense $t $given ($crate::__net_image!(@name Dense $i, $o))
+            ($i, $o, $crate::nn::Identity) $($rest)*)
+    };
+    (@vector $t:tt $given:tt Dense<$i:tt, $o:tt, $a:ty> $($rest:tt)*) => {
+        $crate::__net_image!(@dense $t $given ($crate::__net_image!(@name Dense $i, $o, $a))
+            ($i, $o, $a) $($rest)*)
+    };
+    // A softmax after a dense layer: its width.
+    (@vector ($($t:tt)+) (dense $o:tt) Softmax $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::nn::Softmax<$($t)+, $o>) (@vector ($($t)+) (dense $o)) $($rest)*)
+    };
+    (@dense $t:tt $given:tt ($name:expr) ($i:tt, $o:tt, $a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::__net_image!(@dense_type $t
+                ({ $crate::__net_image!(@inputs $given $name, $i) }, $o, $a)))
+            (@vector $t (dense $o)) $($rest)*)
+    };
+    (@inputs (flatten $from_input:tt $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
+        $crate::nn::__flattened_inputs($name, $from_input, $i, ($c, $h, $w))
+    };
+    (@inputs (dense $o:tt) $name:expr, $i:tt) => {
+        $crate::nn::__inputs($name, $i, $o)
+    };
+    // A layer as written, for messages: `Conv2d<8, 16, 5, Relu>`.
+    (@name $kind:ident $first:tt $(, $arg:tt)*) => {
+        ::core::concat!(
+            ::core::stringify!($kind), "<", ::core::stringify!($first)
+            $(, ", ", ::core::stringify!($arg))*, ">"
+        )
+    };
+    // The layer types: float, or int8 for an `Input<i8, ..>`.
+    (@conv_type (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::QConv2d<$ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    };
+    (@conv_type ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::Conv2d<$t, $ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    };
+    (@dense_type (i8) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::QDense<$i, $o, $a> };
+    (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
+    // Mistakes of order.
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Dense $($rest:tt)*) => {
+        $crate::__net_image!(@mistake "`Dense` takes a vector: put `Flatten` between the image layers and it")
+    };
+    (@vector $t:tt $given:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`Dense<", ::core::stringify!($t2, $i, $o $(, $a)?), ">`: in `net!`'s image form a dense layer is ",
+            "`Dense<inputs, outputs>` or `Dense<inputs, outputs, Activation>`; ",
+            "its element type is `Input`'s"
+        ))
+    };
+    (@vector $t:tt $given:tt $layer:ident $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers (and `Softmax` ",
+            "after one, and `Dropout`) take a vector"
+        ))
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt) => {
+        $crate::__net_image!(@mistake "a net needs a layer after its `Input`")
+    };
+    (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`", ::core::stringify!($kind) $(, "<", ::core::stringify!($($arg),+), ">")?,
+            "` in a net without `Input`: a net of images starts with ",
+            "`Input<T, channels, height, width>`, which gives the sizes of its images, ",
+            "as in `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"
+        ))
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "expected `Conv2d<..>`, `MaxPool2d<..>`, `Flatten` or `Dense<..>`, found `",
+            ::core::stringify!($($rest)+), "`"
+        ))
+    };
+    // A mistake of spelling or order: its message, in a type that stands for the net so that
+    // the uses of the net add no errors of their own (the type refers to an error).
+    (@mistake $($message:tt)+) => {
+        $crate::nn::__Mistake<{ ::core::compile_error!($($message)+); 0 }>
+    };
+    // The layer just read: the last one, or the first of a chain.
+    (@emit ($layer:ty) ($($state:tt)*) $(,)?) => { $layer };
+    (@emit ($layer:ty) ($($state:tt)*) , $($rest:tt)+) => {
+        $crate::nn::Chain<$layer, $crate::__net_image!($($state)* $($rest)+)>
+    };
+}

@@ -22,7 +22,7 @@ before NumPy or PyTorch is imported, and PyTorch's own with torch.set_num_thread
   examples/mnist_cnn (PyTorch only). cnn_forward_batch1 is the better of oneDNN on and off
   (torch.backends.mkldnn), PyTorch's best setting for one image.
 
-`suite` (PyTorch only) is the harness's `--suite` (src/suite.rs): the nets, what to do (`check`
+`suite` (PyTorch only) is the harness's `--suite` (src/suite/): the nets, what to do (`check`
 or `run`) and the budget come as a line of JSON on standard input, then each net's weights, its
 1,000 samples (float32) and their labels (uint8). Each net is built as an nn.Sequential from its
 list of layers, its state_dict checked against the tensor names and shapes constmat's type has.

@@ -75,7 +75,7 @@ struct Options {
     raw: bool,
     /// The one-thread peak the CNN's rates are compared with, in GFLOP/s.
     peak_gflops: f64,
-    /// Run the suite (`suite.rs`) instead of the default workloads.
+    /// Run the suite (`suite/`) instead of the default workloads.
     suite: bool,
     /// The suite's nets to run (all when `None`).
     nets: Option<Vec<String>>,

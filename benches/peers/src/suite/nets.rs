@@ -1,0 +1,411 @@
+//! The suite's nets: each as a constmat `net!` type and as the [`Op`]s `peers.py suite` builds
+//! in PyTorch ([`NetDef`], the list [`NETS`]), with their description, expected tensors, FLOPs
+//! and JSON.
+
+use constmat::nn::{Dense, Layer, Relu};
+use serde_json::{Value, json};
+
+use super::report::Figure;
+use super::runner::{SuiteData, SuiteNet, make};
+use crate::common::EVAL;
+
+/// 1. The LeNet-5 of `examples/mnist_cnn` (the harness's CNN rows).
+type LeNet = crate::cnn::LeNet;
+
+/// 2. The MLP of `examples/mnist_static` (the harness's MLP rows).
+type Mlp = crate::constmat_peer::Net;
+
+/// 3. A CIFAR-style CNN.
+type Cifar = constmat::net![
+    Input<f32, 3, 32, 32>,
+    Conv2d<3, 32, 3, 1, 1, Relu>,
+    MaxPool2d<2>,
+    Conv2d<32, 64, 3, 1, 1, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<4096, 128, Relu>,
+    Dense<128, 10>,
+];
+
+/// 4. Stride-2 convolutions instead of pooling.
+type Strided = constmat::net![
+    Input<f32, 1, 28, 28>,
+    Conv2d<1, 16, 3, 2, 1, Relu>,
+    Conv2d<16, 32, 3, 2, 1, Relu>,
+    Flatten,
+    Dense<1568, 10>,
+];
+
+/// 5. A wide MLP.
+type WideMlp = constmat::net![
+    Dense<f32, 784, 512, Relu>,
+    Dense<f32, 512, 512, Relu>,
+    Dense<f32, 512, 10>,
+];
+
+/// 6. 5 x 5 filters on 64 channels.
+type Wide5x5 = constmat::net![
+    Input<f32, 3, 32, 32>,
+    Conv2d<3, 64, 5, 1, 2, Relu>,
+    MaxPool2d<2>,
+    Conv2d<64, 64, 5, 1, 2, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<4096, 10>,
+];
+
+/// 7. A 7 x 7 stride-2 stem, then a 1 x 1 convolution.
+type Stem7x7 = constmat::net![
+    Input<f32, 3, 64, 64>,
+    Conv2d<3, 32, 7, 2, 3, Relu>,
+    MaxPool2d<2>,
+    Conv2d<32, 64, 1, Relu>,
+    MaxPool2d<2>,
+    Flatten,
+    Dense<4096, 10>,
+];
+
+/// One layer, as `peers.py` builds it in PyTorch (and as the tables describe it).
+#[derive(Debug, Clone, Copy)]
+pub enum Op {
+    /// `Conv2d(input, output, kernel, stride, padding)`, then `ReLU` when `relu`.
+    Conv {
+        input: usize,
+        output: usize,
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+        relu: bool,
+    },
+    /// `MaxPool2d(k)`.
+    MaxPool(usize),
+    Flatten,
+    /// `Linear(input, output)`, then `ReLU` when `relu`.
+    Dense {
+        input: usize,
+        output: usize,
+        relu: bool,
+    },
+}
+
+const fn conv(input: usize, output: usize, kernel: usize, stride: usize, padding: usize) -> Op {
+    Op::Conv {
+        input,
+        output,
+        kernel,
+        stride,
+        padding,
+        relu: true,
+    }
+}
+
+const fn dense(input: usize, output: usize, relu: bool) -> Op {
+    Op::Dense {
+        input,
+        output,
+        relu,
+    }
+}
+
+/// A net of the suite.
+pub struct NetDef {
+    /// Its name on the command line (`--nets`) and in `peers.py`'s JSON.
+    pub key: &'static str,
+    pub title: &'static str,
+    /// The shape of one sample: `[784]` or `[C, H, W]`.
+    pub input: &'static [usize],
+    pub ops: &'static [Op],
+    /// The batch of the training step.
+    pub batch: usize,
+    /// The seed of the initial weights (constmat's initialization) and of the data.
+    pub seed: u64,
+    /// constmat's net, from the seed, with the data loaded.
+    pub(super) make: fn(u64, &SuiteData) -> Box<dyn SuiteNet>,
+}
+
+/// Every net of the suite, in the order of the tables.
+pub const NETS: &[NetDef] = &[
+    NetDef {
+        key: "lenet",
+        title: "LeNet-5",
+        input: &[1, 28, 28],
+        ops: &[
+            conv(1, 6, 5, 1, 2),
+            Op::MaxPool(2),
+            conv(6, 16, 5, 1, 0),
+            Op::MaxPool(2),
+            Op::Flatten,
+            dense(400, 120, true),
+            dense(120, 84, true),
+            dense(84, 10, false),
+        ],
+        batch: 64,
+        seed: 101,
+        make: make::<LeNet, 64, { LeNet::PREDICT_SCRATCH }>,
+    },
+    NetDef {
+        key: "mlp",
+        title: "MNIST MLP 784-128-64-10",
+        input: &[784],
+        ops: &[
+            dense(784, 128, true),
+            dense(128, 64, true),
+            dense(64, 10, false),
+        ],
+        batch: 64,
+        seed: 102,
+        make: make::<Mlp, 64, { Mlp::PREDICT_SCRATCH }>,
+    },
+    NetDef {
+        key: "cifar",
+        title: "CIFAR-style CNN",
+        input: &[3, 32, 32],
+        ops: &[
+            conv(3, 32, 3, 1, 1),
+            Op::MaxPool(2),
+            conv(32, 64, 3, 1, 1),
+            Op::MaxPool(2),
+            Op::Flatten,
+            dense(4096, 128, true),
+            dense(128, 10, false),
+        ],
+        batch: 64,
+        seed: 103,
+        make: make::<Cifar, 64, { Cifar::PREDICT_SCRATCH }>,
+    },
+    NetDef {
+        key: "strided",
+        title: "strided CNN",
+        input: &[1, 28, 28],
+        ops: &[
+            conv(1, 16, 3, 2, 1),
+            conv(16, 32, 3, 2, 1),
+            Op::Flatten,
+            dense(1568, 10, false),
+        ],
+        batch: 64,
+        seed: 104,
+        make: make::<Strided, 64, { Strided::PREDICT_SCRATCH }>,
+    },
+    NetDef {
+        key: "wide-mlp",
+        title: "wide MLP 784-512-512-10",
+        input: &[784],
+        ops: &[
+            dense(784, 512, true),
+            dense(512, 512, true),
+            dense(512, 10, false),
+        ],
+        batch: 128,
+        seed: 105,
+        make: make::<WideMlp, 128, { WideMlp::PREDICT_SCRATCH }>,
+    },
+    NetDef {
+        key: "conv5x5",
+        title: "5x5 filters on 64 channels",
+        input: &[3, 32, 32],
+        ops: &[
+            conv(3, 64, 5, 1, 2),
+            Op::MaxPool(2),
+            conv(64, 64, 5, 1, 2),
+            Op::MaxPool(2),
+            Op::Flatten,
+            dense(4096, 10, false),
+        ],
+        batch: 64,
+        seed: 106,
+        make: make::<Wide5x5, 64, { Wide5x5::PREDICT_SCRATCH }>,
+    },
+    NetDef {
+        key: "stem7x7",
+        title: "7x7 stride-2 stem, then 1x1",
+        input: &[3, 64, 64],
+        ops: &[
+            conv(3, 32, 7, 2, 3),
+            Op::MaxPool(2),
+            conv(32, 64, 1, 1, 0),
+            Op::MaxPool(2),
+            Op::Flatten,
+            dense(4096, 10, false),
+        ],
+        batch: 64,
+        seed: 107,
+        make: make::<Stem7x7, 64, { Stem7x7::PREDICT_SCRATCH }>,
+    },
+];
+
+impl NetDef {
+    /// Values of one sample.
+    pub fn input_len(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    /// `3x32x32`, or `784`.
+    fn input_shape(&self) -> String {
+        let dims: Vec<String> = self.input.iter().map(usize::to_string).collect();
+        dims.join("x")
+    }
+
+    /// The layers in words: `Conv 3→32 k3 p1 ReLU, MaxPool 2, Flatten, Dense 4096→10`.
+    pub fn describe(&self) -> String {
+        let ops: Vec<String> = self
+            .ops
+            .iter()
+            .map(|op| match *op {
+                Op::Conv {
+                    input,
+                    output,
+                    kernel,
+                    stride,
+                    padding,
+                    relu,
+                } => {
+                    let mut s = format!("Conv {input}→{output} k{kernel}");
+                    if stride != 1 {
+                        s += &format!(" s{stride}");
+                    }
+                    if padding != 0 {
+                        s += &format!(" p{padding}");
+                    }
+                    if relu {
+                        s += " ReLU";
+                    }
+                    s
+                }
+                Op::MaxPool(k) => format!("MaxPool {k}"),
+                Op::Flatten => "Flatten".into(),
+                Op::Dense {
+                    input,
+                    output,
+                    relu,
+                } => format!("Dense {input}→{output}{}", if relu { " ReLU" } else { "" }),
+            })
+            .collect();
+        format!("input {}: {}", self.input_shape(), ops.join(", "))
+    }
+
+    /// The tensors the ops make, as PyTorch names them in `nn.Sequential` (the ReLU after a
+    /// layer takes a module index), with their shapes.
+    pub(super) fn expected_tensors(&self) -> Vec<(String, Vec<usize>)> {
+        let mut module = 0;
+        let mut tensors = Vec::new();
+        for op in self.ops {
+            match *op {
+                Op::Conv {
+                    input,
+                    output,
+                    kernel,
+                    relu,
+                    ..
+                } => {
+                    tensors.push((
+                        format!("{module}.weight"),
+                        vec![output, input, kernel, kernel],
+                    ));
+                    tensors.push((format!("{module}.bias"), vec![output]));
+                    module += 1 + usize::from(relu);
+                }
+                Op::Dense {
+                    input,
+                    output,
+                    relu,
+                } => {
+                    tensors.push((format!("{module}.weight"), vec![output, input]));
+                    tensors.push((format!("{module}.bias"), vec![output]));
+                    module += 1 + usize::from(relu);
+                }
+                Op::MaxPool(_) | Op::Flatten => module += 1,
+            }
+        }
+        tensors
+    }
+
+    /// Multiply-adds of the forward pass of one sample (convolutions and dense layers), and of
+    /// the first layer alone.
+    fn macs(&self) -> (usize, usize) {
+        let (mut c, mut h, mut w) = match *self.input {
+            [c, h, w] => (c, h, w),
+            _ => (self.input_len(), 1, 1),
+        };
+        let mut total = 0;
+        let mut first = None;
+        for op in self.ops {
+            let macs = match *op {
+                Op::Conv {
+                    input,
+                    output,
+                    kernel,
+                    stride,
+                    padding,
+                    ..
+                } => {
+                    h = (h + 2 * padding - kernel) / stride + 1;
+                    w = (w + 2 * padding - kernel) / stride + 1;
+                    c = output;
+                    output * h * w * input * kernel * kernel
+                }
+                Op::MaxPool(k) => {
+                    (h, w) = (h / k, w / k);
+                    0
+                }
+                Op::Flatten => {
+                    (c, h, w) = (c * h * w, 1, 1);
+                    0
+                }
+                Op::Dense { input, output, .. } => {
+                    c = output;
+                    input * output
+                }
+            };
+            total += macs;
+            if macs > 0 && first.is_none() {
+                first = Some(macs);
+            }
+        }
+        (total, first.unwrap_or(0))
+    }
+
+    /// Floating-point operations (two per multiply-add) of one run of `figure`: the forward
+    /// pass; for training, the forward pass, every weight gradient (as many as the forward
+    /// pass) and every input gradient but the first layer's (which nothing needs).
+    pub(super) fn flops(&self, figure: Figure) -> f64 {
+        let (forward, first) = self.macs();
+        2.0 * match figure {
+            Figure::TrainStep => ((3 * forward - first) * self.batch) as f64,
+            Figure::Forward1 => forward as f64,
+            Figure::Forward1000 => (forward * EVAL) as f64,
+        }
+    }
+
+    /// The JSON `peers.py suite` builds the net from.
+    pub(super) fn to_json(&self) -> Value {
+        let ops: Vec<Value> = self
+            .ops
+            .iter()
+            .map(|op| match *op {
+                Op::Conv {
+                    input,
+                    output,
+                    kernel,
+                    stride,
+                    padding,
+                    relu,
+                } => json!(["conv", input, output, kernel, stride, padding, relu]),
+                Op::MaxPool(k) => json!(["maxpool", k]),
+                Op::Flatten => json!(["flatten"]),
+                Op::Dense {
+                    input,
+                    output,
+                    relu,
+                } => json!(["dense", input, output, relu]),
+            })
+            .collect();
+        json!({
+            "key": self.key,
+            "input": self.input,
+            "ops": ops,
+            "batch": self.batch,
+            "tensors": self.expected_tensors(),
+        })
+    }
+}

@@ -1,0 +1,198 @@
+//! The suite's figures ([`Figure`]: a training step, the batch-1 and batch-1000 forward passes)
+//! and the tables of their times.
+
+use super::nets::NetDef;
+use crate::common::EVAL;
+use crate::{Options, format_figure, median};
+
+/// A figure of a net.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figure {
+    TrainStep,
+    Forward1,
+    Forward1000,
+}
+
+pub(super) const FIGURES: [Figure; 3] = [Figure::TrainStep, Figure::Forward1, Figure::Forward1000];
+
+impl Figure {
+    /// The key in `peers.py suite`'s JSON.
+    pub(super) fn key(self) -> &'static str {
+        match self {
+            Figure::TrainStep => "train_step",
+            Figure::Forward1 => "forward_batch1",
+            Figure::Forward1000 => "forward_batch1000",
+        }
+    }
+
+    fn label(self, batch: usize) -> String {
+        match self {
+            Figure::TrainStep => format!("training step, batch {batch}"),
+            Figure::Forward1 => "forward, batch 1".into(),
+            Figure::Forward1000 => format!("forward, batch {EVAL}"),
+        }
+    }
+
+    /// The goal for PyTorch's time over constmat's.
+    fn goal(self) -> f64 {
+        match self {
+            Figure::TrainStep => 2.0,
+            Figure::Forward1 => 4.0,
+            Figure::Forward1000 => 1.3,
+        }
+    }
+
+    /// A time in this figure's unit: ms per step, µs per pass, ms per pass.
+    fn format(self, seconds: f64) -> String {
+        match self {
+            Figure::TrainStep | Figure::Forward1000 => {
+                format!("{} ms", format_figure(seconds * 1e3))
+            }
+            Figure::Forward1 => format!("{} µs", format_figure(seconds * 1e6)),
+        }
+    }
+}
+
+/// `(max / min - 1)` of the rounds, as a percentage.
+fn spread(values: &[f64]) -> String {
+    if values.is_empty() {
+        return "n/a".into();
+    }
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(0.0, f64::max);
+    format!("{:.0}%", (max / min - 1.0) * 100.0)
+}
+
+pub(super) fn print_tables(
+    options: &Options,
+    defs: &[&NetDef],
+    times: &[Vec<[Vec<f64>; 3]>],
+    torch: Option<&(String, String)>,
+    torch_capability: Option<&str>,
+) {
+    println!("## Results: median of {} rounds", options.rounds);
+    println!();
+    if let Some((_, version)) = torch {
+        println!(
+            "PyTorch {version} (eager, one thread{})",
+            torch_capability
+                .map(|c| format!(", ATen CPU capability {c}"))
+                .unwrap_or_default()
+        );
+        println!();
+    }
+    println!(
+        "The ratio is PyTorch's time over constmat's: above 1, constmat is faster. The goals: a \
+         training step at least {}x, a batch-1 forward pass at least {}x, a batch-{EVAL} forward \
+         pass at least {}x. GFLOP/s counts two per multiply-add of the convolutions and dense \
+         layers. The spread is each side's slowest round over its fastest, minus one: a ratio is \
+         only meaningful well outside it.",
+        Figure::TrainStep.goal(),
+        Figure::Forward1.goal(),
+        Figure::Forward1000.goal()
+    );
+    // summary[net][figure]: the ratio.
+    let mut summary = Vec::new();
+    for (n, def) in defs.iter().enumerate() {
+        println!();
+        println!("### {}. {}", n + 1, def.title);
+        println!();
+        println!("{}", def.describe());
+        println!();
+        println!(
+            "| figure | constmat | PyTorch | PyTorch / constmat | goal | met | GFLOP/s constmat / PyTorch | spread constmat / PyTorch |"
+        );
+        println!("| --- | ---: | ---: | ---: | ---: | :---: | ---: | ---: |");
+        let mut ratios = [None; 3];
+        for (f, &figure) in FIGURES.iter().enumerate() {
+            let ours = median(&times[0][n][f]);
+            let theirs = median(&times[1][n][f]);
+            let show = |t: Option<f64>| t.map_or("n/a".into(), |t| figure.format(t));
+            let rate = |t: Option<f64>| {
+                t.map_or("n/a".into(), |t| {
+                    format!("{:.1}", def.flops(figure) / t / 1e9)
+                })
+            };
+            let ratio = ours.zip(theirs).map(|(ours, theirs)| theirs / ours);
+            ratios[f] = ratio;
+            let (ratio_text, met) = match ratio {
+                Some(r) => (
+                    format!("{r:.2}x"),
+                    if r >= figure.goal() { "met" } else { "not met" },
+                ),
+                None => ("n/a".into(), "n/a"),
+            };
+            println!(
+                "| {} | {} | {} | {ratio_text} | ≥ {}x | {met} | {} / {} | {} / {} |",
+                figure.label(def.batch),
+                show(ours),
+                show(theirs),
+                figure.goal(),
+                rate(ours),
+                rate(theirs),
+                spread(&times[0][n][f]),
+                spread(&times[1][n][f]),
+            );
+        }
+        summary.push(ratios);
+    }
+
+    println!();
+    println!("### Summary: PyTorch's time over constmat's, against the goals");
+    println!();
+    let mut header = String::from("| net |");
+    let mut rule = String::from("| --- |");
+    for figure in FIGURES {
+        header += &format!(
+            " {} (≥ {}x) |",
+            figure.label(0).replace(", batch 0", ""),
+            figure.goal()
+        );
+        rule += " ---: |";
+    }
+    println!("{header}");
+    println!("{rule}");
+    let (mut met, mut measured) = (0, 0);
+    for (def, ratios) in defs.iter().zip(&summary) {
+        let mut row = format!("| {} |", def.title);
+        for (figure, ratio) in FIGURES.iter().zip(ratios) {
+            match ratio {
+                Some(r) => {
+                    measured += 1;
+                    let ok = *r >= figure.goal();
+                    met += usize::from(ok);
+                    row += &format!(" {r:.2}x {} |", if ok { "met" } else { "not met" });
+                }
+                None => row += " n/a |",
+            }
+        }
+        println!("{row}");
+    }
+    println!();
+    println!("Goals met: {met} of {measured}.");
+
+    if options.raw {
+        println!();
+        println!("### Every round (constmat | PyTorch)");
+        println!();
+        println!("| net | figure | constmat | PyTorch |");
+        println!("| --- | --- | ---: | ---: |");
+        for (n, def) in defs.iter().enumerate() {
+            for (f, &figure) in FIGURES.iter().enumerate() {
+                let rounds = |t: &[f64]| {
+                    t.iter()
+                        .map(|&t| figure.format(t))
+                        .collect::<Vec<_>>()
+                        .join(" / ")
+                };
+                println!(
+                    "| {} | {} | {} | {} |",
+                    def.key,
+                    figure.label(def.batch),
+                    rounds(&times[0][n][f]),
+                    rounds(&times[1][n][f])
+                );
+            }
+        }
+    }
+}

@@ -10,8 +10,8 @@ use std::cell::Cell;
 
 use constmat::Matrix;
 use constmat::nn::{
-    Adam, Dense, Identity, Inline, Layer, Momentum, Optimizer, Predict, RandomInit, Relu, Sgd,
-    SoftmaxCrossEntropy, Train, Trainer, quantize,
+    Adam, Dense, Identity, Inline, Layer, Momentum, Optimizer, Predict, RandomInit, Relu, Relu6,
+    Sgd, SoftmaxCrossEntropy, Train, Trainer, quantize,
 };
 use rand::{SeedableRng, rngs::StdRng};
 
@@ -244,6 +244,16 @@ type Strided = constmat::net![
     Dense<144, 10>,
 ];
 
+/// A depthwise-separable block (MobileNet's): depthwise with stride 2, then pointwise.
+type Separable = constmat::net![
+    Input<f32, 4, 12, 12>,
+    DepthwiseConv2d<4, 8, 3, 2, 1, Relu6>,
+    Conv2d<8, 8, 1, Relu>,
+    AvgPool2d<6>,
+    Flatten,
+    Dense<8, 10>,
+];
+
 /// Images of `C x H x W` with pixels in [0, 1), on the heap, and one-hot targets.
 #[allow(clippy::type_complexity)]
 fn images<const C: usize, const H: usize, const W: usize, const N: usize>(
@@ -327,6 +337,11 @@ fn cnn_steps_and_predictions_allocate_nothing() {
 #[test]
 fn strided_cnn_steps_and_predictions_allocate_nothing() {
     cnn_allocates_nothing::<Strided, 2, 12, 12>(16);
+}
+
+#[test]
+fn depthwise_steps_and_predictions_allocate_nothing() {
+    cnn_allocates_nothing::<Separable, 4, 12, 12>(17);
 }
 
 /// A prediction with a caller-provided scratch (`Layer::forward_with_scratch`: Winograd's method

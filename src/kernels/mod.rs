@@ -46,6 +46,9 @@ pub(crate) use conv::{
     conv2d_weight_gradient_stride1,
 };
 pub(crate) use conv::{conv2d_stride1_images, conv2d_stride1_with_scratch};
+pub(crate) use depthwise::{Depthwise, depthwise_conv2d};
+#[cfg(feature = "alloc")]
+pub(crate) use depthwise::{depthwise_conv2d_input_gradient, depthwise_conv2d_weight_gradient};
 pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};
@@ -66,6 +69,7 @@ pub(crate) use shape::{Conv, Epilogue, Product};
 #[allow(unsafe_code)]
 pub(crate) mod cast;
 mod conv;
+mod depthwise;
 mod gemm;
 mod im2col;
 mod instruction_set;

@@ -166,6 +166,11 @@ pub(crate) fn is_relu<A: Activation>() -> bool {
     core::any::TypeId::of::<A>() == core::any::TypeId::of::<Relu>()
 }
 
+/// Whether `A` is [`Identity`], so that a layer can skip applying it.
+pub(crate) fn is_identity<A: Activation>() -> bool {
+    core::any::TypeId::of::<A>() == core::any::TypeId::of::<Identity>()
+}
+
 /// `f(z) = 1 / (1 + e^-z)`, with `f' = a (1 - a)`.
 ///
 /// ```

@@ -278,6 +278,7 @@ mod chain;
 mod conv;
 mod cross_entropy;
 mod dense;
+mod depthwise;
 mod dropout;
 mod flatten;
 mod init;
@@ -313,6 +314,9 @@ pub use cross_entropy::{SoftmaxCrossEntropy, softmax_in_place, softmax_rows_into
 pub use dense::Dense;
 #[cfg(feature = "alloc")]
 pub use dense::DenseWorkspace;
+pub use depthwise::DepthwiseConv2d;
+#[cfg(feature = "alloc")]
+pub use depthwise::DepthwiseConv2dWorkspace;
 pub use dropout::Dropout;
 #[cfg(feature = "alloc")]
 pub use dropout::DropoutWorkspace;
@@ -333,8 +337,8 @@ pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize}
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use shape::{
-    __Mistake, __conv_output_size, __flattened_inputs, __input_channels, __inputs,
-    __output_size_unchecked, __pool_output_size,
+    __Mistake, __conv_output_size, __depthwise_filters, __flattened_inputs, __input_channels,
+    __inputs, __output_size_unchecked, __pool_output_size,
 };
 pub use softmax::Softmax;
 pub use store::{Heap, Inline, Store};

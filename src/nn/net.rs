@@ -3,8 +3,8 @@
 // The items the documentation below links to (the macro itself names every path in full).
 #[cfg(doc)]
 use super::{
-    AvgPool2d, Conv2d, Dense, Dropout, Flatten, Heap, MaxPool2d, QConv2d, QDense, Softmax,
-    conv_output_size, pool_output_size,
+    AvgPool2d, Conv2d, Dense, DepthwiseConv2d, Dropout, Flatten, Heap, MaxPool2d, QConv2d, QDense,
+    Softmax, conv_output_size, pool_output_size,
 };
 
 /// The type of a network made of the given layers, first to last: `net![L1, L2, L3]` is
@@ -33,6 +33,7 @@ use super::{
 /// | --- | --- | --- |
 /// | `Conv2d<C, OC, K>`, `Conv2d<C, OC, K, A>` | `nn.Conv2d(C, OC, K)` (+ the activation) | [`Conv2d`], stride 1, no padding |
 /// | `Conv2d<C, OC, K, S, P>`, `Conv2d<C, OC, K, S, P, A>` | `nn.Conv2d(C, OC, K, stride=S, padding=P)` | [`Conv2d`] |
+/// | `DepthwiseConv2d<C, OC, K>`, `DepthwiseConv2d<C, OC, K, S, P[, A]>` (and with `A` after `K`) | `nn.Conv2d(C, OC, K, stride=S, padding=P, groups=C)` | [`DepthwiseConv2d`] |
 /// | `MaxPool2d<K>`, `MaxPool2d<K, S>` | `nn.MaxPool2d(K)`, `nn.MaxPool2d(K, stride=S)` | [`MaxPool2d`] |
 /// | `AvgPool2d<K>`, `AvgPool2d<K, S>` | `nn.AvgPool2d(K)`, `nn.AvgPool2d(K, stride=S)` | [`AvgPool2d`] |
 /// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
@@ -138,6 +139,9 @@ macro_rules! net {
     (Conv2d<$ci:literal, $co:tt, $k:tt $(, $s:tt $(, $p:tt $(, $a:tt)?)?)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input Conv2d<$ci, $co, $k $(, $s $(, $p $(, $a)?)?)?>)
     };
+    (DepthwiseConv2d<$ci:literal, $co:tt, $k:tt $(, $s:tt $(, $p:tt $(, $a:tt)?)?)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input DepthwiseConv2d<$ci, $co, $k $(, $s $(, $p $(, $a)?)?)?>)
+    };
     (MaxPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input MaxPool2d<$k $(, $s)?>)
     };
@@ -186,62 +190,77 @@ macro_rules! __net_dense {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __net_image {
-    // Convolutions: (in, out, kernel[, stride, padding][, activation]).
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k))
+    // Convolutions, plain and depthwise: (in, out, kernel[, stride, padding][, activation]).
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@convolution Conv2d $t $c $h $w $from_input <$($arg),+> $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt DepthwiseConv2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@convolution DepthwiseConv2d $t $c $h $w $from_input <$($arg),+> $($rest)*)
+    };
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k))
             ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ::core::concat!(
-            "`Conv2d<", ::core::stringify!($ci, $co, $k, $s), ">`: a stride comes with its padding, ",
-            "`Conv2d<in, out, kernel, stride, padding>` (then, optionally, the activation)"
+            "`", ::core::stringify!($kind), "<", ::core::stringify!($ci, $co, $k, $s),
+            ">`: a stride comes with its padding, `", ::core::stringify!($kind),
+            "<in, out, kernel, stride, padding>` (then, optionally, the activation)"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $a))
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k, $a))
             ($ci, $co, $k, 1, 0, $a) $($rest)*)
     };
     // The activation where the padding goes: the built-in activations by name (a padding may
     // be a constant's name too).
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
-        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu>)
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Relu>)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Relu6> $($rest:tt)*) => {
-        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Relu6>)
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Relu6> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Relu6>)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
-        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Sigmoid>)
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Sigmoid>)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
-        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Tanh>)
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Tanh>)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
-        $crate::__net_image!(@stride_without_padding Conv2d<$ci, $co, $k, $s, Identity>)
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
+        $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Identity>)
     };
-    (@stride_without_padding Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $a:ident>) => {
+    (@stride_without_padding $kind:ident<$ci:tt, $co:tt, $k:tt, $s:tt, $a:ident>) => {
         // The activation named, so that its `use` is not reported unused.
         $crate::nn::__Mistake<{
             ::core::compile_error!(::core::concat!(
-                "`Conv2d<", ::core::stringify!($ci, $co, $k, $s, $a), ">`: a stride comes with its padding, ",
-                "`Conv2d<in, out, kernel, stride, padding, ", ::core::stringify!($a), ">`"
+                "`", ::core::stringify!($kind), "<", ::core::stringify!($ci, $co, $k, $s, $a),
+                ">`: a stride comes with its padding, `", ::core::stringify!($kind),
+                "<in, out, kernel, stride, padding, ", ::core::stringify!($a), ">`"
             ));
             let _ = ::core::marker::PhantomData::<$a>;
             0
         }>
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p))
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k, $s, $p))
             ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $t $c $h $w $from_input ($crate::__net_image!(@name Conv2d $ci, $co, $k, $s, $p, $a))
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k, $s, $p, $a))
             ($ci, $co, $k, $s, $p, $a) $($rest)*)
+    };
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`", ::core::stringify!($kind), "<", ::core::stringify!($($arg),+), ">`: expected `",
+            ::core::stringify!($kind), "<in, out, kernel>`, `", ::core::stringify!($kind),
+            "<in, out, kernel, stride, padding>`, each optionally followed by the activation"
+        ))
     };
     // The input channels are checked against the channels that reach the layer (and the type
     // takes the latter, so that a mistake is one error, here).
-    (@conv $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+    (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::__net_image!(@conv_type $t ({ $crate::nn::__input_channels($name, $ci, $c) },
+            ($crate::__net_image!(@conv_type $kind $t ({ $crate::nn::__input_channels($name, $ci, $c) },
                 $co, $k, $s, $p, $h, $w,
                 { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s, $p) },
                 { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s, $p) }, $a)))
@@ -279,6 +298,9 @@ macro_rules! __net_image {
             "`AvgPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: average pooling takes no padding, ",
             "`AvgPool2d<window>` or `AvgPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
+    };
+    (@pool AvgPool2d (i8) $($rest:tt)*) => {
+        $crate::__net_image!(@conv_type AvgPool2d (i8) ())
     };
     (@pool $kind:ident ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
@@ -348,11 +370,20 @@ macro_rules! __net_image {
         )
     };
     // The layer types: float, or int8 for an `Input<i8, ..>`.
-    (@conv_type (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+    (@conv_type Conv2d (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
         $crate::nn::QConv2d<$ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
-    (@conv_type ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
-        $crate::nn::Conv2d<$t, $ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    (@conv_type $kind:ident (i8) ($($arg:tt)*)) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "`", ::core::stringify!($kind), "` has no int8 form yet: an `Input<i8, ..>` net can ",
+            "hold `Conv2d`, `MaxPool2d`, `Dropout`, `Flatten` and `Dense`"
+        ))
+    };
+    (@conv_type DepthwiseConv2d ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::DepthwiseConv2d<$t, $ci, { $crate::nn::__depthwise_filters($ci, $co) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    };
+    (@conv_type $kind:ident ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::$kind<$t, $ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
     (@dense_type (i8) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::QDense<$i, $o, $a> };
     (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
@@ -386,7 +417,8 @@ macro_rules! __net_image {
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ::core::concat!(
-            "expected `Conv2d<..>`, `MaxPool2d<..>`, `Flatten` or `Dense<..>`, found `",
+            "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, ",
+            "`Dropout<..>`, `Flatten` or `Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"
         ))
     };

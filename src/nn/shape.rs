@@ -174,6 +174,34 @@ pub(crate) const fn check_output_size(
     }
 }
 
+/// Checks that a depthwise convolution's `output` channels are a whole multiple of its `input`
+/// channels (each input channel has the same number of filters), naming both otherwise.
+#[track_caller]
+pub(crate) const fn check_depthwise_channels(input: usize, output: usize) {
+    // (A multiple of 0 is 0: no input channels, no filters.)
+    if !output.is_multiple_of(input) {
+        Message::new()
+            .str("DepthwiseConv2d: the output channels (")
+            .number(output)
+            .str(") are not a multiple of the input channels (")
+            .number(input)
+            .str("): each input channel has the same number of filters (PyTorch's groups = ")
+            .number(input)
+            .str(")")
+            .panic()
+    }
+}
+
+/// For [`net!`](crate::net): [`check_depthwise_channels`] where the net is written; returns
+/// `output`.
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __depthwise_filters(input: usize, output: usize) -> usize {
+    check_depthwise_channels(input, output);
+    output
+}
+
 const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     crate::format::bytes_eq(a, b)
 }

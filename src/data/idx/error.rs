@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::vec::Vec;
 
 use super::{TYPE_U8, type_name};
+// The limits the documentation below links to.
+#[cfg(doc)]
+use super::{DEFAULT_LIMIT_BYTES, MAX_DATA_BYTES, TRAILING_BYTES_COUNTED};
 
 /// An error reading an IDX file: what went wrong ([`kind`](Self::kind)) and, when the data came
 /// from a file, its [`path`](Self::path).

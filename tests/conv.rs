@@ -481,8 +481,8 @@ fn the_image_form_of_net_spells_pytorchs_sequential() {
     let _ = same;
     let names: Vec<String> = (0..LeNet::SPEC.tensor_count())
         .map(|k| {
-            let (module, spec) = LeNet::SPEC.tensor(k).unwrap();
-            format!("{module}.{} {:?}", spec.field, spec.shape)
+            let tensor = LeNet::SPEC.tensor(k).unwrap();
+            format!("{} {:?}", tensor.name(), tensor.spec.shape)
         })
         .collect();
     assert_eq!(

@@ -6,14 +6,11 @@
 //! fixtures once; no Python here).
 #![cfg(all(feature = "safetensors", feature = "rand"))]
 
-use std::path::{Path, PathBuf};
-
 use constmat::embed::Baked;
-use constmat::format;
 use constmat::io::safetensors as st;
 use constmat::nn::{
     Chain, Conv2d, DepthwiseConv2d, Flatten, Identity, Inline, Layer, Parameters, RandomInit, Relu,
-    Relu6, Tanh, Train, conv_output_size,
+    Relu6, Tanh, conv_output_size,
 };
 use rand::{SeedableRng, rngs::StdRng};
 
@@ -21,6 +18,9 @@ use rand::{SeedableRng, rngs::StdRng};
 #[allow(dead_code)] // each test file uses some of the helpers
 mod gradient;
 use gradient::*;
+#[path = "common/fixtures.rs"]
+mod fixtures;
+use fixtures::{fixture, matches_pytorch};
 
 /// The depthwise layer as the plain convolution it is: filter `o`'s weight on input channel
 /// `o / (OC / C)`, zero on the others.
@@ -195,41 +195,6 @@ fn net_writes_the_depthwise_layer_out() {
     assert_eq!(net.tensor_info(2).shape(), [16, 1, 3, 3]);
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-/// Tensor `name` of the safetensors file `bytes` (`F64`), with its shape.
-fn tensor(bytes: &[u8], name: &str) -> (Vec<f64>, Vec<usize>) {
-    let header = format::parse(bytes).unwrap();
-    let t = header
-        .find(name.as_bytes())
-        .unwrap_or_else(|| panic!("the fixture has no tensor {name}"));
-    assert_eq!(t.dtype, format::Dtype::F64, "{name}");
-    let values = t
-        .data
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    (values, t.shape.dims().to_vec())
-}
-
-/// Asserts `|a - b| <= tolerance · max(1, |b|)` element by element.
-fn assert_close(what: &str, got: &[f64], want: &[f64], tolerance: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let worst = got
-        .iter()
-        .zip(want)
-        .map(|(g, w)| (g - w).abs() / w.abs().max(1.0))
-        .fold(0.0, f64::max);
-    assert!(
-        worst <= tolerance,
-        "{what}: worst difference {worst:e} > {tolerance:e}\n got:  {got:?}\n want: {want:?}"
-    );
-}
-
 /// The fixture's net (see the script).
 type MobileNetStyle = constmat::net![
     Input<f64, 2, 8, 8>,
@@ -247,52 +212,10 @@ static BAKED: Baked<MobileNetStyle> = constmat::include_net!("fixtures/depthwise
 #[test]
 fn a_mobilenet_style_net_computes_pytorchs_outputs_and_gradients() {
     let net: MobileNetStyle = st::load(fixture("depthwise-f64.safetensors")).unwrap();
-    let io = std::fs::read(fixture("depthwise-f64-io.safetensors")).unwrap();
-    let (x_flat, x_shape) = tensor(&io, "x");
-    assert_eq!(x_shape, [3, 2, 8, 8]);
-    let mut x = [[[[0.0_f64; 8]; 8]; 2]; 3];
-    x.as_flattened_mut()
-        .as_flattened_mut()
-        .as_flattened_mut()
-        .copy_from_slice(&x_flat);
+    matches_pytorch::<_, 3>(&net, "depthwise-f64-io.safetensors");
 
-    let mut ws = Train::<f64, 3>::workspace(&net);
-    let y = *net.forward_train(&x, &mut ws);
-    let (want_y, _) = tensor(&io, "y");
-    assert_close("y", y.as_flattened(), &want_y, 1e-12);
-    let mut y_inference = [[0.0; 3]; 3];
-    net.forward(&x, &mut y_inference);
-    assert_eq!(
-        y_inference, y,
-        "training and inference take the same kernels"
-    );
-    let mut y_baked = [[0.0; 3]; 3];
-    BAKED.forward(&x, &mut y_baked);
-    assert_eq!(
-        y_baked, y,
-        "the baked net computes what the loaded one does"
-    );
+    // Baked at compile time, the same net.
     assert_eq!(BAKED.to_store::<constmat::nn::Heap>(), net);
-
-    let (dy_flat, _) = tensor(&io, "dy");
-    let mut dy = [[0.0; 3]; 3];
-    dy.as_flattened_mut().copy_from_slice(&dy_flat);
-    let mut grads = net.zeros_like();
-    let mut dx = [[[[0.0_f64; 8]; 8]; 2]; 3];
-    net.backward(&x, &mut ws, &dy, Some(&mut dx), &mut grads);
-    for k in 0..net.tensor_count() {
-        let name = net.tensor_info(k).name().to_string();
-        let (want, shape) = tensor(&io, &format!("grad.{name}"));
-        assert_eq!(shape, net.tensor_info(k).shape(), "{name}");
-        assert_close(&format!("d {name}"), grads.tensor(k), &want, 1e-12);
-    }
-    let (want_dx, _) = tensor(&io, "dx");
-    assert_close(
-        "dx",
-        dx.as_flattened().as_flattened().as_flattened(),
-        &want_dx,
-        1e-12,
-    );
 
     // Saved by constmat, the file loads back to the same net.
     let dir = std::env::temp_dir().join(format!("constmat-depthwise-{}", std::process::id()));

@@ -254,6 +254,16 @@ type Separable = constmat::net![
     Dense<8, 10>,
 ];
 
+/// Residual blocks, with the identity shortcut and with a strided projection.
+type ResNet = constmat::net![
+    Input<f32, 4, 8, 8>,
+    Residual<[Conv2d<4, 4, 3, 1, 1, Relu>, Conv2d<4, 4, 3, 1, 1>], Relu>,
+    Residual<[Conv2d<4, 8, 3, 2, 1, Relu>, Conv2d<8, 8, 3, 1, 1>], [Conv2d<4, 8, 1, 2, 0>], Relu>,
+    AvgPool2d<4>,
+    Flatten,
+    Dense<8, 10>,
+];
+
 /// Images of `C x H x W` with pixels in [0, 1), on the heap, and one-hot targets.
 #[allow(clippy::type_complexity)]
 fn images<const C: usize, const H: usize, const W: usize, const N: usize>(
@@ -342,6 +352,11 @@ fn strided_cnn_steps_and_predictions_allocate_nothing() {
 #[test]
 fn depthwise_steps_and_predictions_allocate_nothing() {
     cnn_allocates_nothing::<Separable, 4, 12, 12>(17);
+}
+
+#[test]
+fn residual_steps_and_predictions_allocate_nothing() {
+    cnn_allocates_nothing::<ResNet, 4, 8, 8>(18);
 }
 
 /// A prediction with a caller-provided scratch (`Layer::forward_with_scratch`: Winograd's method

@@ -34,7 +34,7 @@
 use super::values::{
     Range, first_i8_outside, first_i32_outside, first_non_scale_f32, not_a_scale, out_of_range,
 };
-use super::{Dtype, Error, Index, Shape, Tensor, TensorName, parse};
+use super::{Dtype, Error, FieldPath, Index, Shape, Tensor, TensorName, parse};
 use crate::kernels::le_bytes;
 
 /// Where a decoder looks for its tensor: the bytes of a file (parsed again for each tensor),
@@ -43,6 +43,17 @@ use crate::kernels::le_bytes;
 pub(crate) enum Source<'a> {
     Bytes(&'a [u8]),
     Index(&'a Index<'a>),
+}
+
+impl Source<'_> {
+    /// The file's module and the rest of the name of the layer's tensor `{module}.{field}`:
+    /// the same, unless the layer sits inside a block ([`Index::within`]).
+    const fn key(&self, module: usize, field: &str) -> (usize, FieldPath) {
+        match self {
+            Self::Bytes(_) => (module, FieldPath::new(field)),
+            Self::Index(index) => index.scope().key(module, field),
+        }
+    }
 }
 
 /// The tensor `{module}.{field}` of `source`, checked to have `dtype` and `shape`.
@@ -95,6 +106,8 @@ macro_rules! decoders {
             field: &str,
             shape: &[usize],
         ) -> Result<&'a [u8], Error> {
+            let key = source.key(module, field);
+            let (module, field) = (key.0, key.1.as_str());
             let tensor = match find(source, module, field, Dtype::$dtype, shape) {
                 Ok(tensor) => tensor,
                 Err(e) => return Err(e),
@@ -246,6 +259,8 @@ pub(crate) const fn i8_matrix_from<const H: usize, const W: usize>(
     field: &str,
     range: Range,
 ) -> Result<[[i8; W]; H], Error> {
+    let key = source.key(module, field);
+    let (module, field) = (key.0, key.1.as_str());
     let tensor = match find(source, module, field, Dtype::I8, &[H, W]) {
         Ok(tensor) => tensor,
         Err(e) => return Err(e),
@@ -285,6 +300,8 @@ pub(crate) const fn i8_tensor4_from<
     field: &str,
     range: Range,
 ) -> Result<[[[[i8; D]; C]; B]; A], Error> {
+    let key = source.key(module, field);
+    let (module, field) = (key.0, key.1.as_str());
     let tensor = match find(source, module, field, Dtype::I8, &[A, B, C, D]) {
         Ok(tensor) => tensor,
         Err(e) => return Err(e),
@@ -322,6 +339,8 @@ pub(crate) const fn i32_vector_from<const N: usize>(
     field: &str,
     range: Range,
 ) -> Result<[i32; N], Error> {
+    let key = source.key(module, field);
+    let (module, field) = (key.0, key.1.as_str());
     let tensor = match find(source, module, field, Dtype::I32, &[N]) {
         Ok(tensor) => tensor,
         Err(e) => return Err(e),
@@ -350,6 +369,8 @@ pub(crate) const fn i8_scalar_from(
     module: usize,
     field: &str,
 ) -> Result<i8, Error> {
+    let key = source.key(module, field);
+    let (module, field) = (key.0, key.1.as_str());
     match find(source, module, field, Dtype::I8, &[]) {
         Ok(tensor) => Ok(tensor.data[0] as i8),
         Err(e) => Err(e),
@@ -421,7 +442,9 @@ pub(crate) const fn f32_scale_from(
         Err(e) => return Err(e),
     };
     if let Some((index, value)) = first_non_scale_f32(data) {
-        return Err(not_a_scale(module, field, index, value));
+        // (`checked_f32` looked the tensor up by its name in the file; the error names it so.)
+        let key = source.key(module, field);
+        return Err(not_a_scale(key.0, key.1.as_str(), index, value));
     }
     let mut out = [0.0];
     le_bytes::copy_f32(data, &mut out);

@@ -81,7 +81,9 @@ pub use parse::{
     Header, MAX_HEADER_LEN, MAX_TENSORS, Tensor, check_layout, check_net, parse, validate,
     validate_layout,
 };
-pub use spec::{Element, NetSpec, TensorSpec};
+#[doc(hidden)]
+pub use spec::Scope;
+pub use spec::{Element, FieldPath, NetSpec, Part, TensorAt, TensorSpec};
 
 /// The element types of the safetensors format, with their names as the header spells them.
 ///

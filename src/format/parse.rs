@@ -213,13 +213,14 @@ const fn parse_recording<'a>(
 pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
     tri!(check_layout(header, spec));
     let mut k = 0;
-    while let Some((module, expected)) = spec.tensor(k) {
-        if let Some(found) = header.find_module(module, expected.field.as_bytes()) {
+    while let Some(tensor) = spec.tensor(k) {
+        let expected = tensor.spec;
+        if let Some(found) = header.find_module(tensor.module, tensor.field.as_bytes()) {
             tri!(super::values::check_values(
                 found.dtype,
                 found.data,
-                module,
-                expected.field,
+                tensor.module,
+                tensor.field.as_str(),
                 (expected.range, expected.scale),
             ));
         }
@@ -241,9 +242,9 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
 /// first tensor of the file that the net lacks, [`Error::Unexpected`].
 pub const fn check_layout(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
     let mut k = 0;
-    while let Some((module, expected)) = spec.tensor(k) {
-        let name = TensorName::of(module, expected.field);
-        let Some(found) = header.find_module(module, expected.field.as_bytes()) else {
+    while let Some(tensor) = spec.tensor(k) {
+        let (name, expected) = (tensor.name(), tensor.spec);
+        let Some(found) = header.find_module(tensor.module, tensor.field.as_bytes()) else {
             return Err(Error::Missing {
                 name,
                 dtype: expected.dtype,
@@ -295,6 +296,8 @@ pub struct Index<'a> {
     header: Result<Header<'a>, Error>,
     count: usize,
     entries: [IndexEntry<'a>; MAX_TENSORS],
+    /// Where the layers that look tensors up through it sit (see [`Index::within`]).
+    scope: super::Scope,
 }
 
 /// A tensor of an [`Index`]: its module and field, its name as written, its description.
@@ -325,6 +328,7 @@ impl<'a> Index<'a> {
             header: Err(Error::TooShort { len: 0 }),
             count: 0,
             entries: [EMPTY; MAX_TENSORS],
+            scope: super::Scope::TOP,
         };
         index.header = parse_recording(bytes, Some(&mut index));
         index
@@ -362,6 +366,20 @@ impl<'a> Index<'a> {
             }
         }
         check_layout(&header, spec)
+    }
+
+    /// The same index for the layers of part `name` of the block at `module` (of this index's
+    /// scope): their tensor `{m}.{field}` is the file's `{module}.{name}.{m}.{field}`.
+    #[must_use]
+    pub const fn within(mut self, module: usize, name: &str) -> Self {
+        self.scope = self.scope.part(module, name);
+        self
+    }
+
+    /// Where the layers reading through this index sit.
+    #[must_use]
+    pub const fn scope(&self) -> super::Scope {
+        self.scope
     }
 
     /// [`Header::find_module`] on the parsed file, or [`parse`]'s error.

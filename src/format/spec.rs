@@ -1,6 +1,6 @@
 //! What a net expects to find in a file: its tensors' names, dtypes and shapes, as constants.
 
-use super::{Dtype, bytes_eq};
+use super::{Dtype, TensorName, bytes_eq};
 use crate::Scalar;
 
 /// An element type that a weights file stores: `f32` (`F32`) or `f64` (`F64`).
@@ -98,9 +98,12 @@ pub struct TensorSpec {
 /// type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10>];
 /// let spec: NetSpec = Net::SPEC;
 /// assert_eq!((spec.modules(), spec.tensor_count()), (3, 4));
-/// let (module, tensor) = spec.tensor(2).unwrap();
-/// assert_eq!((module, tensor.field, tensor.shape), (2, "weight", &[10, 128][..]));
+/// let tensor = spec.tensor(2).unwrap();
+/// assert_eq!((tensor.module, tensor.field.as_str(), tensor.spec.shape), (2, "weight", &[10, 128][..]));
 /// ```
+///
+/// A block (a residual block's branches) is one module whose tensors are named after its
+/// parts, as PyTorch names a module's children: `"{module}.{part}.{inner module}.{field}"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetSpec {
     /// One layer: how many `nn.Sequential` modules it spans (a `Linear` and its activation
@@ -113,6 +116,178 @@ pub enum NetSpec {
     },
     /// The first part, then the rest (whose modules are numbered after the first part's).
     Chain(&'static NetSpec, &'static NetSpec),
+    /// A module made of named parts, each numbered from 0 inside it (PyTorch: a module whose
+    /// children are `nn.Sequential`s, as a residual block's `branch` and `shortcut`): tensor
+    /// `{inner module}.{field}` of part `name` is `{module}.{name}.{inner module}.{field}`.
+    Block {
+        /// The number of modules it spans in the net (1, or 2 with an activation after it).
+        modules: usize,
+        /// Its parts, in the order of their tensors.
+        parts: &'static [Part],
+    },
+}
+
+/// A named part of a [`NetSpec::Block`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// Its name in the block: `"branch"`, `"shortcut"`.
+    pub name: &'static str,
+    /// Its tensors, modules numbered from 0.
+    pub spec: &'static NetSpec,
+}
+
+/// The part of a tensor's name after its module: the field (`weight`), or inside a block the
+/// path to it (`branch.0.weight`). Built in `const fn`s, at most [`CAPACITY`](Self::CAPACITY)
+/// bytes.
+///
+/// ```
+/// use constmat::format::FieldPath;
+/// let path = FieldPath::new("branch").then_module(3).then("weight");
+/// assert_eq!(path.as_str(), "branch.3.weight");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct FieldPath {
+    bytes: [u8; FieldPath::CAPACITY],
+    len: usize,
+}
+
+impl FieldPath {
+    /// The most bytes a path holds: enough for blocks nested a few deep.
+    pub const CAPACITY: usize = 96;
+
+    /// The path of one field.
+    ///
+    /// # Panics
+    ///
+    /// When `field` is longer than [`CAPACITY`](Self::CAPACITY) (at compile time, an error).
+    #[must_use]
+    pub const fn new(field: &str) -> Self {
+        Self {
+            bytes: [0; Self::CAPACITY],
+            len: 0,
+        }
+        .push(field.as_bytes())
+    }
+
+    const fn push(mut self, bytes: &[u8]) -> Self {
+        assert!(
+            self.len + bytes.len() <= Self::CAPACITY,
+            "a tensor's name inside nested blocks is longer than 96 bytes: nest fewer blocks"
+        );
+        let mut i = 0;
+        while i < bytes.len() {
+            self.bytes[self.len + i] = bytes[i];
+            i += 1;
+        }
+        self.len += bytes.len();
+        self
+    }
+
+    /// This path, then `.{module}`: the module of a part.
+    #[must_use]
+    pub const fn then_module(self, module: usize) -> Self {
+        let mut digits = [0; 20];
+        let (mut n, mut at) = (module, digits.len());
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(b".").push(digits.split_at(at).1)
+    }
+
+    /// This path, then `.{field}`.
+    #[must_use]
+    pub const fn then(self, field: &str) -> Self {
+        self.push(b".").push(field.as_bytes())
+    }
+
+    /// The path's bytes.
+    #[must_use]
+    pub const fn as_bytes(&self) -> &[u8] {
+        self.bytes.split_at(self.len).0
+    }
+
+    /// The path as text (it is built from `&str`s and digits).
+    #[must_use]
+    pub const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.as_bytes()) {
+            Ok(text) => text,
+            Err(_) => "",
+        }
+    }
+}
+
+impl core::fmt::Debug for FieldPath {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl core::fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the layers being read from a file sit: at the top of the net's `nn.Sequential`, or
+/// inside a part of a block (whose modules are numbered from 0 again). What a baked
+/// [`Residual`](crate::nn::Residual) hands its branches. Not for direct use.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scope {
+    module: usize,
+    prefix: Option<FieldPath>,
+}
+
+impl Scope {
+    /// The top of the net.
+    pub const TOP: Self = Self {
+        module: 0,
+        prefix: None,
+    };
+
+    /// The net's module and the rest of the name of tensor `{module}.{field}` of this scope.
+    #[must_use]
+    pub const fn key(&self, module: usize, field: &str) -> (usize, FieldPath) {
+        match self.prefix {
+            None => (module, FieldPath::new(field)),
+            Some(prefix) => (self.module, prefix.then_module(module).then(field)),
+        }
+    }
+
+    /// The scope of part `name` of the block at `module` of this scope.
+    #[must_use]
+    pub const fn part(&self, module: usize, name: &str) -> Self {
+        let (module, path) = self.key(module, name);
+        Self {
+            module,
+            prefix: Some(path),
+        }
+    }
+}
+
+/// One tensor of a net, found by [`NetSpec::tensor`]: its module in the net, the rest of its
+/// name, and what it must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorAt {
+    /// The net's module (`nn.Sequential` index) holding it.
+    pub module: usize,
+    /// The rest of its name: `weight`, or `branch.0.weight` inside a block.
+    pub field: FieldPath,
+    /// Its dtype, shape and value rules.
+    pub spec: &'static TensorSpec,
+}
+
+impl TensorAt {
+    /// Its full name, `"{module}.{field}"`.
+    #[must_use]
+    pub const fn name(&self) -> TensorName {
+        TensorName::of(self.module, self.field.as_str())
+    }
 }
 
 impl NetSpec {
@@ -122,6 +297,7 @@ impl NetSpec {
         match self {
             Self::Layer { modules, .. } => *modules,
             Self::Chain(first, rest) => first.modules() + rest.modules(),
+            Self::Block { modules, .. } => *modules,
         }
     }
 
@@ -131,18 +307,31 @@ impl NetSpec {
         match self {
             Self::Layer { tensors, .. } => tensors.len(),
             Self::Chain(first, rest) => first.tensor_count() + rest.tensor_count(),
+            Self::Block { parts, .. } => {
+                let parts: &'static [Part] = parts;
+                let (mut count, mut i) = (0, 0);
+                while i < parts.len() {
+                    count += parts[i].spec.tensor_count();
+                    i += 1;
+                }
+                count
+            }
         }
     }
 
-    /// Tensor `k` (first layer first, in each layer's order) with its absolute module index,
-    /// or `None` when `k >= tensor_count()`.
+    /// Tensor `k` (first layer first, in each layer's order) with its module in the net and the
+    /// rest of its name, or `None` when `k >= tensor_count()`.
     #[must_use]
-    pub const fn tensor(&self, k: usize) -> Option<(usize, &'static TensorSpec)> {
+    pub const fn tensor(&self, k: usize) -> Option<TensorAt> {
         match self {
             Self::Layer { tensors, .. } => {
                 let tensors: &'static [TensorSpec] = tensors;
                 if k < tensors.len() {
-                    Some((tensors[k].module, &tensors[k]))
+                    Some(TensorAt {
+                        module: tensors[k].module,
+                        field: FieldPath::new(tensors[k].field),
+                        spec: &tensors[k],
+                    })
                 } else {
                     None
                 }
@@ -153,15 +342,40 @@ impl NetSpec {
                     first.tensor(k)
                 } else {
                     match rest.tensor(k - split) {
-                        Some((module, spec)) => Some((module + first.modules(), spec)),
+                        Some(mut tensor) => {
+                            tensor.module += first.modules();
+                            Some(tensor)
+                        }
                         None => None,
                     }
                 }
             }
+            Self::Block { parts, .. } => {
+                let parts: &'static [Part] = parts;
+                let (mut k, mut i) = (k, 0);
+                while i < parts.len() {
+                    let count = parts[i].spec.tensor_count();
+                    if k < count {
+                        return match parts[i].spec.tensor(k) {
+                            Some(inner) => Some(TensorAt {
+                                module: 0,
+                                field: FieldPath::new(parts[i].name)
+                                    .then_module(inner.module)
+                                    .then(inner.field.as_str()),
+                                spec: inner.spec,
+                            }),
+                            None => None,
+                        };
+                    }
+                    k -= count;
+                    i += 1;
+                }
+                None
+            }
         }
     }
 
-    /// The tensor named `{module}.{field}`, if the net has one.
+    /// The tensor named `{module}.{field}` (`field` a path inside a block), if the net has one.
     #[must_use]
     pub const fn find(&self, module: usize, field: &[u8]) -> Option<&'static TensorSpec> {
         match self {
@@ -183,6 +397,28 @@ impl NetSpec {
                 } else {
                     rest.find(module - split, field)
                 }
+            }
+            Self::Block { parts, .. } => {
+                let parts: &'static [Part] = parts;
+                if module != 0 {
+                    return None;
+                }
+                let mut i = 0;
+                while i < parts.len() {
+                    let name = parts[i].name.as_bytes();
+                    if field.len() > name.len()
+                        && field[name.len()] == b'.'
+                        && bytes_eq(field.split_at(name.len()).0, name)
+                    {
+                        let rest = field.split_at(name.len() + 1).1;
+                        return match super::parse::parse_name(rest) {
+                            Some((inner, field)) => parts[i].spec.find(inner, field),
+                            None => None,
+                        };
+                    }
+                    i += 1;
+                }
+                None
             }
         }
     }

@@ -61,15 +61,15 @@ pub use crate::format::Element;
 pub fn to_bytes<P: Weights>(net: &P, metadata: &[(&str, &str)]) -> Vec<u8> {
     let mut tensors: Vec<(String, Dtype, &[usize], Vec<u8>)> = (0..P::SPEC.tensor_count())
         .map(|k| {
-            let Some((module, spec)) = P::SPEC.tensor(k) else {
+            let Some(tensor) = P::SPEC.tensor(k) else {
                 unreachable!("k is below the net's tensor count")
             };
             let mut data = Vec::new();
             net.write_tensor(k, &mut data);
             (
-                format::TensorName::of(module, spec.field).to_string(),
-                spec.dtype,
-                spec.shape,
+                tensor.name().to_string(),
+                tensor.spec.dtype,
+                tensor.spec.shape,
                 data,
             )
         })
@@ -182,10 +182,10 @@ pub fn save<P: Weights>(
 pub fn from_bytes<P: Weights>(bytes: &[u8]) -> Result<P, WeightsError> {
     let header = format::validate(bytes, &P::SPEC)?;
     Ok(P::read_tensors(&mut |k| {
-        let Some((module, spec)) = P::SPEC.tensor(k) else {
+        let Some(at) = P::SPEC.tensor(k) else {
             unreachable!("k is below the net's tensor count")
         };
-        let Some(tensor) = header.find_module(module, spec.field.as_bytes()) else {
+        let Some(tensor) = header.find_module(at.module, at.field.as_bytes()) else {
             unreachable!("format::validate found every tensor of the net")
         };
         tensor.data

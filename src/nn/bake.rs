@@ -47,6 +47,25 @@ impl<F: SafetensorsFile, L: Layer> SafetensorsFile for Skip<F, L> {
     const INDEX: crate::format::Index<'static> = F::INDEX;
 }
 
+/// The name of a part of a block, as a type (stable Rust takes no `&str` as a const
+/// parameter): [`Residual`](super::Residual)'s `branch` and `shortcut`.
+pub trait PartName {
+    /// The part's name, as PyTorch names the child module.
+    const NAME: &'static str;
+}
+
+/// The same file as `F`, read by the layers of part `P` of the block that starts at
+/// `F::FIRST_MODULE`: their modules are numbered from 0 again, and their tensor
+/// `{m}.{field}` is the file's `{block}.{P::NAME}.{m}.{field}`.
+#[derive(Debug)]
+pub struct Within<F, P>(PhantomData<fn() -> (F, P)>);
+
+impl<F: SafetensorsFile, P: PartName> SafetensorsFile for Within<F, P> {
+    const BYTES: &'static [u8] = F::BYTES;
+    const FIRST_MODULE: usize = 0;
+    const INDEX: crate::format::Index<'static> = F::INDEX.within(F::FIRST_MODULE, P::NAME);
+}
+
 /// A layer (or net) whose value can be read from the file `F` at compile time: implemented by
 /// each layer kind with [`Inline`](super::Inline) storage, for each element type a file can
 /// hold, and by [`Chain`](super::Chain).

@@ -12,52 +12,7 @@
 
 use core::marker::PhantomData;
 
-use super::{Layer, NetSpec, Sample, Store};
-
-/// The values of a sample of any nesting (`[T; N]`, `[[[T; W]; H]; C]`), one by one: how
-/// [`Dropout`] reaches them without knowing the sample's shape. Implemented for `f32`, `f64`
-/// and arrays of samples; not for direct use.
-#[doc(hidden)]
-pub trait Values<T>: Sample {
-    /// Calls `f` on each value of `self` with the value at the same place in `other`.
-    fn zip_with(&mut self, other: &Self, f: &mut impl FnMut(&mut T, T));
-
-    /// Sets each value to `f()`, in order.
-    fn fill_with(&mut self, f: &mut impl FnMut() -> T);
-}
-
-macro_rules! values {
-    ($($t:ty),*) => {$(
-        impl Values<$t> for $t {
-            #[inline]
-            fn zip_with(&mut self, other: &Self, f: &mut impl FnMut(&mut $t, $t)) {
-                f(self, *other);
-            }
-
-            #[inline]
-            fn fill_with(&mut self, f: &mut impl FnMut() -> $t) {
-                *self = f();
-            }
-        }
-    )*};
-}
-values!(f32, f64);
-
-impl<T, S: Values<T>, const N: usize> Values<T> for [S; N] {
-    #[inline]
-    fn zip_with(&mut self, other: &Self, f: &mut impl FnMut(&mut T, T)) {
-        for (a, b) in self.iter_mut().zip(other) {
-            a.zip_with(b, f);
-        }
-    }
-
-    #[inline]
-    fn fill_with(&mut self, f: &mut impl FnMut() -> T) {
-        for a in self {
-            a.fill_with(f);
-        }
-    }
-}
+use super::{Layer, NetSpec, Sample, Store, Values};
 
 /// Dropout with probability `PERCENT / 100` on samples of type `S`: PyTorch's
 /// `nn.Dropout(p=PERCENT / 100)`. Training ([`Train::forward_train`](super::Train)) zeroes each
@@ -188,7 +143,7 @@ mod train {
         }
     }
 
-    impl<T: Float, S: Values<T>, const B: usize, const PERCENT: usize> Train<T, B>
+    impl<T: Float, S: Values<Value = T>, const B: usize, const PERCENT: usize> Train<T, B>
         for Dropout<S, PERCENT>
     {
         type Workspace = DropoutWorkspace<S, B>;

@@ -291,6 +291,7 @@ mod qconv;
 mod qdense;
 #[cfg(feature = "alloc")]
 mod quantize;
+mod residual;
 mod schedule;
 mod shape;
 mod softmax;
@@ -299,11 +300,12 @@ mod store;
 mod train;
 #[cfg(feature = "alloc")]
 mod trainer;
+mod values;
 
 pub use crate::kernels::argmax;
 pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
 pub use avg_pool::AvgPool2d;
-pub use bake::{Bake, SafetensorsFile, Skip};
+pub use bake::{Bake, PartName, SafetensorsFile, Skip, Within};
 pub use chain::Chain;
 #[cfg(feature = "alloc")]
 pub use chain::ChainWorkspace;
@@ -320,8 +322,6 @@ pub use depthwise::DepthwiseConv2dWorkspace;
 pub use dropout::Dropout;
 #[cfg(feature = "alloc")]
 pub use dropout::DropoutWorkspace;
-#[doc(hidden)]
-pub use dropout::Values;
 pub use flatten::Flatten;
 pub use init::Init;
 #[cfg(feature = "rand")]
@@ -334,16 +334,21 @@ pub use qconv::QConv2d;
 pub use qdense::{QDense, QuantizedActivation};
 #[cfg(feature = "alloc")]
 pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize};
+pub use residual::{BranchPart, ProjectedResidual, Residual, ShortcutPart};
+#[cfg(feature = "alloc")]
+pub use residual::{ProjectedResidualWorkspace, ResidualWorkspace};
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use shape::{
-    __Mistake, __conv_output_size, __depthwise_filters, __flattened_inputs, __input_channels,
-    __inputs, __output_size_unchecked, __pool_output_size,
+    __Checked, __ImageSize, __Mistake, __conv_output_size, __depthwise_filters, __flattened_inputs,
+    __input_channels, __inputs, __output_size_unchecked, __pool_output_size, __residual_shapes,
 };
 pub use softmax::Softmax;
 pub use store::{Heap, Inline, Store};
 #[cfg(feature = "alloc")]
 pub use train::{Train, zeroed_batch};
+#[doc(hidden)]
+pub use values::Values;
 
 #[cfg(feature = "alloc")]
 pub use trainer::{Diverged, StepError, Trainer};
@@ -631,7 +636,11 @@ pub trait Parameters<T>: Layer + Sized {
     /// The name, dtype and shape of tensor `k`. Panics when `k >= tensor_count()`.
     fn tensor_info(&self, k: usize) -> TensorInfo {
         match Self::SPEC.tensor(k) {
-            Some((module, spec)) => TensorInfo { module, spec },
+            Some(tensor) => TensorInfo {
+                module: tensor.module,
+                field: tensor.field,
+                spec: tensor.spec,
+            },
             None => panic!(
                 "the net has {} tensors; asked for tensor {k}",
                 Self::SPEC.tensor_count()
@@ -736,7 +745,10 @@ pub fn read_parameters<'a, T: crate::format::Element, P: Parameters<T>>(
 pub struct TensorInfo {
     /// The index of the module holding it in PyTorch's `nn.Sequential` numbering.
     pub module: usize,
-    /// Its field, dtype and shape.
+    /// The rest of its name: its field, or inside a block the path to it
+    /// (`branch.0.weight`).
+    pub field: crate::format::FieldPath,
+    /// Its dtype, shape and value rules (`spec.field` is the last part of `field`).
     pub spec: &'static TensorSpec,
 }
 
@@ -744,10 +756,11 @@ impl TensorInfo {
     /// The tensor's name, `"{module}.{field}"`, e.g. `2.weight`.
     #[must_use]
     pub fn name(&self) -> TensorName {
-        TensorName::of(self.module, self.spec.field)
+        TensorName::of(self.module, self.field.as_str())
     }
 
-    /// The field, the part of the name after the module: `"weight"` or `"bias"`.
+    /// The part of the name after the module: `"weight"` or `"bias"`, or inside a block
+    /// the path to it (`"branch.0.weight"`).
     ///
     /// ```
     /// use constmat::format::Dtype;
@@ -759,8 +772,8 @@ impl TensorInfo {
     /// assert_eq!((last.name().to_string(), last.shape()), ("2.bias".to_string(), &[2][..]));
     /// ```
     #[must_use]
-    pub fn field(&self) -> &'static str {
-        self.spec.field
+    pub fn field(&self) -> &str {
+        self.field.as_str()
     }
 
     /// The dtype the tensor has in a weights file (`F32` for an `f32` net).

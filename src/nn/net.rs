@@ -3,8 +3,8 @@
 // The items the documentation below links to (the macro itself names every path in full).
 #[cfg(doc)]
 use super::{
-    AvgPool2d, Conv2d, Dense, DepthwiseConv2d, Dropout, Flatten, Heap, MaxPool2d, QConv2d, QDense,
-    Softmax, conv_output_size, pool_output_size,
+    AvgPool2d, Conv2d, Dense, DepthwiseConv2d, Dropout, Flatten, Heap, MaxPool2d,
+    ProjectedResidual, QConv2d, QDense, Residual, Softmax, conv_output_size, pool_output_size,
 };
 
 /// The type of a network made of the given layers, first to last: `net![L1, L2, L3]` is
@@ -40,6 +40,8 @@ use super::{
 /// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
 /// | `Softmax` (after a `Dense`) | `nn.Softmax(dim=1)` | [`Softmax`] |
 /// | `Dropout<P>` | `nn.Dropout(P / 100)` | [`Dropout`] |
+/// | `Residual<[L1, L2, ..]>`, `Residual<[..], A>` | a module computing `A(branch(x) + x)` | [`Residual`] |
+/// | `Residual<[L1, ..], [S1, ..]>`, `Residual<[..], [..], A>` | `A(branch(x) + shortcut(x))` | [`ProjectedResidual`] |
 ///
 /// Each argument is one token: a literal, a name, or a `{ .. }` block. The channels and widths
 /// a layer is written with are checked against what reaches it, so a mistake is a compile error
@@ -270,6 +272,83 @@ macro_rules! __net_image {
                 (false))
             $($rest)*)
     };
+    // Residual blocks: [branch layers][, [shortcut layers]][, activation]. The branch (and
+    // the shortcut) read the sizes that reach the block; after it, an identity block gives
+    // them unchanged (its type requires it), a projected one gives its branch's output.
+    (@image (i8) $c:tt $h:tt $w:tt $from_input:tt Residual $($rest:tt)*) => {
+        $crate::__net_image!(@conv_type Residual (i8) ())
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+], [$($s:tt)+], $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@projected $t $c $h $w $from_input ($($b)+) ($($s)+) ($a) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+], [$($s:tt)+]> $($rest:tt)*) => {
+        $crate::__net_image!(@projected $t $c $h $w $from_input ($($b)+) ($($s)+) ($crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+], $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@residual $t $c $h $w $from_input ($($b)+) ($a) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+]> $($rest:tt)*) => {
+        $crate::__net_image!(@residual $t $c $h $w $from_input ($($b)+) ($crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "a residual block is `Residual<[layers]>`, ",
+            "`Residual<[layers], Activation>` (the identity shortcut) or ",
+            "`Residual<[layers], [shortcut layers]>`, then optionally the activation"
+        ))
+    };
+    // Each block's type carries the check that its two parts give the same shape (evaluated
+    // where the net is written, before the type's own bounds are); after it, the next layer
+    // reads the branch's output size.
+    (@residual $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($b:tt)+) ($a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            (<$crate::nn::Residual<$crate::__net_image!(@image $t $c $h $w $from_input $($b)+), $a>
+                as $crate::nn::__Checked<{ $crate::nn::__residual_shapes(
+                    ::core::concat!("Residual<[", ::core::stringify!($($b)+), "], ", ::core::stringify!($a), ">"),
+                    "the identity shortcut (the block's input)",
+                    $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
+                    ($c, $h, $w),
+                ) }>>::Type)
+            (@image $t
+                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($b)+)) })
+                (false))
+            $($rest)*)
+    };
+    (@projected $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($b:tt)+) ($($s:tt)+) ($a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            (<$crate::nn::ProjectedResidual<
+                $crate::__net_image!(@image $t $c $h $w $from_input $($b)+),
+                $crate::__net_image!(@image $t $c $h $w $from_input $($s)+),
+                $a,
+            > as $crate::nn::__Checked<{ $crate::nn::__residual_shapes(
+                    ::core::concat!(
+                        "Residual<[", ::core::stringify!($($b)+), "], [", ::core::stringify!($($s)+),
+                        "], ", ::core::stringify!($a), ">"
+                    ),
+                    "the shortcut",
+                    $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
+                    $crate::__net_image!(@size $t $c $h $w $from_input ($($s)+)),
+                ) }>>::Type)
+            (@image $t
+                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($b)+)) })
+                (false))
+            $($rest)*)
+    };
+    // The channels, height and width of the image that a list of layers gives, from its type.
+    (@size $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
+        (
+            $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($l)+)),
+            $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($l)+)),
+            $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($l)+)),
+        )
+    };
+    (@size_of $dim:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
+        { <<$crate::__net_image!(@image $t $c $h $w $from_input $($l)+) as $crate::nn::Layer>::Out as $crate::nn::__ImageSize>::$dim }
+    };
     // Max pooling: (window[, stride]); the stride is the window unless given.
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
         $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
@@ -322,7 +401,7 @@ macro_rules! __net_image {
     };
     (@vector ($($t:tt)+) (flatten $from_input:tt $c:tt $h:tt $w:tt) Dropout<$p:tt> $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::Dropout<[$($t)+; { $c * $h * $w }], $p>)
+            ($crate::nn::Dropout<[$($t)+; { ($c) * ($h) * ($w) }], $p>)
             (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
@@ -332,7 +411,7 @@ macro_rules! __net_image {
     // Flatten: the image becomes a vector of C·H·W.
     (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Flatten $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::Flatten<$($t)+, $c, $h, $w, { $c * $h * $w }>)
+            ($crate::nn::Flatten<$($t)+, $c, $h, $w, { ($c) * ($h) * ($w) }>)
             (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
@@ -418,7 +497,7 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, ",
-            "`Dropout<..>`, `Flatten` or `Dense<..>`, found `",
+            "`Residual<[..]>`, `Dropout<..>`, `Flatten` or `Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"
         ))
     };

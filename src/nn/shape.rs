@@ -291,3 +291,66 @@ pub const fn __flattened_inputs(
 /// compiler adds none for the uses of the net. Not for direct use.
 #[doc(hidden)]
 pub struct __Mistake<const ERROR: usize>;
+
+/// The channels, height and width of an image type `[[[T; W]; H]; C]`: how [`net!`](crate::net)
+/// reads the size a projected residual block gives from its branch's output type.
+#[doc(hidden)]
+pub trait __ImageSize {
+    const CHANNELS: usize;
+    const HEIGHT: usize;
+    const WIDTH: usize;
+}
+
+impl<T, const C: usize, const H: usize, const W: usize> __ImageSize for [[[T; W]; H]; C] {
+    const CHANNELS: usize = C;
+    const HEIGHT: usize = H;
+    const WIDTH: usize = W;
+}
+
+/// `T` itself, once the check `OK` (a `const` expression) has been evaluated: how
+/// [`net!`](crate::net) attaches a check to a type that has no parameter for it (a residual
+/// block's shapes). Not for direct use.
+#[doc(hidden)]
+pub trait __Checked<const OK: usize> {
+    type Type: ?Sized;
+}
+
+impl<T: ?Sized, const OK: usize> __Checked<OK> for T {
+    type Type = T;
+}
+
+/// For [`net!`](crate::net): a residual block's branch gives `branch` (channels, height,
+/// width), and its shortcut (`shortcut`, the identity's or a projection's) gives `other`; they
+/// are added, so they must be equal. Panics naming both otherwise; returns 0.
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __residual_shapes(
+    block: &str,
+    shortcut: &str,
+    branch: (usize, usize, usize),
+    other: (usize, usize, usize),
+) -> usize {
+    if branch.0 != other.0 || branch.1 != other.1 || branch.2 != other.2 {
+        Message::new()
+            .str("`")
+            .str(block)
+            .str("`: the branch gives ")
+            .number(branch.0)
+            .str(" x ")
+            .number(branch.1)
+            .str(" x ")
+            .number(branch.2)
+            .str(", but ")
+            .str(shortcut)
+            .str(" gives ")
+            .number(other.0)
+            .str(" x ")
+            .number(other.1)
+            .str(" x ")
+            .number(other.2)
+            .str("; the two are added, so they must be the same shape")
+            .panic()
+    }
+    0
+}

@@ -1,4 +1,5 @@
-// An int8 net with a depthwise convolution and an average pooling, which have no int8 form yet.
+// Int8 nets with a depthwise convolution, an average pooling and a residual block, which have
+// no int8 form yet.
 type Net = constmat::net![
     Input<i8, 8, 16, 16>,
     DepthwiseConv2d<8, 8, 3, 1, 1>,
@@ -8,7 +9,15 @@ type Net = constmat::net![
 
 type Pooled = constmat::net![Input<i8, 8, 16, 16>, AvgPool2d<2>, Flatten, Dense<512, 10>];
 
+type Block = constmat::net![
+    Input<i8, 4, 8, 8>,
+    Residual<[Conv2d<4, 4, 3, 1, 1>]>,
+    Flatten,
+    Dense<256, 10>,
+];
+
 fn main() {
     let _net: Option<Net> = None;
     let _pooled: Option<Pooled> = None;
+    let _block: Option<Block> = None;
 }

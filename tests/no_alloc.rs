@@ -254,11 +254,12 @@ type Separable = constmat::net![
     Dense<8, 10>,
 ];
 
-/// Residual blocks, with the identity shortcut and with a strided projection.
+/// Residual blocks, with the identity shortcut and with a strided projection, and batch
+/// normalization in both.
 type ResNet = constmat::net![
     Input<f32, 4, 8, 8>,
-    Residual<[Conv2d<4, 4, 3, 1, 1, Relu>, Conv2d<4, 4, 3, 1, 1>], Relu>,
-    Residual<[Conv2d<4, 8, 3, 2, 1, Relu>, Conv2d<8, 8, 3, 1, 1>], [Conv2d<4, 8, 1, 2, 0>], Relu>,
+    Residual<[Conv2d<4, 4, 3, 1, 1>, BatchNorm2d<4, Relu>, Conv2d<4, 4, 3, 1, 1>], Relu>,
+    Residual<[Conv2d<4, 8, 3, 2, 1, Relu>, Conv2d<8, 8, 3, 1, 1>], [Conv2d<4, 8, 1, 2, 0>, BatchNorm2d<8>], Relu>,
     AvgPool2d<4>,
     Flatten,
     Dense<8, 10>,

@@ -377,6 +377,38 @@ pub(crate) const fn i8_scalar_from(
     }
 }
 
+/// The `I64` scalar (shape `[]`, as PyTorch stores batch normalization's
+/// `num_batches_tracked`) `{module}.{field}` in the safetensors file `bytes`.
+///
+/// # Errors
+///
+/// As [`i8_matrix`], without a range.
+pub const fn i64_scalar(bytes: &[u8], module: usize, field: &str) -> Result<i64, Error> {
+    i64_scalar_from(Source::Bytes(bytes), module, field)
+}
+
+/// [`i64_scalar`] from a [`Source`].
+pub(crate) const fn i64_scalar_from(
+    source: Source<'_>,
+    module: usize,
+    field: &str,
+) -> Result<i64, Error> {
+    let key = source.key(module, field);
+    let (module, field) = (key.0, key.1.as_str());
+    match find(source, module, field, Dtype::I64, &[]) {
+        Ok(tensor) => {
+            let mut bytes = [0; 8];
+            let mut i = 0;
+            while i < 8 {
+                bytes[i] = tensor.data[i];
+                i += 1;
+            }
+            Ok(i64::from_le_bytes(bytes))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The `F32` scalar (shape `[]`, as PyTorch stores a scale) `{module}.{field}` in the
 /// safetensors file `bytes`.
 ///

@@ -197,6 +197,11 @@ mod train {
                 &mut gradients.first,
             );
         }
+
+        fn update_statistics(&mut self, ws: &Self::Workspace) {
+            self.first.update_statistics(&ws.first);
+            self.rest.update_statistics(&ws.rest);
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 
 use core::marker::PhantomData;
 
-use super::{Layer, NetSpec, Sample, Store, Values};
+use super::{Layer, NetSpec, Sample, Store};
 
 /// Dropout with probability `PERCENT / 100` on samples of type `S`: PyTorch's
 /// `nn.Dropout(p=PERCENT / 100)`. Training ([`Train::forward_train`](super::Train)) zeroes each
@@ -102,8 +102,9 @@ mod train {
 
     use num_traits::Float;
 
-    use super::{Dropout, Values};
+    use super::Dropout;
     use crate::nn::Train;
+    use crate::nn::Values;
     use crate::nn::train::zeroed_samples;
 
     /// The buffers of a [`Dropout`] layer: its outputs, the mask of the last forward pass

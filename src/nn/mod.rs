@@ -274,6 +274,7 @@ macro_rules! outputs_as_workspace {
 mod activation;
 mod avg_pool;
 mod bake;
+mod batch_norm;
 mod chain;
 mod conv;
 mod cross_entropy;
@@ -306,6 +307,9 @@ pub use crate::kernels::argmax;
 pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
 pub use avg_pool::AvgPool2d;
 pub use bake::{Bake, PartName, SafetensorsFile, Skip, Within};
+#[cfg(feature = "alloc")]
+pub use batch_norm::BatchNorm2dWorkspace;
+pub use batch_norm::{BATCH_NORM_EPSILON, BATCH_NORM_MOMENTUM, BatchNorm2d};
 pub use chain::Chain;
 #[cfg(feature = "alloc")]
 pub use chain::ChainWorkspace;

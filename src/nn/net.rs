@@ -3,7 +3,7 @@
 // The items the documentation below links to (the macro itself names every path in full).
 #[cfg(doc)]
 use super::{
-    AvgPool2d, Conv2d, Dense, DepthwiseConv2d, Dropout, Flatten, Heap, MaxPool2d,
+    AvgPool2d, BatchNorm2d, Conv2d, Dense, DepthwiseConv2d, Dropout, Flatten, Heap, MaxPool2d,
     ProjectedResidual, QConv2d, QDense, Residual, Softmax, conv_output_size, pool_output_size,
 };
 
@@ -39,6 +39,7 @@ use super::{
 /// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
 /// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
 /// | `Softmax` (after a `Dense`) | `nn.Softmax(dim=1)` | [`Softmax`] |
+/// | `BatchNorm2d<C>`, `BatchNorm2d<C, A>` | `nn.BatchNorm2d(C)` (+ the activation) | [`BatchNorm2d`] |
 /// | `Dropout<P>` | `nn.Dropout(P / 100)` | [`Dropout`] |
 /// | `Residual<[L1, L2, ..]>`, `Residual<[..], A>` | a module computing `A(branch(x) + x)` | [`Residual`] |
 /// | `Residual<[L1, ..], [S1, ..]>`, `Residual<[..], [..], A>` | `A(branch(x) + shortcut(x))` | [`ProjectedResidual`] |
@@ -349,6 +350,24 @@ macro_rules! __net_image {
     (@size_of $dim:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
         { <<$crate::__net_image!(@image $t $c $h $w $from_input $($l)+) as $crate::nn::Layer>::Out as $crate::nn::__ImageSize>::$dim }
     };
+    // Batch normalization: (channels[, activation]), the sizes unchanged.
+    (@image (i8) $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d $($rest:tt)*) => {
+        $crate::__net_image!(@conv_type BatchNorm2d (i8) ())
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d<$ci:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@batch_norm $t $c $h $w $from_input ($crate::__net_image!(@name BatchNorm2d $ci))
+            ($ci) ($crate::nn::Identity) $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d<$ci:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@batch_norm $t $c $h $w $from_input ($crate::__net_image!(@name BatchNorm2d $ci, $a))
+            ($ci) ($a) $($rest)*)
+    };
+    (@batch_norm ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt) ($a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::BatchNorm2d<$($t)+, { $crate::nn::__input_channels($name, $ci, $c) }, $h, $w, $a>)
+            (@image ($($t)+) ($c) ($h) ($w) ($from_input))
+            $($rest)*)
+    };
     // Max pooling: (window[, stride]); the stride is the window unless given.
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
         $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
@@ -497,7 +516,7 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, ",
-            "`Residual<[..]>`, `Dropout<..>`, `Flatten` or `Dense<..>`, found `",
+            "`BatchNorm2d<..>`, `Residual<[..]>`, `Dropout<..>`, `Flatten` or `Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"
         ))
     };

@@ -506,6 +506,10 @@ mod train {
                 add_into::<_, B>(dx, &ws.d_pre_activation);
             }
         }
+
+        fn update_statistics(&mut self, ws: &Self::Workspace) {
+            self.branch.update_statistics(&ws.branch);
+        }
     }
 
     impl<T, const B: usize, Br, Sh, A> Train<T, B> for ProjectedResidual<Br, Sh, A>
@@ -572,6 +576,11 @@ mod train {
             if let Some(dx) = d_input {
                 add_into::<_, B>(dx, &ws.d_shortcut_input);
             }
+        }
+
+        fn update_statistics(&mut self, ws: &Self::Workspace) {
+            self.branch.update_statistics(&ws.branch);
+            self.shortcut.update_statistics(&ws.shortcut);
         }
     }
 }

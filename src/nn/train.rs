@@ -63,6 +63,15 @@ pub trait Train<T, const B: usize>: Parameters<T> {
         d_input: Option<&mut [Self::In; B]>,
         gradients: &mut Self,
     );
+
+    /// Updates what the layer learns from the batches it sees other than by its gradients
+    /// (batch normalization's running mean and variance), from the last
+    /// [`forward_train`](Train::forward_train) that wrote to `workspace`: once per training
+    /// step, after the optimizer's update, as [`Trainer::step`](crate::nn::Trainer::step)
+    /// does. Nothing, for most layers.
+    fn update_statistics(&mut self, workspace: &Self::Workspace) {
+        let _ = workspace;
+    }
 }
 
 /// A zero-filled batch of `B` samples on the heap, built there directly (never on the stack).

@@ -125,6 +125,8 @@ impl<T: Float + 'static, N: Train<T, B>, const B: usize> Trainer<T, N, B> {
                 return Err(StepError::Update { tensor });
             }
         }
+        // Batch normalization's running statistics, from this batch.
+        net.update_statistics(&self.workspace);
         Ok(value)
     }
 

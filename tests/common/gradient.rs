@@ -93,6 +93,39 @@ where
     N::In: Flat,
     N::Out: Flat,
 {
+    check_pass(what, net, x, rng, false)
+}
+
+/// [`check`] of the training pass: the central differences of
+/// [`Train::forward_train`](constmat::nn::Train::forward_train) (each from a fresh workspace),
+/// for layers whose training pass differs from their prediction (batch normalization, with the
+/// batch's statistics).
+pub fn check_training<N, const B: usize>(
+    what: &str,
+    net: &N,
+    x: &[N::In; B],
+    rng: &mut StdRng,
+) -> f64
+where
+    N: Train<f64, B> + Clone,
+    N::In: Flat,
+    N::Out: Flat,
+{
+    check_pass(what, net, x, rng, true)
+}
+
+fn check_pass<N, const B: usize>(
+    what: &str,
+    net: &N,
+    x: &[N::In; B],
+    rng: &mut StdRng,
+    training: bool,
+) -> f64
+where
+    N: Train<f64, B> + Clone,
+    N::In: Flat,
+    N::Out: Flat,
+{
     let scale = 1.0 / ((B * N::Out::LEN) as f64).sqrt();
     let r: [N::Out; B] = std::array::from_fn(|_| {
         let mut r: N::Out = random_sample(rng);
@@ -101,7 +134,11 @@ where
     });
     let loss = |net: &N, x: &[N::In; B]| {
         let mut out = [N::Out::ZERO; B];
-        net.forward(x, &mut out);
+        if training {
+            out = *net.forward_train(x, &mut net.workspace());
+        } else {
+            net.forward(x, &mut out);
+        }
         (0..B)
             .flat_map(|b| (0..N::Out::LEN).map(move |i| (b, i)))
             .map(|(b, i)| out[b].get(i) * r[b].get(i))
@@ -122,6 +159,16 @@ where
     let mut worst = 0.0_f64;
     let mut probe = net.clone();
     for k in 0..net.tensor_count() {
+        // Batch normalization's running statistics: not read by the training pass, not
+        // learned by gradients (the backward pass writes 0).
+        // (and its integer `num_batches_tracked`, which has no float values).
+        if net.tensor(k).is_empty() {
+            continue;
+        }
+        if training && net.tensor_info(k).spec.field.starts_with("running_") {
+            assert!(grads.tensor(k).iter().all(|&g| g == 0.0), "{what}: {k}");
+            continue;
+        }
         let numeric: Vec<f64> = (0..net.tensor(k).len())
             .map(|i| {
                 let original = probe.tensor(k)[i];

@@ -1,0 +1,594 @@
+//! Batch normalization of images, `A = f(γ·(X - μ)/√(σ² + ε) + β)` per channel: PyTorch's
+//! `nn.BatchNorm2d` (ε = 1e-5, momentum 0.1), with the activation fused; training on the
+//! batch's statistics, inference on the running ones.
+//!
+//! Derivation: `docs/backprop.md`, section "Batch normalization". Per channel `c`, over the
+//! `n = B·H·W` values of the batch:
+//!
+//! ```text
+//! forward (training)                        backward
+//! μ = Σ X / n,  σ² = Σ (X - μ)² / n         dZ = dA ⊙ f'(Z)
+//! X̂ = (X - μ) / √(σ² + ε)                  dγ = Σ dZ ⊙ X̂,  dβ = Σ dZ
+//! Z = γ·X̂ + β,  A = f(Z)                   dX = γ/√(σ² + ε) · (dZ - Σ dZ / n - X̂ · Σ (dZ ⊙ X̂) / n)
+//! ```
+//!
+//! After each training step ([`Train::update_statistics`](super::Train::update_statistics)):
+//! `running_mean ← 0.9·running_mean + 0.1·μ`, `running_var ← 0.9·running_var + 0.1·σ²·n/(n-1)`
+//! (the unbiased variance, as PyTorch keeps it), `num_batches_tracked ← + 1`. A prediction
+//! ([`Layer::forward`], a baked net) uses the running statistics.
+
+use num_traits::Float;
+
+use super::{
+    Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
+};
+use crate::format::decode::{self, Source};
+use crate::format::{Dtype, Element, NetSpec, TensorSpec};
+use crate::kernels;
+
+/// `ε`, added to the variance before its square root (PyTorch's default).
+pub const BATCH_NORM_EPSILON: f64 = 1e-5;
+
+/// The weight of a batch's statistics in the running ones (PyTorch's default `momentum`).
+pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
+
+/// Batch normalization of `C` channels of `H x W`, then the activation `A`: PyTorch's
+/// `nn.BatchNorm2d(C)` (`eps = 1e-5`, `momentum = 0.1`, affine, tracking running statistics),
+/// its parameters kept in the storage `S`. ResNet's and MobileNet's layer between a convolution
+/// and its activation: write the convolution without one, `Conv2d<.., Identity>`, and the
+/// activation here.
+///
+/// Training ([`Train::forward_train`](super::Train::forward_train)) normalizes with the batch's
+/// mean and variance and learns `weight` (γ) and `bias` (β); after each step the trainer folds
+/// the batch's statistics into `running_mean` and `running_var`
+/// ([`Train::update_statistics`](super::Train::update_statistics)). A prediction normalizes with
+/// the running statistics. Its tensors are PyTorch's: `weight`, `bias`, `running_mean`,
+/// `running_var` (`[C]`) and `num_batches_tracked` (`I64`, a scalar), so a state_dict loads
+/// with `strict=True` either way.
+///
+/// In [`net!`](crate::net)'s image form: `BatchNorm2d<C>` or `BatchNorm2d<C, A>`, `C` checked
+/// against the channels that reach it.
+///
+/// ```
+/// use constmat::nn::{BatchNorm2d, Identity, Layer, Parameters};
+///
+/// let mut norm = BatchNorm2d::<f32, 2, 1, 2>::zeros(); // γ = 1, β = 0, mean 0, variance 1
+/// norm.tensor_mut(2)[1] = 4.0; // running_mean
+/// norm.tensor_mut(3)[1] = 4.0 - 1e-5; // running_var
+/// let mut y = [[[0.0; 2]; 1]; 2];
+/// norm.forward_one(&[[[1.0, -1.0]], [[6.0, 8.0]]], &mut y);
+/// assert_eq!(y[1], [[1.0, 2.0]]); // (x - 4) / 2
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[repr(C, align(64))]
+pub struct BatchNorm2d<
+    T: Sample,
+    const C: usize,
+    const H: usize,
+    const W: usize,
+    A = Identity,
+    S: Store = Heap,
+> {
+    /// γ, one per channel (PyTorch's `weight`).
+    pub weight: S::Vector<T, C>,
+    /// β, one per channel (PyTorch's `bias`).
+    pub bias: S::Vector<T, C>,
+    /// The running mean of each channel, what a prediction subtracts.
+    pub running_mean: S::Vector<T, C>,
+    /// The running (unbiased) variance of each channel.
+    pub running_var: S::Vector<T, C>,
+    /// The training steps whose statistics the running ones hold.
+    pub num_batches_tracked: i64,
+    /// The activation (a zero-sized marker).
+    pub activation: A,
+}
+
+impl<T: Sample + Float, const C: usize, const H: usize, const W: usize, A: Activation, S: Store>
+    BatchNorm2d<T, C, H, W, A, S>
+{
+    /// A layer with the given tensors; a `const fn`, so an [`Inline`] layer can initialize a
+    /// `static`.
+    #[must_use]
+    pub const fn new(
+        weight: S::Vector<T, C>,
+        bias: S::Vector<T, C>,
+        running_mean: S::Vector<T, C>,
+        running_var: S::Vector<T, C>,
+        num_batches_tracked: i64,
+    ) -> Self {
+        Self {
+            weight,
+            bias,
+            running_mean,
+            running_var,
+            num_batches_tracked,
+            activation: A::VALUE,
+        }
+    }
+
+    /// `ε` as `T`.
+    fn epsilon() -> T {
+        T::from(BATCH_NORM_EPSILON).unwrap_or_else(T::zero)
+    }
+
+    /// The scale `γ/√(running_var + ε)` and shift `β - running_mean · scale` of each channel:
+    /// a prediction is `x·scale + shift`.
+    fn inference_affine(&self) -> ([T; C], [T; C]) {
+        let (gamma, beta) = (S::vector(&self.weight), S::vector(&self.bias));
+        let (mean, var) = (S::vector(&self.running_mean), S::vector(&self.running_var));
+        let scale: [T; C] = core::array::from_fn(|c| gamma[c] / (var[c] + Self::epsilon()).sqrt());
+        let shift = core::array::from_fn(|c| beta[c] - mean[c] * scale[c]);
+        (scale, shift)
+    }
+}
+
+impl<T, const C: usize, const H: usize, const W: usize, A, S> BatchNorm2d<T, C, H, W, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// The convolution that computes `conv` followed by this normalization in prediction
+    /// (running statistics), with this layer's activation: each filter scaled by
+    /// `γ/√(running_var + ε)`, its bias `(b - running_mean)·γ/√(running_var + ε) + β`. How a
+    /// trained net drops its batch normalizations before baking or quantizing, as TensorFlow
+    /// Lite's converter does.
+    ///
+    /// ```
+    /// use constmat::nn::{BatchNorm2d, Conv2d, Identity, Layer, Parameters, RandomInit, Relu};
+    /// use rand::{SeedableRng, rngs::StdRng};
+    ///
+    /// let mut rng = StdRng::seed_from_u64(1);
+    /// let conv = Conv2d::<f64, 2, 3, 3, 1, 1, 5, 5, 5, 5, Identity>::random(&mut rng);
+    /// let mut norm = BatchNorm2d::<f64, 3, 5, 5, Relu>::zeros();
+    /// norm.tensor_mut(2).copy_from_slice(&[0.5, -1.0, 0.25]); // running_mean
+    /// norm.tensor_mut(3).copy_from_slice(&[2.0, 0.5, 1.0]); // running_var
+    /// let folded: Conv2d<f64, 2, 3, 3, 1, 1, 5, 5, 5, 5, Relu> = norm.fold_into(&conv);
+    ///
+    /// let x = [[[0.3; 5]; 5], [[-0.7; 5]; 5]];
+    /// let (mut z, mut a, mut b) = ([[[0.0; 5]; 5]; 3], [[[0.0; 5]; 5]; 3], [[[0.0; 5]; 5]; 3]);
+    /// conv.forward_one(&x, &mut z);
+    /// norm.forward_one(&z, &mut a);
+    /// folded.forward_one(&x, &mut b);
+    /// let close = |p: &f64, q: &f64| (p - q).abs() < 1e-12;
+    /// assert!(a.as_flattened().as_flattened().iter().zip(b.as_flattened().as_flattened()).all(|(p, q)| close(p, q)));
+    /// ```
+    #[must_use]
+    pub fn fold_into<
+        const CI: usize,
+        const K: usize,
+        const STRIDE: usize,
+        const PAD: usize,
+        const IH: usize,
+        const IW: usize,
+        S2: Store,
+    >(
+        &self,
+        conv: &super::Conv2d<T, CI, C, K, STRIDE, PAD, IH, IW, H, W, Identity, S2>,
+    ) -> super::Conv2d<T, CI, C, K, STRIDE, PAD, IH, IW, H, W, A, S2> {
+        let (scale, shift) = self.inference_affine();
+        let mut weight = S2::matrix_copied(S2::matrix(&conv.weight));
+        for (filter, &s) in S2::matrix_mut(&mut weight).iter_mut().zip(&scale) {
+            for v in filter.as_flattened_mut().as_flattened_mut() {
+                *v *= s;
+            }
+        }
+        let bias = S2::vector(&conv.bias);
+        let bias: [T; C] = core::array::from_fn(|c| bias[c] * scale[c] + shift[c]);
+        super::Conv2d::new(weight, S2::vector_copied(&bias))
+    }
+}
+
+impl<T, const C: usize, const H: usize, const W: usize, A, S> Layer
+    for BatchNorm2d<T, C, H, W, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    type In = [[[T; W]; H]; C];
+    type Out = [[[T; W]; H]; C];
+
+    /// `BatchNorm2d(C)`, then the activation's module unless it is [`Identity`].
+    const SPEC: NetSpec = NetSpec::Layer {
+        modules: 1 + A::TORCH_MODULE.is_some() as usize,
+        tensors: &[
+            vector_spec::<T, C>("weight"),
+            vector_spec::<T, C>("bias"),
+            vector_spec::<T, C>("running_mean"),
+            vector_spec::<T, C>("running_var"),
+            TensorSpec {
+                module: 0,
+                field: "num_batches_tracked",
+                dtype: Dtype::I64,
+                shape: &[],
+                range: None,
+                scale: false,
+            },
+        ],
+    };
+
+    type WithStore<S2: Store> = BatchNorm2d<T, C, H, W, A, S2>;
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        let (scale, shift) = self.inference_affine();
+        kernels::with_wide_vectors(
+            #[inline(always)]
+            || {
+                for (x, y) in x.iter().zip(y.iter_mut()) {
+                    for (c, (x, y)) in x.iter().zip(y.iter_mut()).enumerate() {
+                        let (x, y) = (x.as_flattened(), y.as_flattened_mut());
+                        for (x, y) in x.iter().zip(y) {
+                            *y = A::apply(*x * scale[c] + shift[c]);
+                        }
+                    }
+                }
+            },
+        );
+    }
+
+    fn to_store<S2: Store>(&self) -> Self::WithStore<S2> {
+        BatchNorm2d::new(
+            S2::vector_copied(S::vector(&self.weight)),
+            S2::vector_copied(S::vector(&self.bias)),
+            S2::vector_copied(S::vector(&self.running_mean)),
+            S2::vector_copied(S::vector(&self.running_var)),
+            self.num_batches_tracked,
+        )
+    }
+}
+
+/// The spec of a `[C]` tensor of `T`s.
+const fn vector_spec<T: Element, const C: usize>(field: &'static str) -> TensorSpec {
+    TensorSpec {
+        module: 0,
+        field,
+        dtype: T::DTYPE,
+        shape: &[C],
+        range: None,
+        scale: false,
+    }
+}
+
+impl<T, const C: usize, const H: usize, const W: usize, A, S> Parameters<T>
+    for BatchNorm2d<T, C, H, W, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// `weight`, `bias`, `running_mean`, `running_var`; `num_batches_tracked`, an integer, as
+    /// no values (an optimizer leaves it alone, and the running statistics too: their
+    /// gradients are 0).
+    fn tensor(&self, k: usize) -> &[T] {
+        match k {
+            0 => S::vector(&self.weight),
+            1 => S::vector(&self.bias),
+            2 => S::vector(&self.running_mean),
+            3 => S::vector(&self.running_var),
+            4 => &[],
+            _ => panic!("a batch normalization has 5 tensors; asked for tensor {k}"),
+        }
+    }
+
+    fn tensor_mut(&mut self, k: usize) -> &mut [T] {
+        match k {
+            0 => S::vector_mut(&mut self.weight),
+            1 => S::vector_mut(&mut self.bias),
+            2 => S::vector_mut(&mut self.running_mean),
+            3 => S::vector_mut(&mut self.running_var),
+            4 => &mut [],
+            _ => panic!("a batch normalization has 5 tensors; asked for tensor {k}"),
+        }
+    }
+
+    /// PyTorch's initial state: γ = 1, β = 0, running mean 0, running variance 1, no batch
+    /// tracked.
+    fn zeros() -> Self {
+        Self::new(
+            S::vector_filled(T::one()),
+            S::vector_filled(T::zero()),
+            S::vector_filled(T::zero()),
+            S::vector_filled(T::one()),
+            0,
+        )
+    }
+
+    /// All zero, `num_batches_tracked` too: the gradients' shape.
+    fn zeros_like(&self) -> Self {
+        Self::new(
+            S::vector_filled(T::zero()),
+            S::vector_filled(T::zero()),
+            S::vector_filled(T::zero()),
+            S::vector_filled(T::zero()),
+            0,
+        )
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<T, const C: usize, const H: usize, const W: usize, A, S> super::Weights
+    for BatchNorm2d<T, C, H, W, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        if k == 4 {
+            out.extend_from_slice(&self.num_batches_tracked.to_le_bytes());
+        } else {
+            super::write_parameters::<T, _>(self, k, out);
+        }
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        let mut layer: Self = super::read_parameters::<T, _>(&mut |k| {
+            if k == 4 { &[] } else { tensor(k) }
+        });
+        let count = tensor(4);
+        let bytes: [u8; 8] = core::array::from_fn(|i| count.get(i).copied().unwrap_or(0));
+        layer.num_batches_tracked = i64::from_le_bytes(bytes);
+        layer
+    }
+}
+
+#[cfg(feature = "rand")]
+impl<T, const C: usize, const H: usize, const W: usize, A, S> super::RandomInit
+    for BatchNorm2d<T, C, H, W, A, S>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// PyTorch's initial state (nothing random): see [`Parameters::zeros`].
+    fn random<R: rand::Rng + ?Sized>(_rng: &mut R) -> Self {
+        Self::zeros()
+    }
+}
+
+/// A baked batch normalization's tensors and first problem, decoded from the file `F`.
+struct Decoded<F, T, const C: usize>(core::marker::PhantomData<fn() -> (F, T)>);
+
+macro_rules! bake {
+    ($t:ty, $vector:ident) => {
+        impl<F: SafetensorsFile, const C: usize> Decoded<F, $t, C> {
+            /// `[weight, bias, running_mean, running_var]`, `num_batches_tracked`, the error.
+            const PARTS: ([[$t; C]; 4], i64, Option<crate::format::Error>) = {
+                const FIELDS: [&str; 4] = ["weight", "bias", "running_mean", "running_var"];
+                let mut vectors = [[0.0; C]; 4];
+                let mut error = None;
+                let mut i = 0;
+                while i < 4 && error.is_none() {
+                    match decode::$vector(Source::Index(&F::INDEX), F::FIRST_MODULE, FIELDS[i]) {
+                        Ok(v) => vectors[i] = v,
+                        Err(e) => error = Some(e),
+                    }
+                    i += 1;
+                }
+                let mut count = 0;
+                if error.is_none() {
+                    match decode::i64_scalar_from(
+                        Source::Index(&F::INDEX),
+                        F::FIRST_MODULE,
+                        "num_batches_tracked",
+                    ) {
+                        Ok(n) => count = n,
+                        Err(e) => error = Some(e),
+                    }
+                }
+                (vectors, count, error)
+            };
+        }
+
+        impl<F: SafetensorsFile, const C: usize, const H: usize, const W: usize, A: Activation>
+            Bake<F> for BatchNorm2d<$t, C, H, W, A, Inline>
+        {
+            const BAKED: Self = Self::new(
+                Decoded::<F, $t, C>::PARTS.0[0],
+                Decoded::<F, $t, C>::PARTS.0[1],
+                Decoded::<F, $t, C>::PARTS.0[2],
+                Decoded::<F, $t, C>::PARTS.0[3],
+                Decoded::<F, $t, C>::PARTS.1,
+            );
+            const ERROR: Option<crate::format::Error> = Decoded::<F, $t, C>::PARTS.2;
+        }
+    };
+}
+bake!(f32, f32_vector_from);
+bake!(f64, f64_vector_from);
+
+#[cfg(feature = "alloc")]
+pub use train::BatchNorm2dWorkspace;
+
+#[cfg(feature = "alloc")]
+mod train {
+    use alloc::boxed::Box;
+
+    use num_traits::Float;
+
+    use super::{BATCH_NORM_MOMENTUM, BatchNorm2d};
+    use crate::format::Element;
+    use crate::kernels;
+    use crate::nn::train::zeroed_samples;
+    use crate::nn::{Activation, Sample, Store, Train};
+
+    /// The buffers of one [`BatchNorm2d`] layer for a batch of `B`.
+    #[derive(Debug, Clone)]
+    pub struct BatchNorm2dWorkspace<T, O, const C: usize, const B: usize> {
+        /// `A = f(Z)` of each sample.
+        pub output: Box<[O; B]>,
+        /// `X̂ = (X - μ)/√(σ² + ε)` of each sample.
+        pub normalized: Box<[O; B]>,
+        /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass.
+        pub d_pre_activation: Box<[O; B]>,
+        /// The batch's mean of each channel, `μ`.
+        pub mean: [T; C],
+        /// The batch's (biased) variance of each channel, `σ²`.
+        pub variance: [T; C],
+    }
+
+    /// The sum of `values` in 8 independent partial sums (vectorizable).
+    #[inline(always)]
+    fn sum<T: Float>(values: impl Iterator<Item = T>) -> T {
+        let mut partial = [T::zero(); 8];
+        for (i, v) in values.enumerate() {
+            partial[i % 8] = partial[i % 8] + v;
+        }
+        partial.iter().fold(T::zero(), |s, &p| s + p)
+    }
+
+    impl<T, const B: usize, const C: usize, const H: usize, const W: usize, A, S> Train<T, B>
+        for BatchNorm2d<T, C, H, W, A, S>
+    where
+        T: Element + Sample + Float,
+        A: Activation,
+        S: Store,
+    {
+        type Workspace = BatchNorm2dWorkspace<T, [[[T; W]; H]; C], C, B>;
+
+        fn workspace(&self) -> Self::Workspace {
+            BatchNorm2dWorkspace {
+                output: zeroed_samples(),
+                normalized: zeroed_samples(),
+                d_pre_activation: zeroed_samples(),
+                mean: [T::zero(); C],
+                variance: [T::zero(); C],
+            }
+        }
+
+        fn forward_train<'w>(
+            &self,
+            x: &[[[[T; W]; H]; C]; B],
+            ws: &'w mut Self::Workspace,
+        ) -> &'w [[[[T; W]; H]; C]; B] {
+            let n = T::from(B * H * W).unwrap_or_else(T::nan);
+            let (gamma, beta) = (S::vector(&self.weight), S::vector(&self.bias));
+            kernels::with_wide_vectors(
+                #[inline(always)]
+                || {
+                    for c in 0..C {
+                        // μ, then σ² from the deviations (two passes: no cancellation).
+                        let values = || {
+                            x.iter()
+                                .flat_map(move |x| x[c].as_flattened().iter().copied())
+                        };
+                        let mean = sum(values()) / n;
+                        let variance = sum(values().map(|v| (v - mean) * (v - mean))) / n;
+                        let inv_std = (variance + Self::epsilon()).sqrt().recip();
+                        ws.mean[c] = mean;
+                        ws.variance[c] = variance;
+                        let planes = ws.normalized.iter_mut().zip(ws.output.iter_mut()).zip(x);
+                        for ((xh, a), x) in planes {
+                            let xs = x[c].as_flattened();
+                            let xh = xh[c].as_flattened_mut();
+                            let a = a[c].as_flattened_mut();
+                            for ((xh, a), &x) in xh.iter_mut().zip(a).zip(xs) {
+                                *xh = (x - mean) * inv_std;
+                                *a = A::apply(gamma[c] * *xh + beta[c]);
+                            }
+                        }
+                    }
+                },
+            );
+            &ws.output
+        }
+
+        fn output(ws: &Self::Workspace) -> &[[[[T; W]; H]; C]; B] {
+            &ws.output
+        }
+
+        fn backward(
+            &self,
+            _x: &[[[[T; W]; H]; C]; B],
+            ws: &mut Self::Workspace,
+            d_output: &[[[[T; W]; H]; C]; B],
+            d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
+            gradients: &mut Self,
+        ) {
+            let n = T::from(B * H * W).unwrap_or_else(T::nan);
+            let gamma = S::vector(&self.weight);
+            let mut d_gamma = [T::zero(); C];
+            let mut d_beta = [T::zero(); C];
+            let mut d_input = d_input;
+            kernels::with_wide_vectors(
+                #[inline(always)]
+                || {
+                    // dZ = dA ⊙ f'(Z), f' from A.
+                    for ((dz, a), da) in ws
+                        .d_pre_activation
+                        .iter_mut()
+                        .zip(ws.output.iter())
+                        .zip(d_output)
+                    {
+                        let dz = dz.as_flattened_mut().as_flattened_mut();
+                        let a = a.as_flattened().as_flattened();
+                        let da = da.as_flattened().as_flattened();
+                        for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
+                            *dz = da * A::derivative_from_output(a);
+                        }
+                    }
+                    for c in 0..C {
+                        // dβ = Σ dZ, dγ = Σ dZ ⊙ X̂, over the batch's positions.
+                        let dz = || {
+                            ws.d_pre_activation
+                                .iter()
+                                .flat_map(move |s| s[c].as_flattened().iter().copied())
+                        };
+                        let xh = || {
+                            ws.normalized
+                                .iter()
+                                .flat_map(move |s| s[c].as_flattened().iter().copied())
+                        };
+                        d_beta[c] = sum(dz());
+                        d_gamma[c] = sum(dz().zip(xh()).map(|(d, x)| d * x));
+                        // dX = γ/√(σ² + ε) · (dZ - dβ/n - X̂ · dγ/n)
+                        if let Some(dx) = d_input.as_deref_mut() {
+                            let inv_std = (ws.variance[c] + Self::epsilon()).sqrt().recip();
+                            let k = gamma[c] * inv_std;
+                            let (mean_dz, mean_dzx) = (d_beta[c] / n, d_gamma[c] / n);
+                            let planes = dx
+                                .iter_mut()
+                                .zip(ws.d_pre_activation.iter())
+                                .zip(ws.normalized.iter());
+                            for ((dx, dz), xh) in planes {
+                                let dx = dx[c].as_flattened_mut();
+                                let dz = dz[c].as_flattened();
+                                let xh = xh[c].as_flattened();
+                                for ((dx, &dz), &xh) in dx.iter_mut().zip(dz).zip(xh) {
+                                    *dx = k * (dz - mean_dz - xh * mean_dzx);
+                                }
+                            }
+                        }
+                    }
+                },
+            );
+            *S::vector_mut(&mut gradients.weight) = d_gamma;
+            *S::vector_mut(&mut gradients.bias) = d_beta;
+            // Not learned by gradients: see `update_statistics`.
+            S::vector_mut(&mut gradients.running_mean).fill(T::zero());
+            S::vector_mut(&mut gradients.running_var).fill(T::zero());
+            gradients.num_batches_tracked = 0;
+        }
+
+        /// The batch's mean and unbiased variance into the running ones, PyTorch's way.
+        fn update_statistics(&mut self, ws: &Self::Workspace) {
+            let m = T::from(BATCH_NORM_MOMENTUM).unwrap_or_else(T::zero);
+            let count = B * H * W;
+            let unbiased = if count > 1 {
+                T::from(count).unwrap_or_else(T::one) / T::from(count - 1).unwrap_or_else(T::one)
+            } else {
+                T::one()
+            };
+            let mean = S::vector_mut(&mut self.running_mean);
+            for (r, &b) in mean.iter_mut().zip(&ws.mean) {
+                *r = (T::one() - m) * *r + m * b;
+            }
+            let var = S::vector_mut(&mut self.running_var);
+            for (r, &b) in var.iter_mut().zip(&ws.variance) {
+                *r = (T::one() - m) * *r + m * b * unbiased;
+            }
+            self.num_batches_tracked += 1;
+        }
+    }
+}

@@ -129,9 +129,15 @@ fn add_and_activate<O: Values, A: Activation, const B: usize>(y: &mut [O; B], s:
 where
     O::Value: num_traits::Float,
 {
-    for (y, s) in y.iter_mut().zip(s) {
-        y.zip_with(s, &mut |y, s| *y = A::apply(*y + s));
-    }
+    // Compiled for the widest vectors the CPU has (the loops over a row vectorize).
+    crate::kernels::with_wide_vectors(
+        #[inline(always)]
+        || {
+            for (y, s) in y.iter_mut().zip(s) {
+                y.zip_with(s, &mut |y, s| *y = A::apply(*y + s));
+            }
+        },
+    );
 }
 
 impl<Br, A> Layer for Residual<Br, A>
@@ -439,10 +445,15 @@ mod train {
         d_output: &[O; B],
         dz: &mut [O; B],
     ) {
-        for ((dz, a), da) in dz.iter_mut().zip(output).zip(d_output) {
-            *dz = *a;
-            dz.zip_with(da, &mut |dz, da| *dz = da * A::derivative_from_output(*dz));
-        }
+        crate::kernels::with_wide_vectors(
+            #[inline(always)]
+            || {
+                for ((dz, a), da) in dz.iter_mut().zip(output).zip(d_output) {
+                    *dz = *a;
+                    dz.zip_with(da, &mut |dz, da| *dz = da * A::derivative_from_output(*dz));
+                }
+            },
+        );
     }
 
     /// `d_input += d`, sample by sample.
@@ -450,9 +461,14 @@ mod train {
         d_input: &mut [S; B],
         d: &[S; B],
     ) {
-        for (dx, d) in d_input.iter_mut().zip(d) {
-            dx.zip_with(d, &mut |dx, d| *dx = *dx + d);
-        }
+        crate::kernels::with_wide_vectors(
+            #[inline(always)]
+            || {
+                for (dx, d) in d_input.iter_mut().zip(d) {
+                    dx.zip_with(d, &mut |dx, d| *dx = *dx + d);
+                }
+            },
+        );
     }
 
     impl<T, const B: usize, Br, A> Train<T, B> for Residual<Br, A>

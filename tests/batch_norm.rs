@@ -229,3 +229,52 @@ fn a_net_with_batch_norm_trains() {
             .all(|v| v.is_finite() && *v > 0.0)
     );
 }
+
+/// `BatchNorm1d` shares `BatchNorm2d`'s code with one value per channel: its training pass's
+/// gradients, inside a dense net written with `net!` (its width checked against the `Dense`
+/// before it), and PyTorch's names.
+#[test]
+fn batch_norm_of_vectors_trains_inside_a_dense_net() {
+    type Net = constmat::net![
+        Input<f64, 1, 3, 3>,
+        Flatten,
+        BatchNorm1d<9>,
+        Dense<9, 4, Tanh>, // (without an activation, the normalization after it would absorb
+        BatchNorm1d<4, Tanh>, // any shift: the biases before it would have no gradient)
+        Dense<4, 2>,
+    ];
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut net: Net = Net::random(&mut rng);
+    for k in 0..net.tensor_count() {
+        let info = net.tensor_info(k);
+        // The variances, and γ (a normalization's 1-D weight), kept away from 0.
+        let positive =
+            info.field() == "running_var" || (info.field() == "weight" && info.shape().len() == 1);
+        for v in net.tensor_mut(k) {
+            let r: f64 = random_sample(&mut rng);
+            *v = if positive { 1.0 + 0.5 * r } else { r };
+        }
+    }
+    let x: [[[[f64; 3]; 3]; 1]; 5] = std::array::from_fn(|_| random_sample(&mut rng));
+    let worst = check_training(
+        "Flatten, BatchNorm1d, Dense<Tanh>, BatchNorm1d<Tanh>",
+        &net,
+        &x,
+        &mut rng,
+    );
+    eprintln!("BatchNorm1d: worst relative error {worst:e}");
+    let names: Vec<String> = (0..net.tensor_count())
+        .map(|k| net.tensor_info(k).name().to_string())
+        .collect();
+    assert_eq!(
+        names[..5],
+        [
+            "1.weight",
+            "1.bias",
+            "1.running_mean",
+            "1.running_var",
+            "1.num_batches_tracked"
+        ]
+    );
+    assert_eq!(names[7], "4.weight"); // the second normalization: the dense layer's tanh is 3
+}

@@ -1,8 +1,9 @@
-//! The MNIST examples' exit codes, from the programs themselves: 0 for `--help`, 2 for a bad
-//! command line (nothing is run), 1 for a failure while running (here, unreadable data), 3 for
-//! a run stopped by Ctrl-C (its best net saved) and 130 for one aborted by a second Ctrl-C, as
-//! their `--help` states. And the two teaching examples, which check their hand-written
-//! backward passes against `constmat::nn` and finite differences, run to the end: exit 0.
+//! The MNIST and Fashion-MNIST examples' exit codes, from the programs themselves: 0 for
+//! `--help`, 2 for a bad command line (nothing is run), 1 for a failure while running (here,
+//! unreadable data), 3 for a run stopped by Ctrl-C (its best net saved) and 130 for one aborted
+//! by a second Ctrl-C, as their `--help` states. And the two teaching examples, which check
+//! their hand-written backward passes against `constmat::nn` and finite differences, run to the
+//! end: exit 0.
 //!
 //! The programs are the ones `cargo test` builds beside this test (`target/<profile>/examples`);
 //! `cargo test --test exit_codes` alone does not build them, and the test then says so.
@@ -38,8 +39,9 @@ fn scratch(name: &str) -> PathBuf {
 fn run(program: &str, args: &[&str]) -> Output {
     Command::new(example(program))
         .args(args)
-        // Never the real data set: these runs must stop before training.
+        // Never the real data sets: these runs must stop before training.
         .env_remove("MNIST_DIR")
+        .env_remove("FASHION_MNIST_DIR")
         .output()
         .expect("the example starts")
 }
@@ -64,7 +66,7 @@ fn expect(program: &str, args: &[&str], code: i32, says: &str) {
     );
 }
 
-const PROGRAMS: [&str; 2] = ["mnist_static", "mnist_cnn"];
+const PROGRAMS: [&str; 3] = ["mnist_static", "mnist_cnn", "fashion_resnet"];
 
 #[test]
 fn help_lists_the_exit_codes_and_exits_0() {

@@ -184,3 +184,53 @@ fn a_file_without_a_shortcut_tensor_is_refused_naming_it() {
         "tensor 4.shortcut.0.weight is missing: expected f64 [6, 4, 1, 1]"
     );
 }
+
+/// The ResNet-8 of `examples/fashion_resnet` (MLPerf Tiny's, one input channel).
+type ResNet8 = constmat::net![
+    Input<f32, 1, 28, 28>,
+    Conv2d<1, 16, 3, 1, 1>,
+    BatchNorm2d<16, Relu>,
+    Residual<[
+        Conv2d<16, 16, 3, 1, 1>, BatchNorm2d<16, Relu>,
+        Conv2d<16, 16, 3, 1, 1>, BatchNorm2d<16>,
+    ], Relu>,
+    Residual<[
+        Conv2d<16, 32, 3, 2, 1>, BatchNorm2d<32, Relu>,
+        Conv2d<32, 32, 3, 1, 1>, BatchNorm2d<32>,
+    ], [Conv2d<16, 32, 1, 2, 0>], Relu>,
+    Residual<[
+        Conv2d<32, 64, 3, 2, 1>, BatchNorm2d<64, Relu>,
+        Conv2d<64, 64, 3, 1, 1>, BatchNorm2d<64>,
+    ], [Conv2d<32, 64, 1, 2, 0>], Relu>,
+    AvgPool2d<7>,
+    Flatten,
+    Dense<64, 10>,
+];
+
+/// PyTorch's ResNet-8 state_dict (the script's `resnet8()`) loads into constmat's type, which
+/// refuses a file with a tensor missing, of another dtype or shape, or one too many; and what
+/// constmat saves has exactly PyTorch's names (so `load_state_dict(strict=True)` takes it).
+#[test]
+fn pytorchs_resnet8_state_dict_is_constmats_resnet8() {
+    let original = std::fs::read(fixture("resnet8-f32.safetensors")).unwrap();
+    let net: ResNet8 = st::from_bytes(&original).unwrap();
+    let saved = st::to_bytes(&net, &[]);
+    let names = |bytes: &[u8]| {
+        let header = constmat::format::parse(bytes).unwrap();
+        let mut names: Vec<String> = (0..header.tensor_count())
+            .map(|k| header.tensor(k).unwrap())
+            .map(|t| {
+                let name = String::from_utf8_lossy(t.name);
+                format!("{name} {:?} {:?}", t.dtype, t.shape.dims())
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&saved), names(&original));
+    assert_eq!(names(&saved).len(), net.tensor_count());
+    assert_eq!(
+        net.tensor_info(11).name().to_string(),
+        "3.branch.1.running_mean"
+    );
+}

@@ -19,7 +19,6 @@ use std::process::ExitCode;
 use common::training::{self, Model, Options};
 use constmat::data::mnist::{COLS, ROWS, Split};
 use constmat::nn::Relu;
-use rand::RngExt;
 use rand::rngs::StdRng;
 
 /// LeNet-5 with ReLU and max pooling: every image size is computed by `net!`, and a layer
@@ -79,22 +78,8 @@ impl Model for Cnn {
         x: &mut [[[f32; COLS]; ROWS]; 1],
         rng: &mut StdRng,
     ) {
-        let range = -MAX_SHIFT..=MAX_SHIFT;
-        let (dy, dx) = (
-            rng.random_range(range.clone()) as isize,
-            rng.random_range(range) as isize,
-        );
-        let image = split.image(index);
-        for (r, row) in x[0].iter_mut().enumerate() {
-            for (c, v) in row.iter_mut().enumerate() {
-                let (sr, sc) = (r as isize - dy, c as isize - dx);
-                *v = if (0..ROWS as isize).contains(&sr) && (0..COLS as isize).contains(&sc) {
-                    f32::from(image[sr as usize * COLS + sc as usize]) * (1.0 / 255.0)
-                } else {
-                    0.0
-                };
-            }
-        }
+        let scale = |p: u8| f32::from(p) * (1.0 / 255.0);
+        common::augment::shifted(split.image(index), MAX_SHIFT, rng, scale, &mut x[0]);
     }
 
     fn save(net: &LeNet, path: &Path) -> Result<(), String> {

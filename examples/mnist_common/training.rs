@@ -17,8 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 
+use super::data_set::{self, DataSet};
 use super::interrupt::{self, Interrupt};
-use super::{fetch, report};
+use super::report;
 
 /// `println!` to standard output, except that an output closed early (`| head`, `| grep -m1`)
 /// is not an error: the run goes on and still writes its files. (`println!` panics there.)
@@ -47,6 +48,8 @@ pub trait Model {
     type Net: Train<f32, BATCH> + Layer<Out = [f32; CLASSES]> + RandomInit + Parameters<f32> + Clone;
     /// The architecture in words, for the first line.
     const DESCRIPTION: &'static str;
+    /// The data set it trains on.
+    const DATA: DataSet = data_set::MNIST;
     /// The image at `index` of `split` as the net's input, written into `x`.
     fn fill(split: &Split, index: usize, x: &mut <Self::Net as Layer>::In);
     /// The image at `index` of `split` as a training input: [`fill`](Self::fill) unless the
@@ -655,10 +658,11 @@ where
     let start = Instant::now();
     #[cfg(feature = "threads")]
     constmat::kernels::use_threads(o.threads).map_err(|e| format!("--threads: {e}"))?;
-    let dir = fetch::mnist_dir(o.data.as_deref()).map_err(|e| e.to_string())?;
+    let dir = data_set::find(&M::DATA, o.data.as_deref())?;
     let data = Mnist::load(&dir).map_err(|e| e.to_string())?;
     say!(
-        "MNIST from {}: {} training, {} test images (loaded in {:.2} s)",
+        "{} from {}: {} training, {} test images (loaded in {:.2} s)",
+        M::DATA.name,
         dir.display(),
         data.train.len(),
         data.test.len(),

@@ -1,9 +1,9 @@
-//! Batch normalization of images, `A = f(γ·(X - μ)/√(σ² + ε) + β)` per channel: PyTorch's
-//! `nn.BatchNorm2d` (ε = 1e-5, momentum 0.1), with the activation fused; training on the
-//! batch's statistics, inference on the running ones.
+//! Batch normalization, `A = f(γ·(X - μ)/√(σ² + ε) + β)` per channel: PyTorch's
+//! `nn.BatchNorm2d` of images and `nn.BatchNorm1d` of vectors (ε = 1e-5, momentum 0.1), with
+//! the activation fused; training on the batch's statistics, inference on the running ones.
 //!
 //! Derivation: `docs/backprop.md`, section "Batch normalization". Per channel `c`, over the
-//! `n = B·H·W` values of the batch:
+//! `n` values of the batch (`B·H·W` for images of `H x W`, `B` for vectors):
 //!
 //! ```text
 //! forward (training)                        backward
@@ -16,6 +16,8 @@
 //! `running_mean ← 0.9·running_mean + 0.1·μ`, `running_var ← 0.9·running_var + 0.1·σ²·n/(n-1)`
 //! (the unbiased variance, as PyTorch keeps it), `num_batches_tracked ← + 1`. A prediction
 //! ([`Layer::forward`], a baked net) uses the running statistics.
+
+use core::marker::PhantomData;
 
 use num_traits::Float;
 
@@ -32,7 +34,63 @@ pub const BATCH_NORM_EPSILON: f64 = 1e-5;
 /// The weight of a batch's statistics in the running ones (PyTorch's default `momentum`).
 pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
 
-/// Batch normalization of `C` channels of `H x W`, then the activation `A`: PyTorch's
+/// The channels of a sample, each a slice of values: a plane `[[T; W]; H]` of an image, one
+/// value of a vector. How [`BatchNorm`] reaches them for either. Not for direct use.
+#[doc(hidden)]
+pub trait Channels<T>: Sample {
+    /// The values of one channel.
+    const PER_CHANNEL: usize;
+    /// Channel `c`'s values.
+    fn channel(&self, c: usize) -> &[T];
+    /// Channel `c`'s values, to write.
+    fn channel_mut(&mut self, c: usize) -> &mut [T];
+}
+
+impl<T: Sample, const C: usize, const H: usize, const W: usize> Channels<T> for [[[T; W]; H]; C] {
+    const PER_CHANNEL: usize = H * W;
+    #[inline(always)]
+    fn channel(&self, c: usize) -> &[T] {
+        self[c].as_flattened()
+    }
+    #[inline(always)]
+    fn channel_mut(&mut self, c: usize) -> &mut [T] {
+        self[c].as_flattened_mut()
+    }
+}
+
+impl<T: Sample + Float, const N: usize> Channels<T> for [T; N] {
+    const PER_CHANNEL: usize = 1;
+    #[inline(always)]
+    fn channel(&self, c: usize) -> &[T] {
+        core::slice::from_ref(&self[c])
+    }
+    #[inline(always)]
+    fn channel_mut(&mut self, c: usize) -> &mut [T] {
+        core::slice::from_mut(&mut self[c])
+    }
+}
+
+/// Batch normalization of `C` channels of `H x W` (PyTorch's `nn.BatchNorm2d(C)`): see
+/// [`BatchNorm`].
+pub type BatchNorm2d<T, const C: usize, const H: usize, const W: usize, A = Identity, S = Heap> =
+    BatchNorm<T, [[[T; W]; H]; C], C, A, S>;
+
+/// Batch normalization of vectors of `N` values, each its own channel (PyTorch's
+/// `nn.BatchNorm1d(N)`, after a [`Dense`](super::Dense)): see [`BatchNorm`].
+///
+/// ```
+/// use constmat::nn::{BatchNorm1d, Layer, Parameters};
+///
+/// let mut norm = BatchNorm1d::<f64, 2>::zeros();
+/// norm.tensor_mut(2).copy_from_slice(&[1.0, -1.0]); // running_mean
+/// let mut y = [0.0; 2];
+/// norm.forward_one(&[3.0, 1.0], &mut y);
+/// assert!((y[0] - 2.0).abs() < 1e-4 && (y[1] - 2.0).abs() < 1e-4);
+/// ```
+pub type BatchNorm1d<T, const N: usize, A = Identity, S = Heap> = BatchNorm<T, [T; N], N, A, S>;
+
+/// Batch normalization of samples `X` of `C` channels (images: [`BatchNorm2d`]; vectors:
+/// [`BatchNorm1d`]), then the activation `A`: PyTorch's
 /// `nn.BatchNorm2d(C)` (`eps = 1e-5`, `momentum = 0.1`, affine, tracking running statistics),
 /// its parameters kept in the storage `S`. ResNet's and MobileNet's layer between a convolution
 /// and its activation: write the convolution without one, `Conv2d<.., Identity>`, and the
@@ -61,14 +119,7 @@ pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[repr(C, align(64))]
-pub struct BatchNorm2d<
-    T: Sample,
-    const C: usize,
-    const H: usize,
-    const W: usize,
-    A = Identity,
-    S: Store = Heap,
-> {
+pub struct BatchNorm<T: Sample, X, const C: usize, A = Identity, S: Store = Heap> {
     /// γ, one per channel (PyTorch's `weight`).
     pub weight: S::Vector<T, C>,
     /// β, one per channel (PyTorch's `bias`).
@@ -81,11 +132,11 @@ pub struct BatchNorm2d<
     pub num_batches_tracked: i64,
     /// The activation (a zero-sized marker).
     pub activation: A,
+    /// The samples it normalizes.
+    sample: PhantomData<fn() -> X>,
 }
 
-impl<T: Sample + Float, const C: usize, const H: usize, const W: usize, A: Activation, S: Store>
-    BatchNorm2d<T, C, H, W, A, S>
-{
+impl<T: Sample + Float, X, const C: usize, A: Activation, S: Store> BatchNorm<T, X, C, A, S> {
     /// A layer with the given tensors; a `const fn`, so an [`Inline`] layer can initialize a
     /// `static`.
     #[must_use]
@@ -103,6 +154,7 @@ impl<T: Sample + Float, const C: usize, const H: usize, const W: usize, A: Activ
             running_var,
             num_batches_tracked,
             activation: A::VALUE,
+            sample: PhantomData,
         }
     }
 
@@ -179,17 +231,61 @@ where
     }
 }
 
-impl<T, const C: usize, const H: usize, const W: usize, A, S> Layer
-    for BatchNorm2d<T, C, H, W, A, S>
+impl<T, const N: usize, A, S> BatchNorm1d<T, N, A, S>
 where
     T: Element + Sample + Float,
     A: Activation,
     S: Store,
 {
-    type In = [[[T; W]; H]; C];
-    type Out = [[[T; W]; H]; C];
+    /// The dense layer that computes `dense` followed by this normalization in prediction,
+    /// with this layer's activation: as [`BatchNorm2d::fold_into`] for a convolution, each
+    /// row of the weight scaled.
+    ///
+    /// ```
+    /// use constmat::nn::{BatchNorm1d, Dense, Identity, Layer, Parameters, RandomInit, Tanh};
+    /// use rand::{SeedableRng, rngs::StdRng};
+    ///
+    /// let dense = Dense::<f64, 3, 2, Identity>::random(&mut StdRng::seed_from_u64(2));
+    /// let mut norm = BatchNorm1d::<f64, 2, Tanh>::zeros();
+    /// norm.tensor_mut(2).copy_from_slice(&[0.5, -0.5]); // running_mean
+    /// norm.tensor_mut(3).copy_from_slice(&[4.0, 0.25]); // running_var
+    /// let folded: Dense<f64, 3, 2, Tanh> = norm.fold_into(&dense);
+    /// let (mut z, mut a, mut b) = ([0.0; 2], [0.0; 2], [0.0; 2]);
+    /// dense.forward_one(&[1.0, -2.0, 0.5], &mut z);
+    /// norm.forward_one(&z, &mut a);
+    /// folded.forward_one(&[1.0, -2.0, 0.5], &mut b);
+    /// assert!((a[0] - b[0]).abs() < 1e-12 && (a[1] - b[1]).abs() < 1e-12);
+    /// ```
+    #[must_use]
+    pub fn fold_into<const I: usize, S2: Store>(
+        &self,
+        dense: &super::Dense<T, I, N, Identity, S2>,
+    ) -> super::Dense<T, I, N, A, S2> {
+        let (scale, shift) = self.inference_affine();
+        let mut weight = S2::matrix_copied(S2::matrix(&dense.weight));
+        for (row, &s) in S2::matrix_mut(&mut weight).iter_mut().zip(&scale) {
+            for v in row {
+                *v *= s;
+            }
+        }
+        let bias = S2::vector(&dense.bias);
+        let bias: [T; N] = core::array::from_fn(|o| bias[o] * scale[o] + shift[o]);
+        super::Dense::new(weight, S2::vector_copied(&bias))
+    }
+}
 
-    /// `BatchNorm2d(C)`, then the activation's module unless it is [`Identity`].
+impl<T, X, const C: usize, A, S> Layer for BatchNorm<T, X, C, A, S>
+where
+    T: Element + Sample + Float,
+    X: Channels<T>,
+    A: Activation,
+    S: Store,
+{
+    type In = X;
+    type Out = X;
+
+    /// `BatchNorm2d(C)` or `BatchNorm1d(C)`, then the activation's module unless it is
+    /// [`Identity`].
     const SPEC: NetSpec = NetSpec::Layer {
         modules: 1 + A::TORCH_MODULE.is_some() as usize,
         tensors: &[
@@ -208,7 +304,7 @@ where
         ],
     };
 
-    type WithStore<S2: Store> = BatchNorm2d<T, C, H, W, A, S2>;
+    type WithStore<S2: Store> = BatchNorm<T, X, C, A, S2>;
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         let (scale, shift) = self.inference_affine();
@@ -216,8 +312,8 @@ where
             #[inline(always)]
             || {
                 for (x, y) in x.iter().zip(y.iter_mut()) {
-                    for (c, (x, y)) in x.iter().zip(y.iter_mut()).enumerate() {
-                        let (x, y) = (x.as_flattened(), y.as_flattened_mut());
+                    for c in 0..C {
+                        let (x, y) = (x.channel(c), y.channel_mut(c));
                         for (x, y) in x.iter().zip(y) {
                             *y = A::apply(*x * scale[c] + shift[c]);
                         }
@@ -228,7 +324,7 @@ where
     }
 
     fn to_store<S2: Store>(&self) -> Self::WithStore<S2> {
-        BatchNorm2d::new(
+        BatchNorm::new(
             S2::vector_copied(S::vector(&self.weight)),
             S2::vector_copied(S::vector(&self.bias)),
             S2::vector_copied(S::vector(&self.running_mean)),
@@ -250,10 +346,10 @@ const fn vector_spec<T: Element, const C: usize>(field: &'static str) -> TensorS
     }
 }
 
-impl<T, const C: usize, const H: usize, const W: usize, A, S> Parameters<T>
-    for BatchNorm2d<T, C, H, W, A, S>
+impl<T, X, const C: usize, A, S> Parameters<T> for BatchNorm<T, X, C, A, S>
 where
     T: Element + Sample + Float,
+    X: Channels<T>,
     A: Activation,
     S: Store,
 {
@@ -307,10 +403,10 @@ where
 }
 
 #[cfg(feature = "alloc")]
-impl<T, const C: usize, const H: usize, const W: usize, A, S> super::Weights
-    for BatchNorm2d<T, C, H, W, A, S>
+impl<T, X, const C: usize, A, S> super::Weights for BatchNorm<T, X, C, A, S>
 where
     T: Element + Sample + Float,
+    X: Channels<T>,
     A: Activation,
     S: Store,
 {
@@ -334,10 +430,10 @@ where
 }
 
 #[cfg(feature = "rand")]
-impl<T, const C: usize, const H: usize, const W: usize, A, S> super::RandomInit
-    for BatchNorm2d<T, C, H, W, A, S>
+impl<T, X, const C: usize, A, S> super::RandomInit for BatchNorm<T, X, C, A, S>
 where
     T: Element + Sample + Float,
+    X: Channels<T>,
     A: Activation,
     S: Store,
 {
@@ -381,8 +477,8 @@ macro_rules! bake {
             };
         }
 
-        impl<F: SafetensorsFile, const C: usize, const H: usize, const W: usize, A: Activation>
-            Bake<F> for BatchNorm2d<$t, C, H, W, A, Inline>
+        impl<F: SafetensorsFile, X: Channels<$t>, const C: usize, A: Activation> Bake<F>
+            for BatchNorm<$t, X, C, A, Inline>
         {
             const BAKED: Self = Self::new(
                 Decoded::<F, $t, C>::PARTS.0[0],
@@ -399,7 +495,7 @@ bake!(f32, f32_vector_from);
 bake!(f64, f64_vector_from);
 
 #[cfg(feature = "alloc")]
-pub use train::BatchNorm2dWorkspace;
+pub use train::BatchNormWorkspace;
 
 #[cfg(feature = "alloc")]
 mod train {
@@ -407,15 +503,15 @@ mod train {
 
     use num_traits::Float;
 
-    use super::{BATCH_NORM_MOMENTUM, BatchNorm2d};
+    use super::{BATCH_NORM_MOMENTUM, BatchNorm, Channels};
     use crate::format::Element;
     use crate::kernels;
     use crate::nn::train::zeroed_samples;
     use crate::nn::{Activation, Sample, Store, Train};
 
-    /// The buffers of one [`BatchNorm2d`] layer for a batch of `B`.
+    /// The buffers of one [`BatchNorm`] layer for a batch of `B`.
     #[derive(Debug, Clone)]
-    pub struct BatchNorm2dWorkspace<T, O, const C: usize, const B: usize> {
+    pub struct BatchNormWorkspace<T, O, const C: usize, const B: usize> {
         /// `A = f(Z)` of each sample.
         pub output: Box<[O; B]>,
         /// `X̂ = (X - μ)/√(σ² + ε)` of each sample.
@@ -448,17 +544,17 @@ mod train {
         partial.iter().fold(tail, |s, &p| s + p)
     }
 
-    impl<T, const B: usize, const C: usize, const H: usize, const W: usize, A, S> Train<T, B>
-        for BatchNorm2d<T, C, H, W, A, S>
+    impl<T, const B: usize, X, const C: usize, A, S> Train<T, B> for BatchNorm<T, X, C, A, S>
     where
         T: Element + Sample + Float,
+        X: Channels<T>,
         A: Activation,
         S: Store,
     {
-        type Workspace = BatchNorm2dWorkspace<T, [[[T; W]; H]; C], C, B>;
+        type Workspace = BatchNormWorkspace<T, X, C, B>;
 
         fn workspace(&self) -> Self::Workspace {
-            BatchNorm2dWorkspace {
+            BatchNormWorkspace {
                 output: zeroed_samples(),
                 normalized: zeroed_samples(),
                 d_pre_activation: zeroed_samples(),
@@ -467,12 +563,8 @@ mod train {
             }
         }
 
-        fn forward_train<'w>(
-            &self,
-            x: &[[[[T; W]; H]; C]; B],
-            ws: &'w mut Self::Workspace,
-        ) -> &'w [[[[T; W]; H]; C]; B] {
-            let n = T::from(B * H * W).unwrap_or_else(T::nan);
+        fn forward_train<'w>(&self, x: &[X; B], ws: &'w mut Self::Workspace) -> &'w [X; B] {
+            let n = T::from(B * X::PER_CHANNEL).unwrap_or_else(T::nan);
             let (gamma, beta) = (S::vector(&self.weight), S::vector(&self.bias));
             kernels::with_wide_vectors(
                 #[inline(always)]
@@ -480,7 +572,7 @@ mod train {
                     for c in 0..C {
                         // μ, then σ² from the deviations (two passes: no cancellation), each
                         // plane (one sample's channel `c`) a contiguous slice.
-                        let planes = || x.iter().map(|x| x[c].as_flattened());
+                        let planes = || x.iter().map(|x| x.channel(c));
                         let total = planes().fold(T::zero(), |s, p| s + sum_with(p, p, |v, _| v));
                         let mean = total / n;
                         let squares = planes().fold(T::zero(), |s, p| {
@@ -493,9 +585,9 @@ mod train {
                         let (g, b) = (gamma[c], beta[c]);
                         let planes = ws.normalized.iter_mut().zip(ws.output.iter_mut()).zip(x);
                         for ((xh, a), x) in planes {
-                            let xs = x[c].as_flattened();
-                            let xh = xh[c].as_flattened_mut();
-                            let a = a[c].as_flattened_mut();
+                            let xs = x.channel(c);
+                            let xh = xh.channel_mut(c);
+                            let a = a.channel_mut(c);
                             for ((xh, a), &x) in xh.iter_mut().zip(a).zip(xs) {
                                 *xh = (x - mean) * inv_std;
                                 *a = A::apply(g * *xh + b);
@@ -507,19 +599,19 @@ mod train {
             &ws.output
         }
 
-        fn output(ws: &Self::Workspace) -> &[[[[T; W]; H]; C]; B] {
+        fn output(ws: &Self::Workspace) -> &[X; B] {
             &ws.output
         }
 
         fn backward(
             &self,
-            _x: &[[[[T; W]; H]; C]; B],
+            _x: &[X; B],
             ws: &mut Self::Workspace,
-            d_output: &[[[[T; W]; H]; C]; B],
-            d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
+            d_output: &[X; B],
+            d_input: Option<&mut [X; B]>,
             gradients: &mut Self,
         ) {
-            let n = T::from(B * H * W).unwrap_or_else(T::nan);
+            let n = T::from(B * X::PER_CHANNEL).unwrap_or_else(T::nan);
             let gamma = S::vector(&self.weight);
             let mut d_gamma = [T::zero(); C];
             let mut d_beta = [T::zero(); C];
@@ -534,11 +626,11 @@ mod train {
                         .zip(ws.output.iter())
                         .zip(d_output)
                     {
-                        let dz = dz.as_flattened_mut().as_flattened_mut();
-                        let a = a.as_flattened().as_flattened();
-                        let da = da.as_flattened().as_flattened();
-                        for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
-                            *dz = da * A::derivative_from_output(a);
+                        for c in 0..C {
+                            let (dz, a, da) = (dz.channel_mut(c), a.channel(c), da.channel(c));
+                            for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
+                                *dz = da * A::derivative_from_output(a);
+                            }
                         }
                     }
                     for c in 0..C {
@@ -546,7 +638,7 @@ mod train {
                         let planes = ws.d_pre_activation.iter().zip(ws.normalized.iter());
                         let (mut db, mut dg) = (T::zero(), T::zero());
                         for (dz, xh) in planes {
-                            let (dz, xh) = (dz[c].as_flattened(), xh[c].as_flattened());
+                            let (dz, xh) = (dz.channel(c), xh.channel(c));
                             db += sum_with(dz, dz, |d, _| d);
                             dg += sum_with(dz, xh, |d, x| d * x);
                         }
@@ -562,9 +654,9 @@ mod train {
                                 .zip(ws.d_pre_activation.iter())
                                 .zip(ws.normalized.iter());
                             for ((dx, dz), xh) in planes {
-                                let dx = dx[c].as_flattened_mut();
-                                let dz = dz[c].as_flattened();
-                                let xh = xh[c].as_flattened();
+                                let dx = dx.channel_mut(c);
+                                let dz = dz.channel(c);
+                                let xh = xh.channel(c);
                                 for ((dx, &dz), &xh) in dx.iter_mut().zip(dz).zip(xh) {
                                     *dx = k * (dz - mean_dz - xh * mean_dzx);
                                 }
@@ -584,7 +676,7 @@ mod train {
         /// The batch's mean and unbiased variance into the running ones, PyTorch's way.
         fn update_statistics(&mut self, ws: &Self::Workspace) {
             let m = T::from(BATCH_NORM_MOMENTUM).unwrap_or_else(T::zero);
-            let count = B * H * W;
+            let count = B * X::PER_CHANNEL;
             let unbiased = if count > 1 {
                 T::from(count).unwrap_or_else(T::one) / T::from(count - 1).unwrap_or_else(T::one)
             } else {

@@ -308,8 +308,12 @@ pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
 pub use avg_pool::AvgPool2d;
 pub use bake::{Bake, PartName, SafetensorsFile, Skip, Within};
 #[cfg(feature = "alloc")]
-pub use batch_norm::BatchNorm2dWorkspace;
-pub use batch_norm::{BATCH_NORM_EPSILON, BATCH_NORM_MOMENTUM, BatchNorm2d};
+pub use batch_norm::BatchNormWorkspace;
+#[doc(hidden)]
+pub use batch_norm::Channels;
+pub use batch_norm::{
+    BATCH_NORM_EPSILON, BATCH_NORM_MOMENTUM, BatchNorm, BatchNorm1d, BatchNorm2d,
+};
 pub use chain::Chain;
 #[cfg(feature = "alloc")]
 pub use chain::ChainWorkspace;

@@ -3,8 +3,9 @@
 // The items the documentation below links to (the macro itself names every path in full).
 #[cfg(doc)]
 use super::{
-    AvgPool2d, BatchNorm2d, Conv2d, Dense, DepthwiseConv2d, Dropout, Flatten, Heap, MaxPool2d,
-    ProjectedResidual, QConv2d, QDense, Residual, Softmax, conv_output_size, pool_output_size,
+    AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dense, DepthwiseConv2d, Dropout, Flatten, Heap,
+    MaxPool2d, ProjectedResidual, QConv2d, QDense, Residual, Softmax, conv_output_size,
+    pool_output_size,
 };
 
 /// The type of a network made of the given layers, first to last: `net![L1, L2, L3]` is
@@ -40,6 +41,7 @@ use super::{
 /// | `Dense<I, O>`, `Dense<I, O, A>` | `nn.Linear(I, O)` (+ the activation) | [`Dense`] |
 /// | `Softmax` (after a `Dense`) | `nn.Softmax(dim=1)` | [`Softmax`] |
 /// | `BatchNorm2d<C>`, `BatchNorm2d<C, A>` | `nn.BatchNorm2d(C)` (+ the activation) | [`BatchNorm2d`] |
+/// | `BatchNorm1d<N>`, `BatchNorm1d<N, A>` (after `Flatten` or a `Dense`) | `nn.BatchNorm1d(N)` (+ the activation) | [`BatchNorm1d`] |
 /// | `Dropout<P>` | `nn.Dropout(P / 100)` | [`Dropout`] |
 /// | `Residual<[L1, L2, ..]>`, `Residual<[..], A>` | a module computing `A(branch(x) + x)` | [`Residual`] |
 /// | `Residual<[L1, ..], [S1, ..]>`, `Residual<[..], [..], A>` | `A(branch(x) + shortcut(x))` | [`ProjectedResidual`] |
@@ -445,6 +447,31 @@ macro_rules! __net_image {
             ($i, $o, $a) $($rest)*)
     };
     // A softmax after a dense layer: its width.
+    // Batch normalization of vectors: (width[, activation]), checked against what reaches it.
+    (@vector (i8) $given:tt BatchNorm1d $($rest:tt)*) => {
+        $crate::__net_image!(@conv_type BatchNorm1d (i8) ())
+    };
+    (@vector $t:tt $given:tt BatchNorm1d<$n:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@batch_norm_1d $t $given ($crate::__net_image!(@name BatchNorm1d $n))
+            ($n) ($crate::nn::Identity) $($rest)*)
+    };
+    (@vector $t:tt $given:tt BatchNorm1d<$n:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@batch_norm_1d $t $given ($crate::__net_image!(@name BatchNorm1d $n, $a))
+            ($n) ($a) $($rest)*)
+    };
+    (@batch_norm_1d ($($t:tt)+) (dense $o:tt) ($name:expr) ($n:tt) ($a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::BatchNorm1d<$($t)+, { $crate::nn::__inputs($name, $n, $o) }, $a>)
+            (@vector ($($t)+) (dense $o))
+            $($rest)*)
+    };
+    (@batch_norm_1d ($($t:tt)+) (flatten $from_input:tt $c:tt $h:tt $w:tt) ($name:expr) ($n:tt) ($a:ty) $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::BatchNorm1d<$($t)+,
+                { $crate::nn::__flattened_inputs($name, $from_input, $n, ($c, $h, $w)) }, $a>)
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
+            $($rest)*)
+    };
     (@vector ($($t:tt)+) (dense $o:tt) Softmax $($rest:tt)*) => {
         $crate::__net_image!(@emit ($crate::nn::Softmax<$($t)+, $o>) (@vector ($($t)+) (dense $o)) $($rest)*)
     };

@@ -10,6 +10,16 @@ type Net = constmat::net![
     Dense<16384, 10>,
 ];
 
+// The same mistake on vectors: a dense layer's 64 outputs normalized as 128.
+type Head = constmat::net![
+    Input<f32, 1, 8, 8>,
+    Flatten,
+    Dense<64, 64, Relu>,
+    BatchNorm1d<128>,
+    Dense<64, 10>,
+];
+
 fn main() {
     let _net = Net::zeros();
+    let _head = Head::zeros();
 }

@@ -10,8 +10,8 @@ use std::time::Instant;
 use constmat::Matrix;
 use constmat::data::mnist::{self, CLASSES, Mnist, Split};
 use constmat::nn::{
-    Adam, Layer, Momentum, Optimizer, Parameters, RandomInit, Schedule, Sgd, SoftmaxCrossEntropy,
-    StepError, Train, Trainer, argmax, zeroed_batch,
+    Adam, Layer, Momentum, Optimizer, Parameters, Predict, RandomInit, Schedule, Sgd,
+    SoftmaxCrossEntropy, StepError, Train, Trainer, zeroed_batch,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -916,23 +916,19 @@ fn progress_bar(len: usize, epoch: usize, epochs: usize) -> ProgressBar {
     bar
 }
 
-/// Forward passes over a whole split in batches of `EVAL`, reusing one workspace.
-struct Evaluator<M: Model, const EVAL: usize>
-where
-    M::Net: Train<f32, EVAL>,
-{
-    workspace: <M::Net as Train<f32, EVAL>>::Workspace,
+/// Predictions over a whole split in batches of `EVAL` ([`Predict::predict_batch`]: the net in
+/// inference, as the saved net runs; batch normalization uses its running statistics, not the
+/// batch's).
+struct Evaluator<M: Model, const EVAL: usize> {
     x: Box<[<M::Net as Layer>::In; EVAL]>,
+    classes: Box<[usize; EVAL]>,
 }
 
-impl<M: Model, const EVAL: usize> Evaluator<M, EVAL>
-where
-    M::Net: Train<f32, EVAL>,
-{
-    fn new(net: &M::Net) -> Self {
+impl<M: Model, const EVAL: usize> Evaluator<M, EVAL> {
+    fn new(_net: &M::Net) -> Self {
         Self {
-            workspace: Train::<f32, EVAL>::workspace(net),
             x: zeroed_batch(),
+            classes: Box::new([0; EVAL]),
         }
     }
 
@@ -945,8 +941,8 @@ where
             for (k, x) in self.x.iter_mut().enumerate() {
                 M::fill(split, start + k.min(real - 1), x);
             }
-            let logits = net.forward_train(&self.x, &mut self.workspace);
-            predictions.extend(logits.iter().take(real).map(|row| argmax(row) as u8));
+            net.predict_batch(&self.x, &mut self.classes);
+            predictions.extend(self.classes.iter().take(real).map(|&class| class as u8));
         }
         predictions
     }

@@ -446,7 +446,7 @@ impl core::error::Error for Error {}
 /// use constmat::format::TensorName;
 /// assert_eq!(TensorName::new(b"2.weight").as_str(), "2.weight");
 /// assert_eq!(TensorName::new(b"caf\xc3\xa9").as_str(), "caf??");
-/// assert_eq!(TensorName::new(&[b'x'; 100]).as_str().len(), TensorName::CAPACITY + 3);
+/// assert_eq!(TensorName::new(&[b'x'; 200]).as_str().len(), TensorName::CAPACITY + 3);
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TensorName {
@@ -456,7 +456,8 @@ pub struct TensorName {
 
 impl TensorName {
     /// The most bytes kept.
-    pub const CAPACITY: usize = 64;
+    /// (A name inside nested blocks, `{module}.{path}`, takes up to 21 + [`FieldPath::CAPACITY`](super::FieldPath::CAPACITY) bytes.)
+    pub const CAPACITY: usize = 128;
 
     /// The name `bytes`, cut to [`CAPACITY`](Self::CAPACITY).
     #[must_use]

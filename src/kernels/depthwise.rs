@@ -62,7 +62,7 @@ impl Depthwise {
         let end = if input + padding <= k {
             0
         } else {
-            ((input - 1 + padding - k) / stride + 1).min(output)
+            ((input + padding - k - 1) / stride + 1).min(output)
         };
         first..end.max(first)
     }

@@ -307,7 +307,10 @@ where
     type WithStore<S2: Store> = BatchNorm<T, X, C, A, S2>;
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
-        let (scale, shift) = self.inference_affine();
+        // (x - mean)·scale + β, as PyTorch computes it: folding the mean into the shift
+        // (x·scale + (β - mean·scale)) loses the low bits of x where the mean is large.
+        let (scale, _) = self.inference_affine();
+        let (mean, beta) = (S::vector(&self.running_mean), S::vector(&self.bias));
         kernels::with_wide_vectors(
             #[inline(always)]
             || {
@@ -315,7 +318,7 @@ where
                     for c in 0..C {
                         let (x, y) = (x.channel(c), y.channel_mut(c));
                         for (x, y) in x.iter().zip(y) {
-                            *y = A::apply(*x * scale[c] + shift[c]);
+                            *y = A::apply((*x - mean[c]) * scale[c] + beta[c]);
                         }
                     }
                 }
@@ -544,6 +547,20 @@ mod train {
         partial.iter().fold(tail, |s, &p| s + p)
     }
 
+    /// Nothing, or a compile error when a batch holds fewer than 2 values of each channel
+    /// (`BatchNorm1d` at batch 1): their variance is 0, every output would be β and no
+    /// gradient would reach the layers before (PyTorch refuses it at run time: "Expected more
+    /// than 1 value per channel when training").
+    const fn check_values_per_channel(values: usize) {
+        if values < 2 {
+            crate::format::Message::new()
+                .str("batch normalization of ")
+                .number(values)
+                .str(" value per channel in a batch: training normalizes each channel over the batch, so it needs at least 2 (a batch of 2 or more, or images larger than 1 x 1)")
+                .panic()
+        }
+    }
+
     impl<T, const B: usize, X, const C: usize, A, S> Train<T, B> for BatchNorm<T, X, C, A, S>
     where
         T: Element + Sample + Float,
@@ -554,6 +571,7 @@ mod train {
         type Workspace = BatchNormWorkspace<T, X, C, B>;
 
         fn workspace(&self) -> Self::Workspace {
+            const { check_values_per_channel(B * X::PER_CHANNEL) };
             BatchNormWorkspace {
                 output: zeroed_samples(),
                 normalized: zeroed_samples(),
@@ -690,7 +708,7 @@ mod train {
             for (r, &b) in var.iter_mut().zip(&ws.variance) {
                 *r = (T::one() - m) * *r + m * b * unbiased;
             }
-            self.num_batches_tracked += 1;
+            self.num_batches_tracked = self.num_batches_tracked.saturating_add(1);
         }
     }
 }

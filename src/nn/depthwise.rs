@@ -158,8 +158,8 @@ impl<
         }
     }
 
-    /// A layer with weights drawn by `init` (fan-in `K·K`, fan-out `OC / C · K·K`, as PyTorch
-    /// counts them for `groups = C`) and zero biases.
+    /// A layer with weights drawn by `init` (fan-in `K·K`, fan-out `OC·K·K`, as PyTorch counts
+    /// them for a weight of `[OC, 1, K, K]`) and zero biases.
     #[cfg(feature = "rand")]
     #[must_use]
     pub fn with_init<R: rand::Rng + ?Sized>(init: Init, rng: &mut R) -> Self
@@ -172,7 +172,7 @@ impl<
             .as_flattened_mut()
             .as_flattened_mut()
             .as_flattened_mut();
-        init.fill(flat, K * K, Self::SIZES.multiplier * K * K, rng);
+        init.fill(flat, K * K, OC * K * K, rng);
         Self::new(weight, S::vector_filled(T::ZERO))
     }
 }

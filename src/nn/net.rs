@@ -147,6 +147,12 @@ macro_rules! net {
     (DepthwiseConv2d<$ci:literal, $co:tt, $k:tt $(, $s:tt $(, $p:tt $(, $a:tt)?)?)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input DepthwiseConv2d<$ci, $co, $k $(, $s $(, $p $(, $a)?)?)?>)
     };
+    (BatchNorm2d<$c:literal $(, $a:tt)?> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input BatchNorm2d<$c $(, $a)?>)
+    };
+    (Residual<[$($b:tt)*] $($x:tt)*) => {
+        $crate::__net_image!(@no_input Residual)
+    };
     (MaxPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input MaxPool2d<$k $(, $s)?>)
     };
@@ -543,7 +549,8 @@ macro_rules! __net_image {
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, ",
-            "`BatchNorm2d<..>`, `Residual<[..]>`, `Dropout<..>`, `Flatten` or `Dense<..>`, found `",
+            "`BatchNorm2d<..>`, `BatchNorm1d<..>`, `Residual<[..]>`, `Dropout<..>`, `Flatten` or ",
+            "`Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"
         ))
     };

@@ -39,7 +39,8 @@ impl PartName for ShortcutPart {
 
 /// A residual block with the identity shortcut: `A = f(branch(X) + X)`, ResNet's basic block
 /// where the branch keeps the image's channels and size (PyTorch: a module whose `forward` is
-/// `act(self.branch(x) + x)`). The branch's output must be its input's shape: a branch that
+/// `self.branch(x) + x`, followed in the `nn.Sequential` by the activation's module, as every
+/// constmat layer is). The branch's output must be its input's shape: a branch that
 /// changes it needs a [`ProjectedResidual`].
 ///
 /// In [`net!`](crate::net)'s image form: `Residual<[layers], A>` (the activation optional).

@@ -8,11 +8,19 @@ use super::{Parameters, Sample};
 
 /// A layer (or a whole net) that can be trained on batches of `B` samples.
 ///
-/// [`forward_train`](Train::forward_train) runs the layer's one forward pass
-/// ([`Layer::forward`](super::Layer::forward)) into a [`Workspace`](Train::Workspace) that keeps
-/// every intermediate the [`backward`](Train::backward) pass needs. The workspace is allocated
-/// once by [`workspace`](Train::workspace), on the heap, so a training step allocates nothing
-/// and large batches do not touch the stack.
+/// [`forward_train`](Train::forward_train) runs the layer's forward pass (the computation of
+/// [`Layer::forward`](super::Layer::forward), but for the layers that train otherwise than they
+/// predict: batch normalization with the batch's statistics, dropout with its masks) into a
+/// [`Workspace`](Train::Workspace) that keeps every intermediate the
+/// [`backward`](Train::backward) pass needs. The workspace is allocated once by
+/// [`workspace`](Train::workspace), on the heap, so a training step allocates nothing and large
+/// batches do not touch the stack.
+///
+/// A training step is `forward_train`, `backward`, the optimizer's update, then
+/// [`update_statistics`](Train::update_statistics), as
+/// [`Trainer::step`](crate::nn::Trainer::step) does: a loop written by hand must call it too,
+/// or a net with batch normalization predicts with the running statistics it started with. A
+/// layer that wraps others and implements `Train` by delegating must forward it to them.
 ///
 /// ```
 /// use constmat::Matrix;

@@ -43,9 +43,9 @@ Options:
                    wide-mlp, conv5x5, stem7x7
   --instruction-set SET
                    run constmat's kernels on this path: avx512, avx2 or portable (at most what
-                   the CPU has; the output says which one ran). NumPy and PyTorch are held
-                   to the same set (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA and
-                   MKL_ENABLE_INSTRUCTIONS, each unless already set)
+                   the CPU has; the output says which one ran). Below AVX-512, NumPy and
+                   PyTorch are held to the same set (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA
+                   and MKL_ENABLE_INSTRUCTIONS, each unless already set)
   --rounds N       rounds; each implementation runs every workload once per round, in an order
                    that rotates from round to round; the table shows medians (default 5)
   --quick          short measurements (0.05 s per workload, 20 epoch steps), for a smoke test
@@ -612,7 +612,9 @@ fn run_suite(options: &Options) -> Result<bool, String> {
         },
         None => println!("- note: PyTorch is left out (--no-python)"),
     }
-    if let Some(set) = options.instruction_set {
+    if let Some(set) = options.instruction_set
+        && !python::isa_variables(set).is_empty()
+    {
         let held: Vec<String> = python::isa_variables(set)
             .iter()
             .map(|(var, value)| match std::env::var(var) {

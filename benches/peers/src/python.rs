@@ -43,21 +43,19 @@ pub fn hold_to(set: InstructionSet) {
 
 /// The variables that hold PyTorch to `set`: ATen's own kernels, oneDNN's (convolutions) and
 /// MKL's (matrix products; without it MKL keeps AVX-512 where ATen was held to AVX2, 164
-/// against 103 GFLOP/s for 1000 x 784 x 512 on a Xeon). Each one the user set is kept.
-pub fn isa_variables(set: InstructionSet) -> [(&'static str, &'static str); 3] {
+/// against 103 GFLOP/s for 1000 x 784 x 512 on a Xeon). None for AVX-512, which PyTorch takes
+/// by itself where the CPU has it (and holding oneDNN to it would forbid the extensions it
+/// may use beyond). Each one the user set is kept.
+pub fn isa_variables(set: InstructionSet) -> &'static [(&'static str, &'static str)] {
     match set {
-        InstructionSet::Avx512 => [
-            ("ATEN_CPU_CAPABILITY", "avx512"),
-            ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE"),
-            ("MKL_ENABLE_INSTRUCTIONS", "AVX512"),
-        ],
-        InstructionSet::Avx2 => [
+        InstructionSet::Avx512 => &[],
+        InstructionSet::Avx2 => &[
             ("ATEN_CPU_CAPABILITY", "avx2"),
             ("ONEDNN_MAX_CPU_ISA", "AVX2"),
             ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
         ],
         // The reference loops, and any set a later constmat adds: the oldest x86-64 paths.
-        _ => [
+        _ => &[
             ("ATEN_CPU_CAPABILITY", "default"),
             ("ONEDNN_MAX_CPU_ISA", "SSE41"),
             ("MKL_ENABLE_INSTRUCTIONS", "SSE4_2"),
@@ -80,7 +78,7 @@ fn command(python: &str) -> Command {
         command.env(var, "1");
     }
     if let Some(&set) = HELD_TO.get() {
-        for (var, value) in isa_variables(set) {
+        for &(var, value) in isa_variables(set) {
             if std::env::var_os(var).is_none() {
                 command.env(var, value);
             }

@@ -5,7 +5,7 @@
 //! the work is bounded by the file's size and [`MAX_TENSORS`].
 
 use super::error::{Error, Shape, TensorName};
-use super::spec::NetSpec;
+use super::spec::{NetSpec, parse_name};
 use super::{Dtype, bytes_eq};
 
 /// The largest header length accepted, in bytes (the reference implementation's limit).
@@ -524,27 +524,6 @@ impl<'a> Header<'a> {
             data,
         }
     }
-}
-
-/// `name` read as `"{module}.{field}"`: the module in decimal without leading zeros, a dot, a
-/// non-empty field. `None` for any other name (`fc1.weight`, `01.bias`).
-pub(crate) const fn parse_name(name: &[u8]) -> Option<(usize, &[u8])> {
-    let mut at = 0;
-    let mut module: usize = 0;
-    while at < name.len() && name[at].is_ascii_digit() {
-        module = match module.checked_mul(10) {
-            Some(m) => match m.checked_add((name[at] - b'0') as usize) {
-                Some(m) => m,
-                None => return None,
-            },
-            None => return None,
-        };
-        at += 1;
-    }
-    if at == 0 || (at > 1 && name[0] == b'0') || at + 1 >= name.len() || name[at] != b'.' {
-        return None;
-    }
-    Some((module, name.split_at(at + 1).1))
 }
 
 /// A tensor's name and offsets, kept while parsing (`name` is a range of the header).

@@ -411,7 +411,7 @@ impl NetSpec {
                         && bytes_eq(field.split_at(name.len()).0, name)
                     {
                         let rest = field.split_at(name.len() + 1).1;
-                        return match super::parse::parse_name(rest) {
+                        return match parse_name(rest) {
                             Some((inner, field)) => parts[i].spec.find(inner, field),
                             None => None,
                         };
@@ -422,4 +422,25 @@ impl NetSpec {
             }
         }
     }
+}
+
+/// `name` read as `"{module}.{field}"`: the module in decimal without leading zeros, a dot, a
+/// non-empty field. `None` for any other name (`fc1.weight`, `01.bias`).
+pub(crate) const fn parse_name(name: &[u8]) -> Option<(usize, &[u8])> {
+    let mut at = 0;
+    let mut module: usize = 0;
+    while at < name.len() && name[at].is_ascii_digit() {
+        module = match module.checked_mul(10) {
+            Some(m) => match m.checked_add((name[at] - b'0') as usize) {
+                Some(m) => m,
+                None => return None,
+            },
+            None => return None,
+        };
+        at += 1;
+    }
+    if at == 0 || (at > 1 && name[0] == b'0') || at + 1 >= name.len() || name[at] != b'.' {
+        return None;
+    }
+    Some((module, name.split_at(at + 1).1))
 }

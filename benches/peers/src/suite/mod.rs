@@ -13,6 +13,7 @@
 //! [`checks`] the comparison with PyTorch's results, [`report`] the figures and the tables.
 
 mod checks;
+mod figure;
 mod nets;
 mod report;
 mod runner;
@@ -26,8 +27,9 @@ use crate::Options;
 use crate::common::{EVAL, measure};
 
 use checks::{NetReport, compare, constmat_report, python_report};
+use figure::FIGURES;
 use nets::{NETS, NetDef};
-use report::{FIGURES, print_tables};
+use report::print_tables;
 use runner::{SuiteData, SuiteNet};
 
 /// Training steps of the checks: the loss after this many plain-SGD steps (learning rate

@@ -5,7 +5,7 @@
 use constmat::nn::{Dense, Layer, Relu};
 use serde_json::{Value, json};
 
-use super::report::Figure;
+use super::figure::Figure;
 use super::runner::{SuiteData, SuiteNet, make};
 use crate::common::EVAL;
 

@@ -37,7 +37,7 @@ pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
 pub(crate) fn requantize_i8(
     dots: &[i32],
     parameters: (&[i32], &[i32], &[i32]),
-    zero_and_low: (i8, i8),
+    zero_and_range: (i8, i8, i8),
     out: &mut [i8],
 ) {
     let (bias, multiplier, exponent) = parameters;
@@ -51,14 +51,14 @@ pub(crate) fn requantize_i8(
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = super::x86::detected_isa_i8() {
         // The SIMD kernels check the exponents as they load them.
-        super::x86::requantize_i8(isa, dots, parameters, zero_and_low, out);
+        super::x86::requantize_i8(isa, dots, parameters, zero_and_range, out);
         return;
     }
     assert!(
         exponent.iter().all(|&e| (-31..=30).contains(&e)),
         "a multiplier's exponent is from -31 to 30"
     );
-    super::reference::requantize_i8(dots, parameters, zero_and_low, out);
+    super::reference::requantize_i8(dots, parameters, zero_and_range, out);
 }
 
 /// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the
@@ -67,7 +67,7 @@ pub(crate) fn requantize_i8(
 pub(crate) fn requantize_one(
     dot: i32,
     (bias, multiplier, exponent): (i32, i32, i32),
-    (zero, low): (i8, i8),
+    range: (i8, i8, i8),
 ) -> i8 {
-    super::reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
+    super::reference::requantize_one(dot, (bias, multiplier, exponent), range)
 }

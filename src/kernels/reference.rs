@@ -258,33 +258,30 @@ pub fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
 }
 
 /// One output of the int8 layers' requantization, the definition:
-/// `clamp(zero + M·(dot + bias), low, 127)` with `M = (multiplier, exponent)` in fixed point
+/// `clamp(zero + M·(dot + bias), low, high)` with `M = (multiplier, exponent)` in fixed point
 /// ([`crate::quant::Multiplier::apply`]), the sums saturating.
 #[inline]
 pub fn requantize_one(
     dot: i32,
-    bias: i32,
-    multiplier: i32,
-    exponent: i32,
-    zero: i8,
-    low: i8,
+    (bias, multiplier, exponent): (i32, i32, i32),
+    (zero, low, high): (i8, i8, i8),
 ) -> i8 {
     let m = crate::quant::Multiplier {
         multiplier,
         exponent,
     };
     let q = i32::from(zero).saturating_add(m.apply(dot.saturating_add(bias)));
-    q.clamp(i32::from(low), 127) as i8
+    q.clamp(i32::from(low), i32::from(high)) as i8
 }
 
 /// [`requantize_one`] for every output.
 pub fn requantize_i8(
     dots: &[i32],
     (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
-    (zero, low): (i8, i8),
+    range: (i8, i8, i8),
     out: &mut [i8],
 ) {
     for (o, q) in out.iter_mut().enumerate() {
-        *q = requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
+        *q = requantize_one(dots[o], (bias[o], multiplier[o], exponent[o]), range);
     }
 }

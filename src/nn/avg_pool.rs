@@ -13,8 +13,6 @@
 //! A window of the whole image (`K` = its height = its width) is a global average pool, as in
 //! the ResNets of MLPerf Tiny (`AveragePooling2D(pool_size=8)` on 8 x 8, then `Flatten`).
 
-use num_traits::Float;
-
 use super::shape::{Window, check_output_size};
 use super::{Layer, NetSpec, Sample, Store};
 use crate::kernels;
@@ -103,25 +101,91 @@ impl<
     }
 }
 
-impl<
-    T: Float,
-    const C: usize,
-    const K: usize,
-    const STRIDE: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-> AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>
-{
-    /// `K²`, the values of a window, as `T` (exact for any window a type can hold).
-    fn window_len() -> T {
-        T::from(K * K).unwrap_or_else(T::nan)
+/// A value [`AvgPool2d`] takes means of: `f32` and `f64` (the sum divided by the window's
+/// length), and `i8` for int8 nets (TensorFlow Lite's integer mean: the sum divided by the
+/// length, rounded to nearest, halves away from zero; the output keeps the input's
+/// quantization).
+pub trait Averaged: Sample {
+    /// `means[ow]`: the mean of `window_rows`' windows `ow` (columns `ow·stride..ow·stride+K`).
+    #[doc(hidden)]
+    fn means<const K: usize, const W: usize, const OW: usize>(
+        window_rows: &[[Self; W]],
+        stride: usize,
+        means: &mut [Self; OW],
+    );
+}
+
+macro_rules! float_means {
+    ($($t:ty),*) => {$(
+        impl Averaged for $t {
+            #[inline(always)]
+            fn means<const K: usize, const W: usize, const OW: usize>(
+                window_rows: &[[Self; W]],
+                stride: usize,
+                means: &mut [Self; OW],
+            ) {
+                // Each window's values added in its row-major order (as PyTorch adds them),
+                // then divided by K².
+                *means = [0.0; OW];
+                for row in window_rows {
+                    for j in 0..K {
+                        for (ow, sum) in means.iter_mut().enumerate() {
+                            *sum += row[ow * stride + j];
+                        }
+                    }
+                }
+                let len = (K * K) as $t; // exact for any window a type can hold
+                for mean in means.iter_mut() {
+                    *mean /= len;
+                }
+            }
+        }
+    )*};
+}
+
+float_means!(f32, f64);
+
+impl Averaged for i8 {
+    #[inline(always)]
+    fn means<const K: usize, const W: usize, const OW: usize>(
+        window_rows: &[[Self; W]],
+        stride: usize,
+        means: &mut [Self; OW],
+    ) {
+        let mut sums = [0_i32; OW];
+        for row in window_rows {
+            for j in 0..K {
+                for (ow, sum) in sums.iter_mut().enumerate() {
+                    *sum += i32::from(row[ow * stride + j]);
+                }
+            }
+        }
+        for (mean, &sum) in means.iter_mut().zip(&sums) {
+            *mean = rounded_mean(sum, K * K);
+        }
     }
 }
 
+/// `sum / count` rounded to nearest, halves away from zero (TensorFlow Lite's integer average
+/// pooling), as an `i8`: the mean of int8 values is one.
+#[inline(always)]
+fn rounded_mean(sum: i32, count: usize) -> i8 {
+    // A window of i8 values has at most H·W of them, and a sum of them fits i32 for any image
+    // an array holds; the count is at least 1 (the shape rule).
+    let count = count as i32;
+    let half = count / 2;
+    // Division truncates toward zero, so moving the sum half a count away from zero first
+    // rounds halves away from zero.
+    let mean = if sum > 0 {
+        (sum + half) / count
+    } else {
+        (sum - half) / count
+    };
+    mean.clamp(-128, 127) as i8
+}
+
 impl<
-    T: Sample + Float,
+    T: Averaged,
     const C: usize,
     const K: usize,
     const STRIDE: usize,
@@ -144,9 +208,7 @@ impl<
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         let () = Self::SHAPE;
-        let len = Self::window_len();
-        // A row of windows at a time, each window's values added in its row-major order (as
-        // PyTorch adds them), then divided by K²: compiled for the widest vectors the CPU has.
+        // A row of windows at a time: compiled for the widest vectors the CPU has.
         kernels::with_wide_vectors(
             #[inline(always)]
             || {
@@ -154,17 +216,7 @@ impl<
                     for (x, y) in x.iter().zip(y) {
                         for (oh, y) in y.iter_mut().enumerate() {
                             let top = oh * STRIDE;
-                            *y = [T::zero(); OW];
-                            for row in &x[top..top + K] {
-                                for j in 0..K {
-                                    for (ow, sum) in y.iter_mut().enumerate() {
-                                        *sum = *sum + row[ow * STRIDE + j];
-                                    }
-                                }
-                            }
-                            for mean in y.iter_mut() {
-                                *mean = *mean / len;
-                            }
+                            T::means::<K, W, OW>(&x[top..top + K], STRIDE, y);
                         }
                     }
                 }
@@ -177,19 +229,19 @@ impl<
     }
 }
 
-no_parameters!("average pooling", [T: Sample + Float, const C: usize, const K: usize, const STRIDE: usize, const H: usize, const W: usize, const OH: usize, const OW: usize], AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>);
+no_parameters!("average pooling", [T: Averaged, const C: usize, const K: usize, const STRIDE: usize, const H: usize, const W: usize, const OH: usize, const OW: usize], AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>);
 
 #[cfg(feature = "alloc")]
 mod train {
 
     use num_traits::Float;
 
-    use super::AvgPool2d;
+    use super::{Averaged, AvgPool2d};
     use crate::kernels;
-    use crate::nn::{Sample, Train};
+    use crate::nn::Train;
 
     impl<
-        T: Sample + Float,
+        T: Averaged + Float,
         const B: usize,
         const C: usize,
         const K: usize,
@@ -216,7 +268,8 @@ mod train {
             let Some(d_input) = d_input else {
                 return;
             };
-            let len = Self::window_len();
+            // K², the values of a window, as T (exact for any window a type can hold).
+            let len = T::from(K * K).unwrap_or_else(T::nan);
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
@@ -239,6 +292,44 @@ mod train {
                     }
                 },
             );
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+mod quantize {
+    use alloc::vec::Vec;
+
+    use super::{Averaged, AvgPool2d};
+    use crate::nn::quantize::outputs_of;
+    use crate::nn::{Quantize, QuantizeError, QuantizeSample};
+    use crate::quant::Quantization;
+
+    /// The int8 layer averages the integers and keeps its input's quantization, as TensorFlow
+    /// Lite's `AVERAGE_POOL_2D` requires: the mean of `s·(q - z)` is `s·(mean(q) - z)`, so only
+    /// the rounding of the integer mean differs from the float layer's.
+    impl<
+        T,
+        const C: usize,
+        const K: usize,
+        const STRIDE: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+    > Quantize for AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>
+    where
+        T: Averaged + QuantizeSample<Quantized = i8>,
+    {
+        type Quantized = AvgPool2d<i8, C, K, STRIDE, H, W, OH, OW>;
+
+        fn quantize_layer(
+            &self,
+            _layer: usize,
+            input: Quantization,
+            samples: &[Self::In],
+        ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+            Ok((AvgPool2d::new(), input, outputs_of(self, samples)))
         }
     }
 }

@@ -290,6 +290,8 @@ mod pool;
 mod predict;
 mod qconv;
 mod qdense;
+mod qdepthwise;
+mod qsoftmax;
 #[cfg(feature = "alloc")]
 mod quantize;
 mod residual;
@@ -305,7 +307,7 @@ mod values;
 
 pub use crate::kernels::argmax;
 pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
-pub use avg_pool::AvgPool2d;
+pub use avg_pool::{Averaged, AvgPool2d};
 pub use bake::{Bake, PartName, SafetensorsFile, Skip, Within};
 #[cfg(feature = "alloc")]
 pub use batch_norm::BatchNormWorkspace;
@@ -340,6 +342,8 @@ pub use pool::{MaxPool2d, pool_output_size};
 pub use predict::{PREDICT_CHUNK, PREDICT_CHUNK_STACK, Predict};
 pub use qconv::QConv2d;
 pub use qdense::{QDense, QuantizedActivation};
+pub use qdepthwise::QDepthwiseConv2d;
+pub use qsoftmax::{QSoftmax, SOFTMAX_OUTPUT};
 #[cfg(feature = "alloc")]
 pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize};
 pub use residual::{BranchPart, ProjectedResidual, Residual, ShortcutPart};

@@ -405,9 +405,6 @@ macro_rules! __net_image {
             "`AvgPool2d<window>` or `AvgPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
     };
-    (@pool AvgPool2d (i8) $($rest:tt)*) => {
-        $crate::__net_image!(@conv_type AvgPool2d (i8) ())
-    };
     (@pool $kind:ident ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::$kind<$($t)+, $c, $k, $s, $h, $w,
@@ -507,7 +504,7 @@ macro_rules! __net_image {
     (@conv_type $kind:ident (i8) ($($arg:tt)*)) => {
         $crate::__net_image!(@mistake ::core::concat!(
             "`", ::core::stringify!($kind), "` has no int8 form yet: an `Input<i8, ..>` net can ",
-            "hold `Conv2d`, `MaxPool2d`, `Dropout`, `Flatten` and `Dense`"
+            "hold `Conv2d`, `MaxPool2d`, `AvgPool2d`, `Dropout`, `Flatten`, `Dense` and `Softmax`"
         ))
     };
     (@conv_type DepthwiseConv2d ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {

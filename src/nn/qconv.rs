@@ -174,8 +174,7 @@ impl<
     /// The outputs of filter `o` at a block of positions, from their dot products.
     #[inline]
     fn requantize_block(&self, o: usize, dots: &[i32], out: &mut [i8]) {
-        let zero = self.output.zero_point;
-        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
+        let (low, high) = A::output_range(self.output);
         // The filter's parameters for every position of the block.
         let uniform = |v: &S::Vector<i32, OC>| [S::vector(v)[o]; PATCH_POSITIONS];
         let (b, m, e) = (
@@ -184,7 +183,8 @@ impl<
             uniform(&self.exponent),
         );
         let n = dots.len();
-        kernels::requantize_i8(dots, (&b[..n], &m[..n], &e[..n]), (zero, low), out);
+        let range = (self.output.zero_point, low, high);
+        kernels::requantize_i8(dots, (&b[..n], &m[..n], &e[..n]), range, out);
     }
 
     /// [`forward_sample`](Self::forward_sample) a block of positions at a time.
@@ -227,8 +227,8 @@ impl<
             S::vector(&self.multiplier),
             S::vector(&self.exponent),
         );
-        let zero = self.output.zero_point;
-        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
+        let (low, high) = A::output_range(self.output);
+        let range = (self.output.zero_point, low, high);
         let pad = i32::from(self.input.zero_point);
         for (o, plane) in y.iter_mut().enumerate() {
             for (oh, row) in plane.iter_mut().enumerate() {
@@ -247,11 +247,8 @@ impl<
                             }
                         }
                     }
-                    *out = kernels::requantize_one(
-                        dot,
-                        (bias[o], multiplier[o], exponent[o]),
-                        (zero, low),
-                    );
+                    *out =
+                        kernels::requantize_one(dot, (bias[o], multiplier[o], exponent[o]), range);
                 }
             }
         }

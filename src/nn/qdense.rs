@@ -13,7 +13,7 @@
 //! [`Multiplier`]; ReLU is the lower clamp at `z_out` (0 in real terms). Derivation and choices:
 //! `docs/quantization.md`.
 
-use super::{Bake, Identity, Inline, Layer, Relu, SafetensorsFile, Sample, Store};
+use super::{Bake, Identity, Inline, Layer, Relu, Relu6, SafetensorsFile, Sample, Store};
 use crate::format::decode::{self, Source};
 use crate::format::{Error, Message, NetSpec};
 use crate::kernels;
@@ -25,17 +25,44 @@ pub(crate) const MOST_PRODUCTS: usize = (1 << 30) / (128 * 127);
 
 /// The activations an int8 layer can apply: those that are a clamp of the requantized output.
 /// (A sigmoid or tanh would need a lookup table; quantizing a layer with one does not compile.)
+///
+/// ```
+/// use constmat::nn::{Identity, QuantizedActivation, Relu, Relu6};
+/// use constmat::quant::Quantization;
+///
+/// // Outputs of scale 0.05 and zero point -100: the real 0 is -100, the real 6 is 20.
+/// let output = Quantization { scale: 0.05, zero_point: -100 };
+/// assert_eq!(Identity::output_range(output), (-128, 127));
+/// assert_eq!(Relu::output_range(output), (-100, 127));
+/// assert_eq!(Relu6::output_range(output), (-100, 20));
+/// ```
 pub trait QuantizedActivation: super::Activation {
-    /// Whether outputs below the real value 0 (the zero point) are clamped to it: ReLU.
-    const CLAMPS_AT_ZERO: bool;
+    /// The clamp `(low, high)` of the int8 outputs quantized with `output`: the quantized
+    /// ends of the activation's range within int8's (TensorFlow Lite's
+    /// `CalculateActivationRangeQuantized`, which rounds `6 / scale` in `f32`, halves away from
+    /// zero).
+    fn output_range(output: Quantization) -> (i8, i8);
 }
 
 impl QuantizedActivation for Identity {
-    const CLAMPS_AT_ZERO: bool = false;
+    fn output_range(_: Quantization) -> (i8, i8) {
+        (-128, 127)
+    }
 }
 
 impl QuantizedActivation for Relu {
-    const CLAMPS_AT_ZERO: bool = true;
+    fn output_range(output: Quantization) -> (i8, i8) {
+        (output.zero_point, 127)
+    }
+}
+
+impl QuantizedActivation for Relu6 {
+    fn output_range(output: Quantization) -> (i8, i8) {
+        // z + round(6 / s), computed as TensorFlow Lite does (in f32); a scale so small that
+        // 6 is beyond int8's levels leaves the high end at 127.
+        let six = f64::from(6.0_f32 / output.scale).round() + f64::from(output.zero_point);
+        (output.zero_point, six.clamp(-128.0, 127.0) as i8)
+    }
 }
 
 /// A dense layer in int8, for inference: `I` inputs, `O` outputs, the activation `A` (identity
@@ -149,13 +176,17 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
             S::vector(&self.multiplier),
             S::vector(&self.exponent),
         );
-        let zero = self.output.zero_point;
-        let low = if A::CLAMPS_AT_ZERO { zero } else { -128 };
+        let (low, high) = A::output_range(self.output);
         // Σ_i W_q[o][i]·x_q[i] for every output: i8 products summed in i32.
         let mut dots = [0_i32; O];
         kernels::dot_rows_i8(weight.as_flattened(), x, &mut dots);
         // q_out[o] = clamp(z_out + M[o]·(dot + b_q[o])).
-        kernels::requantize_i8(&dots, (bias, multiplier, exponent), (zero, low), y);
+        kernels::requantize_i8(
+            &dots,
+            (bias, multiplier, exponent),
+            (self.output.zero_point, low, high),
+            y,
+        );
     }
 }
 

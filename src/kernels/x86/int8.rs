@@ -323,7 +323,7 @@ pub(super) unsafe fn dot_tile_i8_avx2<const R: usize>(
     }
 }
 
-/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)` for 16 outputs at a time with
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, high)` for 16 outputs at a time with
 /// AVX-512F, `M[o]` the fixed-point multiplier `(multiplier[o], exponent[o])`: the same integers
 /// as [`crate::quant::Multiplier::apply`], lane by lane (a group with a positive exponent, which
 /// needs a saturating left shift, is done one output at a time). The steps, per lane:
@@ -342,7 +342,7 @@ pub(super) unsafe fn dot_tile_i8_avx2<const R: usize>(
 pub(super) unsafe fn requantize_i8_avx512(
     dots: &[i32],
     (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
-    (zero, low): (i8, i8),
+    (zero, low, top): (i8, i8, i8),
     out: &mut [i8],
 ) {
     let n = out.len();
@@ -368,8 +368,11 @@ pub(super) unsafe fn requantize_i8_avx512(
             );
             if _mm512_mask_cmpgt_epi32_mask(mask, e, _mm512_setzero_si512()) != 0 {
                 for o in o0..o0 + count {
-                    out[o] =
-                        requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
+                    out[o] = requantize_one(
+                        dots[o],
+                        (bias[o], multiplier[o], exponent[o]),
+                        (zero, low, top),
+                    );
                 }
                 o0 += count;
                 continue;
@@ -421,7 +424,7 @@ pub(super) unsafe fn requantize_i8_avx512(
             let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
             let shifted = _mm512_srav_epi32(high, r);
             let y = _mm512_mask_add_epi32(shifted, up, shifted, ones);
-            // zero + y, clamped to [low, 127]: y first clamped to a range where the sum cannot
+            // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
             // overflow and the final clamp still decides.
             let y = _mm512_max_epi32(
                 _mm512_min_epi32(y, _mm512_set1_epi32(1024)),
@@ -429,7 +432,7 @@ pub(super) unsafe fn requantize_i8_avx512(
             );
             let q = _mm512_add_epi32(y, _mm512_set1_epi32(i32::from(zero)));
             let q = _mm512_max_epi32(
-                _mm512_min_epi32(q, _mm512_set1_epi32(127)),
+                _mm512_min_epi32(q, _mm512_set1_epi32(i32::from(top))),
                 _mm512_set1_epi32(i32::from(low)),
             );
             _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
@@ -438,20 +441,13 @@ pub(super) unsafe fn requantize_i8_avx512(
     }
 }
 
-/// One output of [`requantize_i8`], the definition: `clamp(zero + M·(dot + bias), low, 127)`.
+/// One output of [`requantize_i8`], the definition: `clamp(zero + M·(dot + bias), low, high)`.
 #[inline]
-pub(super) fn requantize_one(
-    dot: i32,
-    bias: i32,
-    multiplier: i32,
-    exponent: i32,
-    zero: i8,
-    low: i8,
-) -> i8 {
-    crate::kernels::reference::requantize_one(dot, bias, multiplier, exponent, zero, low)
+pub(super) fn requantize_one(dot: i32, parameters: (i32, i32, i32), range: (i8, i8, i8)) -> i8 {
+    crate::kernels::reference::requantize_one(dot, parameters, range)
 }
 
-/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)`: the int8 layers'
+/// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, high)`: the int8 layers'
 /// requantization, 16 outputs at a time with `isa` when it has AVX-512, one at a time
 /// otherwise.
 ///
@@ -463,7 +459,7 @@ pub(crate) fn requantize_i8(
     isa: IsaI8,
     dots: &[i32],
     (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
-    (zero, low): (i8, i8),
+    range: (i8, i8, i8),
     out: &mut [i8],
 ) {
     let n = out.len();
@@ -482,7 +478,7 @@ pub(crate) fn requantize_i8(
             // SAFETY: lengths checked above; AVX-512BW and VL are present (detected, or
             // checked above with std; without std, the build targets them). The kernel checks
             // the exponents itself.
-            unsafe { requantize_i8_avx512(dots, (bias, multiplier, exponent), (zero, low), out) }
+            unsafe { requantize_i8_avx512(dots, (bias, multiplier, exponent), range, out) }
         }
         IsaI8::Avx2 => {
             assert!(
@@ -490,7 +486,7 @@ pub(crate) fn requantize_i8(
                 "a multiplier's exponent is from -31 to 30"
             );
             for (o, q) in out.iter_mut().enumerate() {
-                *q = requantize_one(dots[o], bias[o], multiplier[o], exponent[o], zero, low);
+                *q = requantize_one(dots[o], (bias[o], multiplier[o], exponent[o]), range);
             }
         }
     }

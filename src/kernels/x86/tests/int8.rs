@@ -82,7 +82,13 @@ fn int8_requantization_refuses_exponents_no_multiplier_has() {
             let ones = std::vec![1 << 30; 20];
             let result = std::panic::catch_unwind(|| {
                 let mut out = [0_i8; 20];
-                requantize_i8(isa, &ones, (&ones, &ones, &exponent), (0, -128), &mut out);
+                requantize_i8(
+                    isa,
+                    &ones,
+                    (&ones, &ones, &exponent),
+                    (0, -128, 127),
+                    &mut out,
+                );
             });
             assert!(result.is_err(), "{isa:?} took the exponent {bad}");
         }
@@ -147,12 +153,17 @@ fn int8_requantization_matches_the_definition_on_every_available_instruction_set
                     })
                     .collect();
                 let zero = (next() % 256) as u8 as i8;
-                let low = if round % 2 == 0 { -128 } else { zero };
+                // The three activations' clamps: none, ReLU's, ReLU6's (an upper end too).
+                let (low, high) = match round % 3 {
+                    0 => (-128, 127),
+                    1 => (zero, 127),
+                    _ => (zero, zero.saturating_add((next() % 100) as i8)),
+                };
                 let mut want = std::vec![0_i8; n];
                 crate::kernels::reference::requantize_i8(
                     &dots,
                     (&bias, &multiplier, &exponent),
-                    (zero, low),
+                    (zero, low, high),
                     &mut want,
                 );
                 let mut got = std::vec![99_i8; n]; // stale contents
@@ -160,7 +171,7 @@ fn int8_requantization_matches_the_definition_on_every_available_instruction_set
                     isa,
                     &dots,
                     (&bias, &multiplier, &exponent),
-                    (zero, low),
+                    (zero, low, high),
                     &mut got,
                 );
                 assert_eq!(got, want, "{isa:?}, {n} outputs, round {round}");

@@ -22,6 +22,8 @@
 
 use num_traits::Float;
 
+pub mod fixed_point;
+
 /// Quantization parameters of a tensor: `real ≈ scale · (q - zero_point)`, `q` an `i8`.
 ///
 /// Weights are quantized symmetrically (`zero_point = 0`, `q` in `-127..=127`), activations

@@ -432,3 +432,39 @@ fn int8_predictions_allocate_nothing() {
         "allocations and deallocations during two int8 predictions"
     );
 }
+
+/// The int8 forms of the MLPerf Tiny layers (a depthwise convolution with ReLU6, identity and
+/// projected residual blocks with their quantized additions, a global average pool, a softmax)
+/// predict without allocating either.
+#[test]
+fn int8_blocks_predictions_allocate_nothing() {
+    type Blocks = constmat::net![
+        Input<f32, 2, 8, 8>,
+        Conv2d<2, 4, 3, 1, 1, Relu>,
+        DepthwiseConv2d<4, 8, 3, 1, 1, Relu6>,
+        Residual<[Conv2d<8, 8, 3, 1, 1, Relu>, Conv2d<8, 8, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<8, 16, 3, 2, 1, Relu>], [Conv2d<8, 16, 1, 2, 0>], Relu>,
+        AvgPool2d<4>,
+        Flatten,
+        Dense<16, 5>,
+        Softmax,
+    ];
+    let mut rng = StdRng::seed_from_u64(39);
+    let net = Blocks::random(&mut rng);
+    let images: Vec<[[[f32; 8]; 8]; 2]> = (0..20)
+        .map(|i| images::<2, 8, 8, 1>(&mut StdRng::seed_from_u64(i)).0[0])
+        .collect();
+    let int8 = Box::new(quantize(&net, &images).unwrap().net.to_store::<Inline>());
+    let image = [[[5_i8; 8]; 8]; 2];
+    let (allocations, deallocations, outputs) = count_allocations(|| {
+        let mut p = [0_i8; 5];
+        int8.forward_one(&image, &mut p);
+        p
+    });
+    std::hint::black_box(outputs);
+    assert_eq!(
+        (allocations, deallocations),
+        (0, 0),
+        "allocations and deallocations during an int8 prediction with blocks"
+    );
+}

@@ -10,7 +10,7 @@
 use constmat::format::{self, Dtype};
 use constmat::nn::{
     Activation, AvgPool2d, Identity, Inline, Layer, QConv2d, QDense, QDepthwiseConv2d, QSoftmax,
-    QuantizedActivation, Relu, Relu6, Sample,
+    QuantizedActivation, QuantizedAdd, Relu, Relu6, Sample,
 };
 use constmat::quant::{Multiplier, Quantization};
 
@@ -298,4 +298,34 @@ fn softmax<const N: usize>(name: &'static str) {
 fn softmax_matches_tflm() {
     softmax::<10>("softmax-10");
     softmax::<12>("softmax-12-small-scale");
+}
+
+fn add<A: QuantizedActivation>(name: &'static str) {
+    let f = Fixture::open(name);
+    assert_eq!(f.i32s("activation"), [activation_code::<A>()], "{name}");
+    let add = QuantizedAdd::new(
+        f.quantization("input"),
+        f.quantization("input2"),
+        f.quantization("output"),
+    );
+    let range = A::output_range(f.quantization("output"));
+    let (left, right, want) = (f.i8s("input"), f.i8s("input2"), f.i8s("output"));
+    let got: Vec<i8> = left
+        .iter()
+        .zip(&right)
+        .map(|(&b, &s)| add.apply(b, s, range))
+        .collect();
+    let differing = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+    assert_eq!(
+        differing,
+        0,
+        "{name}: {differing} of {} sums differ from TFLM's",
+        want.len()
+    );
+}
+
+#[test]
+fn add_matches_tflm() {
+    add::<Relu>("add-relu");
+    add::<Identity>("add-none");
 }

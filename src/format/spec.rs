@@ -119,11 +119,15 @@ pub enum NetSpec {
     /// A module made of named parts, each numbered from 0 inside it (PyTorch: a module whose
     /// children are `nn.Sequential`s, as a residual block's `branch` and `shortcut`): tensor
     /// `{inner module}.{field}` of part `name` is `{module}.{name}.{inner module}.{field}`.
+    /// The block's own tensors (an int8 block's addition) follow its parts', named
+    /// `{module}.{field}`.
     Block {
         /// The number of modules it spans in the net (1, or 2 with an activation after it).
         modules: usize,
         /// Its parts, in the order of their tensors.
         parts: &'static [Part],
+        /// Its own tensors (`module` 0), after the parts'.
+        tensors: &'static [TensorSpec],
     },
 }
 
@@ -307,9 +311,9 @@ impl NetSpec {
         match self {
             Self::Layer { tensors, .. } => tensors.len(),
             Self::Chain(first, rest) => first.tensor_count() + rest.tensor_count(),
-            Self::Block { parts, .. } => {
+            Self::Block { parts, tensors, .. } => {
                 let parts: &'static [Part] = parts;
-                let (mut count, mut i) = (0, 0);
+                let (mut count, mut i) = (tensors.len(), 0);
                 while i < parts.len() {
                     count += parts[i].spec.tensor_count();
                     i += 1;
@@ -350,8 +354,9 @@ impl NetSpec {
                     }
                 }
             }
-            Self::Block { parts, .. } => {
+            Self::Block { parts, tensors, .. } => {
                 let parts: &'static [Part] = parts;
+                let tensors: &'static [TensorSpec] = tensors;
                 let (mut k, mut i) = (k, 0);
                 while i < parts.len() {
                     let count = parts[i].spec.tensor_count();
@@ -370,7 +375,15 @@ impl NetSpec {
                     k -= count;
                     i += 1;
                 }
-                None
+                if k < tensors.len() {
+                    Some(TensorAt {
+                        module: 0,
+                        field: FieldPath::new(tensors[k].field),
+                        spec: &tensors[k],
+                    })
+                } else {
+                    None
+                }
             }
         }
     }
@@ -398,12 +411,20 @@ impl NetSpec {
                     rest.find(module - split, field)
                 }
             }
-            Self::Block { parts, .. } => {
+            Self::Block { parts, tensors, .. } => {
                 let parts: &'static [Part] = parts;
+                let tensors: &'static [TensorSpec] = tensors;
                 if module != 0 {
                     return None;
                 }
                 let mut i = 0;
+                while i < tensors.len() {
+                    if bytes_eq(tensors[i].field.as_bytes(), field) {
+                        return Some(&tensors[i]);
+                    }
+                    i += 1;
+                }
+                i = 0;
                 while i < parts.len() {
                     let name = parts[i].name.as_bytes();
                     if field.len() > name.len()

@@ -291,6 +291,7 @@ mod predict;
 mod qconv;
 mod qdense;
 mod qdepthwise;
+mod qresidual;
 mod qsoftmax;
 #[cfg(feature = "alloc")]
 mod quantize;
@@ -343,6 +344,7 @@ pub use predict::{PREDICT_CHUNK, PREDICT_CHUNK_STACK, Predict};
 pub use qconv::QConv2d;
 pub use qdense::{QDense, QuantizedActivation};
 pub use qdepthwise::QDepthwiseConv2d;
+pub use qresidual::{QProjectedResidual, QResidual, QuantizedAdd};
 pub use qsoftmax::{QSoftmax, SOFTMAX_OUTPUT};
 #[cfg(feature = "alloc")]
 pub use quantize::{Quantize, QuantizeError, QuantizeSample, Quantized, quantize};

@@ -71,9 +71,12 @@ use super::{
 /// ```
 ///
 /// With an `i8` input, `Input<i8, C, H, W>`, the same layers are spelled the same way and the
-/// macro writes their int8 forms ([`QConv2d`], [`QDense`]): the type of a quantized net
-/// baked, as a `no_std` crate without `alloc` names it (where the quantizer's
-/// `<Net as Quantize>::Quantized` is not available).
+/// macro writes their int8 forms ([`QConv2d`], [`QDepthwiseConv2d`](super::QDepthwiseConv2d),
+/// [`QDense`], [`QSoftmax`](super::QSoftmax), [`QResidual`](super::QResidual),
+/// [`QProjectedResidual`](super::QProjectedResidual); the pooling layers and `Flatten` on `i8`):
+/// the type of a quantized net baked, as a `no_std` crate without `alloc` names it (where the
+/// quantizer's `<Net as Quantize>::Quantized` is not available). Batch normalization has none:
+/// it is folded into the layer before it first.
 ///
 /// ```
 /// use constmat::nn::{MaxPool2d, QConv2d, QDense, Relu};
@@ -284,9 +287,6 @@ macro_rules! __net_image {
     // Residual blocks: [branch layers][, [shortcut layers]][, activation]. The branch (and
     // the shortcut) read the sizes that reach the block; after it, an identity block gives
     // them unchanged (its type requires it), a projected one gives its branch's output.
-    (@image (i8) $c:tt $h:tt $w:tt $from_input:tt Residual $($rest:tt)*) => {
-        $crate::__net_image!(@conv_type Residual (i8) ())
-    };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+], [$($s:tt)+], $a:tt> $($rest:tt)*) => {
         $crate::__net_image!(@projected $t $c $h $w $from_input ($($b)+) ($($s)+) ($a) $($rest)*)
     };
@@ -311,7 +311,8 @@ macro_rules! __net_image {
     // reads the branch's output size.
     (@residual $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($b:tt)+) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            (<$crate::nn::Residual<$crate::__net_image!(@image $t $c $h $w $from_input $($b)+), $a>
+            (<$crate::__net_image!(@residual_type $t
+                ($crate::__net_image!(@image $t $c $h $w $from_input $($b)+)) ($a))
                 as $crate::nn::__Checked<{ $crate::nn::__residual_shapes(
                     ::core::concat!("Residual<[", ::core::stringify!($($b)+), "], ", ::core::stringify!($a), ">"),
                     "the identity shortcut (the block's input)",
@@ -327,11 +328,11 @@ macro_rules! __net_image {
     };
     (@projected $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($b:tt)+) ($($s:tt)+) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            (<$crate::nn::ProjectedResidual<
-                $crate::__net_image!(@image $t $c $h $w $from_input $($b)+),
-                $crate::__net_image!(@image $t $c $h $w $from_input $($s)+),
-                $a,
-            > as $crate::nn::__Checked<{ $crate::nn::__residual_shapes(
+            (<$crate::__net_image!(@projected_type $t
+                ($crate::__net_image!(@image $t $c $h $w $from_input $($b)+))
+                ($crate::__net_image!(@image $t $c $h $w $from_input $($s)+))
+                ($a)
+            ) as $crate::nn::__Checked<{ $crate::nn::__residual_shapes(
                     ::core::concat!(
                         "Residual<[", ::core::stringify!($($b)+), "], [", ::core::stringify!($($s)+),
                         "], ", ::core::stringify!($a), ">"
@@ -347,6 +348,11 @@ macro_rules! __net_image {
                 (false))
             $($rest)*)
     };
+    // The blocks' types: float, or int8 for an `Input<i8, ..>`.
+    (@residual_type (i8) ($br:ty) ($a:ty)) => { $crate::nn::QResidual<$br, $a> };
+    (@residual_type $t:tt ($br:ty) ($a:ty)) => { $crate::nn::Residual<$br, $a> };
+    (@projected_type (i8) ($br:ty) ($sh:ty) ($a:ty)) => { $crate::nn::QProjectedResidual<$br, $sh, $a> };
+    (@projected_type $t:tt ($br:ty) ($sh:ty) ($a:ty)) => { $crate::nn::ProjectedResidual<$br, $sh, $a> };
     // The channels, height and width of the image that a list of layers gives, from its type.
     (@size $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
         (
@@ -475,6 +481,9 @@ macro_rules! __net_image {
             (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
+    (@vector (i8) (dense $o:tt) Softmax $($rest:tt)*) => {
+        $crate::__net_image!(@emit ($crate::nn::QSoftmax<$o>) (@vector (i8) (dense $o)) $($rest)*)
+    };
     (@vector ($($t:tt)+) (dense $o:tt) Softmax $($rest:tt)*) => {
         $crate::__net_image!(@emit ($crate::nn::Softmax<$($t)+, $o>) (@vector ($($t)+) (dense $o)) $($rest)*)
     };
@@ -501,10 +510,14 @@ macro_rules! __net_image {
     (@conv_type Conv2d (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
         $crate::nn::QConv2d<$ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
+    (@conv_type DepthwiseConv2d (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::QDepthwiseConv2d<$ci, { $crate::nn::__depthwise_filters($ci, $co) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    };
     (@conv_type $kind:ident (i8) ($($arg:tt)*)) => {
         $crate::__net_image!(@mistake ::core::concat!(
-            "`", ::core::stringify!($kind), "` has no int8 form yet: an `Input<i8, ..>` net can ",
-            "hold `Conv2d`, `MaxPool2d`, `AvgPool2d`, `Dropout`, `Flatten`, `Dense` and `Softmax`"
+            "`", ::core::stringify!($kind), "` has no int8 form: fold it into the layer before it ",
+            "(`", ::core::stringify!($kind), "::fold_into`) and write the int8 net without it, as ",
+            "TensorFlow Lite does"
         ))
     };
     (@conv_type DepthwiseConv2d ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {

@@ -60,7 +60,8 @@ impl QuantizedActivation for Relu6 {
     fn output_range(output: Quantization) -> (i8, i8) {
         // z + round(6 / s), computed as TensorFlow Lite does (in f32); a scale so small that
         // 6 is beyond int8's levels leaves the high end at 127.
-        let six = f64::from(6.0_f32 / output.scale).round() + f64::from(output.zero_point);
+        let six = num_traits::Float::round(f64::from(6.0_f32 / output.scale))
+            + f64::from(output.zero_point);
         (output.zero_point, six.clamp(-128.0, 127.0) as i8)
     }
 }

@@ -158,6 +158,7 @@ where
             name: BranchPart::NAME,
             spec: &Br::SPEC,
         }],
+        tensors: &[],
     };
 
     type WithStore<S: Store> = Residual<Br::WithStore<S>, A>;
@@ -211,6 +212,7 @@ where
                 spec: &Sh::SPEC,
             },
         ],
+        tensors: &[],
     };
 
     type WithStore<S: Store> = ProjectedResidual<Br::WithStore<S>, Sh::WithStore<S>, A>;

@@ -7,7 +7,7 @@ use super::Sample;
 /// the sample's shape. Implemented for `f32`, `f64` and arrays of samples; not for direct use.
 #[doc(hidden)]
 pub trait Values: Sample {
-    /// The element type: `f32` or `f64`.
+    /// The element type: `f32` or `f64` (`i8` in int8 nets).
     type Value: Copy;
 
     /// Calls `f` on each value of `self` with the value at the same place in `other`.
@@ -34,7 +34,7 @@ macro_rules! values {
         }
     )*};
 }
-values!(f32, f64);
+values!(f32, f64, i8);
 
 impl<S: Values, const N: usize> Values for [S; N] {
     type Value = S::Value;

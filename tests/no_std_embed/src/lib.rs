@@ -10,7 +10,7 @@
 #![no_std]
 
 use constmat::embed::Baked;
-use constmat::nn::{Dense, Layer, Predict, QDense, Relu, argmax};
+use constmat::nn::{Dense, Layer, Predict, QDense, Relu, Relu6, argmax};
 use constmat::quant::Quantization;
 
 /// The shipped model's type, as it was trained: 28x28 pixels in [0, 1] -> logits of the digits
@@ -96,6 +96,34 @@ pub type Int8Cnn = constmat::net![
 /// The int8 LeNet-5, decoded at compile time.
 pub static INT8_CNN: Baked<Int8Cnn> =
     constmat::include_net!("../../../models/mnist-cnn-lenet5-int8.safetensors");
+
+/// The int8 forms of the MLPerf Tiny layers, baked without alloc: a depthwise convolution with
+/// ReLU6, an identity and a projected residual block (their quantized additions), a global
+/// average pool and the int8 softmax (`tests/fixtures/int8-blocks.safetensors`, which
+/// `tests/quantize_blocks.rs` writes from a seeded random net).
+pub type Int8Blocks = constmat::net![
+    Input<i8, 2, 8, 8>,
+    Conv2d<2, 4, 3, 1, 1, Relu>,
+    DepthwiseConv2d<4, 8, 3, 1, 1, Relu6>,
+    Residual<[Conv2d<8, 8, 3, 1, 1, Relu>, Conv2d<8, 8, 3, 1, 1>], Relu>,
+    Residual<[Conv2d<8, 16, 3, 2, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], [Conv2d<8, 16, 1, 2, 0>], Relu>,
+    AvgPool2d<4>,
+    Flatten,
+    Dense<16, 5>,
+    Softmax,
+];
+
+/// The int8 blocks net, decoded at compile time.
+pub static INT8_BLOCKS: Baked<Int8Blocks> =
+    constmat::include_net!("../../fixtures/int8-blocks.safetensors");
+
+/// The int8 blocks net's probabilities (in 1/256 above -128) for an int8 image.
+#[must_use]
+pub fn int8_blocks_probabilities(image: &[[[i8; 8]; 8]; 2]) -> [i8; 5] {
+    let mut p = [0; 5];
+    INT8_BLOCKS.forward_one(image, &mut p);
+    p
+}
 
 /// What each pixel value 0-255 (the real `p / 255`) quantizes to, with the input quantization
 /// of a net's first layer: computed by the compiler, so that classifying needs no float.
@@ -309,5 +337,26 @@ mod tests {
         }
         println!("int8 MLP {mlp} / 10000, int8 CNN {cnn} / 10000");
         assert_eq!((mlp, cnn), (9816, 9942));
+    }
+
+    /// The baked int8 blocks net computes what the same file loaded at run time computes.
+    #[test]
+    fn the_baked_int8_blocks_net_is_the_loaded_one() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let loaded: super::Int8Blocks =
+            safetensors::load(root.join("int8-blocks.safetensors")).unwrap();
+        for seed in 0..8_i32 {
+            let image = core::array::from_fn(|c| {
+                core::array::from_fn(|r| {
+                    core::array::from_fn(|k| {
+                        ((seed * 37 + (c as i32) * 11 + (r as i32) * 5 + (k as i32) * 3) % 256
+                            - 128) as i8
+                    })
+                })
+            });
+            let mut want = [0; 5];
+            loaded.forward_one(&image, &mut want);
+            assert_eq!(super::int8_blocks_probabilities(&image), want);
+        }
     }
 }

@@ -1,0 +1,538 @@
+//! Residual blocks in int8: the branch's int8 output added to the shortcut's (the block's input,
+//! or its projection) with TensorFlow Lite's quantized `ADD`, the activation fused as its clamp.
+//!
+//! The two summands have scales and zero points of their own, and so does the sum. Each is
+//! brought to a common fixed-point scale, `2·max(s_b, s_s) / 2^20` per unit, by a
+//! [`Multiplier`] below 1, summed, and the sum brought to the output's scale:
+//!
+//! ```text
+//! b' = M_b·((q_b - z_b)·2^20)      M_b = s_b / (2·max(s_b, s_s))
+//! s' = M_s·((q_s - z_s)·2^20)      M_s = s_s / (2·max(s_b, s_s))
+//! q  = clamp(z_out + M_out·(b' + s'))      M_out = 2·max(s_b, s_s) / (2^20·s_out)
+//! ```
+//!
+//! bit for bit TensorFlow Lite Micro's int8 `ADD` (`tests/tflm_int8.rs`).
+
+use core::mem::MaybeUninit;
+
+use super::bake::Within;
+use super::qdense::{EXPONENT_RANGE, MULTIPLIER_RANGE, QuantizedActivation, int8_tensor};
+use super::residual::{BranchPart, ShortcutPart};
+use super::{Bake, Identity, Layer, NetSpec, PartName, SafetensorsFile, Store, Values};
+use crate::format::decode::{self, Source};
+use crate::format::{Error, Part, TensorSpec};
+use crate::quant::{Multiplier, Quantization};
+
+/// The left shift of the summands before scaling: 20 bits of headroom for int8 differences.
+const LEFT_SHIFT: i32 = 20;
+
+/// TensorFlow Lite's quantized addition of two int8 tensors of their own quantizations into a
+/// third: the sum of a residual block.
+///
+/// ```
+/// use constmat::nn::QuantizedAdd;
+/// use constmat::quant::Quantization;
+///
+/// let add = QuantizedAdd::new(
+///     Quantization { scale: 0.1, zero_point: 10 },  // the branch: real (q - 10) / 10
+///     Quantization { scale: 0.05, zero_point: 0 },  // the shortcut: real q / 20
+///     Quantization { scale: 0.2, zero_point: -5 },  // the sum: real (q + 5) / 5
+/// );
+/// // 1.0 + 0.5 = 1.5, which is 7.5 + (-5): rounded to 3.
+/// assert_eq!(add.apply(20, 10, (-128, 127)), 3);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuantizedAdd {
+    /// The quantizations of the branch, the shortcut and the sum.
+    pub quantization: [Quantization; 3],
+    /// The multipliers `M_b`, `M_s`, `M_out`: significands.
+    pub multiplier: [i32; 3],
+    /// Their powers of two.
+    pub exponent: [i32; 3],
+}
+
+impl QuantizedAdd {
+    /// The addition of a branch quantized with `branch` and a shortcut quantized with
+    /// `shortcut` into a sum quantized with `output` (TensorFlow Lite's multipliers, computed
+    /// in `f64` from the `f32` scales).
+    ///
+    /// # Panics
+    ///
+    /// When a scale is not positive and finite, or the output's scale is so much smaller than
+    /// the inputs' that `M_out` is `2^30` or more.
+    #[must_use]
+    pub fn new(branch: Quantization, shortcut: Quantization, output: Quantization) -> Self {
+        let twice_max = 2.0 * f64::from(branch.scale.max(shortcut.scale));
+        let m = [
+            f64::from(branch.scale) / twice_max,
+            f64::from(shortcut.scale) / twice_max,
+            twice_max / (f64::from(1 << LEFT_SHIFT) * f64::from(output.scale)),
+        ]
+        .map(Multiplier::from_real);
+        Self {
+            quantization: [branch, shortcut, output],
+            multiplier: m.map(|m| m.multiplier),
+            exponent: m.map(|m| m.exponent),
+        }
+    }
+
+    fn multiplier(&self, i: usize) -> Multiplier {
+        Multiplier {
+            multiplier: self.multiplier[i],
+            exponent: self.exponent[i],
+        }
+    }
+
+    /// The sum of the branch's value `b` and the shortcut's `s`, clamped to `low..=high`.
+    #[must_use]
+    #[inline]
+    pub fn apply(&self, b: i8, s: i8, (low, high): (i8, i8)) -> i8 {
+        let [qb, qs, qo] = self.quantization;
+        let scaled = |q: i8, z: i8, i: usize| {
+            self.multiplier(i)
+                .apply((i32::from(q) - i32::from(z)) << LEFT_SHIFT)
+        };
+        let sum = scaled(b, qb.zero_point, 0).wrapping_add(scaled(s, qs.zero_point, 1));
+        let q = i32::from(qo.zero_point).saturating_add(self.multiplier(2).apply(sum));
+        q.clamp(i32::from(low), i32::from(high)) as i8
+    }
+
+    /// `y = y + s` (branch plus shortcut), value by value, clamped by the activation `A`.
+    fn add_into<O: Values<Value = i8>, A: QuantizedActivation, const B: usize>(
+        &self,
+        y: &mut [O; B],
+        s: &[O; B],
+    ) {
+        let range = A::output_range(self.quantization[2]);
+        for (y, s) in y.iter_mut().zip(s) {
+            y.zip_with(s, &mut |y, s| *y = self.apply(*y, s, range));
+        }
+    }
+
+    /// The addition's tensors, on the block's own module, after its parts'.
+    const TENSORS: [TensorSpec; 8] = [
+        int8_tensor!("multiplier", I32, [3], MULTIPLIER_RANGE),
+        int8_tensor!("exponent", I32, [3], EXPONENT_RANGE),
+        int8_tensor!("branch_scale", F32, [], scale),
+        int8_tensor!("branch_zero_point", I8, [], None),
+        int8_tensor!("shortcut_scale", F32, [], scale),
+        int8_tensor!("shortcut_zero_point", I8, [], None),
+        int8_tensor!("output_scale", F32, [], scale),
+        int8_tensor!("output_zero_point", I8, [], None),
+    ];
+
+    /// All zeros: what a block that could not be baked holds (its error says why).
+    const ZERO: Self = Self {
+        quantization: [Quantization {
+            scale: 0.0,
+            zero_point: 0,
+        }; 3],
+        multiplier: [0; 3],
+        exponent: [0; 3],
+    };
+
+    /// The addition's tensors read at compile time from the file `F` (the block's module).
+    #[allow(clippy::result_large_err)] // `format::Error` is `Copy` and heap-free on purpose
+    const fn decode<F: SafetensorsFile>() -> Result<Self, Error> {
+        macro_rules! tri {
+            ($e:expr) => {
+                match $e {
+                    Ok(value) => value,
+                    Err(e) => return Err(e),
+                }
+            };
+        }
+        let (source, module) = (Source::Index(&F::INDEX), F::FIRST_MODULE);
+        Ok(Self {
+            multiplier: tri!(decode::i32_vector_from(
+                source,
+                module,
+                "multiplier",
+                MULTIPLIER_RANGE
+            )),
+            exponent: tri!(decode::i32_vector_from(
+                source,
+                module,
+                "exponent",
+                EXPONENT_RANGE
+            )),
+            quantization: [
+                Quantization {
+                    scale: tri!(decode::f32_scale_from(source, module, "branch_scale")),
+                    zero_point: tri!(decode::i8_scalar_from(source, module, "branch_zero_point")),
+                },
+                Quantization {
+                    scale: tri!(decode::f32_scale_from(source, module, "shortcut_scale")),
+                    zero_point: tri!(decode::i8_scalar_from(
+                        source,
+                        module,
+                        "shortcut_zero_point"
+                    )),
+                },
+                Quantization {
+                    scale: tri!(decode::f32_scale_from(source, module, "output_scale")),
+                    zero_point: tri!(decode::i8_scalar_from(source, module, "output_zero_point")),
+                },
+            ],
+        })
+    }
+
+    /// Appends the addition's tensor `k` (as [`TENSORS`](Self::TENSORS)).
+    #[cfg(feature = "alloc")]
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        let words = |values: &[i32; 3], out: &mut alloc::vec::Vec<u8>| {
+            for v in values {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        };
+        match k {
+            0 => words(&self.multiplier, out),
+            1 => words(&self.exponent, out),
+            2..=7 => {
+                let q = self.quantization[(k - 2) / 2];
+                if k.is_multiple_of(2) {
+                    out.extend_from_slice(&q.scale.to_le_bytes());
+                } else {
+                    out.push(q.zero_point as u8);
+                }
+            }
+            _ => panic!("an int8 addition has 8 tensors; asked for tensor {k}"),
+        }
+    }
+
+    /// The addition from its tensors 0 to 7.
+    #[cfg(feature = "alloc")]
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        let mut words = |k: usize| -> [i32; 3] {
+            let bytes = tensor(k);
+            core::array::from_fn(|i| {
+                i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+            })
+        };
+        let (multiplier, exponent) = (words(0), words(1));
+        let quantization = core::array::from_fn(|i| Quantization {
+            scale: f32::from_le_bytes(tensor(2 + 2 * i)[..4].try_into().expect("4 bytes")),
+            zero_point: tensor(3 + 2 * i)[0] as i8,
+        });
+        Self {
+            quantization,
+            multiplier,
+            exponent,
+        }
+    }
+}
+
+/// [`Residual`](super::Residual)'s int8 form: `A(branch(X) + X)` with the branch in int8 and the
+/// sum a [`QuantizedAdd`] (the shortcut's quantization is the block's input's).
+///
+/// Built by [`quantize`](super::quantize); in [`net!`](crate::net), `Residual<[..]>` in an
+/// `Input<i8, ..>` net. Its tensors are the branch's (`{module}.branch.{m}.{field}`), then the
+/// addition's on the block's module: `{module}.multiplier` and `{module}.exponent` (`I32 [3]`:
+/// branch, shortcut, sum), and the scale and zero point of `{module}.branch_`, `shortcut_` and
+/// `output_`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QResidual<Br, A = Identity> {
+    /// The int8 layers whose output is added to the input.
+    pub branch: Br,
+    /// The addition.
+    pub add: QuantizedAdd,
+    /// The activation, the sum's clamp (a zero-sized marker).
+    pub activation: A,
+}
+
+/// [`ProjectedResidual`](super::ProjectedResidual)'s int8 form: `A(branch(X) + shortcut(X))`,
+/// both parts in int8, the sum a [`QuantizedAdd`]. Tensors: the branch's, the shortcut's
+/// (`{module}.shortcut.{m}.{field}`), then the addition's as [`QResidual`]'s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QProjectedResidual<Br, Sh, A = Identity> {
+    /// The int8 layers whose output is added to the shortcut's.
+    pub branch: Br,
+    /// The int8 projection of the input.
+    pub shortcut: Sh,
+    /// The addition.
+    pub add: QuantizedAdd,
+    /// The activation, the sum's clamp (a zero-sized marker).
+    pub activation: A,
+}
+
+impl<Br, A> Layer for QResidual<Br, A>
+where
+    Br: Layer<Out = <Br as Layer>::In>,
+    Br::In: Values<Value = i8>,
+    A: QuantizedActivation,
+{
+    type In = Br::In;
+    type Out = Br::In;
+
+    /// The float block's modules, the branch a part, the addition's tensors on the block.
+    const SPEC: NetSpec = NetSpec::Block {
+        modules: 1 + A::TORCH_MODULE.is_some() as usize,
+        parts: &[Part {
+            name: BranchPart::NAME,
+            spec: &Br::SPEC,
+        }],
+        tensors: &QuantizedAdd::TENSORS,
+    };
+
+    type WithStore<S: Store> = QResidual<Br::WithStore<S>, A>;
+
+    const WORKING_BYTES: usize = Br::WORKING_BYTES;
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        self.branch.forward(x, y);
+        self.add.add_into::<_, A, B>(y, x);
+    }
+
+    fn to_store<S: Store>(&self) -> Self::WithStore<S> {
+        QResidual {
+            branch: self.branch.to_store(),
+            add: self.add,
+            activation: A::VALUE,
+        }
+    }
+}
+
+impl<Br, Sh, A> Layer for QProjectedResidual<Br, Sh, A>
+where
+    Br: Layer,
+    Br::Out: Values<Value = i8>,
+    Sh: Layer<In = Br::In, Out = Br::Out>,
+    A: QuantizedActivation,
+{
+    type In = Br::In;
+    type Out = Br::Out;
+
+    /// The float block's modules, the branch and shortcut parts, the addition's tensors on the
+    /// block.
+    const SPEC: NetSpec = NetSpec::Block {
+        modules: 1 + A::TORCH_MODULE.is_some() as usize,
+        parts: &[
+            Part {
+                name: BranchPart::NAME,
+                spec: &Br::SPEC,
+            },
+            Part {
+                name: ShortcutPart::NAME,
+                spec: &Sh::SPEC,
+            },
+        ],
+        tensors: &QuantizedAdd::TENSORS,
+    };
+
+    type WithStore<S: Store> = QProjectedResidual<Br::WithStore<S>, Sh::WithStore<S>, A>;
+
+    /// The shortcut's output beside the branch's, and both parts' own.
+    const WORKING_BYTES: usize =
+        core::mem::size_of::<Br::Out>() + Br::WORKING_BYTES + Sh::WORKING_BYTES;
+
+    fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
+        self.branch.forward(x, y);
+        let mut s = MaybeUninit::uninit();
+        let s = self.shortcut.forward_uninit(x, &mut s);
+        self.add.add_into::<_, A, B>(y, s);
+    }
+
+    fn to_store<S: Store>(&self) -> Self::WithStore<S> {
+        QProjectedResidual {
+            branch: self.branch.to_store(),
+            shortcut: self.shortcut.to_store(),
+            add: self.add,
+            activation: A::VALUE,
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<Br, A> super::Weights for QResidual<Br, A>
+where
+    Br: super::Weights + Layer<Out = <Br as Layer>::In>,
+    Br::In: Values<Value = i8>,
+    A: QuantizedActivation,
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        let split = Br::SPEC.tensor_count();
+        if k < split {
+            self.branch.write_tensor(k, out);
+        } else {
+            self.add.write_tensor(k - split, out);
+        }
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        let split = Br::SPEC.tensor_count();
+        let branch = Br::read_tensors(tensor);
+        Self {
+            branch,
+            add: QuantizedAdd::read_tensors(&mut |k| tensor(k + split)),
+            activation: A::VALUE,
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<Br, Sh, A> super::Weights for QProjectedResidual<Br, Sh, A>
+where
+    Br: super::Weights,
+    Br::Out: Values<Value = i8>,
+    Sh: super::Weights + Layer<In = Br::In, Out = Br::Out>,
+    A: QuantizedActivation,
+{
+    fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
+        let (branch, shortcut) = (Br::SPEC.tensor_count(), Sh::SPEC.tensor_count());
+        if k < branch {
+            self.branch.write_tensor(k, out);
+        } else if k < branch + shortcut {
+            self.shortcut.write_tensor(k - branch, out);
+        } else {
+            self.add.write_tensor(k - branch - shortcut, out);
+        }
+    }
+
+    fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
+        let (split, end) = (
+            Br::SPEC.tensor_count(),
+            Br::SPEC.tensor_count() + Sh::SPEC.tensor_count(),
+        );
+        let branch = Br::read_tensors(tensor);
+        let shortcut = Sh::read_tensors(&mut |k| tensor(k + split));
+        Self {
+            branch,
+            shortcut,
+            add: QuantizedAdd::read_tensors(&mut |k| tensor(k + end)),
+            activation: A::VALUE,
+        }
+    }
+}
+
+/// A baked block's addition and its first problem.
+struct DecodedAdd<F>(core::marker::PhantomData<fn() -> F>);
+
+impl<F: SafetensorsFile> DecodedAdd<F> {
+    const PARTS: (QuantizedAdd, Option<Error>) = match QuantizedAdd::decode::<F>() {
+        Ok(add) => (add, None),
+        Err(e) => (QuantizedAdd::ZERO, Some(e)),
+    };
+}
+
+impl<F, Br, A> Bake<F> for QResidual<Br, A>
+where
+    F: SafetensorsFile,
+    Br: Bake<Within<F, BranchPart>> + Layer<Out = <Br as Layer>::In>,
+    Br::In: Values<Value = i8>,
+    A: QuantizedActivation,
+{
+    const BAKED: Self = Self {
+        branch: Br::BAKED,
+        add: DecodedAdd::<F>::PARTS.0,
+        activation: A::VALUE,
+    };
+    /// The first error in tensor order: the branch's, then the addition's.
+    const ERROR: Option<Error> = match Br::ERROR {
+        Some(e) => Some(e),
+        None => DecodedAdd::<F>::PARTS.1,
+    };
+}
+
+impl<F, Br, Sh, A> Bake<F> for QProjectedResidual<Br, Sh, A>
+where
+    F: SafetensorsFile,
+    Br: Bake<Within<F, BranchPart>>,
+    Br::Out: Values<Value = i8>,
+    Sh: Bake<Within<F, ShortcutPart>> + Layer<In = Br::In, Out = Br::Out>,
+    A: QuantizedActivation,
+{
+    const BAKED: Self = Self {
+        branch: Br::BAKED,
+        shortcut: Sh::BAKED,
+        add: DecodedAdd::<F>::PARTS.0,
+        activation: A::VALUE,
+    };
+    /// The first error in tensor order: the branch's, the shortcut's, the addition's.
+    const ERROR: Option<Error> = match (Br::ERROR, Sh::ERROR) {
+        (Some(e), _) | (None, Some(e)) => Some(e),
+        (None, None) => DecodedAdd::<F>::PARTS.1,
+    };
+}
+
+#[cfg(feature = "alloc")]
+mod quantize {
+    use alloc::vec::Vec;
+
+    use super::{QProjectedResidual, QResidual, QuantizedAdd};
+    use crate::nn::qdense::QuantizedActivation;
+    use crate::nn::quantize::calibrate;
+    use crate::nn::{
+        Layer, ProjectedResidual, Quantize, QuantizeError, QuantizeSample, Residual, Values,
+    };
+    use crate::quant::Quantization;
+
+    /// The branch quantized from the block's input; the sum's quantization calibrated on the
+    /// block's float outputs (after the activation, which the addition's clamp applies).
+    impl<Br, A> Quantize for Residual<Br, A>
+    where
+        Br: Quantize + Layer<Out = <Br as Layer>::In>,
+        Br::In: Values<Value: num_traits::Float> + QuantizeSample,
+        Br::Quantized: Layer<
+                In = <Br::In as QuantizeSample>::Quantized,
+                Out = <Br::In as QuantizeSample>::Quantized,
+            >,
+        <Br::In as QuantizeSample>::Quantized: Values<Value = i8>,
+        A: QuantizedActivation,
+    {
+        type Quantized = QResidual<Br::Quantized, A>;
+
+        fn quantize_layer(
+            &self,
+            layer: usize,
+            input: Quantization,
+            samples: &[Self::In],
+        ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+            let (branch, branch_output, _) = self.branch.quantize_layer(layer, input, samples)?;
+            let (outputs, output) = calibrate(self, layer + Br::LAYERS, samples)?;
+            let net = QResidual {
+                branch,
+                add: QuantizedAdd::new(branch_output, input, output),
+                activation: A::VALUE,
+            };
+            Ok((net, output, outputs))
+        }
+
+        const LAYERS: usize = Br::LAYERS + 1;
+    }
+
+    /// As [`Residual`]'s, the shortcut quantized from the block's input too.
+    impl<Br, Sh, A> Quantize for ProjectedResidual<Br, Sh, A>
+    where
+        Br: Quantize,
+        Br::Out: Values<Value: num_traits::Float> + QuantizeSample,
+        Sh: Quantize + Layer<In = Br::In, Out = Br::Out>,
+        Sh::Quantized:
+            Layer<In = <Br::Quantized as Layer>::In, Out = <Br::Quantized as Layer>::Out>,
+        <Br::Quantized as Layer>::Out: Values<Value = i8>,
+        A: QuantizedActivation,
+    {
+        type Quantized = QProjectedResidual<Br::Quantized, Sh::Quantized, A>;
+
+        fn quantize_layer(
+            &self,
+            layer: usize,
+            input: Quantization,
+            samples: &[Self::In],
+        ) -> Result<(Self::Quantized, Quantization, Vec<Self::Out>), QuantizeError> {
+            let (branch, branch_output, _) = self.branch.quantize_layer(layer, input, samples)?;
+            let (shortcut, shortcut_output, _) =
+                self.shortcut
+                    .quantize_layer(layer + Br::LAYERS, input, samples)?;
+            let (outputs, output) = calibrate(self, layer + Br::LAYERS + Sh::LAYERS, samples)?;
+            let net = QProjectedResidual {
+                branch,
+                shortcut,
+                add: QuantizedAdd::new(branch_output, shortcut_output, output),
+                activation: A::VALUE,
+            };
+            Ok((net, output, outputs))
+        }
+
+        const LAYERS: usize = Br::LAYERS + Sh::LAYERS + 1;
+    }
+}

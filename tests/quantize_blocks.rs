@@ -42,6 +42,10 @@ static BAKED: Baked<Int8> = constmat::include_net!("fixtures/int8-blocks.safeten
 
 const FIXTURE: &str = "tests/fixtures/int8-blocks.safetensors";
 
+fn fixture_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE)
+}
+
 fn samples(rng: &mut StdRng, n: usize) -> Vec<[[[f32; 8]; 8]; 2]> {
     (0..n)
         .map(|_| {
@@ -78,7 +82,7 @@ fn quantized_blocks_follow_the_float_net_and_bake() {
 
     // The file: what quantize wrote before, byte for byte; loaded and baked, the same net.
     let bytes = st::to_bytes(&int8.net, &[]);
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    let path = fixture_path();
     if std::env::var_os("CONSTMAT_BLESS_FIXTURES").is_some() {
         std::fs::write(&path, &bytes).unwrap();
     }
@@ -109,4 +113,126 @@ fn quantized_blocks_follow_the_float_net_and_bake() {
         "{names:?}"
     );
     assert!(names.contains(&"11.multiplier".to_string()), "{names:?}");
+}
+
+/// The new int8 tensors are held to their rules when a file is loaded: each out-of-range value
+/// is refused with a message naming the tensor, and the net is left as it was.
+#[test]
+fn the_blocks_tensors_are_held_to_their_rules() {
+    let good: Int8 = st::from_bytes(&std::fs::read(fixture_path()).unwrap()).unwrap();
+    let mut cases: Vec<(Int8, &str)> = Vec::new();
+    let mut net = good.clone();
+    net.rest.first.exponent[0] = 31;
+    cases.push((net, "tensor 2.exponent: element 0 is 31, outside -31..=30"));
+    let mut net = good.clone();
+    net.rest.rest.first.add.exponent[2] = 31;
+    cases.push((net, "tensor 4.exponent: element 2 is 31, outside -31..=30"));
+    let mut net = good.clone();
+    net.rest.rest.first.add.multiplier[1] = -1;
+    cases.push((
+        net,
+        "tensor 4.multiplier: element 1 is -1, outside 0..=2147483647",
+    ));
+    let mut net = good.clone();
+    net.rest.rest.rest.first.add.quantization[1].scale = f32::NAN;
+    cases.push((
+        net,
+        "tensor 6.shortcut_scale: element 0 is not a finite number",
+    ));
+    fn softmax(net: &mut Int8) -> &mut constmat::nn::QSoftmax<5> {
+        &mut net.rest.rest.rest.rest.rest.rest.rest
+    }
+    let mut net = good.clone();
+    softmax(&mut net).exponent = 32;
+    cases.push((net, "tensor 11.exponent: element 0 is 32, outside 0..=31"));
+    let mut net = good.clone();
+    softmax(&mut net).input.scale = 0.0;
+    cases.push((
+        net,
+        "tensor 11.input_scale: element 0 is 0, expected a quantization scale: a positive \
+         normal f32, from 1.1754944e-38 to 3.4028235e38",
+    ));
+    for (bad, message) in cases {
+        let mut net = good.clone();
+        let err = st::load_into(&mut net, &st::to_bytes(&bad, &[])).unwrap_err();
+        assert_eq!(err.to_string(), message);
+        assert!(net == good, "a failed load leaves the net as it was");
+    }
+}
+
+/// Int8 block files with random bytes overwritten in their data: each loads or is refused, and
+/// a net that loads predicts without panicking (debug builds check every integer operation).
+#[test]
+fn corrupted_block_files_load_or_are_refused_never_panic() {
+    let bytes = std::fs::read(fixture_path()).unwrap();
+    let data_start =
+        8 + usize::try_from(u64::from_le_bytes(bytes[..8].try_into().unwrap())).unwrap();
+    let mut rng = StdRng::seed_from_u64(6);
+    let (mut loaded, mut refused) = (0, 0);
+    for _ in 0..500 {
+        let mut corrupt = bytes.clone();
+        for _ in 0..rng.random_range(1..8) {
+            let at = rng.random_range(data_start..corrupt.len());
+            corrupt[at] = rng.random();
+        }
+        match st::from_bytes::<Int8>(&corrupt) {
+            Ok(net) => {
+                loaded += 1;
+                let image = std::array::from_fn(|_| {
+                    std::array::from_fn(|_| std::array::from_fn(|_| rng.random()))
+                });
+                let mut out = [0_i8; 5];
+                net.forward_one(&image, &mut out);
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    assert!(
+        loaded > 0 && refused > 0,
+        "{loaded} loaded, {refused} refused"
+    );
+}
+
+/// A residual block whose sum is always 0 (its branch cancels its input) calibrates the sum's
+/// scale to its floor, and the addition's multiplier out of the fixed-point range: an error
+/// naming the sum's layer, not a panic.
+#[test]
+fn an_addition_out_of_range_is_an_error() {
+    type Cancelling = constmat::net![Input<f32, 1, 1, 1>, Residual<[Conv2d<1, 1, 1, 1, 0>]>];
+    let net: Cancelling = constmat::nn::Residual::new(constmat::nn::Conv2d::new(
+        constmat::Matrix::from_rows([[[[-1.0]]]]),
+        constmat::Matrix::from_rows([[0.0]]),
+    ));
+    let calibration = [[[[1e10_f32]]], [[[-1e10]]]];
+    match quantize(&net, &calibration) {
+        Err(constmat::nn::QuantizeError::Multiplier { layer, value }) => {
+            assert_eq!(
+                layer, 1,
+                "the branch's convolution is layer 0, the sum layer 1"
+            );
+            assert!(value >= f64::from(1_u32 << 30), "{value}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The int8 softmax of many equal logits: each probability is 1/N, which rounds to -128 (0) in
+/// 1/256 steps once N > 512, where the shift passes 31.
+#[test]
+fn softmax_of_many_equal_classes() {
+    use constmat::nn::QSoftmax;
+    use constmat::quant::Quantization;
+    let q = Quantization {
+        scale: 0.05,
+        zero_point: 0,
+    };
+    let mut p = [0_i8; 1024];
+    QSoftmax::<1024>::new(q).forward_one(&[7; 1024], &mut p);
+    assert!(p.iter().all(|&v| v == -128), "{:?}", &p[..4]);
+    let mut p = [0_i8; 4096];
+    QSoftmax::<4096>::new(q).forward_one(&[-3; 4096], &mut p);
+    assert!(p.iter().all(|&v| v == -128));
+    let mut p = [0_i8; 4];
+    QSoftmax::<4>::new(q).forward_one(&[1; 4], &mut p);
+    assert_eq!(p, [-64; 4]); // 1/4 = 64/256
 }

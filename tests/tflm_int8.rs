@@ -9,8 +9,8 @@
 
 use constmat::format::{self, Dtype};
 use constmat::nn::{
-    Activation, AvgPool2d, Identity, Inline, Layer, QConv2d, QDense, QDepthwiseConv2d, QSoftmax,
-    QuantizedActivation, QuantizedAdd, Relu, Relu6, Sample,
+    Activation, AvgPool2d, Chain, Identity, Inline, Layer, QConv2d, QDense, QDepthwiseConv2d,
+    QSoftmax, QZeroPad2d, QuantizedActivation, QuantizedAdd, Relu, Relu6, Sample,
 };
 use constmat::quant::{Multiplier, Quantization};
 
@@ -298,6 +298,11 @@ fn softmax<const N: usize>(name: &'static str) {
 fn softmax_matches_tflm() {
     softmax::<10>("softmax-10");
     softmax::<12>("softmax-12-small-scale");
+    // A scale of 64: s·2^26 held at 2^31 - 1, the shift 31, only the largest logits count.
+    softmax::<10>("softmax-large-scale");
+    // An ImageNet-sized head, and rows of up to 511 equal largest logits (TFLM stops at 512,
+    // where its shift would be 32; constmat gives 0 there, `tests/quantize_blocks.rs`).
+    softmax::<1000>("softmax-1000");
 }
 
 fn add<A: QuantizedActivation>(name: &'static str) {
@@ -328,4 +333,58 @@ fn add<A: QuantizedActivation>(name: &'static str) {
 fn add_matches_tflm() {
     add::<Relu>("add-relu");
     add::<Identity>("add-none");
+    // Outputs at both of ReLU6's clamps.
+    add::<Relu6>("add-relu6");
+}
+
+#[test]
+fn pad_matches_tflm() {
+    let f = Fixture::open("pad-1-2-0-3");
+    assert_eq!(f.i32s("padding"), [1, 0, 2, 3], "top, left, bottom, right");
+    assert_eq!(f.quantization("input"), f.quantization("output"));
+    let layer = QZeroPad2d::<3, 1, 0, 2, 3, 5, 4, 8, 7>::new(f.quantization("input"));
+    f.assert_matches(&layer, image::<3, 5, 4>, flat::<3, 8, 7>);
+}
+
+/// TensorFlow's SAME padding of a stride-2 window on an even size (0 before, 1 after): the
+/// padding layer, then the convolution with padding 0.
+#[test]
+fn same_padding_with_stride_2_matches_tflm() {
+    let f = Fixture::open("conv2d-same-stride2");
+    assert_eq!(f.i32s("padding"), [0, 0, 1, 1]);
+    assert_eq!(
+        (f.i32s("kernel"), f.i32s("stride")),
+        (vec![3, 3], vec![2, 2])
+    );
+    assert_eq!(f.i32s("activation"), [activation_code::<Relu6>()]);
+    let (input, output) = (f.quantization("input"), f.quantization("output"));
+    let weight = f.i8s("weight");
+    let conv: QConv2d<3, 4, 3, 2, 0, 9, 9, 4, 4, Relu6, Inline> = QConv2d::new(
+        core::array::from_fn(|o| image::<3, 3, 3>(&weight[o * 27..(o + 1) * 27])),
+        folded_bias::<4>(&f.i32s("bias"), &weight, input),
+        multipliers::<4>(input, &f.f32s("weight_scale"), output),
+        input,
+        output,
+    );
+    let net = Chain::new(QZeroPad2d::<3, 0, 0, 1, 1, 8, 8, 9, 9>::new(input), conv);
+    f.assert_matches(&net, image::<3, 8, 8>, flat::<4, 4, 4>);
+
+    let f = Fixture::open("depthwise-same-stride2");
+    assert_eq!(f.i32s("padding"), [0, 0, 1, 1]);
+    assert_eq!(f.i32s("activation"), [activation_code::<Relu>()]);
+    let (input, output) = (f.quantization("input"), f.quantization("output"));
+    let weight = f.i8s("weight");
+    let depthwise: QDepthwiseConv2d<4, 4, 3, 2, 0, 9, 9, 4, 4, Relu, Inline> =
+        QDepthwiseConv2d::new(
+            core::array::from_fn(|o| image::<1, 3, 3>(&weight[o * 9..(o + 1) * 9])),
+            folded_bias::<4>(&f.i32s("bias"), &weight, input),
+            multipliers::<4>(input, &f.f32s("weight_scale"), output),
+            input,
+            output,
+        );
+    let net = Chain::new(
+        QZeroPad2d::<4, 0, 0, 1, 1, 8, 8, 9, 9>::new(input),
+        depthwise,
+    );
+    f.assert_matches(&net, image::<4, 8, 8>, flat::<4, 4, 4>);
 }

@@ -241,10 +241,40 @@ pub const fn check_net(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error>
 /// For the net's tensors in order, [`Error::Missing`] or [`Error::Mismatch`]; then, for the
 /// first tensor of the file that the net lacks, [`Error::Unexpected`].
 pub const fn check_layout(header: &Header<'_>, spec: &NetSpec) -> Result<(), Error> {
+    check_layout_in(header, Lookup::Header(header), spec)
+}
+
+/// Where [`check_layout`] looks the net's tensors up: the header itself (a walk of its JSON per
+/// tensor), or a baked file's [`Index`] of it (a compile-time evaluation of a walk per tensor
+/// of a net of a hundred tensors would run into the compiler's limit on long evaluations).
+#[derive(Clone, Copy)]
+enum Lookup<'l, 'a> {
+    Header(&'l Header<'a>),
+    Index(&'l Index<'a>),
+}
+
+impl<'a> Lookup<'_, 'a> {
+    const fn find_module(self, module: usize, field: &[u8]) -> Option<Tensor<'a>> {
+        match self {
+            Self::Header(header) => header.find_module(module, field),
+            Self::Index(index) => match index.find_module(module, field) {
+                Ok(found) => found,
+                Err(_) => None,
+            },
+        }
+    }
+}
+
+/// [`check_layout`], the net's tensors looked up in `lookup` (of `header`).
+const fn check_layout_in(
+    header: &Header<'_>,
+    lookup: Lookup<'_, '_>,
+    spec: &NetSpec,
+) -> Result<(), Error> {
     let mut k = 0;
     while let Some(tensor) = spec.tensor(k) {
         let (name, expected) = (tensor.name(), tensor.spec);
-        let Some(found) = header.find_module(tensor.module, tensor.field.as_bytes()) else {
+        let Some(found) = lookup.find_module(tensor.module, tensor.field.as_bytes()) else {
             return Err(Error::Missing {
                 name,
                 dtype: expected.dtype,
@@ -365,7 +395,7 @@ impl<'a> Index<'a> {
                 return Ok(());
             }
         }
-        check_layout(&header, spec)
+        check_layout_in(&header, Lookup::Index(self), spec)
     }
 
     /// The same index for the layers of part `name` of the block at `module` (of this index's

@@ -377,7 +377,7 @@ impl NetSpec {
                 }
                 if k < tensors.len() {
                     Some(TensorAt {
-                        module: 0,
+                        module: tensors[k].module,
                         field: FieldPath::new(tensors[k].field),
                         spec: &tensors[k],
                     })
@@ -419,7 +419,7 @@ impl NetSpec {
                 }
                 let mut i = 0;
                 while i < tensors.len() {
-                    if bytes_eq(tensors[i].field.as_bytes(), field) {
+                    if tensors[i].module == module && bytes_eq(tensors[i].field.as_bytes(), field) {
                         return Some(&tensors[i]);
                     }
                     i += 1;

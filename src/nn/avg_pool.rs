@@ -105,7 +105,7 @@ impl<
 /// length), and `i8` for int8 nets (TensorFlow Lite's integer mean: the sum divided by the
 /// length, rounded to nearest, halves away from zero; the output keeps the input's
 /// quantization).
-pub trait Averaged: Sample {
+pub trait Averageable: Sample {
     /// `means[ow]`: the mean of `window_rows`' windows `ow` (columns `ow·stride..ow·stride+K`).
     #[doc(hidden)]
     fn means<const K: usize, const W: usize, const OW: usize>(
@@ -117,7 +117,7 @@ pub trait Averaged: Sample {
 
 macro_rules! float_means {
     ($($t:ty),*) => {$(
-        impl Averaged for $t {
+        impl Averageable for $t {
             #[inline(always)]
             fn means<const K: usize, const W: usize, const OW: usize>(
                 window_rows: &[[Self; W]],
@@ -145,13 +145,23 @@ macro_rules! float_means {
 
 float_means!(f32, f64);
 
-impl Averaged for i8 {
+impl Averageable for i8 {
     #[inline(always)]
     fn means<const K: usize, const W: usize, const OW: usize>(
         window_rows: &[[Self; W]],
         stride: usize,
         means: &mut [Self; OW],
     ) {
+        // A window of more than 2^24 values of -128 would overflow the i32 sum.
+        const {
+            if K * K > 1 << 24 {
+                crate::format::Message::new()
+                    .str("AvgPool2d on i8: a window of ")
+                    .number(K * K)
+                    .str(" values could overflow the i32 sum (at most 16777216)")
+                    .panic()
+            }
+        };
         let mut sums = [0_i32; OW];
         for row in window_rows {
             for j in 0..K {
@@ -170,8 +180,7 @@ impl Averaged for i8 {
 /// pooling), as an `i8`: the mean of int8 values is one.
 #[inline(always)]
 fn rounded_mean(sum: i32, count: usize) -> i8 {
-    // A window of i8 values has at most H·W of them, and a sum of them fits i32 for any image
-    // an array holds; the count is at least 1 (the shape rule).
+    // The count is from 1 (the shape rule) to 2^24 (the window's bound above).
     let count = count as i32;
     let half = count / 2;
     // Division truncates toward zero, so moving the sum half a count away from zero first
@@ -185,7 +194,7 @@ fn rounded_mean(sum: i32, count: usize) -> i8 {
 }
 
 impl<
-    T: Averaged,
+    T: Averageable,
     const C: usize,
     const K: usize,
     const STRIDE: usize,
@@ -229,19 +238,19 @@ impl<
     }
 }
 
-no_parameters!("average pooling", [T: Averaged, const C: usize, const K: usize, const STRIDE: usize, const H: usize, const W: usize, const OH: usize, const OW: usize], AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>);
+no_parameters!("average pooling", [T: Averageable, const C: usize, const K: usize, const STRIDE: usize, const H: usize, const W: usize, const OH: usize, const OW: usize], AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>);
 
 #[cfg(feature = "alloc")]
 mod train {
 
     use num_traits::Float;
 
-    use super::{Averaged, AvgPool2d};
+    use super::{Averageable, AvgPool2d};
     use crate::kernels;
     use crate::nn::Train;
 
     impl<
-        T: Averaged + Float,
+        T: Averageable + Float,
         const B: usize,
         const C: usize,
         const K: usize,
@@ -300,7 +309,7 @@ mod train {
 mod quantize {
     use alloc::vec::Vec;
 
-    use super::{Averaged, AvgPool2d};
+    use super::{Averageable, AvgPool2d};
     use crate::nn::quantize::outputs_of;
     use crate::nn::{Quantize, QuantizeError, QuantizeSample};
     use crate::quant::Quantization;
@@ -319,7 +328,7 @@ mod quantize {
         const OW: usize,
     > Quantize for AvgPool2d<T, C, K, STRIDE, H, W, OH, OW>
     where
-        T: Averaged + QuantizeSample<Quantized = i8>,
+        T: Averageable + QuantizeSample<Quantized = i8>,
     {
         type Quantized = AvgPool2d<i8, C, K, STRIDE, H, W, OH, OW>;
 

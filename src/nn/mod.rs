@@ -286,6 +286,7 @@ mod init;
 mod mse;
 mod net;
 mod optim;
+mod pad;
 mod pool;
 mod predict;
 mod qconv;
@@ -308,7 +309,7 @@ mod values;
 
 pub use crate::kernels::argmax;
 pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
-pub use avg_pool::{Averaged, AvgPool2d};
+pub use avg_pool::{Averageable, AvgPool2d};
 pub use bake::{Bake, PartName, SafetensorsFile, Skip, Within};
 #[cfg(feature = "alloc")]
 pub use batch_norm::BatchNormWorkspace;
@@ -339,6 +340,7 @@ pub use init::Init;
 pub use init::RandomInit;
 pub use mse::MeanSquaredError;
 pub use optim::{Adam, Momentum, Optimizer, Sgd, flush_subnormal};
+pub use pad::{QZeroPad2d, ZeroPad2d};
 pub use pool::{MaxPool2d, pool_output_size};
 pub use predict::{PREDICT_CHUNK, PREDICT_CHUNK_STACK, Predict};
 pub use qconv::QConv2d;

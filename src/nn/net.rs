@@ -35,6 +35,7 @@ use super::{
 /// | `Conv2d<C, OC, K>`, `Conv2d<C, OC, K, A>` | `nn.Conv2d(C, OC, K)` (+ the activation) | [`Conv2d`], stride 1, no padding |
 /// | `Conv2d<C, OC, K, S, P>`, `Conv2d<C, OC, K, S, P, A>` | `nn.Conv2d(C, OC, K, stride=S, padding=P)` | [`Conv2d`] |
 /// | `DepthwiseConv2d<C, OC, K>`, `DepthwiseConv2d<C, OC, K, S, P[, A]>` (and with `A` after `K`) | `nn.Conv2d(C, OC, K, stride=S, padding=P, groups=C)` | [`DepthwiseConv2d`] |
+/// | `ZeroPad2d<P>`, `ZeroPad2d<L, R, T, B>` | `nn.ZeroPad2d(P)`, `nn.ZeroPad2d((L, R, T, B))` | [`ZeroPad2d`](super::ZeroPad2d) |
 /// | `MaxPool2d<K>`, `MaxPool2d<K, S>` | `nn.MaxPool2d(K)`, `nn.MaxPool2d(K, stride=S)` | [`MaxPool2d`] |
 /// | `AvgPool2d<K>`, `AvgPool2d<K, S>` | `nn.AvgPool2d(K)`, `nn.AvgPool2d(K, stride=S)` | [`AvgPool2d`] |
 /// | `Flatten` | `nn.Flatten()` | [`Flatten`] |
@@ -161,6 +162,9 @@ macro_rules! net {
     };
     (AvgPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input AvgPool2d<$k $(, $s)?>)
+    };
+    (ZeroPad2d<$p:literal $(, $q:tt)*> $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input ZeroPad2d<$p $(, $q)*>)
     };
     (Flatten $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input Flatten)
@@ -382,6 +386,25 @@ macro_rules! __net_image {
             (@image ($($t)+) ($c) ($h) ($w) ($from_input))
             $($rest)*)
     };
+    // Zero padding: every side, or (left, right, top, bottom) as PyTorch's tuple.
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt ZeroPad2d<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@image $t $c $h $w $from_input ZeroPad2d<$p, $p, $p, $p> $($rest)*)
+    };
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) $from_input:tt ZeroPad2d<$l:tt, $r:tt, $top:tt, $b:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::__net_image!(@pad_type ($($t)+) ($c, $top, $l, $b, $r, $h, $w,
+                { $top + $h + $b }, { $l + $w + $r })))
+            (@image ($($t)+) ($c) ({ $top + $h + $b }) ({ $l + $w + $r }) (false))
+            $($rest)*)
+    };
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt ZeroPad2d $($rest:tt)*) => {
+        $crate::__net_image!(@mistake ::core::concat!(
+            "zero padding is `ZeroPad2d<padding>` (every side) or ",
+            "`ZeroPad2d<left, right, top, bottom>` (PyTorch's order)"
+        ))
+    };
+    (@pad_type (i8) ($($arg:tt)*)) => { $crate::nn::QZeroPad2d<$($arg)*> };
+    (@pad_type ($t:ty) ($($arg:tt)*)) => { $crate::nn::ZeroPad2d<$t, $($arg)*> };
     // Max pooling: (window[, stride]); the stride is the window unless given.
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
         $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
@@ -558,7 +581,7 @@ macro_rules! __net_image {
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ::core::concat!(
-            "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, ",
+            "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, `ZeroPad2d<..>`, ",
             "`BatchNorm2d<..>`, `BatchNorm1d<..>`, `Residual<[..]>`, `Dropout<..>`, `Flatten` or ",
             "`Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"

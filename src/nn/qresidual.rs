@@ -58,22 +58,34 @@ impl QuantizedAdd {
     ///
     /// # Panics
     ///
-    /// When a scale is not positive and finite, or the output's scale is so much smaller than
-    /// the inputs' that `M_out` is `2^30` or more.
+    /// When a multiplier is out of the fixed-point range: a scale that is not positive and
+    /// finite, or an output scale so much smaller than the inputs' that `M_out` is `2^30` or
+    /// more ([`QuantizedAdd::multipliers`] says which; `quantize` checks it and reports
+    /// [`QuantizeError::Multiplier`](super::QuantizeError::Multiplier)).
     #[must_use]
     pub fn new(branch: Quantization, shortcut: Quantization, output: Quantization) -> Self {
-        let twice_max = 2.0 * f64::from(branch.scale.max(shortcut.scale));
-        let m = [
-            f64::from(branch.scale) / twice_max,
-            f64::from(shortcut.scale) / twice_max,
-            twice_max / (f64::from(1 << LEFT_SHIFT) * f64::from(output.scale)),
-        ]
-        .map(Multiplier::from_real);
+        let m = Self::multipliers(branch, shortcut, output).map(Multiplier::from_real);
         Self {
             quantization: [branch, shortcut, output],
             multiplier: m.map(|m| m.multiplier),
             exponent: m.map(|m| m.exponent),
         }
+    }
+
+    /// The real multipliers `M_b`, `M_s` and `M_out` of the addition of `branch` and
+    /// `shortcut` into `output`.
+    #[must_use]
+    pub fn multipliers(
+        branch: Quantization,
+        shortcut: Quantization,
+        output: Quantization,
+    ) -> [f64; 3] {
+        let twice_max = 2.0 * f64::from(branch.scale.max(shortcut.scale));
+        [
+            f64::from(branch.scale) / twice_max,
+            f64::from(shortcut.scale) / twice_max,
+            twice_max / (f64::from(1 << LEFT_SHIFT) * f64::from(output.scale)),
+        ]
     }
 
     fn multiplier(&self, i: usize) -> Multiplier {
@@ -92,7 +104,8 @@ impl QuantizedAdd {
             self.multiplier(i)
                 .apply((i32::from(q) - i32::from(z)) << LEFT_SHIFT)
         };
-        let sum = scaled(b, qb.zero_point, 0).wrapping_add(scaled(s, qs.zero_point, 1));
+        // Within i32 for multipliers below 1 (TensorFlow Lite's); a file's larger ones saturate.
+        let sum = scaled(b, qb.zero_point, 0).saturating_add(scaled(s, qs.zero_point, 1));
         let q = i32::from(qo.zero_point).saturating_add(self.multiplier(2).apply(sum));
         q.clamp(i32::from(low), i32::from(high)) as i8
     }
@@ -466,8 +479,26 @@ mod quantize {
     };
     use crate::quant::Quantization;
 
+    /// The addition of layer `layer` (a block's sum counts as one layer, after its branch's
+    /// and shortcut's), its multipliers checked.
+    fn checked_add(
+        layer: usize,
+        branch: Quantization,
+        shortcut: Quantization,
+        output: Quantization,
+    ) -> Result<QuantizedAdd, QuantizeError> {
+        for value in QuantizedAdd::multipliers(branch, shortcut, output) {
+            if !(value.is_finite() && (0.0..f64::from(1_u32 << 30)).contains(&value)) {
+                return Err(QuantizeError::Multiplier { layer, value });
+            }
+        }
+        Ok(QuantizedAdd::new(branch, shortcut, output))
+    }
+
     /// The branch quantized from the block's input; the sum's quantization calibrated on the
-    /// block's float outputs (after the activation, which the addition's clamp applies).
+    /// block's float outputs (after the activation, which the addition's clamp applies). In
+    /// errors, the branch's layers are counted from the block's first, then the sum is one
+    /// more layer.
     impl<Br, A> Quantize for Residual<Br, A>
     where
         Br: Quantize + Layer<Out = <Br as Layer>::In>,
@@ -491,7 +522,7 @@ mod quantize {
             let (outputs, output) = calibrate(self, layer + Br::LAYERS, samples)?;
             let net = QResidual {
                 branch,
-                add: QuantizedAdd::new(branch_output, input, output),
+                add: checked_add(layer + Br::LAYERS, branch_output, input, output)?,
                 activation: A::VALUE,
             };
             Ok((net, output, outputs))
@@ -523,11 +554,12 @@ mod quantize {
             let (shortcut, shortcut_output, _) =
                 self.shortcut
                     .quantize_layer(layer + Br::LAYERS, input, samples)?;
-            let (outputs, output) = calibrate(self, layer + Br::LAYERS + Sh::LAYERS, samples)?;
+            let sum = layer + Br::LAYERS + Sh::LAYERS;
+            let (outputs, output) = calibrate(self, sum, samples)?;
             let net = QProjectedResidual {
                 branch,
                 shortcut,
-                add: QuantizedAdd::new(branch_output, shortcut_output, output),
+                add: checked_add(sum, branch_output, shortcut_output, output)?,
                 activation: A::VALUE,
             };
             Ok((net, output, outputs))

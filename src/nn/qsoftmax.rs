@@ -58,7 +58,18 @@ const SOFTMAX_EXPONENT_RANGE: Option<(i32, i32)> = Some((0, 31));
 /// | `{m}.multiplier` | `I32 [1]` | `0..=2^31-1`: `s·2^26`'s significand |
 /// | `{m}.exponent` | `I32 [1]` | `0..=31`: its power of two |
 /// | `{m}.input_scale`, `{m}.input_zero_point` | `F32 []`, `I8 []` | the logits' quantization |
-/// | `{m}.output_scale`, `{m}.output_zero_point` | `F32 []`, `I8 []` | `1/256` and `-128` |
+///
+/// The output's quantization is not in the file: it is always [`SOFTMAX_OUTPUT`].
+///
+/// At most 4,096 classes (the sum of their `exp`s is held in Q12.19); more do not compile:
+///
+/// ```compile_fail,E0080
+/// use constmat::nn::{Layer, QSoftmax};
+/// use constmat::quant::Quantization;
+///
+/// let softmax = QSoftmax::<5000>::new(Quantization { scale: 0.1, zero_point: 0 });
+/// softmax.forward_one(&[0; 5000], &mut [0; 5000]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QSoftmax<const N: usize> {
     /// The logits' quantization (only the scale matters: the zero point cancels).
@@ -70,9 +81,20 @@ pub struct QSoftmax<const N: usize> {
 }
 
 impl<const N: usize> QSoftmax<N> {
+    /// The bound on the classes: their `exp`s, each at most 1, sum within Q12.19's range.
+    const SHAPE: () = if N > 1 << SOFTMAX_SUM_INTEGER_BITS {
+        crate::format::Message::new()
+            .str("QSoftmax: ")
+            .number(N)
+            .str(" classes, more than the 4096 whose probabilities' sum int8's softmax holds")
+            .panic()
+    };
+
     /// The softmax of logits quantized with `input` (TensorFlow Lite's
     /// `PreprocessSoftmaxScaling` with beta 1: `s·2^26` held to `[1, 2^31 - 1]`, then its
-    /// significand and exponent as `QuantizeMultiplier` rounds them).
+    /// significand and exponent as `QuantizeMultiplier` rounds them). A scale of `2^-26` or
+    /// less, which TensorFlow Lite refuses (its interpreter aborts), is taken as `2^-26`: the
+    /// logits then differ by too little to matter, and the probabilities are nearly uniform.
     ///
     /// # Panics
     ///
@@ -132,6 +154,7 @@ impl<const N: usize> QSoftmax<N> {
     }
 
     fn forward_sample(&self, x: &[i8; N], y: &mut [i8; N]) {
+        let () = Self::SHAPE;
         let Some(&max) = x.iter().max() else {
             return;
         };
@@ -149,14 +172,18 @@ impl<const N: usize> QSoftmax<N> {
         }
         let (scale, bits_over_unit) = reciprocal(sum, SOFTMAX_SUM_INTEGER_BITS);
         // exp·(1/sum) is Q0.31; to 1/256 steps: a right shift by 31 - 8, and the reciprocal's
-        // power of two.
-        let shift = (bits_over_unit + 31 - 8).clamp(0, 31);
+        // power of two. A shift past 31 (a sum of at least 512, many flat classes) leaves
+        // less than half a step of a Q0.31 value: 0 (TensorFlow Lite's shift is undefined
+        // there).
+        let shift = bits_over_unit + 31 - 8;
         for (&d, q) in diffs.iter().zip(y.iter_mut()) {
             *q = if d >= diff_min {
-                let p = rounding_divide_by_power_of_two(
-                    saturating_rounding_doubling_high_mul(scale, self.exp_of(d)),
-                    shift,
-                );
+                let product = saturating_rounding_doubling_high_mul(scale, self.exp_of(d));
+                let p = if shift > 31 {
+                    0
+                } else {
+                    rounding_divide_by_power_of_two(product, shift.max(0))
+                };
                 (p - 128).clamp(-128, 127) as i8
             } else {
                 -128
@@ -177,8 +204,6 @@ impl<const N: usize> Layer for QSoftmax<N> {
             int8_tensor!("exponent", I32, [1], SOFTMAX_EXPONENT_RANGE),
             int8_tensor!("input_scale", F32, [], scale),
             int8_tensor!("input_zero_point", I8, [], None),
-            int8_tensor!("output_scale", F32, [], scale),
-            int8_tensor!("output_zero_point", I8, [], None),
         ],
     };
 
@@ -203,9 +228,7 @@ impl<const N: usize> super::Weights for QSoftmax<N> {
             1 => out.extend_from_slice(&self.exponent.to_le_bytes()),
             2 => out.extend_from_slice(&self.input.scale.to_le_bytes()),
             3 => out.push(self.input.zero_point as u8),
-            4 => out.extend_from_slice(&SOFTMAX_OUTPUT.scale.to_le_bytes()),
-            5 => out.push(SOFTMAX_OUTPUT.zero_point as u8),
-            _ => panic!("an int8 softmax has 6 tensors; asked for tensor {k}"),
+            _ => panic!("an int8 softmax has 4 tensors; asked for tensor {k}"),
         }
     }
 

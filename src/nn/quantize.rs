@@ -109,13 +109,23 @@ impl std::error::Error for QuantizeError {}
 
 /// A float layer, or net, with an int8 form.
 ///
-/// Implemented for [`Dense`](super::Dense) and [`Conv2d`](super::Conv2d) (with
-/// [`Identity`](super::Identity) or [`Relu`](super::Relu): an activation that is not a clamp,
-/// such as a sigmoid, has no int8 form, and quantizing a net with one does not compile),
-/// [`MaxPool2d`](super::MaxPool2d), [`Flatten`](super::Flatten) and
+/// Implemented for [`Dense`](super::Dense), [`Conv2d`](super::Conv2d) and
+/// [`DepthwiseConv2d`](super::DepthwiseConv2d) with an activation that is a clamp
+/// ([`Identity`](super::Identity), [`Relu`](super::Relu), [`Relu6`](super::Relu6): a sigmoid
+/// or tanh has no int8 form, and quantizing a net with one does not compile);
+/// [`MaxPool2d`](super::MaxPool2d), [`AvgPool2d`](super::AvgPool2d),
+/// [`ZeroPad2d`](super::ZeroPad2d), [`Flatten`](super::Flatten) and
 /// [`Dropout`](super::Dropout) (which keep their input's quantization; dropout is the identity
-/// at inference), and [`Chain`]s of these. Each layer kind's impl is in its int8 form's file
-/// (`qdense.rs`, `qconv.rs`) or its own (`pool.rs`, `flatten.rs`, `dropout.rs`).
+/// at inference); [`Softmax`](super::Softmax) (its output always
+/// [`SOFTMAX_OUTPUT`](super::SOFTMAX_OUTPUT)); the residual blocks
+/// [`Residual`](super::Residual) and [`ProjectedResidual`](super::ProjectedResidual); and
+/// [`Chain`]s of these. Batch normalization is folded into the layer before it first
+/// ([`BatchNorm2d::fold_into`](super::BatchNorm2d)). Each layer kind's impl is in its int8
+/// form's file (`qdense.rs`, `qconv.rs`, `qdepthwise.rs`, `qsoftmax.rs`, `qresidual.rs`,
+/// `pad.rs`) or its own (`pool.rs`, `avg_pool.rs`, `flatten.rs`, `dropout.rs`).
+///
+/// Errors number the layers from the input, one per layer of the float net; a residual block
+/// counts its branch's layers, then its shortcut's, then one for its sum.
 pub trait Quantize: Layer {
     /// The int8 form, its parameters on the heap (convert it with
     /// [`Layer::to_store`] to bake it).

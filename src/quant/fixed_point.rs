@@ -13,7 +13,8 @@ use super::{rounding_divide_by_power_of_two, saturating_rounding_doubling_high_m
 /// down to -32 are representable, and `exp(-32)` is far below int8's resolution.
 pub const SOFTMAX_DIFF_INTEGER_BITS: i32 = 5;
 
-/// The integer bits of the sum of `exp`s (Q12.19): up to 4,096 classes sum without overflow.
+/// The integer bits of the sum of `exp`s (Q12.19): the `exp`s of up to 4,096 classes, each at
+/// most 1, sum to at most `2^31` raw, which the reciprocal reads as unsigned.
 pub const SOFTMAX_SUM_INTEGER_BITS: i32 = 12;
 
 /// `x · 2^exponent`: a left shift that saturates at `i32`'s ends for a positive exponent, a
@@ -29,8 +30,16 @@ pub const SOFTMAX_SUM_INTEGER_BITS: i32 = 12;
 /// assert_eq!(times(6, -2), 2); // 1.5 -> 2
 /// assert_eq!(times(-6, -2), -2);
 /// ```
+///
+/// # Panics
+///
+/// When `exponent` is outside `-31..=31` (at compile time in a `const`).
 #[must_use]
 pub const fn multiply_by_power_of_two(x: i32, exponent: i32) -> i32 {
+    assert!(
+        -31 <= exponent && exponent <= 31,
+        "a power of two from 2^-31 to 2^31"
+    );
     if exponent > 0 {
         let threshold = (1_i32 << (31 - exponent)) - 1;
         if x > threshold {
@@ -150,8 +159,13 @@ const fn one_over_one_plus_x(a: i32) -> i32 {
 /// assert_eq!(p, 1);
 /// assert!((f64::from(r) / 2_f64.powi(31) - 0.8).abs() < 1e-6);
 /// ```
+///
+/// # Panics
+///
+/// When `x` is 0, which has no reciprocal.
 #[must_use]
 pub const fn reciprocal(x: i32, integer_bits: i32) -> (i32, i32) {
+    assert!(x != 0, "the reciprocal of 0");
     let headroom_plus_one = (x as u32).leading_zeros() as i32;
     let bits_over_unit = integer_bits - headroom_plus_one;
     // x · 2^headroom is in [1, 2) as Q1.31 unsigned; minus 1 it is a Q0.31 value in [0, 1).

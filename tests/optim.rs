@@ -285,3 +285,45 @@ fn cosine_schedule() {
     assert!(close(one.learning_rate(base, 0), base));
     assert_eq!(one.learning_rate(base, 1), floor);
 }
+
+/// PyTorch's `SGD(momentum=μ, weight_decay=λ)`: `v ← μ v + (g + λ θ)`, `θ ← θ - η v`.
+fn momentum_with_decay_reference(mu: f64, lambda: f64) -> impl FnMut(&mut [f64], &[f64], f64) {
+    let mut velocity: Vec<f64> = Vec::new();
+    move |theta, g, eta| {
+        velocity.resize(theta.len(), 0.0);
+        for ((t, v), g) in theta.iter_mut().zip(&mut velocity).zip(g) {
+            *v = mu * *v + (g + lambda * *t);
+            *t -= eta * *v;
+        }
+    }
+}
+
+#[test]
+fn momentum_with_weight_decay_matches_reference() {
+    let net = tiny_net(5);
+    let opt = Momentum::new(&net, 0.9).with_weight_decay(0.05);
+    check_against_reference(net, opt, momentum_with_decay_reference(0.9, 0.05), 104);
+}
+
+/// Weight decay shrinks batch normalization's learned scale and shift, not its running
+/// statistics (PyTorch's buffers, which its optimizers never see).
+#[test]
+fn weight_decay_leaves_running_statistics() {
+    use constmat::nn::BatchNorm1d;
+    let mut norm = BatchNorm1d::<f64, 2, Identity>::zeros();
+    for k in 0..4 {
+        norm.tensor_mut(k).copy_from_slice(&[2.0, -1.0]);
+    }
+    let mut gradients = BatchNorm1d::<f64, 2, Identity>::zeros();
+    for k in 0..4 {
+        gradients.tensor_mut(k).fill(0.0); // (`zeros` holds γ = 1, the layer's identity)
+    }
+    let mut opt = Momentum::new(&norm, 0.9).with_weight_decay(0.5);
+    opt.update(&mut norm, &gradients, 0.1);
+    // γ and β: θ - 0.1·(0.5·θ) = 0.95·θ.
+    assert_eq!(norm.tensor(0), [1.9, -0.95]);
+    assert_eq!(norm.tensor(1), [1.9, -0.95]);
+    // The running mean and variance as they were.
+    assert_eq!(norm.tensor(2), [2.0, -1.0]);
+    assert_eq!(norm.tensor(3), [2.0, -1.0]);
+}

@@ -236,3 +236,36 @@ fn softmax_of_many_equal_classes() {
     QSoftmax::<4>::new(q).forward_one(&[1; 4], &mut p);
     assert_eq!(p, [-64; 4]); // 1/4 = 64/256
 }
+
+/// The memory of MLPerf Tiny's ResNet-8 (one input channel, batch normalization folded, as
+/// `examples/fashion_resnet` quantizes it) in f32 and int8, as `docs/embedding.md` gives it.
+#[test]
+fn resnet8_memory_budget() {
+    type Folded = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 16, 3, 1, 1, Relu>,
+        Residual<[Conv2d<16, 16, 3, 1, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<16, 32, 3, 2, 1, Relu>, Conv2d<32, 32, 3, 1, 1>], [Conv2d<16, 32, 1, 2, 0>], Relu>,
+        Residual<[Conv2d<32, 64, 3, 2, 1, Relu>, Conv2d<64, 64, 3, 1, 1>], [Conv2d<32, 64, 1, 2, 0>], Relu>,
+        AvgPool2d<7>,
+        Flatten,
+        Dense<64, 10>,
+    ];
+    type Int8 = constmat::net![
+        Input<i8, 1, 28, 28>,
+        Conv2d<1, 16, 3, 1, 1, Relu>,
+        Residual<[Conv2d<16, 16, 3, 1, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<16, 32, 3, 2, 1, Relu>, Conv2d<32, 32, 3, 1, 1>], [Conv2d<16, 32, 1, 2, 0>], Relu>,
+        Residual<[Conv2d<32, 64, 3, 2, 1, Relu>, Conv2d<64, 64, 3, 1, 1>], [Conv2d<32, 64, 1, 2, 0>], Relu>,
+        AvgPool2d<7>,
+        Flatten,
+        Dense<64, 10>,
+    ];
+    // 77,658 parameters less the batch norms' (folded), in f32.
+    assert_eq!(<Folded as Layer>::PARAMETER_BYTES, 309_696);
+    assert_eq!(<Int8 as Layer>::PARAMETER_BYTES, 81_528);
+    assert_eq!(<Int8 as Layer>::WORKING_BYTES, 112_104);
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(<Folded as Layer>::WORKING_BYTES, 612_096);
+    }
+}

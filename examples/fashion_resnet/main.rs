@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use common::data_set::{self, DataSet};
 use common::training::{self, Model, Options};
 use constmat::data::mnist::{COLS, ROWS, Split};
-use constmat::nn::Relu;
+use constmat::nn::{Chain, Layer, ProjectedResidual, Quantize, Relu, Residual, quantize};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
@@ -64,6 +64,53 @@ type ResNet8 = constmat::net![
     Flatten,
     Dense<64, 10>,
 ];
+
+/// ResNet-8 for prediction, each batch normalization folded into the convolution before it
+/// (`BatchNorm2d::fold_into`, as TensorFlow Lite's converter folds them): the net that is
+/// quantized to int8.
+type Folded = constmat::net![
+    Input<f32, 1, 28, 28>,
+    Conv2d<1, 16, 3, 1, 1, Relu>,
+    Residual<[Conv2d<16, 16, 3, 1, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], Relu>,
+    Residual<[Conv2d<16, 32, 3, 2, 1, Relu>, Conv2d<32, 32, 3, 1, 1>], [Conv2d<16, 32, 1, 2, 0>], Relu>,
+    Residual<[Conv2d<32, 64, 3, 2, 1, Relu>, Conv2d<64, 64, 3, 1, 1>], [Conv2d<32, 64, 1, 2, 0>], Relu>,
+    AvgPool2d<7>,
+    Flatten,
+    Dense<64, 10>,
+];
+
+/// `net` with its batch normalizations folded away: the same predictions (within rounding).
+fn fold(net: &ResNet8) -> Folded {
+    // A branch `conv, norm, conv, norm` becomes `conv', conv''`.
+    macro_rules! fold_branch {
+        ($b:expr) => {
+            Chain::new(
+                $b.rest.first.fold_into(&$b.first),
+                $b.rest.rest.rest.fold_into(&$b.rest.rest.first),
+            )
+        };
+    }
+    let stem = net.rest.first.fold_into(&net.first);
+    let (first, rest) = (&net.rest.rest.first, &net.rest.rest.rest);
+    let (second, rest) = (&rest.first, &rest.rest);
+    let (third, head) = (&rest.first, &rest.rest);
+    Chain::new(
+        stem,
+        Chain::new(
+            Residual::new(fold_branch!(first.branch)),
+            Chain::new(
+                ProjectedResidual::new(fold_branch!(second.branch), second.shortcut.clone()),
+                Chain::new(
+                    ProjectedResidual::new(fold_branch!(third.branch), third.shortcut.clone()),
+                    head.clone(),
+                ),
+            ),
+        ),
+    )
+}
+
+/// Training images the int8 quantization calibrates on.
+const CALIBRATION_IMAGES: usize = 500;
 
 /// Fashion-MNIST's pixel mean and standard deviation (of `p / 255` over the training set): the
 /// inputs are standardized with them.
@@ -108,6 +155,36 @@ impl Model for Resnet {
                 row.reverse();
             }
         }
+    }
+
+    /// The int8 form of the trained net (batch normalizations folded, calibrated on the first
+    /// training images) and its test accuracy, integers only.
+    fn after_training(net: &ResNet8, train: &Split, test: &Split) -> Vec<String> {
+        let folded = fold(net);
+        let image = |split: &Split, index| {
+            let mut x = [[[0.0; COLS]; ROWS]; 1];
+            Self::fill(split, index, &mut x);
+            x
+        };
+        let calibration: Vec<_> = (0..CALIBRATION_IMAGES.min(train.len()))
+            .map(|i| image(train, i))
+            .collect();
+        let int8 = match quantize(&folded, &calibration) {
+            Ok(int8) => int8,
+            Err(e) => return vec![format!("int8: not quantized: {e}")],
+        };
+        let right = (0..test.len())
+            .filter(|&i| int8.predict(&image(test, i)) == usize::from(test.label(i)))
+            .count();
+        let bytes = |n: usize| n.div_ceil(1024);
+        vec![format!(
+            "int8 (batch norm folded, calibrated on {} training images): test accuracy {:.2}%, \
+             parameters {} KiB (f32 {} KiB)",
+            calibration.len(),
+            100.0 * right as f64 / test.len() as f64,
+            bytes(<<Folded as Quantize>::Quantized as Layer>::PARAMETER_BYTES),
+            bytes(<Folded as Layer>::PARAMETER_BYTES),
+        )]
     }
 
     fn save(net: &ResNet8, path: &Path) -> Result<(), String> {
@@ -157,6 +234,8 @@ Options:
   --optimizer NAME    sgd | momentum | adam (default momentum, 0.9)
   --schedule NAME     cosine | step | constant (default cosine decay to 0 over the run;
                       step halves the rate every 3 epochs)
+  --weight-decay L    the momentum optimizer's weight decay, from 0 up to 1 (default 5e-4;
+                      0 with sgd or adam, which take none)
   --seed N            seed of initialization and shuffling (default 42)
   --threads N         threads for the matrix products, at most 4 per core of this machine
                       (default 1; more than 1 needs `--features threads`; results are
@@ -177,6 +256,7 @@ fn main() -> ExitCode {
         threads: 1,
         save: None,
         plot: None,
+        weight_decay: 5e-4,
         usual_lr: 0.05,
     };
     training::main::<Resnet, EVAL_BATCH>(defaults, USAGE)

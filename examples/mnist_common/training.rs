@@ -69,6 +69,12 @@ pub trait Model {
     ///
     /// When the file cannot be written.
     fn save(net: &Self::Net, path: &Path) -> Result<(), String>;
+    /// Lines reported after the confusion matrix, of the trained net (an example's own
+    /// figures, such as its int8 form's accuracy): none unless the example has some.
+    fn after_training(net: &Self::Net, train: &Split, test: &Split) -> Vec<String> {
+        let _ = (net, train, test);
+        Vec::new()
+    }
 }
 
 /// The command line.
@@ -83,6 +89,8 @@ pub struct Options {
     pub threads: usize,
     pub save: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// The momentum optimizer's weight decay (`--weight-decay`; 0 for none).
+    pub weight_decay: f64,
     /// The example's default learning rate (for momentum and SGD), for the hints of errors.
     pub usual_lr: f64,
 }
@@ -175,6 +183,14 @@ pub fn parse_args(
                     ));
                 }
             }
+            "--weight-decay" => {
+                let v = value()?;
+                o.weight_decay = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|&l| (0.0..1.0).contains(&l))
+                    .ok_or_else(|| number(v, "a number from 0 up to (not including) 1"))?;
+            }
             "--save" => o.save = Some(value()?.into()),
             "--plot" => o.plot = Some(value()?.into()),
             other => return Err(format!("unknown option `{other}` (see --help)")),
@@ -185,6 +201,17 @@ pub fn parse_args(
             "--optimizer: expected sgd, momentum or adam, found `{}`",
             o.optimizer
         ));
+    }
+    if o.optimizer != "momentum" {
+        // The example's default decay is the momentum recipe's; given for another optimizer,
+        // it would be silently unused.
+        if seen.iter().any(|f| f == "--weight-decay") && o.weight_decay > 0.0 {
+            return Err(format!(
+                "--weight-decay {}: it applies to the momentum optimizer, not to {}",
+                o.weight_decay, o.optimizer
+            ));
+        }
+        o.weight_decay = 0.0;
     }
     if !["cosine", "step", "constant"].contains(&o.schedule.as_str()) {
         return Err(format!(
@@ -533,13 +560,13 @@ pub enum AnyOptimizer<N> {
 }
 
 impl<N: Parameters<f32>> AnyOptimizer<N> {
-    /// The optimizer `--optimizer` names (`sgd`, `adam`; anything else is momentum 0.9), for
-    /// `net`.
-    pub fn new(name: &str, net: &N) -> Self {
+    /// The optimizer `--optimizer` names (`sgd`, `adam`; anything else is momentum 0.9, with
+    /// the weight decay `weight_decay`), for `net`.
+    pub fn new(name: &str, weight_decay: f64, net: &N) -> Self {
         match name {
             "sgd" => Self::Sgd(Sgd::new()),
             "adam" => Self::Adam(Adam::new(net)),
-            _ => Self::Momentum(Momentum::new(net, 0.9)),
+            _ => Self::Momentum(Momentum::new(net, 0.9).with_weight_decay(weight_decay as f32)),
         }
     }
 }
@@ -679,7 +706,7 @@ where
     let mut rng = StdRng::seed_from_u64(o.seed);
     let mut net = M::Net::random(&mut rng);
     let mut trainer = Trainer::<f32, M::Net, BATCH>::new(&net);
-    let mut optimizer = AnyOptimizer::new(&o.optimizer, &net);
+    let mut optimizer = AnyOptimizer::new(&o.optimizer, o.weight_decay, &net);
     let batches_per_epoch = data.train.len() / BATCH;
     let total = total_steps(batches_per_epoch, o.epochs)?;
     let schedule = match o.schedule.as_str() {
@@ -693,8 +720,13 @@ where
     // From here on the run has work to keep: Ctrl-C stops it cleanly (before this line, so that
     // a test that waits for it knows the signal is caught).
     interrupt.arm()?;
+    let decay = if o.weight_decay > 0.0 {
+        format!(", weight decay {}", show(o.weight_decay))
+    } else {
+        String::new()
+    };
     say!(
-        "training {}, batch {BATCH}, {} epochs, {} lr {} ({} schedule), seed {}, {} thread(s)",
+        "training {}, batch {BATCH}, {} epochs, {} lr {}{decay} ({} schedule), seed {}, {} thread(s)",
         M::DESCRIPTION,
         o.epochs,
         o.optimizer,
@@ -846,6 +878,9 @@ where
     say_text(&report::confusion_matrix(data.test.labels(), &predictions));
     say!();
     say_text(&report::misclassified(&data.test, &predictions, 4));
+    for line in M::after_training(&net, &data.train, &data.test) {
+        say!("{line}");
+    }
     if let Some(note) = &interrupted_note {
         say!("{note}");
     }

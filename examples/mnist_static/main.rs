@@ -72,6 +72,7 @@ Options:
   --optimizer NAME    sgd | momentum | adam (default momentum, 0.9)
   --schedule NAME     cosine | step | constant (default cosine decay to 0 over the run;
                       step halves the rate every 3 epochs)
+  --weight-decay L    the momentum optimizer's weight decay, from 0 up to 1 (default 0)
   --seed N            seed of initialization and shuffling (default 42)
   --threads N         threads for the matrix products, at most 4 per core of this machine
                       (default 1; more than 1 needs `--features threads`; results are
@@ -92,6 +93,7 @@ fn main() -> ExitCode {
         threads: 1,
         save: None,
         plot: None,
+        weight_decay: 0.0,
         usual_lr: 0.03,
     };
     training::main::<Mlp, EVAL_BATCH>(defaults, USAGE)

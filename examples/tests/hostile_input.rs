@@ -24,6 +24,7 @@ fn defaults() -> Options {
         threads: 1,
         save: None,
         plot: None,
+        weight_decay: 0.0,
         usual_lr: 0.03,
     }
 }
@@ -552,7 +553,7 @@ fn the_examples_optimizer_refuses_an_overflowing_update_with_the_net_unchanged()
         let mut net = Net::zeros();
         net.tensor_mut(0).fill(0.5);
         let before = net.clone();
-        let mut optimizer = AnyOptimizer::new(name, &net);
+        let mut optimizer = AnyOptimizer::new(name, 0.0, &net);
         let mut trainer = Trainer::<f32, Net, 2>::new(&net);
         let err = trainer
             .step(
@@ -671,6 +672,7 @@ fn a_whole_run_with_an_absurd_learning_rate_stops_with_an_error() {
         epochs: 20,
         optimizer: "adam".into(),
         lr: 100.0,
+        weight_decay: 0.0,
         usual_lr: 0.001,
         ..defaults()
     };
@@ -1146,4 +1148,30 @@ fn trailing_bytes_are_counted_up_to_a_bound() {
         idx::read_labels(few).unwrap_err().to_string(),
         "trailing bytes after IDX data: expected 10 bytes, found 15"
     );
+}
+
+/// `--weight-decay` takes a number from 0 up to 1, and only with the momentum optimizer; an
+/// example's default decay is dropped for another optimizer rather than refused.
+#[test]
+fn weight_decay_is_checked() {
+    for bad in ["-0.1", "1", "abc", "NaN"] {
+        let err = parse(&["--weight-decay", bad]).unwrap_err();
+        assert!(
+            err.starts_with("--weight-decay: expected a number"),
+            "{err}"
+        );
+    }
+    let err = parse(&["--weight-decay", "0.001", "--optimizer", "adam"]).unwrap_err();
+    assert!(
+        err.contains("applies to the momentum optimizer, not to adam"),
+        "{err}"
+    );
+    let o = parse(&["--weight-decay", "0.001"]).unwrap().unwrap();
+    assert_eq!(o.weight_decay, 0.001);
+    let mut defaults = defaults();
+    defaults.weight_decay = 5e-4;
+    let o = training::parse_args(defaults, ["--optimizer", "sgd"].map(String::from))
+        .unwrap()
+        .unwrap();
+    assert_eq!(o.weight_decay, 0.0);
 }

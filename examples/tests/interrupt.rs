@@ -111,6 +111,7 @@ fn options(data: PathBuf, save: PathBuf, plot: PathBuf) -> Options {
         threads: 1,
         save: Some(save),
         plot: Some(plot),
+        weight_decay: 0.0,
         usual_lr: 0.03,
     }
 }

@@ -82,6 +82,10 @@ pub struct TensorSpec {
     /// `f32::MIN_POSITIVE..=f32::MAX`, not only finite ([`Error::ScaleOutOfRange`](super::Error::ScaleOutOfRange)).
     /// `false` for every other tensor.
     pub scale: bool,
+    /// Whether the tensor is a statistic that training keeps but does not learn (PyTorch's
+    /// buffers: batch normalization's `running_mean`, `running_var` and `num_batches_tracked`):
+    /// an optimizer's weight decay leaves it. `false` for every learned tensor.
+    pub buffer: bool,
 }
 
 /// The tensors of a net, in order, named as PyTorch's `nn.Sequential` names them: a layer of a

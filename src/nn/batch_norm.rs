@@ -289,10 +289,10 @@ where
     const SPEC: NetSpec = NetSpec::Layer {
         modules: 1 + A::TORCH_MODULE.is_some() as usize,
         tensors: &[
-            vector_spec::<T, C>("weight"),
-            vector_spec::<T, C>("bias"),
-            vector_spec::<T, C>("running_mean"),
-            vector_spec::<T, C>("running_var"),
+            vector_spec::<T, C>("weight", false),
+            vector_spec::<T, C>("bias", false),
+            vector_spec::<T, C>("running_mean", true),
+            vector_spec::<T, C>("running_var", true),
             TensorSpec {
                 module: 0,
                 field: "num_batches_tracked",
@@ -300,6 +300,7 @@ where
                 shape: &[],
                 range: None,
                 scale: false,
+                buffer: true,
             },
         ],
     };
@@ -337,8 +338,8 @@ where
     }
 }
 
-/// The spec of a `[C]` tensor of `T`s.
-const fn vector_spec<T: Element, const C: usize>(field: &'static str) -> TensorSpec {
+/// The spec of a `[C]` tensor of `T`s, learned or a running statistic (`buffer`).
+const fn vector_spec<T: Element, const C: usize>(field: &'static str, buffer: bool) -> TensorSpec {
     TensorSpec {
         module: 0,
         field,
@@ -346,6 +347,7 @@ const fn vector_spec<T: Element, const C: usize>(field: &'static str) -> TensorS
         shape: &[C],
         range: None,
         scale: false,
+        buffer,
     }
 }
 

@@ -122,6 +122,7 @@ where
                 shape: &[O, I],
                 range: None,
                 scale: false,
+                buffer: false,
             },
             TensorSpec {
                 module: 0,
@@ -130,6 +131,7 @@ where
                 shape: &[O],
                 range: None,
                 scale: false,
+                buffer: false,
             },
         ],
     };

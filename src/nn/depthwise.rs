@@ -266,6 +266,7 @@ where
                 shape: &[OC, 1, K, K],
                 range: None,
                 scale: false,
+                buffer: false,
             },
             TensorSpec {
                 module: 0,
@@ -274,6 +275,7 @@ where
                 shape: &[OC],
                 range: None,
                 scale: false,
+                buffer: false,
             },
         ],
     };

@@ -179,7 +179,10 @@ impl<T: Scalar, P: Parameters<T>> Optimizer<T, P> for Sgd {
     }
 }
 
-/// SGD with momentum, PyTorch's formulation: `v ← μ·v + g`, `θ ← θ - η·v`.
+/// SGD with momentum, PyTorch's formulation: `v ← μ·v + g`, `θ ← θ - η·v`; with a weight decay
+/// `λ` ([`with_weight_decay`](Self::with_weight_decay)), `g + λ·θ` in place of `g` (PyTorch's
+/// `SGD(momentum=μ, weight_decay=λ)`), except for running statistics (batch normalization's,
+/// [`TensorSpec::buffer`](crate::format::TensorSpec::buffer)), which are not learned.
 ///
 /// A velocity that decays below the smallest normal float is set to zero (see
 /// [`flush_subnormal`]).
@@ -198,16 +201,46 @@ impl<T: Scalar, P: Parameters<T>> Optimizer<T, P> for Sgd {
 #[derive(Debug, Clone)]
 pub struct Momentum<T, P> {
     momentum: T,
+    weight_decay: T,
     velocity: P,
 }
 
 impl<T: Scalar, P: Parameters<T>> Momentum<T, P> {
-    /// Momentum `μ` (0.9 is the usual choice) for parameters shaped like `parameters`.
+    /// Momentum `μ` (0.9 is the usual choice) for parameters shaped like `parameters`, no
+    /// weight decay.
     #[must_use]
     pub fn new(parameters: &P, momentum: T) -> Self {
         Self {
             momentum,
+            weight_decay: T::zero(),
             velocity: parameters.zeros_like(),
+        }
+    }
+
+    /// The same optimizer with the weight decay `λ` (L2 regularization: `λ·θ` added to each
+    /// learned parameter's gradient; `5e-4` is usual for image nets).
+    ///
+    /// ```
+    /// use constmat::Matrix;
+    /// use constmat::nn::{Dense, Identity, Momentum, Optimizer};
+    ///
+    /// let mut layer = Dense::<f64, 1, 1, Identity>::new(Matrix::filled(2.0), Matrix::filled(0.0));
+    /// let no_gradient = Dense::new(Matrix::filled(0.0), Matrix::filled(0.0));
+    /// let mut opt = Momentum::new(&layer, 0.9).with_weight_decay(0.01);
+    /// opt.update(&mut layer, &no_gradient, 0.5); // v = 0.01·2, θ = 2 - 0.5·0.02
+    /// assert!((layer.weight[(0, 0)] - 1.99).abs() < 1e-12);
+    /// ```
+    #[must_use]
+    pub fn with_weight_decay(mut self, weight_decay: T) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    /// `λ` for tensor `k`: the weight decay, or 0 for a running statistic.
+    fn decay_of(&self, k: usize) -> T {
+        match P::SPEC.tensor(k) {
+            Some(tensor) if !tensor.spec.buffer => self.weight_decay,
+            _ => T::zero(),
         }
     }
 }
@@ -215,11 +248,20 @@ impl<T: Scalar, P: Parameters<T>> Momentum<T, P> {
 impl<T: Scalar + Float, P: Parameters<T>> Optimizer<T, P> for Momentum<T, P> {
     fn update(&mut self, parameters: &mut P, gradients: &P, learning_rate: T) {
         for k in 0..parameters.tensor_count() {
+            let decay = self.decay_of(k);
             let g = gradients.tensor(k);
             let v = self.velocity.tensor_mut(k);
-            for ((theta, v), &g) in parameters.tensor_mut(k).iter_mut().zip(v).zip(g) {
-                *v = flush_subnormal(self.momentum * *v + g);
-                *theta -= learning_rate * *v;
+            let theta = parameters.tensor_mut(k);
+            if decay == T::zero() {
+                for ((theta, v), &g) in theta.iter_mut().zip(v).zip(g) {
+                    *v = flush_subnormal(self.momentum * *v + g);
+                    *theta -= learning_rate * *v;
+                }
+            } else {
+                for ((theta, v), &g) in theta.iter_mut().zip(v).zip(g) {
+                    *v = flush_subnormal(self.momentum * *v + (g + decay * *theta));
+                    *theta -= learning_rate * *v;
+                }
             }
         }
     }
@@ -227,15 +269,16 @@ impl<T: Scalar + Float, P: Parameters<T>> Optimizer<T, P> for Momentum<T, P> {
     const CHECKS_OVERFLOW: bool = true;
 
     fn overflowing_tensor(&self, parameters: &P, gradients: &P, learning_rate: T) -> Option<usize> {
-        // θ - η·(μ·v + g): a velocity that overflows makes the parameter infinite too.
+        // θ - η·(μ·v + g + λ·θ): a velocity that overflows makes the parameter infinite too.
         (0..parameters.tensor_count()).find(|&k| {
+            let decay = self.decay_of(k);
             let (theta, v, g) = (
                 parameters.tensor(k),
                 self.velocity.tensor(k),
                 gradients.tensor(k),
             );
             !stays_finite(theta, [v, v], g, |theta, [v, _], g| {
-                theta - learning_rate * (self.momentum * v + g)
+                theta - learning_rate * (self.momentum * v + (g + decay * theta))
             })
         })
     }

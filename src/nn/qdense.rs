@@ -245,6 +245,7 @@ macro_rules! int8_tensors {
                 shape: &[$($weight),+],
                 range: $crate::nn::qdense::WEIGHT_RANGE,
                 scale: false,
+                buffer: false,
             },
             $crate::nn::qdense::int8_tensor!("bias", I32, [$n], None),
             $crate::nn::qdense::int8_tensor!("multiplier", I32, [$n], $crate::nn::qdense::MULTIPLIER_RANGE),
@@ -270,6 +271,7 @@ macro_rules! int8_tensor {
             shape: &[$($dim),*],
             range: None,
             scale: true,
+            buffer: false,
         }
     };
     ($field:literal, $dtype:ident, [$($dim:expr),*], $range:expr) => {
@@ -280,6 +282,7 @@ macro_rules! int8_tensor {
             shape: &[$($dim),*],
             range: $range,
             scale: false,
+            buffer: false,
         }
     };
 }

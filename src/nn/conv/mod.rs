@@ -335,6 +335,7 @@ where
                 shape: &[OC, C, K, K],
                 range: None,
                 scale: false,
+                buffer: false,
             },
             TensorSpec {
                 module: 0,
@@ -343,6 +344,7 @@ where
                 shape: &[OC],
                 range: None,
                 scale: false,
+                buffer: false,
             },
         ],
     };

@@ -563,38 +563,79 @@ def net_report(net, weights, images, labels, steps, count, as_input):
 # --- the suite (--suite) ------------------------------------------------------------------------
 
 
+def suite_modules(ops, nn):
+    """The PyTorch modules of the suite's layer list `ops` (the harness's JSON), in order."""
+    modules = []
+    for op in ops:
+        kind = op[0]
+        if kind == "conv":
+            _, c_in, c_out, kernel, stride, padding, relu = op
+            modules.append(nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding))
+        elif kind == "dense":
+            _, n_in, n_out, relu = op
+            modules.append(nn.Linear(n_in, n_out))
+        elif kind == "batchnorm":
+            _, channels, relu = op
+            modules.append(nn.BatchNorm2d(channels))
+        elif kind == "residual":
+            _, branch, shortcut, relu = op
+            modules.append(SuiteResidual(branch, shortcut, nn))
+        elif kind == "maxpool":
+            modules.append(nn.MaxPool2d(op[1]))
+            relu = False
+        elif kind == "avgpool":
+            modules.append(nn.AvgPool2d(op[1]))
+            relu = False
+        elif kind == "flatten":
+            modules.append(nn.Flatten())
+            relu = False
+        else:
+            raise SystemExit(f"suite: unknown layer {op!r}")
+        if relu:
+            modules.append(nn.ReLU())
+    return modules
+
+
+def SuiteResidual(branch, shortcut, nn):
+    """A module computing branch(x) + shortcut(x), the shortcut the identity when empty (its
+    children named `branch` and `shortcut`, as constmat names a residual block's tensors)."""
+
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.branch = nn.Sequential(*suite_modules(branch, nn))
+            self.shortcut = nn.Sequential(*suite_modules(shortcut, nn)) if shortcut else None
+
+        def forward(self, x):
+            return self.branch(x) + (self.shortcut(x) if self.shortcut is not None else x)
+
+    return Residual()
+
+
 class TorchSuiteNet:
     """A net of the suite as a PyTorch user writes it: nn.Sequential, F.cross_entropy,
-    autograd, torch.optim.SGD; forward passes under torch.inference_mode()."""
+    autograd, torch.optim.SGD; forward passes under torch.inference_mode(). Batch
+    normalization uses the batch's statistics in training, in the loss and in the forward pass
+    of EVAL samples (as constmat's `forward_train`, which those call), and the running ones in
+    the forward pass of one sample (a prediction)."""
 
     def __init__(self, spec, weights, inputs, labels, lr):
         import numpy as np
         import torch
 
         torch.set_num_threads(1)
-        nn = torch.nn
         self.torch = torch
-        modules = []
-        for op in spec["ops"]:
-            kind = op[0]
-            if kind == "conv":
-                _, c_in, c_out, kernel, stride, padding, relu = op
-                modules.append(nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding))
-            elif kind == "dense":
-                _, n_in, n_out, relu = op
-                modules.append(nn.Linear(n_in, n_out))
-            elif kind == "maxpool":
-                modules.append(nn.MaxPool2d(op[1]))
-                relu = False
-            elif kind == "flatten":
-                modules.append(nn.Flatten())
-                relu = False
-            else:
-                raise SystemExit(f"suite: unknown layer {op!r}")
-            if relu:
-                modules.append(nn.ReLU())
-        self.model = nn.Sequential(*modules)
-        ours = [(name, list(p.shape)) for name, p in self.model.state_dict().items()]
+        self.model = torch.nn.Sequential(*suite_modules(spec["ops"], torch.nn))
+        # Every float tensor, buffers included (batch normalization's running statistics);
+        # the integer `num_batches_tracked` does not change what the net computes.
+        self.tensors = [
+            t for name, t in self.model.state_dict(keep_vars=True).items()
+            if not name.endswith("num_batches_tracked")
+        ]
+        ours = [
+            (name, list(t.shape)) for name, t in self.model.state_dict().items()
+            if not name.endswith("num_batches_tracked")
+        ]
         theirs = [(name, list(shape)) for name, shape in spec["tensors"]]
         if ours != theirs:
             raise SystemExit(
@@ -609,10 +650,27 @@ class TorchSuiteNet:
         self.single = torch.from_numpy(inputs[:1].copy())
         self.eval = torch.from_numpy(inputs)
 
-    set_weights = TorchMlp.set_weights
-    loss = TorchMlp.loss
-    step = TorchMlp.step
-    forward_logits = TorchMlp.forward_logits
+    def set_weights(self, weights):
+        torch = self.torch
+        with torch.no_grad():
+            for t, w in zip(self.tensors, weights):
+                t.copy_(torch.from_numpy(w.copy()))
+
+    def loss(self):
+        self.model.train()
+        with self.torch.inference_mode():
+            logits = self.model(self.x)
+            return float(self.torch.nn.functional.cross_entropy(logits, self.labels))
+
+    def step(self, lr):
+        self.model.train()
+        return TorchMlp.step(self, lr)
+
+    def forward_logits(self, x):
+        # One sample is a prediction; EVAL samples are constmat's `forward_train`.
+        self.model.train(x is not self.single)
+        with self.torch.inference_mode():
+            return self.model(x)
 
 
 def read_suite():

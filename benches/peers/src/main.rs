@@ -34,13 +34,14 @@ Benchmarks constmat side by side with nalgebra, matrixmultiply, NumPy and PyTorc
 Usage: cargo run --release --manifest-path benches/peers/Cargo.toml -- [OPTIONS]
 
 Options:
-  --suite          run the suite instead: seven nets (LeNet-5, the MNIST MLP, a CIFAR-style CNN,
+  --suite          run the suite instead: eight nets (LeNet-5, the MNIST MLP, a CIFAR-style CNN,
                    a strided CNN, a wide MLP, 5x5 filters on 64 channels, a 7x7 stride-2 stem
-                   and a 1x1 convolution), each in constmat and PyTorch from the same weights and
+                   and a 1x1 convolution, MLPerf Tiny's ResNet-8 with batch normalization),
+                   each in constmat and PyTorch from the same weights and
                    data, checked, then a training step and forward passes of 1 and 1,000 samples
                    timed side by side against the goals (2x, 4x, 1.3x PyTorch's speed)
   --nets LIST      with --suite, only these nets, comma-separated: lenet, mlp, cifar, strided,
-                   wide-mlp, conv5x5, stem7x7
+                   wide-mlp, conv5x5, stem7x7, resnet8
   --instruction-set SET
                    run constmat's kernels on this path: avx512, avx2 or portable (at most what
                    the CPU has; the output says which one ran). Below AVX-512, NumPy and
@@ -581,7 +582,7 @@ fn print_rounds(
     }
 }
 
-/// The suite (`--suite`): constmat and PyTorch on seven nets.
+/// The suite (`--suite`): constmat and PyTorch on eight nets.
 fn run_suite(options: &Options) -> Result<bool, String> {
     if cfg!(debug_assertions) {
         println!("WARNING: a debug build; run with --release for meaningful figures");

@@ -108,7 +108,12 @@ fn python_input(
     let mut input = header.to_string().into_bytes();
     input.push(b'\n');
     for (net, data) in nets.iter().zip(data) {
-        for v in net.initial_weights().iter().flatten().chain(&data.inputs) {
+        for v in net
+            .initial_weights()
+            .iter()
+            .flat_map(|(_, tensor)| tensor)
+            .chain(&data.inputs)
+        {
             input.extend_from_slice(&v.to_le_bytes());
         }
         input.extend_from_slice(&data.labels);

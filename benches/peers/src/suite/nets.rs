@@ -65,6 +65,30 @@ type Stem7x7 = constmat::net![
     Dense<4096, 10>,
 ];
 
+/// 8. MLPerf Tiny's ResNet-8 with one input channel, as `examples/fashion_resnet` trains it.
+///
+/// Batch normalization, residual blocks with 1 x 1 strided projections, a global average pool.
+type ResNet8 = constmat::net![
+    Input<f32, 1, 28, 28>,
+    Conv2d<1, 16, 3, 1, 1>,
+    BatchNorm2d<16, Relu>,
+    Residual<[
+        Conv2d<16, 16, 3, 1, 1>, BatchNorm2d<16, Relu>,
+        Conv2d<16, 16, 3, 1, 1>, BatchNorm2d<16>,
+    ], Relu>,
+    Residual<[
+        Conv2d<16, 32, 3, 2, 1>, BatchNorm2d<32, Relu>,
+        Conv2d<32, 32, 3, 1, 1>, BatchNorm2d<32>,
+    ], [Conv2d<16, 32, 1, 2, 0>], Relu>,
+    Residual<[
+        Conv2d<32, 64, 3, 2, 1>, BatchNorm2d<64, Relu>,
+        Conv2d<64, 64, 3, 1, 1>, BatchNorm2d<64>,
+    ], [Conv2d<32, 64, 1, 2, 0>], Relu>,
+    AvgPool2d<7>,
+    Flatten,
+    Dense<64, 10>,
+];
+
 /// One layer, as `peers.py` builds it in PyTorch (and as the tables describe it).
 #[derive(Debug, Clone, Copy)]
 pub enum Op {
@@ -79,6 +103,20 @@ pub enum Op {
     },
     /// `MaxPool2d(k)`.
     MaxPool(usize),
+    /// `AvgPool2d(k)`.
+    AvgPool(usize),
+    /// `BatchNorm2d(channels)`, then `ReLU` when `relu`.
+    BatchNorm {
+        channels: usize,
+        relu: bool,
+    },
+    /// A module computing `branch(x) + shortcut(x)` (the shortcut the identity when empty),
+    /// then `ReLU` when `relu`.
+    Residual {
+        branch: &'static [Op],
+        shortcut: &'static [Op],
+        relu: bool,
+    },
     Flatten,
     /// `Linear(input, output)`, then `ReLU` when `relu`.
     Dense {
@@ -97,6 +135,28 @@ const fn conv(input: usize, output: usize, kernel: usize, stride: usize, padding
         padding,
         relu: true,
     }
+}
+
+/// A convolution without an activation (batch normalization follows).
+const fn conv_only(
+    input: usize,
+    output: usize,
+    kernel: usize,
+    stride: usize,
+    padding: usize,
+) -> Op {
+    Op::Conv {
+        input,
+        output,
+        kernel,
+        stride,
+        padding,
+        relu: false,
+    }
+}
+
+const fn batch_norm(channels: usize, relu: bool) -> Op {
+    Op::BatchNorm { channels, relu }
 }
 
 const fn dense(input: usize, output: usize, relu: bool) -> Op {
@@ -232,6 +292,51 @@ pub const NETS: &[NetDef] = &[
         seed: 107,
         make: make::<Stem7x7, 64, { Stem7x7::PREDICT_SCRATCH }>,
     },
+    NetDef {
+        key: "resnet8",
+        title: "ResNet-8 (MLPerf Tiny, batch norm)",
+        input: &[1, 28, 28],
+        ops: &[
+            conv_only(1, 16, 3, 1, 1),
+            batch_norm(16, true),
+            Op::Residual {
+                branch: &[
+                    conv_only(16, 16, 3, 1, 1),
+                    batch_norm(16, true),
+                    conv_only(16, 16, 3, 1, 1),
+                    batch_norm(16, false),
+                ],
+                shortcut: &[],
+                relu: true,
+            },
+            Op::Residual {
+                branch: &[
+                    conv_only(16, 32, 3, 2, 1),
+                    batch_norm(32, true),
+                    conv_only(32, 32, 3, 1, 1),
+                    batch_norm(32, false),
+                ],
+                shortcut: &[conv_only(16, 32, 1, 2, 0)],
+                relu: true,
+            },
+            Op::Residual {
+                branch: &[
+                    conv_only(32, 64, 3, 2, 1),
+                    batch_norm(64, true),
+                    conv_only(64, 64, 3, 1, 1),
+                    batch_norm(64, false),
+                ],
+                shortcut: &[conv_only(32, 64, 1, 2, 0)],
+                relu: true,
+            },
+            Op::AvgPool(7),
+            Op::Flatten,
+            dense(64, 10, false),
+        ],
+        batch: 64,
+        seed: 108,
+        make: make::<ResNet8, 64, { ResNet8::PREDICT_SCRATCH }>,
+    },
 ];
 
 impl NetDef {
@@ -248,121 +353,83 @@ impl NetDef {
 
     /// The layers in words: `Conv 3→32 k3 p1 ReLU, MaxPool 2, Flatten, Dense 4096→10`.
     pub fn describe(&self) -> String {
-        let ops: Vec<String> = self
-            .ops
-            .iter()
-            .map(|op| match *op {
-                Op::Conv {
-                    input,
-                    output,
-                    kernel,
-                    stride,
-                    padding,
-                    relu,
-                } => {
-                    let mut s = format!("Conv {input}→{output} k{kernel}");
-                    if stride != 1 {
-                        s += &format!(" s{stride}");
-                    }
-                    if padding != 0 {
-                        s += &format!(" p{padding}");
-                    }
-                    if relu {
-                        s += " ReLU";
-                    }
-                    s
-                }
-                Op::MaxPool(k) => format!("MaxPool {k}"),
-                Op::Flatten => "Flatten".into(),
-                Op::Dense {
-                    input,
-                    output,
-                    relu,
-                } => format!("Dense {input}→{output}{}", if relu { " ReLU" } else { "" }),
-            })
-            .collect();
-        format!("input {}: {}", self.input_shape(), ops.join(", "))
+        format!("input {}: {}", self.input_shape(), describe_ops(self.ops))
     }
+}
 
+/// `ops` in words, joined by commas.
+fn describe_ops(ops: &[Op]) -> String {
+    let ops: Vec<String> = ops
+        .iter()
+        .map(|op| match *op {
+            Op::Conv {
+                input,
+                output,
+                kernel,
+                stride,
+                padding,
+                relu,
+            } => {
+                let mut s = format!("Conv {input}→{output} k{kernel}");
+                if stride != 1 {
+                    s += &format!(" s{stride}");
+                }
+                if padding != 0 {
+                    s += &format!(" p{padding}");
+                }
+                if relu {
+                    s += " ReLU";
+                }
+                s
+            }
+            Op::MaxPool(k) => format!("MaxPool {k}"),
+            Op::AvgPool(k) => format!("AvgPool {k}"),
+            Op::BatchNorm { channels, relu } => {
+                format!("BatchNorm {channels}{}", if relu { " ReLU" } else { "" })
+            }
+            Op::Residual {
+                branch,
+                shortcut,
+                relu,
+            } => {
+                let shortcut = if shortcut.is_empty() {
+                    "x".to_string()
+                } else {
+                    format!("[{}]", describe_ops(shortcut))
+                };
+                format!(
+                    "Residual([{}] + {shortcut}){}",
+                    describe_ops(branch),
+                    if relu { " ReLU" } else { "" }
+                )
+            }
+            Op::Flatten => "Flatten".into(),
+            Op::Dense {
+                input,
+                output,
+                relu,
+            } => format!("Dense {input}→{output}{}", if relu { " ReLU" } else { "" }),
+        })
+        .collect();
+    ops.join(", ")
+}
+
+impl NetDef {
     /// The tensors the ops make, as PyTorch names them in `nn.Sequential` (the ReLU after a
     /// layer takes a module index), with their shapes.
     pub(super) fn expected_tensors(&self) -> Vec<(String, Vec<usize>)> {
-        let mut module = 0;
-        let mut tensors = Vec::new();
-        for op in self.ops {
-            match *op {
-                Op::Conv {
-                    input,
-                    output,
-                    kernel,
-                    relu,
-                    ..
-                } => {
-                    tensors.push((
-                        format!("{module}.weight"),
-                        vec![output, input, kernel, kernel],
-                    ));
-                    tensors.push((format!("{module}.bias"), vec![output]));
-                    module += 1 + usize::from(relu);
-                }
-                Op::Dense {
-                    input,
-                    output,
-                    relu,
-                } => {
-                    tensors.push((format!("{module}.weight"), vec![output, input]));
-                    tensors.push((format!("{module}.bias"), vec![output]));
-                    module += 1 + usize::from(relu);
-                }
-                Op::MaxPool(_) | Op::Flatten => module += 1,
-            }
-        }
-        tensors
+        tensors_of(self.ops, "")
     }
 
     /// Multiply-adds of the forward pass of one sample (convolutions and dense layers), and of
     /// the first layer alone.
     fn macs(&self) -> (usize, usize) {
-        let (mut c, mut h, mut w) = match *self.input {
+        let shape = match *self.input {
             [c, h, w] => (c, h, w),
             _ => (self.input_len(), 1, 1),
         };
-        let mut total = 0;
-        let mut first = None;
-        for op in self.ops {
-            let macs = match *op {
-                Op::Conv {
-                    input,
-                    output,
-                    kernel,
-                    stride,
-                    padding,
-                    ..
-                } => {
-                    h = (h + 2 * padding - kernel) / stride + 1;
-                    w = (w + 2 * padding - kernel) / stride + 1;
-                    c = output;
-                    output * h * w * input * kernel * kernel
-                }
-                Op::MaxPool(k) => {
-                    (h, w) = (h / k, w / k);
-                    0
-                }
-                Op::Flatten => {
-                    (c, h, w) = (c * h * w, 1, 1);
-                    0
-                }
-                Op::Dense { input, output, .. } => {
-                    c = output;
-                    input * output
-                }
-            };
-            total += macs;
-            if macs > 0 && first.is_none() {
-                first = Some(macs);
-            }
-        }
-        (total, first.unwrap_or(0))
+        let (total, first, _) = macs_of(self.ops, shape);
+        (total, first)
     }
 
     /// Floating-point operations (two per multiply-add) of one run of `figure`: the forward
@@ -379,27 +446,7 @@ impl NetDef {
 
     /// The JSON `peers.py suite` builds the net from.
     pub(super) fn to_json(&self) -> Value {
-        let ops: Vec<Value> = self
-            .ops
-            .iter()
-            .map(|op| match *op {
-                Op::Conv {
-                    input,
-                    output,
-                    kernel,
-                    stride,
-                    padding,
-                    relu,
-                } => json!(["conv", input, output, kernel, stride, padding, relu]),
-                Op::MaxPool(k) => json!(["maxpool", k]),
-                Op::Flatten => json!(["flatten"]),
-                Op::Dense {
-                    input,
-                    output,
-                    relu,
-                } => json!(["dense", input, output, relu]),
-            })
-            .collect();
+        let ops = json_of(self.ops);
         json!({
             "key": self.key,
             "input": self.input,
@@ -408,4 +455,138 @@ impl NetDef {
             "tensors": self.expected_tensors(),
         })
     }
+}
+
+/// The `f32` tensors `ops` make, named as in `nn.Sequential` after `prefix` (a block's part:
+/// `4.branch.`), with their shapes.
+fn tensors_of(ops: &[Op], prefix: &str) -> Vec<(String, Vec<usize>)> {
+    let mut module = 0;
+    let mut tensors = Vec::new();
+    for op in ops {
+        match *op {
+            Op::Conv {
+                input,
+                output,
+                kernel,
+                relu,
+                ..
+            } => {
+                tensors.push((
+                    format!("{prefix}{module}.weight"),
+                    vec![output, input, kernel, kernel],
+                ));
+                tensors.push((format!("{prefix}{module}.bias"), vec![output]));
+                module += 1 + usize::from(relu);
+            }
+            Op::Dense {
+                input,
+                output,
+                relu,
+            } => {
+                tensors.push((format!("{prefix}{module}.weight"), vec![output, input]));
+                tensors.push((format!("{prefix}{module}.bias"), vec![output]));
+                module += 1 + usize::from(relu);
+            }
+            Op::BatchNorm { channels, relu } => {
+                for field in ["weight", "bias", "running_mean", "running_var"] {
+                    tensors.push((format!("{prefix}{module}.{field}"), vec![channels]));
+                }
+                module += 1 + usize::from(relu);
+            }
+            Op::Residual {
+                branch,
+                shortcut,
+                relu,
+            } => {
+                tensors.extend(tensors_of(branch, &format!("{prefix}{module}.branch.")));
+                tensors.extend(tensors_of(shortcut, &format!("{prefix}{module}.shortcut.")));
+                module += 1 + usize::from(relu);
+            }
+            Op::MaxPool(_) | Op::AvgPool(_) | Op::Flatten => module += 1,
+        }
+    }
+    tensors
+}
+
+/// The multiply-adds of `ops` on one sample of `(c, h, w)`, the first layer's, and the output
+/// shape.
+fn macs_of(
+    ops: &[Op],
+    (mut c, mut h, mut w): (usize, usize, usize),
+) -> (usize, usize, (usize, usize, usize)) {
+    let mut total = 0;
+    let mut first = None;
+    for op in ops {
+        let macs = match *op {
+            Op::Conv {
+                input,
+                output,
+                kernel,
+                stride,
+                padding,
+                ..
+            } => {
+                h = (h + 2 * padding - kernel) / stride + 1;
+                w = (w + 2 * padding - kernel) / stride + 1;
+                c = output;
+                output * h * w * input * kernel * kernel
+            }
+            Op::MaxPool(k) | Op::AvgPool(k) => {
+                (h, w) = (h / k, w / k);
+                0
+            }
+            Op::BatchNorm { .. } => 0,
+            Op::Residual {
+                branch, shortcut, ..
+            } => {
+                let (b, _, out) = macs_of(branch, (c, h, w));
+                let (s, _, _) = macs_of(shortcut, (c, h, w));
+                (c, h, w) = out;
+                b + s
+            }
+            Op::Flatten => {
+                (c, h, w) = (c * h * w, 1, 1);
+                0
+            }
+            Op::Dense { input, output, .. } => {
+                c = output;
+                input * output
+            }
+        };
+        total += macs;
+        if macs > 0 && first.is_none() {
+            first = Some(macs);
+        }
+    }
+    (total, first.unwrap_or(0), (c, h, w))
+}
+
+/// `ops` as the JSON `peers.py suite` builds them from.
+fn json_of(ops: &[Op]) -> Vec<Value> {
+    ops.iter()
+        .map(|op| match *op {
+            Op::Conv {
+                input,
+                output,
+                kernel,
+                stride,
+                padding,
+                relu,
+            } => json!(["conv", input, output, kernel, stride, padding, relu]),
+            Op::MaxPool(k) => json!(["maxpool", k]),
+            Op::AvgPool(k) => json!(["avgpool", k]),
+            Op::BatchNorm { channels, relu } => json!(["batchnorm", channels, relu]),
+            Op::Residual {
+                branch,
+                shortcut,
+                relu,
+            } => json!(["residual", json_of(branch), json_of(shortcut), relu]),
+            Op::Flatten => json!(["flatten"]),
+            Op::Dense {
+                input,
+                output,
+                relu,
+            } => json!(["dense", input, output, relu]),
+        })
+        .collect()
 }

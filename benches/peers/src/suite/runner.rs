@@ -1,6 +1,7 @@
 //! constmat's side of the suite: a net's data ([`SuiteData`]), and its `net!` type with a
 //! trainer and batches on the heap, behind [`SuiteNet`].
 
+use constmat::format::Dtype;
 use constmat::nn::{
     Layer, Loss, RandomInit, Sample, Sgd, SoftmaxCrossEntropy, Train, Trainer, zeroed_batch,
 };
@@ -54,8 +55,8 @@ pub trait SuiteNet {
     fn tensors(&self) -> Vec<(String, Vec<usize>)>;
     /// The batch of its training step.
     fn batch(&self) -> usize;
-    /// The initial weights, flat, in the order of [`SuiteNet::tensors`].
-    fn initial_weights(&self) -> &[Vec<f32>];
+    /// The initial weights, flat, in the order of [`SuiteNet::tensors`], each with its index.
+    fn initial_weights(&self) -> &[(usize, Vec<f32>)];
     /// Back to the initial weights.
     fn reset(&mut self);
     /// One training step on the training batch (forward, softmax cross-entropy, backward,
@@ -82,7 +83,8 @@ where
     N: Train<f32, B> + Train<f32, EVAL>,
 {
     net: N,
-    initial: Vec<Vec<f32>>,
+    /// The index and initial values of each `f32` tensor.
+    initial: Vec<(usize, Vec<f32>)>,
     trainer: Trainer<f32, N, B>,
     optimizer: Sgd,
     x: Box<[N::In; B]>,
@@ -111,8 +113,11 @@ where
     N::In: Flat,
 {
     let net = N::random(&mut StdRng::seed_from_u64(seed));
+    // The f32 tensors (batch normalization's `num_batches_tracked`, an integer, is left out:
+    // it does not change what the net computes).
     let initial = (0..net.tensor_count())
-        .map(|k| net.tensor(k).to_vec())
+        .filter(|&k| net.tensor_info(k).dtype() == Dtype::F32)
+        .map(|k| (k, net.tensor(k).to_vec()))
         .collect();
     let mut x: Box<[N::In; B]> = zeroed_batch();
     let len = data.inputs.len() / EVAL;
@@ -148,8 +153,9 @@ where
     N: Layer<Out = [f32; CLASSES]> + Train<f32, B> + Train<f32, EVAL>,
 {
     fn tensors(&self) -> Vec<(String, Vec<usize>)> {
-        (0..self.net.tensor_count())
-            .map(|k| {
+        self.initial
+            .iter()
+            .map(|&(k, _)| {
                 let info = self.net.tensor_info(k);
                 (info.name().to_string(), info.shape().to_vec())
             })
@@ -160,13 +166,13 @@ where
         B
     }
 
-    fn initial_weights(&self) -> &[Vec<f32>] {
+    fn initial_weights(&self) -> &[(usize, Vec<f32>)] {
         &self.initial
     }
 
     fn reset(&mut self) {
-        for (k, tensor) in self.initial.iter().enumerate() {
-            self.net.tensor_mut(k).copy_from_slice(tensor);
+        for (k, tensor) in &self.initial {
+            self.net.tensor_mut(*k).copy_from_slice(tensor);
         }
     }
 

@@ -101,6 +101,8 @@ impl<const N: usize> QSoftmax<N> {
     /// When the scale is not positive and finite.
     #[must_use]
     pub fn new(input: Quantization) -> Self {
+        // The class bound, checked where the layer is made (the error's note points there).
+        let () = Self::SHAPE;
         assert!(
             input.scale.is_finite() && input.scale > 0.0,
             "a softmax's input scale is positive and finite, not {}",

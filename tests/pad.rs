@@ -80,3 +80,50 @@ fn the_int8_form_pads_with_the_zero_point() {
     assert_eq!(y[0][4], [int8.input.zero_point; 5]);
     assert_eq!(y[0][0], [3, 3, 3, 3, int8.input.zero_point]);
 }
+
+/// The int8 padding in a weights file: written, loaded and baked (`include_net!`) into the same
+/// net. `tests/fixtures/int8-pad.safetensors` is what `quantize` writes for the seeded net below
+/// (checked byte for byte; `CONSTMAT_BLESS_FIXTURES=1` writes it again after an intended
+/// change).
+#[cfg(feature = "safetensors")]
+mod file {
+    use constmat::embed::Baked;
+    use constmat::io::safetensors as st;
+    use constmat::nn::{Inline, Layer, RandomInit, quantize};
+    use rand::{SeedableRng, rngs::StdRng};
+
+    type Float = constmat::net![Input<f32, 2, 6, 6>, ZeroPad2d<1, 0, 2, 1>, Conv2d<2, 3, 3, 2, 0>];
+    type Int8 = constmat::net![Input<i8, 2, 6, 6>, ZeroPad2d<1, 0, 2, 1>, Conv2d<2, 3, 3, 2, 0>];
+
+    static BAKED: Baked<Int8> = constmat::include_net!("fixtures/int8-pad.safetensors");
+
+    #[test]
+    fn the_int8_padding_saves_loads_and_bakes() {
+        let net = Float::random(&mut StdRng::seed_from_u64(4));
+        let calibration: Vec<[[[f32; 6]; 6]; 2]> = (0..40)
+            .map(|i| {
+                [
+                    [[(i % 7) as f32 / 3.0 - 1.0; 6]; 6],
+                    [[0.5 - (i % 5) as f32 / 4.0; 6]; 6],
+                ]
+            })
+            .collect();
+        let int8 = quantize(&net, &calibration).unwrap();
+        let inline: Int8 = int8.net.to_store::<Inline>();
+        let bytes = st::to_bytes(&int8.net, &[]);
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/int8-pad.safetensors");
+        if std::env::var_os("CONSTMAT_BLESS_FIXTURES").is_some() {
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        assert!(
+            std::fs::read(&path).unwrap() == bytes,
+            "int8-pad.safetensors is not what quantize writes"
+        );
+        let loaded: Int8 = st::from_bytes(&bytes).unwrap();
+        assert_eq!(loaded, inline);
+        let baked: &Int8 = &BAKED;
+        assert_eq!(baked, &inline);
+        assert_eq!(baked.first.input, int8.input);
+    }
+}

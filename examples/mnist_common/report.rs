@@ -39,17 +39,17 @@ pub fn confusion_matrix(labels: &[u8], predictions: &[u8]) -> String {
     out
 }
 
-/// The first `count` misclassified test digits, drawn side by side in text.
+/// The first `count` misclassified test images, drawn side by side in text.
 pub fn misclassified(split: &Split, predictions: &[u8], count: usize) -> String {
     let wrong: Vec<usize> = (0..split.len())
         .filter(|&i| predictions[i] != split.label(i))
         .take(count)
         .collect();
     if wrong.is_empty() {
-        return String::from("no misclassified test digits\n");
+        return String::from("no misclassified test images\n");
     }
     const SHADES: &[u8] = b" .:-=+*#%@";
-    let mut out = String::from("some misclassified test digits:\n");
+    let mut out = String::from("some misclassified test images:\n");
     for &i in &wrong {
         let _ = write!(
             out,

@@ -18,13 +18,13 @@ impl History {
     }
 }
 
-/// Rows are the true digits, columns the predicted ones.
+/// Rows are the true classes, columns the predicted ones.
 pub fn confusion_matrix(labels: &[u8], predictions: &[u8]) -> String {
     let mut counts = [[0usize; CLASSES]; CLASSES];
     for (&l, &p) in labels.iter().zip(predictions) {
         counts[usize::from(l)][usize::from(p)] += 1;
     }
-    let mut out = String::from("confusion matrix (rows: true digit, columns: predicted)\n      ");
+    let mut out = String::from("confusion matrix (rows: true class, columns: predicted)\n      ");
     for c in 0..CLASSES {
         let _ = write!(out, "{c:>6}");
     }

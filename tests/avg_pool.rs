@@ -161,3 +161,60 @@ fn average_pooling_in_a_net_is_a_module_of_its_own() {
     assert_eq!(out, baked);
     assert!(out.iter().all(|v| v.is_finite()));
 }
+
+/// The global average pool of any height and width: each channel's mean, and the gradient
+/// shared equally (f64 finite differences); in a net, `GlobalAvgPool2d` takes the size that
+/// reaches it; on `i8`, the rounded integer mean.
+#[test]
+fn the_global_average_pool_takes_any_size() {
+    use constmat::nn::GlobalAvgPool2d;
+
+    fn case<const C: usize, const H: usize, const W: usize>(seed: u64) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let pool = GlobalAvgPool2d::<f64, C, H, W>::new();
+        let x = [random_image::<C, H, W>(&mut rng)];
+        let mut y = [[[[0.0; 1]; 1]; C]];
+        pool.forward(&x, &mut y);
+        for c in 0..C {
+            let mean = x[0][c].as_flattened().iter().sum::<f64>() / (H * W) as f64;
+            assert!((y[0][c][0][0] - mean).abs() < 1e-14, "{H}x{W}, channel {c}");
+        }
+        let r = [random_image::<C, 1, 1>(&mut rng)];
+        let loss = |x: &[[[[f64; W]; H]; C]; 1]| {
+            let mut y = [[[[0.0; 1]; 1]; C]];
+            pool.forward(x, &mut y);
+            (0..C).map(|c| y[0][c][0][0] * r[0][c][0][0]).sum::<f64>()
+        };
+        let mut ws = Train::<f64, 1>::workspace(&pool);
+        pool.forward_train(&x, &mut ws);
+        let mut dx = [[[[f64::NAN; W]; H]; C]];
+        pool.backward(&x, &mut ws, &r, Some(&mut dx), &mut pool.clone());
+        let h = 1e-6;
+        for c in 0..C {
+            for i in 0..H {
+                for j in 0..W {
+                    let (mut up, mut down) = (x, x);
+                    up[0][c][i][j] += h;
+                    down[0][c][i][j] -= h;
+                    let numeric = (loss(&up) - loss(&down)) / (2.0 * h);
+                    assert!(
+                        (dx[0][c][i][j] - numeric).abs() < 1e-8,
+                        "{H}x{W}: dX[{c}][{i}][{j}]"
+                    );
+                }
+            }
+        }
+    }
+    case::<3, 25, 5>(1); // DS-CNN's
+    case::<2, 8, 8>(2);
+    case::<1, 1, 7>(3);
+
+    type Head = constmat::net![Input<f32, 4, 5, 3>, GlobalAvgPool2d, Flatten, Dense<4, 2>];
+    let _: fn(&Head) -> &GlobalAvgPool2d<f32, 4, 5, 3> = |net| &net.first;
+
+    // -7.5 rounds away from zero to -8; 2.5 to 3.
+    let int8 = GlobalAvgPool2d::<i8, 2, 1, 2>::new();
+    let mut y = [[[0_i8]]; 2];
+    int8.forward_one(&[[[-7, -8]], [[2, 3]]], &mut y);
+    assert_eq!(y, [[[-8]], [[3]]]);
+}

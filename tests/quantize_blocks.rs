@@ -269,3 +269,32 @@ fn resnet8_memory_budget() {
         assert_eq!(<Folded as Layer>::WORKING_BYTES, 612_096);
     }
 }
+
+/// A net with a global average pool quantizes to the int8 net `net!` writes for it.
+#[test]
+fn a_global_average_pool_quantizes() {
+    type Float = constmat::net![Input<f32, 2, 5, 3>, Conv2d<2, 4, 3, 1, 1, Relu>, GlobalAvgPool2d, Flatten, Dense<4, 3>];
+    type Int8 = constmat::net![Input<i8, 2, 5, 3>, Conv2d<2, 4, 3, 1, 1, Relu>, GlobalAvgPool2d, Flatten, Dense<4, 3>];
+    let mut rng = StdRng::seed_from_u64(8);
+    let net = Float::random(&mut rng);
+    let calibration: Vec<[[[f32; 3]; 5]; 2]> = (0..50)
+        .map(|_| {
+            std::array::from_fn(|_| {
+                std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-1.0..1.0)))
+            })
+        })
+        .collect();
+    let int8 = quantize(&net, &calibration).unwrap();
+    let baked: Int8 = int8.net.to_store::<Inline>();
+    let mut want = [0.0; 3];
+    net.forward_one(&calibration[0], &mut want);
+    let x = calibration[0].map(|c| c.map(|r| r.map(|v| int8.input.quantize(v))));
+    let mut got = [0_i8; 3];
+    baked.forward_one(&x, &mut got);
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (int8.output.dequantize(*g) - w).abs() < 0.05,
+            "{got:?} against {want:?}"
+        );
+    }
+}

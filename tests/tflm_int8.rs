@@ -388,3 +388,12 @@ fn same_padding_with_stride_2_matches_tflm() {
     );
     f.assert_matches(&net, image::<4, 8, 8>, flat::<4, 4, 4>);
 }
+
+/// TFLM's average pool whose window is the whole image, as the global average pool.
+#[test]
+fn global_average_pool_matches_tflm() {
+    let f = Fixture::open("average_pool-global");
+    assert_eq!(f.i32s("kernel"), [8, 8]);
+    let layer = constmat::nn::GlobalAvgPool2d::<i8, 5, 8, 8>::new();
+    f.assert_matches(&layer, image::<5, 8, 8>, flat::<5, 1, 1>);
+}

@@ -106,7 +106,13 @@ impl<
 /// length, rounded to nearest, halves away from zero; the output keeps the input's
 /// quantization).
 pub trait Averageable: Sample {
-    /// `means[ow]`: the mean of `window_rows`' windows `ow` (columns `ow·stride..ow·stride+K`).
+    /// The most values a window may hold: their sum must fit the accumulator (`i8`'s is an
+    /// `i32`: 2^24 values of -128).
+    #[doc(hidden)]
+    const MOST_VALUES: usize;
+
+    /// `means[ow]`: the mean of `window_rows`' windows `ow` (columns `ow·stride..ow·stride+K`,
+    /// every row of `window_rows`).
     #[doc(hidden)]
     fn means<const K: usize, const W: usize, const OW: usize>(
         window_rows: &[[Self; W]],
@@ -118,6 +124,8 @@ pub trait Averageable: Sample {
 macro_rules! float_means {
     ($($t:ty),*) => {$(
         impl Averageable for $t {
+            const MOST_VALUES: usize = usize::MAX;
+
             #[inline(always)]
             fn means<const K: usize, const W: usize, const OW: usize>(
                 window_rows: &[[Self; W]],
@@ -134,7 +142,7 @@ macro_rules! float_means {
                         }
                     }
                 }
-                let len = (K * K) as $t; // exact for any window a type can hold
+                let len = (window_rows.len() * K) as $t; // exact for any window a type can hold
                 for mean in means.iter_mut() {
                     *mean /= len;
                 }
@@ -146,22 +154,14 @@ macro_rules! float_means {
 float_means!(f32, f64);
 
 impl Averageable for i8 {
+    const MOST_VALUES: usize = 1 << 24;
+
     #[inline(always)]
     fn means<const K: usize, const W: usize, const OW: usize>(
         window_rows: &[[Self; W]],
         stride: usize,
         means: &mut [Self; OW],
     ) {
-        // A window of more than 2^24 values of -128 would overflow the i32 sum.
-        const {
-            if K * K > 1 << 24 {
-                crate::format::Message::new()
-                    .str("AvgPool2d on i8: a window of ")
-                    .number(K * K)
-                    .str(" values could overflow the i32 sum (at most 16777216)")
-                    .panic()
-            }
-        };
         let mut sums = [0_i32; OW];
         for row in window_rows {
             for j in 0..K {
@@ -171,8 +171,22 @@ impl Averageable for i8 {
             }
         }
         for (mean, &sum) in means.iter_mut().zip(&sums) {
-            *mean = rounded_mean(sum, K * K);
+            *mean = rounded_mean(sum, window_rows.len() * K);
         }
+    }
+}
+
+/// Nothing, or a compile error when a window of `values` could overflow the accumulator of
+/// the element type (whose bound is `most`).
+pub(crate) const fn check_window_values(values: usize, most: usize) {
+    if values > most {
+        crate::format::Message::new()
+            .str("average pooling: a window of ")
+            .number(values)
+            .str(" values could overflow the i32 sum of int8 values (at most ")
+            .number(most)
+            .str(")")
+            .panic()
     }
 }
 
@@ -180,7 +194,7 @@ impl Averageable for i8 {
 /// pooling), as an `i8`: the mean of int8 values is one.
 #[inline(always)]
 fn rounded_mean(sum: i32, count: usize) -> i8 {
-    // The count is from 1 (the shape rule) to 2^24 (the window's bound above).
+    // The count is from 1 (the shape rule) to 2^24 (`MOST_VALUES`, checked by the layers).
     let count = count as i32;
     let half = count / 2;
     // Division truncates toward zero, so moving the sum half a count away from zero first
@@ -217,6 +231,7 @@ impl<
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         let () = Self::SHAPE;
+        const { check_window_values(K * K, T::MOST_VALUES) };
         // A row of windows at a time: compiled for the widest vectors the CPU has.
         kernels::with_wide_vectors(
             #[inline(always)]

@@ -282,6 +282,7 @@ mod dense;
 mod depthwise;
 mod dropout;
 mod flatten;
+mod global_pool;
 mod init;
 mod mse;
 mod net;
@@ -335,6 +336,7 @@ pub use dropout::Dropout;
 #[cfg(feature = "alloc")]
 pub use dropout::DropoutWorkspace;
 pub use flatten::Flatten;
+pub use global_pool::GlobalAvgPool2d;
 pub use init::Init;
 #[cfg(feature = "rand")]
 pub use init::RandomInit;

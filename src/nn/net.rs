@@ -35,6 +35,7 @@ use super::{
 /// | `Conv2d<C, OC, K>`, `Conv2d<C, OC, K, A>` | `nn.Conv2d(C, OC, K)` (+ the activation) | [`Conv2d`], stride 1, no padding |
 /// | `Conv2d<C, OC, K, S, P>`, `Conv2d<C, OC, K, S, P, A>` | `nn.Conv2d(C, OC, K, stride=S, padding=P)` | [`Conv2d`] |
 /// | `DepthwiseConv2d<C, OC, K>`, `DepthwiseConv2d<C, OC, K, S, P[, A]>` (and with `A` after `K`) | `nn.Conv2d(C, OC, K, stride=S, padding=P, groups=C)` | [`DepthwiseConv2d`] |
+/// | `GlobalAvgPool2d` | `nn.AdaptiveAvgPool2d(1)` | [`GlobalAvgPool2d`](super::GlobalAvgPool2d) |
 /// | `ZeroPad2d<P>`, `ZeroPad2d<L, R, T, B>` | `nn.ZeroPad2d(P)`, `nn.ZeroPad2d((L, R, T, B))` | [`ZeroPad2d`](super::ZeroPad2d) |
 /// | `MaxPool2d<K>`, `MaxPool2d<K, S>` | `nn.MaxPool2d(K)`, `nn.MaxPool2d(K, stride=S)` | [`MaxPool2d`] |
 /// | `AvgPool2d<K>`, `AvgPool2d<K, S>` | `nn.AvgPool2d(K)`, `nn.AvgPool2d(K, stride=S)` | [`AvgPool2d`] |
@@ -162,6 +163,9 @@ macro_rules! net {
     };
     (AvgPool2d<$k:literal $(, $s:tt)?> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input AvgPool2d<$k $(, $s)?>)
+    };
+    (GlobalAvgPool2d $(, $($rest:tt)*)?) => {
+        $crate::__net_image!(@no_input GlobalAvgPool2d)
     };
     (ZeroPad2d<$p:literal $(, $q:tt)*> $(, $($rest:tt)*)?) => {
         $crate::__net_image!(@no_input ZeroPad2d<$p $(, $q)*>)
@@ -386,6 +390,13 @@ macro_rules! __net_image {
             (@image ($($t)+) ($c) ($h) ($w) ($from_input))
             $($rest)*)
     };
+    // The global average pool: the size that reaches it, then 1 x 1.
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) $from_input:tt GlobalAvgPool2d $($rest:tt)*) => {
+        $crate::__net_image!(@emit
+            ($crate::nn::GlobalAvgPool2d<$($t)+, $c, $h, $w>)
+            (@image ($($t)+) ($c) (1) (1) (false))
+            $($rest)*)
+    };
     // Zero padding: every side, or (left, right, top, bottom) as PyTorch's tuple.
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt ZeroPad2d<$p:tt> $($rest:tt)*) => {
         $crate::__net_image!(@image $t $c $h $w $from_input ZeroPad2d<$p, $p, $p, $p> $($rest)*)
@@ -581,7 +592,7 @@ macro_rules! __net_image {
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ::core::concat!(
-            "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, `ZeroPad2d<..>`, ",
+            "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, `GlobalAvgPool2d`, `ZeroPad2d<..>`, ",
             "`BatchNorm2d<..>`, `BatchNorm1d<..>`, `Residual<[..]>`, `Dropout<..>`, `Flatten` or ",
             "`Dense<..>`, found `",
             ::core::stringify!($($rest)+), "`"

@@ -397,3 +397,29 @@ fn global_average_pool_matches_tflm() {
     let layer = constmat::nn::GlobalAvgPool2d::<i8, 5, 8, 8>::new();
     f.assert_matches(&layer, image::<5, 8, 8>, flat::<5, 1, 1>);
 }
+
+/// A kernel whose height and width differ (DS-CNN's first layer, scaled down: 10 x 4, stride 2,
+/// TensorFlow's `SAME` padding 4 above, 5 below, 1 on each side).
+#[test]
+fn a_10x4_kernel_matches_tflm() {
+    let f = Fixture::open("conv2d-10x4-stride2-same");
+    assert_eq!(f.i32s("kernel"), [10, 4]);
+    assert_eq!(f.i32s("stride"), [2, 2]);
+    assert_eq!(f.i32s("padding"), [4, 1, 5, 1], "top, left, bottom, right");
+    assert_eq!(f.i32s("activation"), [activation_code::<Relu>()]);
+    let (input, output) = (f.quantization("input"), f.quantization("output"));
+    let weight = f.i8s("weight");
+    let conv: QConv2d<1, 4, 10, 2, 0, 22, 8, 7, 3, Relu, Inline, 4> = QConv2d::new(
+        core::array::from_fn(|o| {
+            [core::array::from_fn(|r| {
+                core::array::from_fn(|c| weight[o * 40 + r * 4 + c])
+            })]
+        }),
+        folded_bias::<4>(&f.i32s("bias"), &weight, input),
+        multipliers::<4>(input, &f.f32s("weight_scale"), output),
+        input,
+        output,
+    );
+    let net = Chain::new(QZeroPad2d::<1, 4, 1, 5, 1, 13, 6, 22, 8>::new(input), conv);
+    f.assert_matches(&net, image::<1, 13, 6>, flat::<4, 7, 3>);
+}

@@ -24,7 +24,13 @@ use crate::quant::{Multiplier, Quantization};
 
 /// A 2-D convolution in int8, for inference: [`Conv2d`](super::Conv2d)'s sizes and layout
 /// (`C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`, padding `PAD`, `H x W`
-/// images giving `OH x OW`), the activation `A` (identity or ReLU), parameters in `S`.
+/// images giving `OH x OW`), the activation `A` (identity, ReLU or ReLU6), parameters in `S`.
+///
+/// The kernel's width may differ from its height: `KW`, last, defaults to `K`. DS-CNN's first
+/// layer, 64 filters of 10 x 4 with stride 2 on MFCCs padded to 58 x 12 (TensorFlow's `SAME`
+/// on 49 x 10, a [`QZeroPad2d`](super::QZeroPad2d) before it), is
+/// `QConv2d<1, 64, 10, 2, 0, 58, 12, 25, 5, Relu, Inline, 4>` (an imported model's layer:
+/// [`Conv2d`](super::Conv2d)'s kernels are square, and `net!` spells square kernels).
 ///
 /// Built by [`quantize`](super::quantize) from a trained `Conv2d`. Images are
 /// `[[[i8; W]; H]; C]` in and `[[[i8; OW]; OH]; OC]` out. Its tensors in a weights file are
@@ -58,9 +64,10 @@ pub struct QConv2d<
     const OW: usize,
     A = Identity,
     S: Store = Inline,
+    const KW: usize = K,
 > {
-    /// `W_q`, `[OC][C][K][K]`: each filter quantized symmetrically with its own scale.
-    pub weight: S::Matrix<[[i8; K]; K], OC, C>,
+    /// `W_q`, `[OC][C][K][KW]`: each filter quantized symmetrically with its own scale.
+    pub weight: S::Matrix<[[i8; KW]; K], OC, C>,
     /// `b_q`, in the accumulator's scale, the input's zero point folded in.
     pub bias: S::Vector<i32, OC>,
     /// `M[o] = s_in·s_w[o] / s_out` in fixed point: the significands.
@@ -87,17 +94,18 @@ impl<
     const OW: usize,
     A: QuantizedActivation,
     S: Store,
-> QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 {
     /// The shape rule (as [`Conv2d`](super::Conv2d)'s) and the accumulator's bound: `C·K·K`
     /// products of at most `128 · 127` leave room in an `i32` for a bias of up to `2^30`.
     pub(crate) const SHAPE: () = {
         check_output_size("QConv2d", "height", Window::Kernel, (H, K, STRIDE, PAD), OH);
-        check_output_size("QConv2d", "width", Window::Kernel, (W, K, STRIDE, PAD), OW);
-        if C * K * K > MOST_PRODUCTS {
+        check_output_size("QConv2d", "width", Window::Kernel, (W, KW, STRIDE, PAD), OW);
+        if C * K * KW > MOST_PRODUCTS {
             Message::new()
                 .str("QConv2d: filters of ")
-                .number(C * K * K)
+                .number(C * K * KW)
                 .str(" weights could overflow the i32 accumulator (at most ")
                 .number(MOST_PRODUCTS)
                 .str(", so that products of at most 128 x 127 sum within 2^30)")
@@ -110,7 +118,7 @@ impl<
     /// input (whose zero point the padding reads as) and the output.
     #[must_use]
     pub fn new(
-        weight: [[[[i8; K]; K]; C]; OC],
+        weight: [[[[i8; KW]; K]; C]; OC],
         bias: [i32; OC],
         multipliers: [Multiplier; OC],
         input: Quantization,
@@ -137,20 +145,20 @@ impl<
     /// requantization another; larger windows take plain loops.
     fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
-        if C * K * K <= PATCH_BYTES {
+        if C * K * KW <= PATCH_BYTES {
             self.forward_blocks(x, y);
         } else {
             self.forward_plain(x, y);
         }
     }
 
-    /// Copies the window of the output position `(oh, ow)` into `patch` (`C·K·K` values,
+    /// Copies the window of the output position `(oh, ow)` into `patch` (`C·K·KW` values,
     /// channel by channel, row by row, as a filter's weights are laid out), the padding read
     /// as `pad`.
     #[inline]
     fn gather_window(x: &[[[i8; W]; H]; C], (oh, ow): (usize, usize), pad: i8, patch: &mut [i8]) {
-        for (image, channel) in x.iter().zip(patch.chunks_exact_mut(K * K)) {
-            for (ky, row) in channel.chunks_exact_mut(K).enumerate() {
+        for (image, channel) in x.iter().zip(patch.chunks_exact_mut(K * KW)) {
+            for (ky, row) in channel.chunks_exact_mut(KW).enumerate() {
                 let Some(line) = (oh * STRIDE + ky)
                     .checked_sub(PAD)
                     .and_then(|iy| image.get(iy))
@@ -159,8 +167,8 @@ impl<
                     continue;
                 };
                 let left = ow * STRIDE;
-                if left >= PAD && left - PAD + K <= W {
-                    row.copy_from_slice(&line[left - PAD..left - PAD + K]);
+                if left >= PAD && left - PAD + KW <= W {
+                    row.copy_from_slice(&line[left - PAD..left - PAD + KW]);
                 } else {
                     for (kx, v) in row.iter_mut().enumerate() {
                         let ix = (left + kx).checked_sub(PAD).filter(|&i| i < W);
@@ -189,7 +197,7 @@ impl<
 
     /// [`forward_sample`](Self::forward_sample) a block of positions at a time.
     fn forward_blocks(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
-        let window = C * K * K;
+        let window = C * K * KW;
         let block = (PATCH_BYTES / window).min(PATCH_POSITIONS);
         let weight = S::matrix(&self.weight);
         let mut patches = [0_i8; PATCH_BYTES];
@@ -274,24 +282,25 @@ impl<
     const OW: usize,
     A: QuantizedActivation,
     S: Store,
-> Layer for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> Layer for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 {
     type In = [[[i8; W]; H]; C];
     type Out = [[[i8; OW]; OH]; OC];
 
-    /// `Conv2d(C, OC, K)` then the activation's module, in int8: the weight (`I8 [OC, C, K, K]`,
+    /// `Conv2d(C, OC, (K, KW))` then the activation's module, in int8: the weight (`I8 [OC, C, K, KW]`,
     /// values in `-127..=127`), then [the tensors every int8 layer
     /// has](crate::nn::QDense#weights-file).
     const SPEC: NetSpec = NetSpec::Layer {
         modules: 1 + A::TORCH_MODULE.is_some() as usize,
-        tensors: &int8_tensors!([OC, C, K, K], OC),
+        tensors: &int8_tensors!([OC, C, K, KW], OC),
     };
 
-    type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
+    type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2, KW>;
 
     /// The windows' buffer and a block's dot products and per-position parameters (when the
     /// window takes the int8 kernels).
-    const WORKING_BYTES: usize = if C * K * K <= PATCH_BYTES {
+    const WORKING_BYTES: usize = if C * K * KW <= PATCH_BYTES {
         PATCH_BYTES + 4 * 4 * PATCH_POSITIONS
     } else {
         0
@@ -329,7 +338,8 @@ impl<
     const OW: usize,
     A: QuantizedActivation,
     S: Store,
-> super::Weights for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> super::Weights for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 {
     fn write_tensor(&self, k: usize, out: &mut alloc::vec::Vec<u8>) {
         super::qdense::bytes::write(
@@ -351,7 +361,7 @@ impl<
     fn read_tensors<'a>(tensor: &mut dyn FnMut(usize) -> &'a [u8]) -> Self {
         let () = Self::SHAPE;
         // Filled in its storage (on the heap for `Heap`), not as a temporary on the stack.
-        let mut weight = S::matrix_filled::<[[i8; K]; K], OC, C>([[0; K]; K]);
+        let mut weight = S::matrix_filled::<[[i8; KW]; K], OC, C>([[0; KW]; K]);
         let r = super::qdense::bytes::read::<OC>(
             tensor,
             S::matrix_mut(&mut weight)
@@ -373,20 +383,22 @@ impl<
 
 /// A baked int8 convolution's weight, other tensors and first problem, decoded from the file
 /// `F` in one pass.
-struct Decoded<F, const C: usize, const OC: usize, const K: usize>(
+struct Decoded<F, const C: usize, const OC: usize, const K: usize, const KW: usize>(
     core::marker::PhantomData<fn() -> F>,
 );
 
-impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize> Decoded<F, C, OC, K> {
+impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize, const KW: usize>
+    Decoded<F, C, OC, K, KW>
+{
     #[allow(clippy::type_complexity)]
-    const PARTS: ([[[[i8; K]; K]; C]; OC], Requantization<OC>, Option<Error>) =
+    const PARTS: ([[[[i8; KW]; K]; C]; OC], Requantization<OC>, Option<Error>) =
         match decode::i8_tensor4_from(
             Source::Index(&F::INDEX),
             F::FIRST_MODULE,
             "weight",
             WEIGHT_RANGE,
         ) {
-            Err(e) => ([[[[0; K]; K]; C]; OC], Requantization::ZERO, Some(e)),
+            Err(e) => ([[[[0; KW]; K]; C]; OC], Requantization::ZERO, Some(e)),
             Ok(weight) => match Requantization::decode(Source::Index(&F::INDEX), F::FIRST_MODULE) {
                 Err(e) => (weight, Requantization::ZERO, Some(e)),
                 Ok(r) => (weight, r, None),
@@ -406,11 +418,12 @@ impl<
     const OH: usize,
     const OW: usize,
     A: QuantizedActivation,
-> Bake<F> for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Inline>
+    const KW: usize,
+> Bake<F> for QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Inline, KW>
 {
     const BAKED: Self = {
         let () = Self::SHAPE;
-        let (weight, r, _) = Decoded::<F, C, OC, K>::PARTS;
+        let (weight, r, _) = Decoded::<F, C, OC, K, KW>::PARTS;
         Self {
             weight,
             bias: r.bias,
@@ -421,7 +434,7 @@ impl<
             activation: A::VALUE,
         }
     };
-    const ERROR: Option<Error> = Decoded::<F, C, OC, K>::PARTS.2;
+    const ERROR: Option<Error> = Decoded::<F, C, OC, K, KW>::PARTS.2;
 }
 
 #[cfg(feature = "alloc")]
@@ -539,6 +552,37 @@ mod tests {
             layer.forward_blocks(&x, &mut blocks);
             assert_eq!(blocks, plain, "windows as rows, {C} channels");
         }
+        // A kernel 3 high and 2 wide: windows as rows against plain loops.
+        let q = Quantization {
+            scale: 0.1,
+            zero_point: -5,
+        };
+        let weight: [[[[i8; 2]; 3]; 2]; 3] = core::array::from_fn(|o| {
+            core::array::from_fn(|c| {
+                core::array::from_fn(|r| {
+                    core::array::from_fn(|k| (o * 31 + c * 7 + r * 5 + k * 3) as i8 - 40)
+                })
+            })
+        });
+        let layer: QConv2d<2, 3, 3, 1, 1, 5, 6, 5, 7, Relu, Inline, 2> = QConv2d::new(
+            weight,
+            [100, -200, 300],
+            [Multiplier::from_real(0.003); 3],
+            q,
+            Quantization {
+                scale: 0.2,
+                zero_point: 3,
+            },
+        );
+        let x: [[[i8; 6]; 5]; 2] = core::array::from_fn(|c| {
+            core::array::from_fn(|r| {
+                core::array::from_fn(|k| ((c * 97 + r * 13 + k * 29) % 256) as u8 as i8)
+            })
+        });
+        let (mut plain, mut blocks) = ([[[0; 7]; 5]; 3], [[[1; 7]; 5]; 3]);
+        layer.forward_plain(&x, &mut plain);
+        layer.forward_blocks(&x, &mut blocks);
+        assert_eq!(blocks, plain, "a 3 x 2 kernel");
         for seed in 1..6 {
             check::<1, 1, 1, 9>(seed);
             check::<3, 2, 0, 4>(seed);

@@ -29,8 +29,8 @@ type Blocks = constmat::net![
 ];
 
 /// The model: TensorFlow's `SAME` padding of the first layer (4 rows above, 5 below, a column on
-/// each side of the 49 x 10 MFCCs), its 10 x 4 stride-2 kernel (a kernel width of its own,
-/// which `net!` does not spell), then the blocks.
+/// each side of the 49 x 10 MFCCs), its 10 x 4 stride-2 kernel, then the blocks (written out
+/// here; `net_spells_the_dscnn` gives the same type from one `net!`).
 type DsCnnInt8 = Chain<
     QZeroPad2d<1, 4, 1, 5, 1, 49, 10, 58, 12>,
     Chain<QConv2d<1, 64, 10, 2, 0, 58, 12, 25, 5, Relu, Inline, 4>, Blocks>,
@@ -93,4 +93,28 @@ fn mlperf_dscnn_int8_matches_tflm() {
 fn mlperf_dscnn_int8_memory() {
     assert_eq!(<DsCnnInt8 as Layer>::PARAMETER_BYTES, 29_256);
     assert_eq!(<DsCnnInt8 as Layer>::WORKING_BYTES, 98_804);
+}
+
+/// `net!` writes the same net, the first layer's kernel spelled `(10, 4)`.
+#[test]
+fn net_spells_the_dscnn() {
+    type Spelled = constmat::net![
+        Input<i8, 1, 49, 10>,
+        ZeroPad2d<1, 1, 4, 5>,
+        Conv2d<1, 64, (10, 4), 2, 0, Relu>,
+        DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+        Conv2d<64, 64, 1, Relu>,
+        DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+        Conv2d<64, 64, 1, Relu>,
+        DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+        Conv2d<64, 64, 1, Relu>,
+        DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+        Conv2d<64, 64, 1, Relu>,
+        GlobalAvgPool2d,
+        Flatten,
+        Dense<64, 12>,
+        Softmax,
+    ];
+    let same: fn(DsCnnInt8) -> Spelled = |net| net;
+    let _ = same;
 }

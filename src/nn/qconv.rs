@@ -29,8 +29,9 @@ use crate::quant::{Multiplier, Quantization};
 /// The kernel's width may differ from its height: `KW`, last, defaults to `K`. DS-CNN's first
 /// layer, 64 filters of 10 x 4 with stride 2 on MFCCs padded to 58 x 12 (TensorFlow's `SAME`
 /// on 49 x 10, a [`QZeroPad2d`](super::QZeroPad2d) before it), is
-/// `QConv2d<1, 64, 10, 2, 0, 58, 12, 25, 5, Relu, Inline, 4>` (an imported model's layer:
-/// [`Conv2d`](super::Conv2d)'s kernels are square, and `net!` spells square kernels).
+/// `QConv2d<1, 64, 10, 2, 0, 58, 12, 25, 5, Relu, Inline, 4>`, in an `Input<i8, ..>` net
+/// `Conv2d<1, 64, (10, 4), 2, 0, Relu>` (an imported model's layer: the float
+/// [`Conv2d`](super::Conv2d)'s kernels are square).
 ///
 /// Built by [`quantize`](super::quantize) from a trained `Conv2d`. Images are
 /// `[[[i8; W]; H]; C]` in and `[[[i8; OW]; OH]; OC]` out. Its tensors in a weights file are

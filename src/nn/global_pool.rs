@@ -42,15 +42,22 @@ pub struct GlobalAvgPool2d<T, const C: usize, const H: usize, const W: usize>(
     core::marker::PhantomData<fn() -> T>,
 );
 
-impl<T, const C: usize, const H: usize, const W: usize> GlobalAvgPool2d<T, C, H, W> {
+impl<T: Averageable, const C: usize, const H: usize, const W: usize> GlobalAvgPool2d<T, C, H, W> {
+    /// The window's bound: its values' sum fits the element type's accumulator.
+    const WINDOW: () = check_window_values(H * W, T::MOST_VALUES);
+
     /// The layer (it has no parameters); a `const fn`, for `static`s.
     #[must_use]
     pub const fn new() -> Self {
+        // The window's bound, checked where the layer is made (the error's note points there).
+        let () = Self::WINDOW;
         Self(core::marker::PhantomData)
     }
 }
 
-impl<T, const C: usize, const H: usize, const W: usize> Default for GlobalAvgPool2d<T, C, H, W> {
+impl<T: Averageable, const C: usize, const H: usize, const W: usize> Default
+    for GlobalAvgPool2d<T, C, H, W>
+{
     fn default() -> Self {
         Self::new()
     }
@@ -71,7 +78,7 @@ impl<T: Averageable, const C: usize, const H: usize, const W: usize> Layer
     type WithStore<S: Store> = Self;
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
-        const { check_window_values(H * W, T::MOST_VALUES) };
+        let () = Self::WINDOW;
         kernels::with_wide_vectors(
             #[inline(always)]
             || {

@@ -383,8 +383,8 @@ impl<
 }
 
 /// A baked int8 convolution's weight, other tensors and first problem, decoded from the file
-/// `F` in one pass.
-struct Decoded<F, const C: usize, const OC: usize, const K: usize, const KW: usize>(
+/// `F` in one pass (a depthwise convolution's too: one input channel per filter, `KW = K`).
+pub(super) struct Decoded<F, const C: usize, const OC: usize, const K: usize, const KW: usize>(
     core::marker::PhantomData<fn() -> F>,
 );
 
@@ -392,7 +392,7 @@ impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize, const 
     Decoded<F, C, OC, K, KW>
 {
     #[allow(clippy::type_complexity)]
-    const PARTS: ([[[[i8; KW]; K]; C]; OC], Requantization<OC>, Option<Error>) =
+    pub(super) const PARTS: ([[[[i8; KW]; K]; C]; OC], Requantization<OC>, Option<Error>) =
         match decode::i8_tensor4_from(
             Source::Index(&F::INDEX),
             F::FIRST_MODULE,

@@ -12,12 +12,10 @@
 //! the padding read as the input's zero point, as in `QConv2d`: bit for bit TensorFlow Lite
 //! Micro's int8 `DEPTHWISE_CONV_2D` (`tests/tflm_int8.rs`).
 
-use super::qdense::{
-    MOST_PRODUCTS, QuantizedActivation, Requantization, WEIGHT_RANGE, int8_tensors,
-};
+use super::qconv::Decoded;
+use super::qdense::{MOST_PRODUCTS, QuantizedActivation, int8_tensors};
 use super::shape::{Window, check_depthwise_channels, check_output_size};
 use super::{Bake, Identity, Inline, Layer, SafetensorsFile, Store};
-use crate::format::decode::{self, Source};
 use crate::format::{Error, Message, NetSpec};
 use crate::kernels;
 use crate::quant::{Multiplier, Quantization};
@@ -281,27 +279,6 @@ impl<
     }
 }
 
-/// A baked int8 depthwise convolution's weight, other tensors and first problem, decoded from
-/// the file `F` in one pass.
-struct Decoded<F, const OC: usize, const K: usize>(core::marker::PhantomData<fn() -> F>);
-
-impl<F: SafetensorsFile, const OC: usize, const K: usize> Decoded<F, OC, K> {
-    #[allow(clippy::type_complexity)]
-    const PARTS: ([[[[i8; K]; K]; 1]; OC], Requantization<OC>, Option<Error>) =
-        match decode::i8_tensor4_from(
-            Source::Index(&F::INDEX),
-            F::FIRST_MODULE,
-            "weight",
-            WEIGHT_RANGE,
-        ) {
-            Err(e) => ([[[[0; K]; K]; 1]; OC], Requantization::ZERO, Some(e)),
-            Ok(weight) => match Requantization::decode(Source::Index(&F::INDEX), F::FIRST_MODULE) {
-                Err(e) => (weight, Requantization::ZERO, Some(e)),
-                Ok(r) => (weight, r, None),
-            },
-        };
-}
-
 impl<
     F: SafetensorsFile,
     const C: usize,
@@ -318,7 +295,7 @@ impl<
 {
     const BAKED: Self = {
         let () = Self::SHAPE;
-        let (weight, r, _) = Decoded::<F, OC, K>::PARTS;
+        let (weight, r, _) = Decoded::<F, 1, OC, K, K>::PARTS;
         Self {
             weight,
             bias: r.bias,
@@ -329,7 +306,7 @@ impl<
             activation: A::VALUE,
         }
     };
-    const ERROR: Option<Error> = Decoded::<F, OC, K>::PARTS.2;
+    const ERROR: Option<Error> = Decoded::<F, 1, OC, K, K>::PARTS.2;
 }
 
 #[cfg(feature = "alloc")]

@@ -6,8 +6,8 @@
 //! # Blocking
 //!
 //! ```text
-//! for pc in 0..k step KC                 the same k blocks for every row of C
-//!   for rows in blocks whose A fits L2
+//! for rows in blocks whose A fits L2      (the two outer loops swap places on
+//!   for pc in 0..k step KC               AVX2: Simd::PACKED_K_BLOCKS_INSIDE)
 //!     for jc in 0..n step NC             B[pc.., jc..] packed: NC/NR micro-panels of KC x NR
 //!       for ir in rows step MR           A's rows read in place
 //!         for jr in 0..NC step NR        the MR x NR register tile of C
@@ -363,59 +363,66 @@ pub(super) unsafe fn gemm_packed<S: Simd, const MR: usize, const NV: usize, cons
     let l2_rows = (A_L2_BYTES / size_of::<S::E>() / kc_block / MR).max(1) * MR;
     let transposed = layout == Product::TransposeRhs;
     let (a_ptr, c_ptr) = (a.as_ptr(), c.as_mut_ptr());
-    let mut pc = 0;
-    while pc < k {
+    // Every k block of every block of rows, in the order the instruction set prefers; each
+    // packs the column blocks of B in turn, each passed over by the rows' tiles.
+    let k_blocks = k.div_ceil(kc_block);
+    let row_blocks = rows.len().div_ceil(l2_rows);
+    for outer in 0..k_blocks * row_blocks {
+        let (row_block, k_block) = if S::PACKED_K_BLOCKS_INSIDE {
+            (outer / k_blocks, outer % k_blocks)
+        } else {
+            (outer % row_blocks, outer / row_blocks)
+        };
+        let l2_start = rows.start + row_block * l2_rows;
+        let l2_end = rows.end.min(l2_start + l2_rows);
+        let pc = k_block * kc_block;
         let kc = kc_block.min(k - pc);
         let load_c = accumulate || pc > 0;
-        for l2_start in rows.clone().step_by(l2_rows) {
-            let l2_end = rows.end.min(l2_start + l2_rows);
-            for jc in (0..n).step_by(nc_max) {
-                let nc = nc_max.min(n - jc);
-                // SAFETY: the block pc..pc+kc x jc..jc+nc is inside op(B); the buffer holds
-                // nc_max / nr panels of kc_block x nr >= nc.div_ceil(nr) · nr · kc elements.
-                unsafe { pack_b::<S, NV>(b, transposed, n, k, pc, kc, jc, nc, block) };
-                for i0 in (l2_start..l2_end).step_by(MR) {
-                    let tile_rows = MR.min(l2_end - i0);
-                    // Rows past the edge repeat row i0 (read, never stored).
-                    let a_rows: [*const S::E; MR] = array_from(|r| {
-                        let i = if r < tile_rows { i0 + r } else { i0 };
-                        a_ptr.wrapping_add(i * a_row + pc * a_k)
-                    });
-                    for (q, j0) in (jc..jc + nc).step_by(nr).enumerate() {
-                        // SAFETY: A's rows i0.. (or i0 repeated) for steps pc..pc+kc are in
-                        // `a`; panel q of B was packed above with kc rows; the tile's rows
-                        // i0..i0+tile_rows (of which `c` holds rows.start..) and columns
-                        // j0..j0+cols are in C.
-                        unsafe {
-                            let cols = nr.min(jc + nc - j0);
-                            let c_tile = c_ptr.add((i0 - rows.start) * n + j0);
-                            let panel = block.add(q * nr * kc);
-                            if tile_rows < MR && tile_rows <= S::OUTER_ROWS {
-                                // An edge of fewer rows: the outer-product tile of its exact
-                                // height on the packed panel (the same chain of multiply-adds).
-                                outer_tile_edge::<S>(
-                                    tile_rows,
-                                    kc,
-                                    a_ptr.add(i0 * a_row + pc * a_k),
-                                    a_row,
-                                    a_k,
-                                    panel,
-                                    nr,
-                                    c_tile,
-                                    n,
-                                    cols,
-                                    load_c,
-                                );
-                            } else {
-                                micro_kernel::<S, MR, NV>(
-                                    kc, a_rows, a_k, panel, c_tile, n, tile_rows, cols, load_c,
-                                );
-                            }
+        for jc in (0..n).step_by(nc_max) {
+            let nc = nc_max.min(n - jc);
+            // SAFETY: the block pc..pc+kc x jc..jc+nc is inside op(B); the buffer holds
+            // nc_max / nr panels of kc_block x nr >= nc.div_ceil(nr) · nr · kc elements.
+            unsafe { pack_b::<S, NV>(b, transposed, n, k, pc, kc, jc, nc, block) };
+            for i0 in (l2_start..l2_end).step_by(MR) {
+                let tile_rows = MR.min(l2_end - i0);
+                // Rows past the edge repeat row i0 (read, never stored).
+                let a_rows: [*const S::E; MR] = array_from(|r| {
+                    let i = if r < tile_rows { i0 + r } else { i0 };
+                    a_ptr.wrapping_add(i * a_row + pc * a_k)
+                });
+                for (q, j0) in (jc..jc + nc).step_by(nr).enumerate() {
+                    // SAFETY: A's rows i0.. (or i0 repeated) for steps pc..pc+kc are in
+                    // `a`; panel q of B was packed above with kc rows; the tile's rows
+                    // i0..i0+tile_rows (of which `c` holds rows.start..) and columns
+                    // j0..j0+cols are in C.
+                    unsafe {
+                        let cols = nr.min(jc + nc - j0);
+                        let c_tile = c_ptr.add((i0 - rows.start) * n + j0);
+                        let panel = block.add(q * nr * kc);
+                        if tile_rows < MR && tile_rows <= S::OUTER_ROWS {
+                            // An edge of fewer rows: the outer-product tile of its exact
+                            // height on the packed panel (the same chain of multiply-adds).
+                            outer_tile_edge::<S>(
+                                tile_rows,
+                                kc,
+                                a_ptr.add(i0 * a_row + pc * a_k),
+                                a_row,
+                                a_k,
+                                panel,
+                                nr,
+                                c_tile,
+                                n,
+                                cols,
+                                load_c,
+                            );
+                        } else {
+                            micro_kernel::<S, MR, NV>(
+                                kc, a_rows, a_k, panel, c_tile, n, tile_rows, cols, load_c,
+                            );
                         }
                     }
                 }
             }
         }
-        pc += kc;
     }
 }

@@ -214,10 +214,11 @@ where
         const IH: usize,
         const IW: usize,
         S2: Store,
+        const KW: usize,
     >(
         &self,
-        conv: &super::Conv2d<T, CI, C, K, STRIDE, PAD, IH, IW, H, W, Identity, S2>,
-    ) -> super::Conv2d<T, CI, C, K, STRIDE, PAD, IH, IW, H, W, A, S2> {
+        conv: &super::Conv2d<T, CI, C, K, STRIDE, PAD, IH, IW, H, W, Identity, S2, KW>,
+    ) -> super::Conv2d<T, CI, C, K, STRIDE, PAD, IH, IW, H, W, A, S2, KW> {
         let (scale, shift) = self.inference_affine();
         let mut weight = S2::matrix_copied(S2::matrix(&conv.weight));
         for (filter, &s) in S2::matrix_mut(&mut weight).iter_mut().zip(&scale) {

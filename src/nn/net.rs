@@ -35,7 +35,7 @@ use super::{
 /// | `Conv2d<C, OC, K>`, `Conv2d<C, OC, K, A>` | `nn.Conv2d(C, OC, K)` (+ the activation) | [`Conv2d`], stride 1, no padding |
 /// | `Conv2d<C, OC, K, S, P>`, `Conv2d<C, OC, K, S, P, A>` | `nn.Conv2d(C, OC, K, stride=S, padding=P)` | [`Conv2d`] |
 /// | `DepthwiseConv2d<C, OC, K>`, `DepthwiseConv2d<C, OC, K, S, P[, A]>` (and with `A` after `K`) | `nn.Conv2d(C, OC, K, stride=S, padding=P, groups=C)` | [`DepthwiseConv2d`] |
-/// | `Conv2d<C, OC, (KH, KW), S, P[, A]>`, int8 nets only | `nn.Conv2d(C, OC, (KH, KW), stride=S, padding=P)` | [`QConv2d`] with `KW` |
+/// | `Conv2d<C, OC, (KH, KW), S, P[, A]>` | `nn.Conv2d(C, OC, (KH, KW), stride=S, padding=P)` | [`Conv2d`] (or [`QConv2d`]) with `KW` |
 /// | `GlobalAvgPool2d` | `nn.AdaptiveAvgPool2d(1)` | [`GlobalAvgPool2d`](super::GlobalAvgPool2d) |
 /// | `ZeroPad2d<P>`, `ZeroPad2d<L, R, T, B>` | `nn.ZeroPad2d(P)`, `nn.ZeroPad2d((L, R, T, B))` | [`ZeroPad2d`](super::ZeroPad2d) |
 /// | `MaxPool2d<K>`, `MaxPool2d<K, S>` | `nn.MaxPool2d(K)`, `nn.MaxPool2d(K, stride=S)` | [`MaxPool2d`] |
@@ -281,7 +281,7 @@ macro_rules! __net_image {
     };
     // The input channels are checked against the channels that reach the layer (and the type
     // takes the latter, so that a mistake is one error, here).
-    // A kernel of its own height and width, `(KH, KW)`: the int8 convolution takes one.
+    // A kernel of its own height and width, `(KH, KW)`: `Conv2d` (float or int8) takes one.
     (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, ($kh:tt, $kw:tt), $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::__net_image!(@conv_rect_type $kind $t ({ $crate::nn::__input_channels($name, $ci, $c) },
@@ -297,11 +297,13 @@ macro_rules! __net_image {
     (@conv_rect_type Conv2d (i8) ($ci:tt, $co:tt, $kh:tt, $kw:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
         $crate::nn::QConv2d<$ci, $co, $kh, $s, $p, $h, $w, $oh, $ow, $a, $crate::nn::Inline, $kw>
     };
+    (@conv_rect_type Conv2d ($t:ty) ($ci:tt, $co:tt, $kh:tt, $kw:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::Conv2d<$t, $ci, $co, $kh, $s, $p, $h, $w, $oh, $ow, $a, $crate::nn::Heap, $kw>
+    };
     (@conv_rect_type $kind:ident $t:tt ($($arg:tt)*)) => {
         $crate::__net_image!(@mistake ::core::concat!(
-            "`", ::core::stringify!($kind), "` with a kernel of its own height and width: only an ",
-            "int8 net's `Conv2d` (`Input<i8, ..>`) takes one yet; the float convolutions' kernels ",
-            "are square"
+            "`", ::core::stringify!($kind), "` with a kernel of its own height and width: only ",
+            "`Conv2d` takes one; a depthwise convolution's kernel is square"
         ))
     };
     (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {

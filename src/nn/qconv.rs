@@ -464,13 +464,14 @@ mod quantize {
         const OW: usize,
         A,
         S,
-    > Quantize for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+        const KW: usize,
+    > Quantize for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
     where
         T: Element + Sample + Float + QuantizeSample,
         A: QuantizedActivation,
         S: Store,
     {
-        type Quantized = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Heap>;
+        type Quantized = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Heap, KW>;
 
         fn quantize_layer(
             &self,
@@ -486,7 +487,7 @@ mod quantize {
             let bias = S::vector(&self.bias);
             check_parameters(layer, weights, bias)?;
             let (outputs, output) = calibrate(self, layer, samples)?;
-            let mut weight = Heap::matrix_filled::<[[i8; K]; K], OC, C>([[0; K]; K]);
+            let mut weight = Heap::matrix_filled::<[[i8; KW]; K], OC, C>([[0; KW]; K]);
             let (bias, multipliers) = quantize_rows(
                 layer,
                 weights,

@@ -3,8 +3,9 @@
 //!
 //! Derivation: `docs/backprop.md`, section "Convolution". For one sample with `C` input channels
 //! of `H x W`, `OC` filters of `C x K x K`, stride `S` and zero padding `P`, the output has `OC`
-//! channels of `OH x OW`, `OH = (H + 2P - K) / S + 1`. The convolution is a matrix product on
-//! unrolled patches ("im2col"):
+//! channels of `OH x OW`, `OH = (H + 2P - K) / S + 1`. (A kernel `K` high and `KW` wide is the
+//! same with `K·KW` in place of `K·K` and `KW` in the widths.) The convolution is a matrix
+//! product on unrolled patches ("im2col"):
 //!
 //! ```text
 //! forward                                             backward
@@ -19,7 +20,7 @@
 //! its rows flattened: no copy. `col2im` adds each entry of `Wᵀ·dZ` back to the input position it
 //! was copied from.
 //!
-//! With stride 1 the forward product is computed without unrolling the patches
+//! With stride 1 and a square kernel the forward product is computed without unrolling the patches
 //! (`kernels::conv2d_stride1`, the whole batch in one call), which is faster and needs no
 //! workspace, so a baked net's prediction needs none for it. The kernel puts in its vector lanes
 //! whichever fills them better: output positions (each filter step a broadcast weight times a
@@ -94,13 +95,18 @@ pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, paddin
     )
 }
 
-/// A 2-D convolution with `C` input and `OC` output channels, a `K x K` kernel, stride `STRIDE`
-/// and zero padding `PAD`, on `H x W` images giving `OH x OW` ones, then the activation `A`; its
-/// parameters kept in the storage `S` ([`Heap`] unless said otherwise). PyTorch's
-/// `nn.Conv2d(C, OC, K, stride=STRIDE, padding=PAD)`, with the activation fused.
+/// A 2-D convolution with `C` input and `OC` output channels, a kernel `K` high and `KW` wide
+/// (`K x K` unless said otherwise), stride `STRIDE` and zero padding `PAD`, on `H x W` images
+/// giving `OH x OW` ones, then the activation `A`; its parameters kept in the storage `S`
+/// ([`Heap`] unless said otherwise). PyTorch's `nn.Conv2d(C, OC, K, stride=STRIDE,
+/// padding=PAD)` (`nn.Conv2d(C, OC, (K, KW), ..)`), with the activation fused.
 ///
 /// An image is `[[[T; W]; H]; C]`: channels, then rows (PyTorch's CHW). The weight is stored
-/// `[OC][C][K][K]`, PyTorch's layout, so weights move between the two as they are.
+/// `[OC][C][K][KW]`, PyTorch's layout, so weights move between the two as they are.
+///
+/// A square kernel with stride 1 runs on direct kernels that need no unrolled patches; any
+/// other stride, or a kernel whose height and width differ (DS-CNN's 10 x 4 first layer),
+/// multiplies unrolled patches (below). In [`net!`](crate::net), `Conv2d<C, OC, (KH, KW), S, P>`.
 ///
 /// The output size is in the type (`OH`, `OW`): stable Rust cannot compute it from `H`, `K`,
 /// `STRIDE` and `PAD` in a type. [`net!`](crate::net) computes it for you (with
@@ -134,9 +140,10 @@ pub struct Conv2d<
     const OW: usize,
     A = Identity,
     S: Store = Heap,
+    const KW: usize = K,
 > {
-    /// `[OC][C][K][K]`: filter `o` holds a `K x K` kernel per input channel.
-    pub weight: S::Matrix<[[T; K]; K], OC, C>,
+    /// `[OC][C][K][KW]`: filter `o` holds a `K x KW` kernel per input channel.
+    pub weight: S::Matrix<[[T; KW]; K], OC, C>,
     /// One bias per output channel.
     pub bias: S::Vector<T, OC>,
     /// The activation (a zero-sized marker).
@@ -156,19 +163,20 @@ impl<
     const OW: usize,
     A: Activation,
     S: Store,
-> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 {
     /// The shape rule, evaluated when the layer's code is generated: `OH` and `OW` are the
     /// output sizes of `H` and `W`.
     const SHAPE: () = {
         check_output_size("Conv2d", "height", Window::Kernel, (H, K, STRIDE, PAD), OH);
-        check_output_size("Conv2d", "width", Window::Kernel, (W, K, STRIDE, PAD), OW);
+        check_output_size("Conv2d", "width", Window::Kernel, (W, KW, STRIDE, PAD), OW);
     };
 
     /// A layer with the given parameters; a `const fn`, so an [`Inline`] layer can initialize
     /// a `static`.
     #[must_use]
-    pub const fn new(weight: S::Matrix<[[T; K]; K], OC, C>, bias: S::Vector<T, OC>) -> Self {
+    pub const fn new(weight: S::Matrix<[[T; KW]; K], OC, C>, bias: S::Vector<T, OC>) -> Self {
         // The shape rule, checked where the layer is made (so the error's last note points at
         // the caller), and again in the forward pass for layers built field by field.
         let () = Self::SHAPE;
@@ -188,12 +196,12 @@ impl<
         T: Float,
     {
         let () = Self::SHAPE; // checked here too, so that the error points at the caller
-        let mut weight = S::matrix_filled([[T::ZERO; K]; K]);
+        let mut weight = S::matrix_filled([[T::ZERO; KW]; K]);
         let flat = S::matrix_mut(&mut weight)
             .as_flattened_mut()
             .as_flattened_mut()
             .as_flattened_mut();
-        init.fill(flat, C * K * K, OC * K * K, rng);
+        init.fill(flat, C * K * KW, OC * K * KW, rng);
         Self::new(weight, S::vector_filled(T::ZERO))
     }
 }
@@ -211,7 +219,8 @@ impl<
     const OW: usize,
     A,
     S,
-> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 where
     T: Element + Sample + Float,
     A: Activation,
@@ -225,7 +234,12 @@ where
             .as_flattened()
     }
 
-    /// The sizes for the direct kernel of a stride-1 convolution.
+    /// Whether the layer multiplies unrolled patches (a stride other than 1, or a kernel whose
+    /// height and width differ) rather than taking the direct kernels of a stride-1
+    /// convolution with a square kernel, which need no patches.
+    const UNROLLS: bool = STRIDE != 1 || K != KW;
+
+    /// The sizes for the direct kernel of a stride-1 convolution with a square kernel.
     const DIRECT: kernels::Conv = kernels::Conv {
         channels: C,
         filters: OC,
@@ -314,7 +328,8 @@ impl<
     const OW: usize,
     A,
     S,
-> Layer for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> Layer for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 where
     T: Element + Sample + Float,
     A: Activation,
@@ -332,7 +347,7 @@ where
                 module: 0,
                 field: "weight",
                 dtype: T::DTYPE,
-                shape: &[OC, C, K, K],
+                shape: &[OC, C, K, KW],
                 range: None,
                 scale: false,
                 buffer: false,
@@ -349,12 +364,12 @@ where
         ],
     };
 
-    type WithStore<S2: Store> = Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
+    type WithStore<S2: Store> = Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2, KW>;
 
     /// Stride 1: the stack buffer of the SIMD kernels (x86-64); other strides: the buffer the
     /// patches are unrolled into, and the packed products' buffer where its products take it
     /// (x86-64, see `Conv2d::product_stack_bytes` in `conv/patches.rs`).
-    const WORKING_BYTES: usize = if STRIDE == 1 {
+    const WORKING_BYTES: usize = if !Self::UNROLLS {
         core::mem::size_of::<T>()
             * kernels::conv_stack_scratch(&Self::DIRECT, core::mem::size_of::<T>())
     } else {
@@ -362,7 +377,7 @@ where
     };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
-        if STRIDE == 1 {
+        if !Self::UNROLLS {
             // The direct kernel needs no patches: no 8 KiB on the stack of a baked net.
             self.forward_stride1(x, y, &mut []);
             return;
@@ -376,7 +391,7 @@ where
     /// Stride 1 in `f32` on x86-64: the scratch of Winograd's method down the columns where
     /// the stack plan takes a direct kernel only because that scratch exceeds its buffers
     /// (`kernels::conv_prediction_scratch`); else 0.
-    const PREDICT_SCRATCH: usize = if STRIDE == 1 {
+    const PREDICT_SCRATCH: usize = if !Self::UNROLLS {
         kernels::conv_prediction_scratch(&Self::DIRECT, core::mem::size_of::<T>())
     } else {
         0
@@ -389,7 +404,7 @@ where
         scratch: &mut [f32; LEN],
     ) {
         const { crate::nn::check_predict_scratch(LEN, Self::PREDICT_SCRATCH) };
-        if STRIDE != 1 || Self::PREDICT_SCRATCH == 0 {
+        if Self::UNROLLS || Self::PREDICT_SCRATCH == 0 {
             self.forward(x, y);
             return;
         }
@@ -404,7 +419,7 @@ where
         x: &[Self::In; B],
         y: &'y mut MaybeUninit<[Self::Out; B]>,
     ) -> &'y mut [Self::Out; B] {
-        if STRIDE != 1 {
+        if Self::UNROLLS {
             let y = y.write([Self::Out::ZERO; B]);
             self.forward(x, y);
             return y;
@@ -445,7 +460,8 @@ impl<
     const OW: usize,
     A,
     S,
-> super::RandomInit for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> super::RandomInit for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 where
     T: Element + Sample + Float,
     A: Activation,
@@ -470,7 +486,8 @@ impl<
     const OW: usize,
     A,
     S,
-> Parameters<T> for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> Parameters<T> for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 where
     T: Element + Sample + Float,
     A: Activation,
@@ -498,7 +515,7 @@ where
     fn zeros() -> Self {
         let () = Self::SHAPE; // checked here too, so that the error points at the caller
         Self::new(
-            S::matrix_filled([[T::ZERO; K]; K]),
+            S::matrix_filled([[T::ZERO; KW]; K]),
             S::vector_filled(T::ZERO),
         )
     }
@@ -518,7 +535,8 @@ impl<
     const OW: usize,
     A,
     S,
-> super::Weights for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> super::Weights for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 where
     T: Element + Sample + Float,
     A: Activation,
@@ -535,22 +553,22 @@ where
 
 /// A baked convolution's weight, bias and first problem, decoded from the file `F` in one pass
 /// (see `dense.rs`).
-struct Decoded<F, T, const C: usize, const OC: usize, const K: usize>(
+struct Decoded<F, T, const C: usize, const OC: usize, const K: usize, const KW: usize>(
     core::marker::PhantomData<fn() -> (F, T)>,
 );
 
 macro_rules! bake {
     ($t:ty, $tensor4:ident, $vector:ident) => {
-        impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize>
-            Decoded<F, $t, C, OC, K>
+        impl<F: SafetensorsFile, const C: usize, const OC: usize, const K: usize, const KW: usize>
+            Decoded<F, $t, C, OC, K, KW>
         {
             #[allow(clippy::type_complexity)]
             const PARTS: (
-                [[[[$t; K]; K]; C]; OC],
+                [[[[$t; KW]; K]; C]; OC],
                 [$t; OC],
                 Option<crate::format::Error>,
             ) = match decode::$tensor4(Source::Index(&F::INDEX), F::FIRST_MODULE, "weight") {
-                Err(e) => ([[[[0.0; K]; K]; C]; OC], [0.0; OC], Some(e)),
+                Err(e) => ([[[[0.0; KW]; K]; C]; OC], [0.0; OC], Some(e)),
                 Ok(weight) => {
                     match decode::$vector(Source::Index(&F::INDEX), F::FIRST_MODULE, "bias") {
                         Err(e) => (weight, [0.0; OC], Some(e)),
@@ -572,13 +590,14 @@ macro_rules! bake {
             const OH: usize,
             const OW: usize,
             A: Activation,
-        > Bake<F> for Conv2d<$t, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Inline>
+            const KW: usize,
+        > Bake<F> for Conv2d<$t, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, Inline, KW>
         {
             const BAKED: Self = Self::new(
-                Decoded::<F, $t, C, OC, K>::PARTS.0,
-                Decoded::<F, $t, C, OC, K>::PARTS.1,
+                Decoded::<F, $t, C, OC, K, KW>::PARTS.0,
+                Decoded::<F, $t, C, OC, K, KW>::PARTS.1,
             );
-            const ERROR: Option<crate::format::Error> = Decoded::<F, $t, C, OC, K>::PARTS.2;
+            const ERROR: Option<crate::format::Error> = Decoded::<F, $t, C, OC, K, KW>::PARTS.2;
         }
     };
 }

@@ -47,7 +47,8 @@ impl<
     const OW: usize,
     A,
     S,
-> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 where
     T: Element + Sample + Float,
     A: Activation,
@@ -63,7 +64,7 @@ where
         scratch: &mut [T],
     ) {
         let () = Self::SHAPE;
-        let (ckk, positions) = (C * K * K, OH * OW);
+        let (ckk, positions) = (C * K * KW, OH * OW);
         let weight = self.weight_matrix();
         let bias = S::vector(&self.bias);
         let z = out.as_flattened_mut().as_flattened_mut();
@@ -114,7 +115,7 @@ where
         } else {
             Self::IMAGES_PER_PRODUCT
         };
-        group * OH * OW * (C * K * K + OC)
+        group * OH * OW * (C * K * KW + OC)
     }
 
     /// The training pass of a batch with a stride other than 1, its images in groups of
@@ -136,7 +137,7 @@ where
             }
             return;
         }
-        let (ckk, positions) = (C * K * K, OH * OW);
+        let (ckk, positions) = (C * K * KW, OH * OW);
         let group = Self::IMAGES_PER_PRODUCT.min(x.len()).max(1);
         let (patches, z) = scratch.split_at_mut(group * positions * ckk);
         let weight = self.weight_matrix();
@@ -186,7 +187,7 @@ where
     /// each chunk's columns of the weights copied into the buffer, with groups of up to 64
     /// filters and blocks of up to 16 positions. Never 0, for a buffer of [`SCRATCH`].
     const fn split(len: usize) -> (usize, usize, usize) {
-        let ckk = C * K * K;
+        let ckk = C * K * KW;
         let most_filters = (len / MIN_BLOCK).saturating_sub(ckk);
         let few = if OC < MIN_GROUP { OC } else { MIN_GROUP };
         if most_filters >= few && most_filters > 0 {
@@ -213,7 +214,7 @@ where
     /// [`Self::forward_in_pieces`] multiplies in a buffer of [`SCRATCH`] (whole or last group of
     /// filters, block of positions and chunk of rows).
     pub(super) const fn product_stack_bytes() -> usize {
-        let (ckk, positions, size) = (C * K * K, OH * OW, core::mem::size_of::<T>());
+        let (ckk, positions, size) = (C * K * KW, OH * OW, core::mem::size_of::<T>());
         if SCRATCH >= ckk * positions {
             return kernels::gemm_stack_bytes(Product::Plain, (OC, positions, ckk), size);
         }
@@ -244,7 +245,7 @@ where
     /// times slower than the training pass; blocks of a few positions with every filter, 10
     /// times slower for hundreds of filters.)
     fn forward_in_pieces(&self, x: &[[[T; W]; H]; C], z: &mut [T], scratch: &mut [T]) {
-        let (ckk, positions) = (C * K * K, OH * OW);
+        let (ckk, positions) = (C * K * KW, OH * OW);
         let (group, block, rows) = Self::split(scratch.len());
         assert!(
             group > 0 && block > 0 && rows > 0,
@@ -320,7 +321,7 @@ where
             return;
         }
         for (row, patch_row) in rows.zip(patches.chunks_exact_mut(n)) {
-            let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+            let (c, kh, kw) = (row / (K * KW), row / KW % K, row % KW);
             let mut column = start;
             while column < end {
                 let (oh, ow) = (column / OW, column % OW);
@@ -349,7 +350,7 @@ where
         let n = out_rows.len() * OW;
         let patch_rows = patches.chunks_mut(row_stride.max(1)).map(|r| &mut r[..n]);
         for (row, patch_row) in rows.zip(patch_rows) {
-            let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+            let (c, kh, kw) = (row / (K * KW), row / KW % K, row % KW);
             // The output columns whose input column, ow·S + kw - P, is inside the row.
             let first = PAD.saturating_sub(kw).div_ceil(STRIDE).min(OW);
             let last = (W + PAD)
@@ -427,12 +428,12 @@ where
     #[cfg(feature = "alloc")]
     pub(super) fn col2im(d_patches: &[T], dx: &mut [[[T; W]; H]; C]) {
         let flat = dx.as_flattened_mut().as_flattened_mut();
-        if STRIDE == 1 && kernels::col2im_stride1(&Self::DIRECT, d_patches, flat) {
+        if !Self::UNROLLS && kernels::col2im_stride1(&Self::DIRECT, d_patches, flat) {
             return;
         }
         let positions = OH * OW;
         for (row, patch_row) in d_patches.chunks_exact(positions).enumerate() {
-            let (c, kh, kw) = (row / (K * K), row / K % K, row % K);
+            let (c, kh, kw) = (row / (K * KW), row / KW % K, row % KW);
             // With stride 1, outputs `first..last` of a row meet input columns `first + kw - P..`
             // in order: a plain vectorizable add of two slices.
             let first = PAD.saturating_sub(kw).min(OW);

@@ -87,7 +87,8 @@ impl<
     const OW: usize,
     A,
     S,
-> Train<T, B> for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
+    const KW: usize,
+> Train<T, B> for Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 where
     T: Element + Sample + Float,
     A: Activation,
@@ -96,8 +97,8 @@ where
     type Workspace = Conv2dWorkspace<T, [[[T; OW]; OH]; OC], B>;
 
     fn workspace(&self) -> Self::Workspace {
-        let patch_len = C * K * K * OH * OW;
-        let winograd = if STRIDE == 1 {
+        let patch_len = C * K * KW * OH * OW;
+        let winograd = if !Self::UNROLLS {
             kernels::conv_input_gradient_scratch(&Self::DIRECT)
         } else {
             0
@@ -108,7 +109,7 @@ where
             // Stride 1 needs no patches (see `forward_sample` and `backward`).
             patches: vec![
                 T::ZERO;
-                if STRIDE == 1 {
+                if !Self::UNROLLS {
                     0
                 } else {
                     patch_len.max(Self::images_scratch(B))
@@ -118,7 +119,7 @@ where
             d_patches: vec![T::ZERO; if winograd > 0 { 0 } else { patch_len }].into_boxed_slice(),
             padded_input: vec![
                 T::ZERO;
-                if STRIDE == 1 && !kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
+                if !Self::UNROLLS && !kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
                     B * C * (H + 2 * PAD) * (W + 2 * PAD)
                 } else {
                     0
@@ -127,18 +128,18 @@ where
             .into_boxed_slice(),
             weight_gradient_scratch: vec![
                 T::ZERO;
-                if STRIDE == 1 {
+                if !Self::UNROLLS {
                     kernels::conv_weight_gradient_scratch::<T>(&Self::PADDED, B)
                 } else {
                     // dWᵀ, summed over the batch (see `backward`).
-                    C * K * K * OC
+                    C * K * KW * OC
                 }
             ]
             .into_boxed_slice(),
             winograd: vec![T::ZERO; winograd].into_boxed_slice(),
             forward_scratch: vec![
                 T::ZERO;
-                if STRIDE == 1 {
+                if !Self::UNROLLS {
                     kernels::conv_forward_workspace_scratch::<T>(&Self::DIRECT)
                 } else {
                     0
@@ -155,7 +156,7 @@ where
     ) -> &'w [[[[T; OW]; OH]; OC]; B] {
         // The layer's one forward pass, with room for all of a sample's patches (other strides:
         // of a group of samples').
-        if STRIDE == 1 {
+        if !Self::UNROLLS {
             self.forward_stride1(x, &mut *ws.output, &mut ws.forward_scratch);
         } else {
             self.forward_images(x, &mut *ws.output, &mut ws.patches);
@@ -175,7 +176,7 @@ where
         d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
         gradients: &mut Self,
     ) {
-        let (ckk, positions) = (C * K * K, OH * OW);
+        let (ckk, positions) = (C * K * KW, OH * OW);
         let d_weight = S::matrix_mut(&mut gradients.weight)
             .as_flattened_mut()
             .as_flattened_mut()
@@ -183,7 +184,7 @@ where
         let d_bias = S::vector_mut(&mut gradients.bias);
         // A first layer (no dX) of ReLU: a kernel that forms dZ as it reads dA and A, and
         // sums db, where there is one; dZ is then never written.
-        if STRIDE == 1
+        if !Self::UNROLLS
             && d_input.is_none()
             && crate::nn::activation::is_relu::<A>()
             && kernels::conv2d_weight_and_bias_gradients_through_relu(
@@ -230,7 +231,7 @@ where
             },
         );
         let weight = self.weight_matrix();
-        if STRIDE == 1 {
+        if !Self::UNROLLS {
             // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X where it lies (padded first, unless the
             // kernel pads as it reads): no patches.
             let (shape, images) = if kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
@@ -262,7 +263,7 @@ where
         }
         let mut d_input = d_input;
         // dX by Winograd's method, the whole batch at once, where it applies.
-        let d_input_done = STRIDE == 1
+        let d_input_done = !Self::UNROLLS
             && d_input.as_deref_mut().is_some_and(|dx| {
                 kernels::conv2d_input_gradient_stride1(
                     &Self::DIRECT,
@@ -278,9 +279,9 @@ where
             });
         for (b, (dz, x)) in ws.d_pre_activation.iter().zip(x).enumerate() {
             let dz = dz.as_flattened().as_flattened();
-            if STRIDE != 1 {
+            if Self::UNROLLS {
                 let patches = &mut ws.patches[..ckk * positions];
-                Self::im2col(x, 0..C * K * K, 0, positions, patches);
+                Self::im2col(x, 0..C * K * KW, 0, positions, patches);
                 // dWᵀ += X̂·dZᵀ             (C·K·K x OH·OW)(OH·OW x OC) -> C·K·K x OC
                 // (this way round the long side, C·K·K, is the rows read in place and only
                 // dZ is packed, as `kernels::weight_grad_patches` does for stride 1)
@@ -308,7 +309,7 @@ where
                 Self::col2im(&ws.d_patches, dx);
             }
         }
-        if STRIDE != 1 {
+        if Self::UNROLLS {
             if B == 0 {
                 d_weight.fill(T::zero());
             } else {

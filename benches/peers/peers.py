@@ -570,7 +570,18 @@ def suite_modules(ops, nn):
         kind = op[0]
         if kind == "conv":
             _, c_in, c_out, kernel, stride, padding, relu = op
-            modules.append(nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding))
+            modules.append(nn.Conv2d(c_in, c_out, tuple(kernel), stride=stride, padding=padding))
+        elif kind == "depthwise":
+            _, channels, kernel, stride, padding, relu = op
+            modules.append(
+                nn.Conv2d(channels, channels, kernel, stride=stride, padding=padding, groups=channels)
+            )
+        elif kind == "zeropad":
+            modules.append(nn.ZeroPad2d(tuple(op[1])))
+            relu = False
+        elif kind == "globalavgpool":
+            modules.append(nn.AdaptiveAvgPool2d(1))
+            relu = False
         elif kind == "dense":
             _, n_in, n_out, relu = op
             modules.append(nn.Linear(n_in, n_out))

@@ -41,7 +41,7 @@ Options:
                    data, checked, then a training step and forward passes of 1 and 1,000 samples
                    timed side by side against the goals (2x, 4x, 1.3x PyTorch's speed)
   --nets LIST      with --suite, only these nets, comma-separated: lenet, mlp, cifar, strided,
-                   wide-mlp, conv5x5, stem7x7, resnet8
+                   wide-mlp, conv5x5, stem7x7, resnet8, dscnn
   --instruction-set SET
                    run constmat's kernels on this path: avx512, avx2 or portable (at most what
                    the CPU has; the output says which one ran). Below AVX-512, NumPy and

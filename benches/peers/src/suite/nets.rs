@@ -89,18 +89,53 @@ type ResNet8 = constmat::net![
     Dense<64, 10>,
 ];
 
+/// 9. MLPerf Tiny's DS-CNN for keyword spotting (49 x 10 MFCCs, 12 classes), as it is trained:
+/// TensorFlow's uneven `SAME` padding, a 10 x 4 stride-2 convolution, four
+/// depthwise-separable blocks, each convolution followed by batch normalization, a global
+/// average pool.
+type DsCnn = constmat::net![
+    Input<f32, 1, 49, 10>,
+    ZeroPad2d<1, 1, 4, 5>,
+    Conv2d<1, 64, (10, 4), 2, 0>, BatchNorm2d<64, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1>, BatchNorm2d<64, Relu>,
+    Conv2d<64, 64, 1>, BatchNorm2d<64, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1>, BatchNorm2d<64, Relu>,
+    Conv2d<64, 64, 1>, BatchNorm2d<64, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1>, BatchNorm2d<64, Relu>,
+    Conv2d<64, 64, 1>, BatchNorm2d<64, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1>, BatchNorm2d<64, Relu>,
+    Conv2d<64, 64, 1>, BatchNorm2d<64, Relu>,
+    GlobalAvgPool2d,
+    Flatten,
+    Dense<64, 12>,
+];
+
 /// One layer, as `peers.py` builds it in PyTorch (and as the tables describe it).
 #[derive(Debug, Clone, Copy)]
 pub enum Op {
-    /// `Conv2d(input, output, kernel, stride, padding)`, then `ReLU` when `relu`.
+    /// `Conv2d(input, output, (kernel height, kernel width), stride, padding)`, then `ReLU`
+    /// when `relu`.
     Conv {
         input: usize,
         output: usize,
+        kernel: [usize; 2],
+        stride: usize,
+        padding: usize,
+        relu: bool,
+    },
+    /// `Conv2d(channels, channels, kernel, stride, padding, groups=channels)` (depthwise, one
+    /// filter per channel), then `ReLU` when `relu`.
+    Depthwise {
+        channels: usize,
         kernel: usize,
         stride: usize,
         padding: usize,
         relu: bool,
     },
+    /// `ZeroPad2d((left, right, top, bottom))`.
+    ZeroPad([usize; 4]),
+    /// `AdaptiveAvgPool2d(1)`: each channel's mean.
+    GlobalAvgPool,
     /// `MaxPool2d(k)`.
     MaxPool(usize),
     /// `AvgPool2d(k)`.
@@ -130,7 +165,7 @@ const fn conv(input: usize, output: usize, kernel: usize, stride: usize, padding
     Op::Conv {
         input,
         output,
-        kernel,
+        kernel: [kernel, kernel],
         stride,
         padding,
         relu: true,
@@ -148,12 +183,65 @@ const fn conv_only(
     Op::Conv {
         input,
         output,
-        kernel,
+        kernel: [kernel, kernel],
         stride,
         padding,
         relu: false,
     }
 }
+
+/// A depthwise-separable block of DS-CNN: a 3 x 3 depthwise convolution and a 1 x 1 one, each
+/// followed by batch normalization and ReLU.
+const fn separable(channels: usize) -> [Op; 4] {
+    [
+        Op::Depthwise {
+            channels,
+            kernel: 3,
+            stride: 1,
+            padding: 1,
+            relu: false,
+        },
+        batch_norm(channels, true),
+        conv_only(channels, channels, 1, 1, 0),
+        batch_norm(channels, true),
+    ]
+}
+
+/// The layers of [`DsCnn`].
+const DS_CNN: [Op; 22] = {
+    let block = separable(64);
+    [
+        Op::ZeroPad([1, 1, 4, 5]),
+        Op::Conv {
+            input: 1,
+            output: 64,
+            kernel: [10, 4],
+            stride: 2,
+            padding: 0,
+            relu: false,
+        },
+        batch_norm(64, true),
+        block[0],
+        block[1],
+        block[2],
+        block[3],
+        block[0],
+        block[1],
+        block[2],
+        block[3],
+        block[0],
+        block[1],
+        block[2],
+        block[3],
+        block[0],
+        block[1],
+        block[2],
+        block[3],
+        Op::GlobalAvgPool,
+        Op::Flatten,
+        dense(64, 12, false),
+    ]
+};
 
 const fn batch_norm(channels: usize, relu: bool) -> Op {
     Op::BatchNorm { channels, relu }
@@ -201,7 +289,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 101,
-        make: make::<LeNet, 64, { LeNet::PREDICT_SCRATCH }>,
+        make: make::<LeNet, 64, { LeNet::PREDICT_SCRATCH }, 10>,
     },
     NetDef {
         key: "mlp",
@@ -214,7 +302,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 102,
-        make: make::<Mlp, 64, { Mlp::PREDICT_SCRATCH }>,
+        make: make::<Mlp, 64, { Mlp::PREDICT_SCRATCH }, 10>,
     },
     NetDef {
         key: "cifar",
@@ -231,7 +319,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 103,
-        make: make::<Cifar, 64, { Cifar::PREDICT_SCRATCH }>,
+        make: make::<Cifar, 64, { Cifar::PREDICT_SCRATCH }, 10>,
     },
     NetDef {
         key: "strided",
@@ -245,7 +333,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 104,
-        make: make::<Strided, 64, { Strided::PREDICT_SCRATCH }>,
+        make: make::<Strided, 64, { Strided::PREDICT_SCRATCH }, 10>,
     },
     NetDef {
         key: "wide-mlp",
@@ -258,7 +346,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 128,
         seed: 105,
-        make: make::<WideMlp, 128, { WideMlp::PREDICT_SCRATCH }>,
+        make: make::<WideMlp, 128, { WideMlp::PREDICT_SCRATCH }, 10>,
     },
     NetDef {
         key: "conv5x5",
@@ -274,7 +362,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 106,
-        make: make::<Wide5x5, 64, { Wide5x5::PREDICT_SCRATCH }>,
+        make: make::<Wide5x5, 64, { Wide5x5::PREDICT_SCRATCH }, 10>,
     },
     NetDef {
         key: "stem7x7",
@@ -290,7 +378,7 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 107,
-        make: make::<Stem7x7, 64, { Stem7x7::PREDICT_SCRATCH }>,
+        make: make::<Stem7x7, 64, { Stem7x7::PREDICT_SCRATCH }, 10>,
     },
     NetDef {
         key: "resnet8",
@@ -335,7 +423,16 @@ pub const NETS: &[NetDef] = &[
         ],
         batch: 64,
         seed: 108,
-        make: make::<ResNet8, 64, { ResNet8::PREDICT_SCRATCH }>,
+        make: make::<ResNet8, 64, { ResNet8::PREDICT_SCRATCH }, 10>,
+    },
+    NetDef {
+        key: "dscnn",
+        title: "DS-CNN (MLPerf Tiny, batch norm)",
+        input: &[1, 49, 10],
+        ops: &DS_CNN,
+        batch: 64,
+        seed: 109,
+        make: make::<DsCnn, 64, { DsCnn::PREDICT_SCRATCH }, 12>,
     },
 ];
 
@@ -370,7 +467,10 @@ fn describe_ops(ops: &[Op]) -> String {
                 padding,
                 relu,
             } => {
-                let mut s = format!("Conv {input}→{output} k{kernel}");
+                let mut s = match kernel {
+                    [h, w] if h == w => format!("Conv {input}→{output} k{h}"),
+                    [h, w] => format!("Conv {input}→{output} k{h}x{w}"),
+                };
                 if stride != 1 {
                     s += &format!(" s{stride}");
                 }
@@ -382,6 +482,29 @@ fn describe_ops(ops: &[Op]) -> String {
                 }
                 s
             }
+            Op::Depthwise {
+                channels,
+                kernel,
+                stride,
+                padding,
+                relu,
+            } => {
+                let mut s = format!("Depthwise {channels} k{kernel}");
+                if stride != 1 {
+                    s += &format!(" s{stride}");
+                }
+                if padding != 0 {
+                    s += &format!(" p{padding}");
+                }
+                if relu {
+                    s += " ReLU";
+                }
+                s
+            }
+            Op::ZeroPad([left, right, top, bottom]) => {
+                format!("ZeroPad l{left} r{right} t{top} b{bottom}")
+            }
+            Op::GlobalAvgPool => "GlobalAvgPool".into(),
             Op::MaxPool(k) => format!("MaxPool {k}"),
             Op::AvgPool(k) => format!("AvgPool {k}"),
             Op::BatchNorm { channels, relu } => {
@@ -473,9 +596,22 @@ fn tensors_of(ops: &[Op], prefix: &str) -> Vec<(String, Vec<usize>)> {
             } => {
                 tensors.push((
                     format!("{prefix}{module}.weight"),
-                    vec![output, input, kernel, kernel],
+                    vec![output, input, kernel[0], kernel[1]],
                 ));
                 tensors.push((format!("{prefix}{module}.bias"), vec![output]));
+                module += 1 + usize::from(relu);
+            }
+            Op::Depthwise {
+                channels,
+                kernel,
+                relu,
+                ..
+            } => {
+                tensors.push((
+                    format!("{prefix}{module}.weight"),
+                    vec![channels, 1, kernel, kernel],
+                ));
+                tensors.push((format!("{prefix}{module}.bias"), vec![channels]));
                 module += 1 + usize::from(relu);
             }
             Op::Dense {
@@ -502,7 +638,9 @@ fn tensors_of(ops: &[Op], prefix: &str) -> Vec<(String, Vec<usize>)> {
                 tensors.extend(tensors_of(shortcut, &format!("{prefix}{module}.shortcut.")));
                 module += 1 + usize::from(relu);
             }
-            Op::MaxPool(_) | Op::AvgPool(_) | Op::Flatten => module += 1,
+            Op::MaxPool(_) | Op::AvgPool(_) | Op::GlobalAvgPool | Op::ZeroPad(_) | Op::Flatten => {
+                module += 1
+            }
         }
     }
     tensors
@@ -526,10 +664,29 @@ fn macs_of(
                 padding,
                 ..
             } => {
+                h = (h + 2 * padding - kernel[0]) / stride + 1;
+                w = (w + 2 * padding - kernel[1]) / stride + 1;
+                c = output;
+                output * h * w * input * kernel[0] * kernel[1]
+            }
+            Op::Depthwise {
+                channels,
+                kernel,
+                stride,
+                padding,
+                ..
+            } => {
                 h = (h + 2 * padding - kernel) / stride + 1;
                 w = (w + 2 * padding - kernel) / stride + 1;
-                c = output;
-                output * h * w * input * kernel * kernel
+                channels * h * w * kernel * kernel
+            }
+            Op::ZeroPad([left, right, top, bottom]) => {
+                (h, w) = (h + top + bottom, w + left + right);
+                0
+            }
+            Op::GlobalAvgPool => {
+                (h, w) = (1, 1);
+                0
             }
             Op::MaxPool(k) | Op::AvgPool(k) => {
                 (h, w) = (h / k, w / k);
@@ -573,6 +730,15 @@ fn json_of(ops: &[Op]) -> Vec<Value> {
                 padding,
                 relu,
             } => json!(["conv", input, output, kernel, stride, padding, relu]),
+            Op::Depthwise {
+                channels,
+                kernel,
+                stride,
+                padding,
+                relu,
+            } => json!(["depthwise", channels, kernel, stride, padding, relu]),
+            Op::ZeroPad(sides) => json!(["zeropad", sides]),
+            Op::GlobalAvgPool => json!(["globalavgpool"]),
             Op::MaxPool(k) => json!(["maxpool", k]),
             Op::AvgPool(k) => json!(["avgpool", k]),
             Op::BatchNorm { channels, relu } => json!(["batchnorm", channels, relu]),

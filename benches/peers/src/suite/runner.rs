@@ -66,11 +66,11 @@ pub trait SuiteNet {
     fn loss(&mut self) -> f32;
     /// The forward pass of the first sample (`Layer::forward_with_scratch`, the scratch
     /// allocated once).
-    fn forward_single(&mut self) -> [f32; CLASSES];
+    fn forward_single(&mut self) -> &[f32];
     /// The forward pass of all [`EVAL`] samples (`Train::<f32, 1000>::forward_train` into a
     /// heap workspace, allocated on first use); one logit, so that it cannot be skipped.
     fn forward_eval(&mut self) -> f32;
-    /// The logits of the last batch-1000 forward pass, 1000 x 10 row-major.
+    /// The logits of the last batch-1000 forward pass, 1000 x classes row-major.
     fn eval_logits(&self) -> Vec<f32>;
     /// Frees the batch-1000 workspace (hundreds of MB for the wide convolutions).
     fn release_eval(&mut self);
@@ -78,7 +78,7 @@ pub trait SuiteNet {
 
 /// constmat's form of a net: `nn::Trainer` + `Sgd` + `SoftmaxCrossEntropy` on its `net!` type,
 /// as in `src/cnn.rs`; every batch on the heap.
-struct Runner<N, const B: usize, const SCRATCH: usize>
+struct Runner<N, const B: usize, const SCRATCH: usize, const K: usize>
 where
     N: Train<f32, B> + Train<f32, EVAL>,
 {
@@ -88,8 +88,10 @@ where
     trainer: Trainer<f32, N, B>,
     optimizer: Sgd,
     x: Box<[N::In; B]>,
-    y: Box<[[f32; CLASSES]; B]>,
+    y: Box<[[f32; K]; B]>,
     x1: Box<[N::In; 1]>,
+    /// The batch-1 forward pass's logits.
+    logits1: [[f32; K]; 1],
     x_eval: Box<[N::In; EVAL]>,
     ws_eval: Option<<N as Train<f32, EVAL>>::Workspace>,
     /// The batch-1 forward pass's scratch (`Layer::PREDICT_SCRATCH` values).
@@ -104,12 +106,14 @@ fn fill<S: Flat>(samples: &mut [S], values: &[f32]) {
     }
 }
 
-pub(super) fn make<N, const B: usize, const SCRATCH: usize>(
+/// constmat's form of the net `N` of `K` classes (labels are below [`CLASSES`]), training
+/// batch `B`, its batch-1 scratch `SCRATCH` values.
+pub(super) fn make<N, const B: usize, const SCRATCH: usize, const K: usize>(
     seed: u64,
     data: &SuiteData,
 ) -> Box<dyn SuiteNet>
 where
-    N: Layer<Out = [f32; CLASSES]> + RandomInit + Train<f32, B> + Train<f32, EVAL> + 'static,
+    N: Layer<Out = [f32; K]> + RandomInit + Train<f32, B> + Train<f32, EVAL> + 'static,
     N::In: Flat,
 {
     let net = N::random(&mut StdRng::seed_from_u64(seed));
@@ -122,7 +126,8 @@ where
     let mut x: Box<[N::In; B]> = zeroed_batch();
     let len = data.inputs.len() / EVAL;
     fill(&mut x[..], &data.inputs[..B * len]);
-    let mut y: Box<[[f32; CLASSES]; B]> = zeroed_batch();
+    const { assert!(K >= CLASSES, "the labels go up to CLASSES") };
+    let mut y: Box<[[f32; K]; B]> = zeroed_batch();
     for (row, &label) in y.iter_mut().zip(&data.labels) {
         row[usize::from(label)] = 1.0;
     }
@@ -134,7 +139,7 @@ where
         .into_boxed_slice()
         .try_into()
         .expect("SCRATCH values");
-    Box::new(Runner::<N, B, SCRATCH> {
+    Box::new(Runner::<N, B, SCRATCH, K> {
         trainer: Trainer::new(&net),
         optimizer: Sgd::new(),
         net,
@@ -142,15 +147,16 @@ where
         x,
         y,
         x1,
+        logits1: [[0.0; K]],
         x_eval,
         ws_eval: None,
         scratch,
     })
 }
 
-impl<N, const B: usize, const SCRATCH: usize> SuiteNet for Runner<N, B, SCRATCH>
+impl<N, const B: usize, const SCRATCH: usize, const K: usize> SuiteNet for Runner<N, B, SCRATCH, K>
 where
-    N: Layer<Out = [f32; CLASSES]> + Train<f32, B> + Train<f32, EVAL>,
+    N: Layer<Out = [f32; K]> + Train<f32, B> + Train<f32, EVAL>,
 {
     fn tensors(&self) -> Vec<(String, Vec<usize>)> {
         self.initial
@@ -195,11 +201,10 @@ where
         SoftmaxCrossEntropy.loss(logits, &self.y)
     }
 
-    fn forward_single(&mut self) -> [f32; CLASSES] {
-        let mut logits = [[0.0; CLASSES]];
+    fn forward_single(&mut self) -> &[f32] {
         self.net
-            .forward_with_scratch(&self.x1, &mut logits, &mut self.scratch);
-        logits[0]
+            .forward_with_scratch(&self.x1, &mut self.logits1, &mut self.scratch);
+        &self.logits1[0]
     }
 
     fn forward_eval(&mut self) -> f32 {

@@ -89,10 +89,10 @@ type ResNet8 = constmat::net![
     Dense<64, 10>,
 ];
 
-/// 9. MLPerf Tiny's DS-CNN for keyword spotting (49 x 10 MFCCs, 12 classes), as it is trained:
-/// TensorFlow's uneven `SAME` padding, a 10 x 4 stride-2 convolution, four
-/// depthwise-separable blocks, each convolution followed by batch normalization, a global
-/// average pool.
+/// 9. MLPerf Tiny's DS-CNN for keyword spotting (49 x 10 MFCCs, 12 classes), as it is trained.
+///
+/// TensorFlow's uneven `SAME` padding, a 10 x 4 stride-2 convolution, four depthwise-separable
+/// blocks, each convolution followed by batch normalization, a global average pool.
 type DsCnn = constmat::net![
     Input<f32, 1, 49, 10>,
     ZeroPad2d<1, 1, 4, 5>,

@@ -8,6 +8,13 @@
 //! memory traffic, not arithmetic, so a product (im2col and GEMM) would only add copies. The
 //! loops keep the row of outputs being summed in the L1 cache and read each input row once per
 //! kernel column.
+//!
+//! Narrow images (DS-CNN's 25 x 5) make those rows a few values long, too short for a vector.
+//! Where the stride is 1 and the output rows are as long as the input's (TensorFlow's `SAME`,
+//! PyTorch's `padding = K / 2`), a kernel step is one offset in the flattened plane, so the
+//! loops run over whole planes instead ([`Depthwise::whole_planes`]): each step a shifted
+//! multiply-add over the plane, the outputs whose column would read past a row's end held by a
+//! mask of that column (computed once a call, on the stack).
 
 use core::ops::Range;
 
@@ -30,7 +37,80 @@ pub(crate) struct Depthwise {
     pub(crate) output: (usize, usize),
 }
 
+/// The column masks of the whole-plane loops, in bools on the stack: up to this many
+/// (`kernel width x output positions`). Only on x86-64: a microcontroller keeps the row loops
+/// and its stack.
+const PLANE_MASKS: usize = if cfg!(target_arch = "x86_64") {
+    4096
+} else {
+    0
+};
+
 impl Depthwise {
+    /// Whether the kernels run over whole planes: stride 1 both ways and output rows as long as
+    /// the input's (so that kernel step `(ky, kx)` reads the flattened plane at a fixed offset
+    /// from each output), with the column masks (`kernel width x output positions`) within
+    /// [`PLANE_MASKS`].
+    pub(crate) const fn whole_planes(&self) -> bool {
+        self.stride.0 == 1
+            && self.stride.1 == 1
+            && self.output.1 == self.input.1
+            && self.output.1 > 0
+            && self.kernel.1 * self.output.0 * self.output.1 <= PLANE_MASKS
+    }
+
+    /// The bytes of stack the kernels take beyond their frames' few values: the column masks
+    /// where they run over whole planes, else 0. The same conditions as the kernels' choice.
+    pub(crate) const fn stack_bytes(&self) -> usize {
+        if self.whole_planes() { PLANE_MASKS } else { 0 }
+    }
+
+    /// `masks[kx · out_plane + i]`: whether output position `i` (column `i mod width`) reads
+    /// inside its row at kernel column `kx`.
+    fn column_masks(&self, masks: &mut [bool]) {
+        let (width, out_plane) = (self.output.1, self.output.0 * self.output.1);
+        for kx in 0..self.kernel.1 {
+            let columns = self.columns(kx);
+            let masks = &mut masks[kx * out_plane..][..out_plane];
+            for (i, m) in masks.iter_mut().enumerate() {
+                *m = columns.contains(&(i % width));
+            }
+        }
+    }
+
+    /// Kernel step `(ky, kx)` over a whole plane: the output positions whose input row is
+    /// inside the image and whose input position `i + offset` is inside the plane (those left
+    /// out all read padding), and the offset.
+    #[inline(always)]
+    fn plane_step(&self, ky: usize, kx: usize) -> (Range<usize>, usize, bool) {
+        let width = self.input.1;
+        let rows = self.rows(ky);
+        let (start, end) = (rows.start * width, rows.end * width);
+        let plane = self.input.0 * width;
+        // offset = (ky - padding.0)·width + kx - padding.1, kept as a magnitude and a sign.
+        let ahead = ky * width + kx;
+        let behind = self.padding.0 * width + self.padding.1;
+        if ahead >= behind {
+            let offset = ahead - behind;
+            let end = end.min(plane.saturating_sub(offset));
+            (start..end.max(start), offset, true)
+        } else {
+            let offset = behind - ahead;
+            let (start, end) = (start.max(offset), end.min(plane + offset));
+            (start..end.max(start), offset, false)
+        }
+    }
+
+    /// The input positions `range + offset` (`forward`) or `range - offset` of a plane step.
+    #[inline(always)]
+    fn shifted(range: &Range<usize>, offset: usize, forward: bool) -> Range<usize> {
+        if forward {
+            range.start + offset..range.end + offset
+        } else {
+            range.start - offset..range.end - offset
+        }
+    }
+
     const fn input_len(&self) -> usize {
         self.channels * self.input.0 * self.input.1
     }
@@ -125,6 +205,16 @@ pub(crate) fn depthwise_conv2d<T: Float>(
         shape.channels * shape.multiplier,
         "one bias per filter"
     );
+    if shape.whole_planes() {
+        forward_planes(shape, batch, x, weight, bias, y);
+    } else {
+        forward_rows(shape, x, weight, bias, y);
+    }
+}
+
+/// [`depthwise_conv2d`] row by row of each output plane: any shape (the reference the
+/// whole-plane loops are tested against, bit for bit).
+fn forward_rows<T: Float>(shape: &Depthwise, x: &[T], weight: &[T], bias: &[T], y: &mut [T]) {
     let g = *shape;
     let (plane, out_plane, taps) = (
         g.input.0 * g.input.1,
@@ -173,6 +263,53 @@ pub(crate) fn depthwise_conv2d<T: Float>(
     );
 }
 
+/// [`depthwise_conv2d`] over whole planes ([`Depthwise::whole_planes`]): each output is its
+/// bias, then plus each kernel step's product in row-major order of the kernel, as the row
+/// loops add them. Not inlined, so that the masks take stack only on this path.
+#[inline(never)]
+fn forward_planes<T: Float>(
+    g: &Depthwise,
+    batch: usize,
+    x: &[T],
+    weight: &[T],
+    bias: &[T],
+    y: &mut [T],
+) {
+    let mut masks = [false; PLANE_MASKS];
+    g.column_masks(&mut masks);
+    let (plane, out_plane, taps) = (
+        g.input.0 * g.input.1,
+        g.output.0 * g.output.1,
+        g.kernel.0 * g.kernel.1,
+    );
+    super::with_wide_vectors(
+        #[inline(always)]
+        || {
+            let images = x.chunks_exact(g.input_len().max(1));
+            let outputs = y.chunks_exact_mut(g.output_len().max(1));
+            for (x, y) in images.zip(outputs).take(batch) {
+                let filters = weight.chunks_exact(taps.max(1));
+                let outputs = y.chunks_exact_mut(out_plane.max(1));
+                for (o, ((y, w), &b)) in outputs.zip(filters).zip(bias).enumerate() {
+                    let x = &x[o / g.multiplier * plane..][..plane];
+                    y.fill(b);
+                    for ky in 0..g.kernel.0 {
+                        for kx in 0..g.kernel.1 {
+                            let w = w[ky * g.kernel.1 + kx];
+                            let (range, offset, ahead) = g.plane_step(ky, kx);
+                            let x = &x[Depthwise::shifted(&range, offset, ahead)];
+                            let m = &masks[kx * out_plane..][range.clone()];
+                            for ((y, &x), &m) in y[range].iter_mut().zip(x).zip(m) {
+                                *y = if m { *y + w * x } else { *y };
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    );
+}
+
 /// `a · b` over their common length, in 8 independent partial sums (one running sum would make
 /// each addition wait for the last, and the compiler may not reorder it into vectors).
 #[cfg(feature = "alloc")]
@@ -209,12 +346,23 @@ pub(crate) fn depthwise_conv2d_weight_gradient<T: Float>(
 ) {
     shape.check(batch, x.len(), d_weight.len(), dz.len());
     let g = *shape;
+    d_weight.fill(T::zero());
+    if g.whole_planes() {
+        weight_gradient_planes(&g, x, dz, d_weight);
+    } else {
+        weight_gradient_rows(&g, x, dz, d_weight);
+    }
+}
+
+/// [`depthwise_conv2d_weight_gradient`] row by row, into the zeroed `d_weight`: any shape.
+#[cfg(feature = "alloc")]
+fn weight_gradient_rows<T: Float>(g: &Depthwise, x: &[T], dz: &[T], d_weight: &mut [T]) {
+    let g = *g;
     let (plane, out_plane, taps) = (
         g.input.0 * g.input.1,
         g.output.0 * g.output.1,
         g.kernel.0 * g.kernel.1,
     );
-    d_weight.fill(T::zero());
     super::with_wide_vectors(
         #[inline(always)]
         || {
@@ -253,6 +401,64 @@ pub(crate) fn depthwise_conv2d_weight_gradient<T: Float>(
     );
 }
 
+/// [`depthwise_conv2d_weight_gradient`] over whole planes ([`Depthwise::whole_planes`]), into
+/// the zeroed `d_weight`: each kernel step's sum over a plane one masked dot product.
+#[cfg(feature = "alloc")]
+#[inline(never)]
+fn weight_gradient_planes<T: Float>(g: &Depthwise, x: &[T], dz: &[T], d_weight: &mut [T]) {
+    let mut masks = [false; PLANE_MASKS];
+    g.column_masks(&mut masks);
+    let (plane, out_plane, taps) = (
+        g.input.0 * g.input.1,
+        g.output.0 * g.output.1,
+        g.kernel.0 * g.kernel.1,
+    );
+    super::with_wide_vectors(
+        #[inline(always)]
+        || {
+            let images = x.chunks_exact(g.input_len().max(1));
+            let gradients = dz.chunks_exact(g.output_len().max(1));
+            for (x, dz) in images.zip(gradients) {
+                let filters = d_weight.chunks_exact_mut(taps.max(1));
+                let planes = dz.chunks_exact(out_plane.max(1));
+                for (o, (dz, dw)) in planes.zip(filters).enumerate() {
+                    let x = &x[o / g.multiplier * plane..][..plane];
+                    for ky in 0..g.kernel.0 {
+                        for kx in 0..g.kernel.1 {
+                            let (range, offset, ahead) = g.plane_step(ky, kx);
+                            let x = &x[Depthwise::shifted(&range, offset, ahead)];
+                            let m = &masks[kx * out_plane..][range.clone()];
+                            let sum = masked_dot(&dz[range], x, m);
+                            let dw = &mut dw[ky * g.kernel.1 + kx];
+                            *dw = *dw + sum;
+                        }
+                    }
+                }
+            }
+        },
+    );
+}
+
+/// `Σ a[i]·b[i]` over the `i` where `mask[i]`, in 8 independent partial sums (see [`dot`]).
+#[cfg(feature = "alloc")]
+#[inline(always)]
+fn masked_dot<T: Float>(a: &[T], b: &[T], mask: &[bool]) -> T {
+    let mut partial = [T::zero(); 8];
+    let (ca, cb, cm) = (a.chunks_exact(8), b.chunks_exact(8), mask.chunks_exact(8));
+    let tail = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .zip(cm.remainder())
+        .fold(T::zero(), |s, ((&a, &b), &m)| if m { s + a * b } else { s });
+    for ((a, b), m) in ca.zip(cb).zip(cm) {
+        for (((p, &a), &b), &m) in partial.iter_mut().zip(a).zip(b).zip(m) {
+            *p = if m { *p + a * b } else { *p };
+        }
+    }
+    partial.iter().fold(tail, |s, &p| s + p)
+}
+
 /// The input gradient `dX = Σ over the filters of each input plane` of each output gradient
 /// times its weight, added back where the forward pass read its input (overwritten; inputs in
 /// no window get 0): `dz` and `dx` laid out as [`depthwise_conv2d`]'s `y` and `x`.
@@ -270,12 +476,23 @@ pub(crate) fn depthwise_conv2d_input_gradient<T: Float>(
 ) {
     shape.check(batch, dx.len(), weight.len(), dz.len());
     let g = *shape;
+    dx.fill(T::zero());
+    if g.whole_planes() {
+        input_gradient_planes(&g, weight, dz, dx);
+    } else {
+        input_gradient_rows(&g, weight, dz, dx);
+    }
+}
+
+/// [`depthwise_conv2d_input_gradient`] row by row, into the zeroed `dx`: any shape.
+#[cfg(feature = "alloc")]
+fn input_gradient_rows<T: Float>(g: &Depthwise, weight: &[T], dz: &[T], dx: &mut [T]) {
+    let g = *g;
     let (plane, out_plane, taps) = (
         g.input.0 * g.input.1,
         g.output.0 * g.output.1,
         g.kernel.0 * g.kernel.1,
     );
-    dx.fill(T::zero());
     super::with_wide_vectors(
         #[inline(always)]
         || {
@@ -309,6 +526,46 @@ pub(crate) fn depthwise_conv2d_input_gradient<T: Float>(
                                         *dx = *dx + w * dz;
                                     }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    );
+}
+
+/// [`depthwise_conv2d_input_gradient`] over whole planes ([`Depthwise::whole_planes`]), into
+/// the zeroed `dx`: each kernel step adds `w · dZ`, masked, at its offset; each input's terms
+/// in the order of the row loops.
+#[cfg(feature = "alloc")]
+#[inline(never)]
+fn input_gradient_planes<T: Float>(g: &Depthwise, weight: &[T], dz: &[T], dx: &mut [T]) {
+    let mut masks = [false; PLANE_MASKS];
+    g.column_masks(&mut masks);
+    let (plane, out_plane, taps) = (
+        g.input.0 * g.input.1,
+        g.output.0 * g.output.1,
+        g.kernel.0 * g.kernel.1,
+    );
+    super::with_wide_vectors(
+        #[inline(always)]
+        || {
+            let images = dx.chunks_exact_mut(g.input_len().max(1));
+            let gradients = dz.chunks_exact(g.output_len().max(1));
+            for (dx, dz) in images.zip(gradients) {
+                let filters = weight.chunks_exact(taps.max(1));
+                let planes = dz.chunks_exact(out_plane.max(1));
+                for (o, (dz, w)) in planes.zip(filters).enumerate() {
+                    let dx = &mut dx[o / g.multiplier * plane..][..plane];
+                    for ky in 0..g.kernel.0 {
+                        for kx in 0..g.kernel.1 {
+                            let w = w[ky * g.kernel.1 + kx];
+                            let (range, offset, ahead) = g.plane_step(ky, kx);
+                            let dx = &mut dx[Depthwise::shifted(&range, offset, ahead)];
+                            let m = &masks[kx * out_plane..][range.clone()];
+                            for ((dx, &dz), &m) in dx.iter_mut().zip(&dz[range]).zip(m) {
+                                *dx = if m { *dx + w * dz } else { *dx };
                             }
                         }
                     }
@@ -427,9 +684,13 @@ mod tests {
             let w = values(g.filters_len(), 5);
             let dz = values(batch * g.output_len(), 6);
             let zero_bias = vec![0.0; g.channels * g.multiplier];
+            // From the definition (`naive`), not from the forward kernel, so that a mistake
+            // shared by a kernel and its gradients is caught too.
             let inner = |x: &[f64], w: &[f64]| -> f64 {
-                let mut y = vec![0.0; batch * g.output_len()];
-                depthwise_conv2d(&g, batch, x, w, &zero_bias, &mut y);
+                let y: Vec<f64> = x
+                    .chunks_exact(g.input_len())
+                    .flat_map(|x| naive(&g, x, w, &zero_bias))
+                    .collect();
                 y.iter().zip(&dz).map(|(y, d)| y * d).sum()
             };
             let mut dw = vec![f64::NAN; g.filters_len()];
@@ -450,6 +711,45 @@ mod tests {
                 let mut e = vec![0.0; x.len()];
                 e[i] = 1.0;
                 assert_eq!(dx[i], inner(&e, &w), "{g:?}: dX[{i}]");
+            }
+        }
+    }
+
+    /// Where the kernels run over whole planes, they compute what the row loops compute: the
+    /// outputs and the input gradients bit for bit (the same terms in the same order), the
+    /// weight gradients to the rounding of their sums (added in another order), on values
+    /// whose sums round.
+    #[test]
+    fn whole_planes_compute_what_the_rows_compute() {
+        let planes: Vec<Depthwise> = shapes().into_iter().filter(|g| g.whole_planes()).collect();
+        assert!(planes.len() >= 6, "shapes with whole planes: {planes:?}");
+        for g in planes {
+            let batch = 3;
+            let real = |n: usize, seed: u64| -> Vec<f32> {
+                (0..n as u64)
+                    .map(|i| ((i * 2_654_435_761 + seed * 97) % 1000) as f32 / 333.0 - 1.5)
+                    .collect()
+            };
+            let x = real(batch * g.input_len(), 1);
+            let w = real(g.filters_len(), 2);
+            let b = real(g.channels * g.multiplier, 3);
+            let dz = real(batch * g.output_len(), 4);
+            let (mut rows, mut planes) = (vec![0.0; dz.len()], vec![f32::NAN; dz.len()]);
+            forward_rows(&g, &x, &w, &b, &mut rows);
+            depthwise_conv2d(&g, batch, &x, &w, &b, &mut planes);
+            assert_eq!(rows, planes, "{g:?}: forward");
+            let (mut rows, mut planes) = (vec![0.0; x.len()], vec![f32::NAN; x.len()]);
+            input_gradient_rows(&g, &w, &dz, &mut rows);
+            depthwise_conv2d_input_gradient(&g, batch, &w, &dz, &mut planes);
+            assert_eq!(rows, planes, "{g:?}: input gradient");
+            let (mut rows, mut planes) = (vec![0.0; w.len()], vec![f32::NAN; w.len()]);
+            weight_gradient_rows(&g, &x, &dz, &mut rows);
+            depthwise_conv2d_weight_gradient(&g, batch, &x, &dz, &mut planes);
+            for (r, p) in rows.iter().zip(&planes) {
+                assert!(
+                    (r - p).abs() <= 1e-4 * r.abs().max(1.0),
+                    "{g:?}: dW {r} vs {p}"
+                );
             }
         }
     }

@@ -587,25 +587,41 @@ mod train {
         fn forward_train<'w>(&self, x: &[X; B], ws: &'w mut Self::Workspace) -> &'w [X; B] {
             let n = T::from(B * X::PER_CHANNEL).unwrap_or_else(T::nan);
             let (gamma, beta) = (S::vector(&self.weight), S::vector(&self.bias));
+            // Sample by sample, each sample's channels in turn, so that every pass streams
+            // through memory (a channel's planes lie a whole sample apart: one at a time, the
+            // passes waited on a cache miss every few hundred bytes). Each channel's sums still
+            // add its planes in the samples' order.
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
-                    for c in 0..C {
-                        // μ, then σ² from the deviations (two passes: no cancellation), each
-                        // plane (one sample's channel `c`) a contiguous slice.
-                        let planes = || x.iter().map(|x| x.channel(c));
-                        let total = planes().fold(T::zero(), |s, p| s + sum_with(p, p, |v, _| v));
-                        let mean = total / n;
-                        let squares = planes().fold(T::zero(), |s, p| {
-                            s + sum_with(p, p, |v, _| (v - mean) * (v - mean))
-                        });
-                        let variance = squares / n;
-                        let inv_std = (variance + Self::epsilon()).sqrt().recip();
-                        ws.mean[c] = mean;
-                        ws.variance[c] = variance;
-                        let (g, b) = (gamma[c], beta[c]);
-                        let planes = ws.normalized.iter_mut().zip(ws.output.iter_mut()).zip(x);
-                        for ((xh, a), x) in planes {
+                    // μ, then σ² from the deviations (two passes: no cancellation), each plane
+                    // (one sample's channel `c`) a contiguous slice.
+                    ws.mean = [T::zero(); C];
+                    for x in x {
+                        for (c, total) in ws.mean.iter_mut().enumerate() {
+                            let p = x.channel(c);
+                            *total += sum_with(p, p, |v, _| v);
+                        }
+                    }
+                    for mean in &mut ws.mean {
+                        *mean /= n;
+                    }
+                    ws.variance = [T::zero(); C];
+                    for x in x {
+                        for (c, squares) in ws.variance.iter_mut().enumerate() {
+                            let (p, mean) = (x.channel(c), ws.mean[c]);
+                            *squares += sum_with(p, p, |v, _| (v - mean) * (v - mean));
+                        }
+                    }
+                    for variance in &mut ws.variance {
+                        *variance /= n;
+                    }
+                    let inv_std: [T; C] =
+                        core::array::from_fn(|c| (ws.variance[c] + Self::epsilon()).sqrt().recip());
+                    let samples = ws.normalized.iter_mut().zip(ws.output.iter_mut()).zip(x);
+                    for ((xh, a), x) in samples {
+                        for c in 0..C {
+                            let (mean, inv_std, g, b) = (ws.mean[c], inv_std[c], gamma[c], beta[c]);
                             let xs = x.channel(c);
                             let xh = xh.channel_mut(c);
                             let a = a.channel_mut(c);
@@ -636,48 +652,45 @@ mod train {
             let gamma = S::vector(&self.weight);
             let mut d_gamma = [T::zero(); C];
             let mut d_beta = [T::zero(); C];
-            let mut d_input = d_input;
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
-                    // dZ = dA ⊙ f'(Z), f' from A.
-                    for ((dz, a), da) in ws
+                    // dZ = dA ⊙ f'(Z), f' from A; dβ = Σ dZ, dγ = Σ dZ ⊙ X̂ over the batch's
+                    // positions, each plane summed while it is in L1 (sample by sample, as the
+                    // forward pass: each channel's sums add its planes in the samples' order).
+                    let samples = ws
                         .d_pre_activation
                         .iter_mut()
                         .zip(ws.output.iter())
                         .zip(d_output)
-                    {
+                        .zip(ws.normalized.iter());
+                    for (((dz, a), da), xh) in samples {
                         for c in 0..C {
                             let (dz, a, da) = (dz.channel_mut(c), a.channel(c), da.channel(c));
                             for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
                                 *dz = da * A::derivative_from_output(a);
                             }
+                            let (dz, xh) = (&*dz, xh.channel(c));
+                            d_beta[c] += sum_with(dz, dz, |d, _| d);
+                            d_gamma[c] += sum_with(dz, xh, |d, x| d * x);
                         }
                     }
-                    for c in 0..C {
-                        // dβ = Σ dZ, dγ = Σ dZ ⊙ X̂, over the batch's positions.
-                        let planes = ws.d_pre_activation.iter().zip(ws.normalized.iter());
-                        let (mut db, mut dg) = (T::zero(), T::zero());
-                        for (dz, xh) in planes {
-                            let (dz, xh) = (dz.channel(c), xh.channel(c));
-                            db += sum_with(dz, dz, |d, _| d);
-                            dg += sum_with(dz, xh, |d, x| d * x);
-                        }
-                        d_beta[c] = db;
-                        d_gamma[c] = dg;
-                        // dX = γ/√(σ² + ε) · (dZ - dβ/n - X̂ · dγ/n)
-                        if let Some(dx) = d_input.as_deref_mut() {
-                            let inv_std = (ws.variance[c] + Self::epsilon()).sqrt().recip();
-                            let k = gamma[c] * inv_std;
-                            let (mean_dz, mean_dzx) = (d_beta[c] / n, d_gamma[c] / n);
-                            let planes = dx
-                                .iter_mut()
-                                .zip(ws.d_pre_activation.iter())
-                                .zip(ws.normalized.iter());
-                            for ((dx, dz), xh) in planes {
+                    // dX = γ/√(σ² + ε) · (dZ - dβ/n - X̂ · dγ/n)
+                    if let Some(dx) = d_input {
+                        let k: [T; C] = core::array::from_fn(|c| {
+                            gamma[c] * (ws.variance[c] + Self::epsilon()).sqrt().recip()
+                        });
+                        let samples = dx
+                            .iter_mut()
+                            .zip(ws.d_pre_activation.iter())
+                            .zip(ws.normalized.iter());
+                        for ((dx, dz), xh) in samples {
+                            for c in 0..C {
+                                let (mean_dz, mean_dzx) = (d_beta[c] / n, d_gamma[c] / n);
                                 let dx = dx.channel_mut(c);
                                 let dz = dz.channel(c);
                                 let xh = xh.channel(c);
+                                let k = k[c];
                                 for ((dx, &dz), &xh) in dx.iter_mut().zip(dz).zip(xh) {
                                     *dx = k * (dz - mean_dz - xh * mean_dzx);
                                 }

@@ -282,6 +282,10 @@ where
 
     type WithStore<S2: Store> = DepthwiseConv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
 
+    /// The kernels' column masks where they run over whole planes (stride 1, outputs as wide
+    /// as the inputs, on x86-64), else 0.
+    const WORKING_BYTES: usize = Self::SIZES.stack_bytes();
+
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         self.forward_batch(x, y);
     }

@@ -239,6 +239,11 @@ where
     /// convolution with a square kernel, which need no patches.
     const UNROLLS: bool = STRIDE != 1 || K != KW;
 
+    /// Whether the layer is pointwise: a 1 x 1 kernel with stride 1 and no padding, whose
+    /// unrolled patches are the image itself (so the input gradient needs no `col2im`).
+    #[cfg(feature = "alloc")]
+    const POINTWISE: bool = K == 1 && KW == 1 && STRIDE == 1 && PAD == 0;
+
     /// The sizes for the direct kernel of a stride-1 convolution with a square kernel.
     const DIRECT: kernels::Conv = kernels::Conv {
         channels: C,

@@ -116,7 +116,15 @@ where
                 }
             ]
             .into_boxed_slice(),
-            d_patches: vec![T::ZERO; if winograd > 0 { 0 } else { patch_len }].into_boxed_slice(),
+            d_patches: vec![
+                T::ZERO;
+                if winograd > 0 || Self::POINTWISE {
+                    0
+                } else {
+                    patch_len
+                }
+            ]
+            .into_boxed_slice(),
             padded_input: vec![
                 T::ZERO;
                 if !Self::UNROLLS && !kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
@@ -293,6 +301,20 @@ where
                     &mut ws.weight_gradient_scratch,
                     b > 0,
                 );
+            }
+            // A 1 x 1 kernel, stride 1, no padding: the patches are the image, so Wᵀ·dZ is dX.
+            if Self::POINTWISE
+                && let Some(dx) = d_input.as_deref_mut()
+            {
+                kernels::gemm_slices(
+                    Product::TransposeLhs,
+                    (ckk, positions, OC),
+                    weight,
+                    dz,
+                    dx[b].as_flattened_mut().as_flattened_mut(),
+                    false,
+                );
+                continue;
             }
             // dX = col2im(Wᵀ·dZ)          (C·K·K x OC)(OC x OH·OW) -> C·K·K x OH·OW
             if let Some(dx) = d_input.as_deref_mut().filter(|_| !d_input_done) {

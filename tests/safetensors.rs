@@ -661,6 +661,78 @@ fn a_missing_tensor_is_reported_with_its_expected_dtype_and_shape() {
     );
 }
 
+/// PyTorch's textbook LeNet-5 (no padding: 16 x 4 x 4 at the Flatten) loaded into the padded
+/// one of the docs (16 x 5 x 5): the message says which images each number of inputs implies.
+#[test]
+fn a_dense_layer_after_flatten_says_which_images_the_files_inputs_imply() {
+    type Textbook = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dense<256, 120, Relu>,
+        Dense<120, 84, Relu>,
+        Dense<84, 10>,
+    ];
+    type Padded = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, 1, 2, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dense<400, 120, Relu>,
+        Dense<120, 84, Relu>,
+        Dense<84, 10>,
+    ];
+    let textbook: Textbook = Parameters::zeros();
+    let bytes = st::to_bytes(&textbook, &[]);
+    let err = st::from_bytes::<Padded>(&bytes).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "tensor 7.weight: expected f32 [120, 400], found f32 [120, 256]: the layer reads the \
+         16 x 5 x 5 = 400 values of the Flatten before it, and 256 would be 16 x 4 x 4: the \
+         file's net flattens images of 4 x 4, this one of 5 x 5 (another padding, stride or \
+         kernel size before it?)"
+    );
+    match format_error(&err) {
+        format::Error::Mismatch { flattened, .. } => assert_eq!(*flattened, Some([16, 5, 5])),
+        other => panic!("expected Mismatch, got {other:?}"),
+    }
+    // A number of inputs that is no image of 16 channels says so: the textbook file with its
+    // dense layer's weight cut to 300 columns.
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let tensors: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = file
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            let shape = if name == "7.weight" {
+                vec![120, 300]
+            } else {
+                view.shape().to_vec()
+            };
+            let len = shape.iter().product::<usize>() * 4;
+            (name, view.dtype(), shape, vec![0; len])
+        })
+        .collect();
+    let err = st::from_bytes::<Padded>(&build(&tensors)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "tensor 7.weight: expected f32 [120, 400], found f32 [120, 300]: the layer reads the \
+         16 x 5 x 5 = 400 values of the Flatten before it, and 300 is not a multiple of its 16 \
+         channels"
+    );
+    // The same mismatch without a Flatten before the layer keeps the plain message.
+    let dense: Dense<f32, 256, 120> = Parameters::zeros();
+    let err = st::from_bytes::<Dense<f32, 400, 120>>(&st::to_bytes(&dense, &[])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "tensor 0.weight: expected f32 [120, 400], found f32 [120, 256]"
+    );
+}
+
 #[test]
 fn an_f64_file_loaded_as_f32_is_a_dtype_mismatch() {
     let net64: Small64 = random_net(14);
@@ -688,6 +760,8 @@ fn an_f64_file_loaded_as_f32_is_a_dtype_mismatch() {
             expected_shape,
             found_dtype,
             found_shape,
+            flattened: None,
+            ..
         } => {
             assert_eq!(name.as_str(), "0.weight");
             assert_eq!(*expected_dtype, format::Dtype::F32);

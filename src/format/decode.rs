@@ -83,6 +83,7 @@ const fn find<'a>(
             expected_shape: Shape::new(shape),
             found_dtype: tensor.dtype,
             found_shape: tensor.shape,
+            flattened: None,
         }),
         None => Err(Error::Missing {
             name,

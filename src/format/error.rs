@@ -167,6 +167,7 @@ pub enum Error {
         shape: Shape,
     },
     /// Tensor `name` has another dtype or shape than the net needs.
+    #[non_exhaustive]
     Mismatch {
         /// The tensor.
         name: TensorName,
@@ -178,6 +179,11 @@ pub enum Error {
         found_dtype: Dtype,
         /// The shape in the file.
         found_shape: Shape,
+        /// When the tensor is the weight of a dense layer right after a `Flatten` and the file's
+        /// has another number of columns (inputs): the `[channels, height, width]` of the images
+        /// the net flattens, so that the message can say which images the file's number
+        /// implies (`16 x 5 x 5 = 400` against `256 = 16 x 4 x 4`).
+        flattened: Option<[usize; 3]>,
     },
     /// Element `index` (row-major) of tensor `name` is NaN or infinite.
     NonFinite {
@@ -370,17 +376,24 @@ impl Error {
                 expected_shape,
                 found_dtype,
                 found_shape,
-            } => m
-                .str("tensor ")
-                .name(&name)
-                .str(": expected ")
-                .dtype(expected_dtype)
-                .str(" ")
-                .shape(&expected_shape)
-                .str(", found ")
-                .dtype(found_dtype)
-                .str(" ")
-                .shape(&found_shape),
+                flattened,
+            } => {
+                let m = m
+                    .str("tensor ")
+                    .name(&name)
+                    .str(": expected ")
+                    .dtype(expected_dtype)
+                    .str(" ")
+                    .shape(&expected_shape)
+                    .str(", found ")
+                    .dtype(found_dtype)
+                    .str(" ")
+                    .shape(&found_shape);
+                match flattened {
+                    Some(images) => flattened_hint(m, images, found_shape.dims()),
+                    None => m,
+                }
+            }
             Self::NonFinite { name, index } => m
                 .str("tensor ")
                 .name(&name)
@@ -609,6 +622,61 @@ impl Shape {
         }
         true
     }
+}
+
+/// The second half of a [`Error::Mismatch`] of a dense layer's weight after a `Flatten`: which
+/// images each number of inputs implies (`images` the net's `[channels, height, width]`,
+/// `found` the file's shape).
+const fn flattened_hint(m: Message, images: [usize; 3], found: &[usize]) -> Message {
+    let [channels, height, width] = images;
+    let m = m
+        .str(": the layer reads the ")
+        .number(channels)
+        .str(" x ")
+        .number(height)
+        .str(" x ")
+        .number(width)
+        .str(" = ")
+        .number(channels * height * width)
+        .str(" values of the Flatten before it");
+    let [_, columns] = found else {
+        return m;
+    };
+    let columns = *columns;
+    if channels == 0 || columns % channels != 0 {
+        return m
+            .str(", and ")
+            .number(columns)
+            .str(" is not a multiple of its ")
+            .number(channels)
+            .str(" channels");
+    }
+    let per_channel = columns / channels;
+    let mut side = 0;
+    while (side + 1) * (side + 1) <= per_channel {
+        side += 1;
+    }
+    let m = m
+        .str(", and ")
+        .number(columns)
+        .str(" would be ")
+        .number(channels)
+        .str(" x ");
+    if side * side != per_channel {
+        return m.number(per_channel).str(" values a channel");
+    }
+    m.number(side)
+        .str(" x ")
+        .number(side)
+        .str(": the file's net flattens images of ")
+        .number(side)
+        .str(" x ")
+        .number(side)
+        .str(", this one of ")
+        .number(height)
+        .str(" x ")
+        .number(width)
+        .str(" (another padding, stride or kernel size before it?)")
 }
 
 /// A message built in a fixed buffer, without a heap: the text of an [`Error`], in `const`

@@ -265,6 +265,28 @@ impl<'a> Lookup<'_, 'a> {
     }
 }
 
+/// The images `[channels, height, width]` of the `Flatten` right before module `module`, when
+/// `expected` is the weight of a dense layer there (`[outputs, inputs]`) and the file's shape
+/// `found` has its outputs but other inputs: the message then says which images each number
+/// implies.
+const fn flattened_before(
+    spec: &NetSpec,
+    module: usize,
+    expected: &[usize],
+    found: &Shape,
+) -> Option<[usize; 3]> {
+    let (&[outputs, inputs], &[found_outputs, found_inputs]) = (expected, found.dims()) else {
+        return None;
+    };
+    if module == 0 || outputs != found_outputs || inputs == found_inputs {
+        return None;
+    }
+    match spec.flattened(module - 1) {
+        Some(images) if images[0] * images[1] * images[2] == inputs => Some(images),
+        _ => None,
+    }
+}
+
 /// [`check_layout`], the net's tensors looked up in `lookup` (of `header`).
 const fn check_layout_in(
     header: &Header<'_>,
@@ -288,6 +310,7 @@ const fn check_layout_in(
                 expected_shape: Shape::new(expected.shape),
                 found_dtype: found.dtype,
                 found_shape: found.shape,
+                flattened: flattened_before(spec, tensor.module, expected.shape, &found.shape),
             });
         }
         k += 1;

@@ -133,6 +133,17 @@ pub enum NetSpec {
         /// Its own tensors (`module` 0), after the parts'.
         tensors: &'static [TensorSpec],
     },
+    /// A `Flatten` module: images of `channels x height x width` in, one row of their values
+    /// out; no tensors. Recorded so that a file whose next layer reads another number of
+    /// values can be told which image size that number implies ([`NetSpec::flattened`]).
+    Flatten {
+        /// The images' channels.
+        channels: usize,
+        /// Their height.
+        height: usize,
+        /// Their width.
+        width: usize,
+    },
 }
 
 /// A named part of a [`NetSpec::Block`].
@@ -306,6 +317,7 @@ impl NetSpec {
             Self::Layer { modules, .. } => *modules,
             Self::Chain(first, rest) => first.modules() + rest.modules(),
             Self::Block { modules, .. } => *modules,
+            Self::Flatten { .. } => 1,
         }
     }
 
@@ -324,6 +336,37 @@ impl NetSpec {
                 }
                 count
             }
+            Self::Flatten { .. } => 0,
+        }
+    }
+
+    /// The images `[channels, height, width]` that module `module` flattens, when it is a
+    /// `Flatten` (outside a block).
+    ///
+    /// ```
+    /// use constmat::nn::Layer;
+    ///
+    /// type Net = constmat::net![Input<f32, 2, 4, 4>, Conv2d<2, 3, 3>, Flatten, Dense<12, 5>];
+    /// assert_eq!(Net::SPEC.flattened(1), Some([3, 2, 2]));
+    /// assert_eq!(Net::SPEC.flattened(2), None);
+    /// ```
+    #[must_use]
+    pub const fn flattened(&self, module: usize) -> Option<[usize; 3]> {
+        match self {
+            Self::Flatten {
+                channels,
+                height,
+                width,
+            } if module == 0 => Some([*channels, *height, *width]),
+            Self::Chain(first, rest) => {
+                let split = first.modules();
+                if module < split {
+                    first.flattened(module)
+                } else {
+                    rest.flattened(module - split)
+                }
+            }
+            _ => None,
         }
     }
 
@@ -389,6 +432,7 @@ impl NetSpec {
                     None
                 }
             }
+            Self::Flatten { .. } => None,
         }
     }
 
@@ -445,6 +489,7 @@ impl NetSpec {
                 }
                 None
             }
+            Self::Flatten { .. } => None,
         }
     }
 }

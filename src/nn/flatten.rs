@@ -73,10 +73,12 @@ impl<T: Sample, const C: usize, const H: usize, const W: usize, const N: usize> 
     type In = [[[T; W]; H]; C];
     type Out = [T; N];
 
-    /// `Flatten()`: one module, no tensors.
-    const SPEC: NetSpec = NetSpec::Layer {
-        modules: 1,
-        tensors: &[],
+    /// `Flatten()`: one module, no tensors; its images' sizes, for the messages of a file whose
+    /// next layer reads another number of values.
+    const SPEC: NetSpec = NetSpec::Flatten {
+        channels: C,
+        height: H,
+        width: W,
     };
 
     type WithStore<S: Store> = Self;

@@ -520,8 +520,6 @@ mod train {
     pub struct BatchNormWorkspace<T, O, const C: usize, const B: usize> {
         /// `A = f(Z)` of each sample.
         pub output: Box<[O; B]>,
-        /// `X̂ = (X - μ)/√(σ² + ε)` of each sample.
-        pub normalized: Box<[O; B]>,
         /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass.
         pub d_pre_activation: Box<[O; B]>,
         /// The batch's mean of each channel, `μ`.
@@ -577,7 +575,6 @@ mod train {
             const { check_values_per_channel(B * X::PER_CHANNEL) };
             BatchNormWorkspace {
                 output: zeroed_samples(),
-                normalized: zeroed_samples(),
                 d_pre_activation: zeroed_samples(),
                 mean: [T::zero(); C],
                 variance: [T::zero(); C],
@@ -618,16 +615,17 @@ mod train {
                     }
                     let inv_std: [T; C] =
                         core::array::from_fn(|c| (ws.variance[c] + Self::epsilon()).sqrt().recip());
-                    let samples = ws.normalized.iter_mut().zip(ws.output.iter_mut()).zip(x);
-                    for ((xh, a), x) in samples {
+                    // X̂ is not kept: the backward pass computes it again from X, the same
+                    // operations on the same values (a pass that writes one array where it
+                    // wrote two; the arrays exceed L2 at a training batch).
+                    for (a, x) in ws.output.iter_mut().zip(x) {
                         for c in 0..C {
                             let (mean, inv_std, g, b) = (ws.mean[c], inv_std[c], gamma[c], beta[c]);
                             let xs = x.channel(c);
-                            let xh = xh.channel_mut(c);
                             let a = a.channel_mut(c);
-                            for ((xh, a), &x) in xh.iter_mut().zip(a).zip(xs) {
-                                *xh = (x - mean) * inv_std;
-                                *a = A::apply(g * *xh + b);
+                            for (a, &x) in a.iter_mut().zip(xs) {
+                                let xh = (x - mean) * inv_std;
+                                *a = A::apply(g * xh + b);
                             }
                         }
                     }
@@ -642,7 +640,7 @@ mod train {
 
         fn backward(
             &self,
-            _x: &[X; B],
+            x: &[X; B],
             ws: &mut Self::Workspace,
             d_output: &[X; B],
             d_input: Option<&mut [X; B]>,
@@ -652,6 +650,9 @@ mod train {
             let gamma = S::vector(&self.weight);
             let mut d_gamma = [T::zero(); C];
             let mut d_beta = [T::zero(); C];
+            // X̂ = (X - μ)·(1/√(σ² + ε)), computed as the forward pass did.
+            let inv_std: [T; C] =
+                core::array::from_fn(|c| (ws.variance[c] + Self::epsilon()).sqrt().recip());
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
@@ -663,35 +664,32 @@ mod train {
                         .iter_mut()
                         .zip(ws.output.iter())
                         .zip(d_output)
-                        .zip(ws.normalized.iter());
-                    for (((dz, a), da), xh) in samples {
+                        .zip(x);
+                    for (((dz, a), da), x) in samples {
                         for c in 0..C {
                             let (dz, a, da) = (dz.channel_mut(c), a.channel(c), da.channel(c));
                             for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
                                 *dz = da * A::derivative_from_output(a);
                             }
-                            let (dz, xh) = (&*dz, xh.channel(c));
+                            let (dz, x) = (&*dz, x.channel(c));
+                            let (mean, inv_std) = (ws.mean[c], inv_std[c]);
                             d_beta[c] += sum_with(dz, dz, |d, _| d);
-                            d_gamma[c] += sum_with(dz, xh, |d, x| d * x);
+                            d_gamma[c] += sum_with(dz, x, |d, x| d * ((x - mean) * inv_std));
                         }
                     }
                     // dX = γ/√(σ² + ε) · (dZ - dβ/n - X̂ · dγ/n)
                     if let Some(dx) = d_input {
-                        let k: [T; C] = core::array::from_fn(|c| {
-                            gamma[c] * (ws.variance[c] + Self::epsilon()).sqrt().recip()
-                        });
-                        let samples = dx
-                            .iter_mut()
-                            .zip(ws.d_pre_activation.iter())
-                            .zip(ws.normalized.iter());
-                        for ((dx, dz), xh) in samples {
+                        let samples = dx.iter_mut().zip(ws.d_pre_activation.iter()).zip(x);
+                        for ((dx, dz), x) in samples {
                             for c in 0..C {
                                 let (mean_dz, mean_dzx) = (d_beta[c] / n, d_gamma[c] / n);
+                                let (mean, inv_std) = (ws.mean[c], inv_std[c]);
+                                let k = gamma[c] * inv_std;
                                 let dx = dx.channel_mut(c);
                                 let dz = dz.channel(c);
-                                let xh = xh.channel(c);
-                                let k = k[c];
-                                for ((dx, &dz), &xh) in dx.iter_mut().zip(dz).zip(xh) {
+                                let x = x.channel(c);
+                                for ((dx, &dz), &x) in dx.iter_mut().zip(dz).zip(x) {
+                                    let xh = (x - mean) * inv_std;
                                     *dx = k * (dz - mean_dz - xh * mean_dzx);
                                 }
                             }

@@ -692,10 +692,9 @@ fn a_dense_layer_after_flatten_says_which_images_the_files_inputs_imply() {
     let err = st::from_bytes::<Padded>(&bytes).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "tensor 7.weight: expected f32 [120, 400], found f32 [120, 256]: the layer reads the \
-         16 x 5 x 5 = 400 values of the Flatten before it, and 256 would be 16 x 4 x 4: the \
-         file's net flattens images of 4 x 4, this one of 5 x 5 (another padding, stride or \
-         kernel size before it?)"
+        "tensor 7.weight: expected f32 [120, 400], found f32 [120, 256]: the layer reads \
+         Flatten's 16 x 5 x 5 = 400 values; 256 would be 16 x 4 x 4, images of 4 x 4 where this \
+         net has 5 x 5 (another padding, stride or kernel size?)"
     );
     match format_error(&err) {
         format::Error::Mismatch { flattened, .. } => assert_eq!(*flattened, Some([16, 5, 5])),
@@ -720,9 +719,8 @@ fn a_dense_layer_after_flatten_says_which_images_the_files_inputs_imply() {
     let err = st::from_bytes::<Padded>(&build(&tensors)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "tensor 7.weight: expected f32 [120, 400], found f32 [120, 300]: the layer reads the \
-         16 x 5 x 5 = 400 values of the Flatten before it, and 300 is not a multiple of its 16 \
-         channels"
+        "tensor 7.weight: expected f32 [120, 400], found f32 [120, 300]: the layer reads \
+         Flatten's 16 x 5 x 5 = 400 values; 300 is not a multiple of its 16 channels"
     );
     // The same mismatch without a Flatten before the layer keeps the plain message.
     let dense: Dense<f32, 256, 120> = Parameters::zeros();

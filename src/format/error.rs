@@ -630,7 +630,7 @@ impl Shape {
 const fn flattened_hint(m: Message, images: [usize; 3], found: &[usize]) -> Message {
     let [channels, height, width] = images;
     let m = m
-        .str(": the layer reads the ")
+        .str(": the layer reads Flatten's ")
         .number(channels)
         .str(" x ")
         .number(height)
@@ -638,14 +638,14 @@ const fn flattened_hint(m: Message, images: [usize; 3], found: &[usize]) -> Mess
         .number(width)
         .str(" = ")
         .number(channels * height * width)
-        .str(" values of the Flatten before it");
+        .str(" values");
     let [_, columns] = found else {
         return m;
     };
     let columns = *columns;
     if channels == 0 || columns % channels != 0 {
         return m
-            .str(", and ")
+            .str("; ")
             .number(columns)
             .str(" is not a multiple of its ")
             .number(channels)
@@ -657,7 +657,7 @@ const fn flattened_hint(m: Message, images: [usize; 3], found: &[usize]) -> Mess
         side += 1;
     }
     let m = m
-        .str(", and ")
+        .str("; ")
         .number(columns)
         .str(" would be ")
         .number(channels)
@@ -668,15 +668,15 @@ const fn flattened_hint(m: Message, images: [usize; 3], found: &[usize]) -> Mess
     m.number(side)
         .str(" x ")
         .number(side)
-        .str(": the file's net flattens images of ")
+        .str(", images of ")
         .number(side)
         .str(" x ")
         .number(side)
-        .str(", this one of ")
+        .str(" where this net has ")
         .number(height)
         .str(" x ")
         .number(width)
-        .str(" (another padding, stride or kernel size before it?)")
+        .str(" (another padding, stride or kernel size?)")
 }
 
 /// A message built in a fixed buffer, without a heap: the text of an [`Error`], in `const`

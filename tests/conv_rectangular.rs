@@ -239,6 +239,35 @@ fn a_ds_cnn_style_net_computes_pytorchs_outputs_and_gradients() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A batch normalization folds into a convolution with a 10 x 4 kernel: the folded layer
+/// computes what the two did.
+#[test]
+fn a_batch_normalization_folds_into_a_rectangular_kernel() {
+    use constmat::nn::{BatchNorm2d, Parameters};
+    let mut rng = StdRng::seed_from_u64(4);
+    type Conv<A> = Conv2d<f64, 1, 3, 10, 2, 1, 21, 9, 7, 4, A, constmat::nn::Heap, 4>;
+    let conv: Conv<Identity> = random_layer(&mut rng);
+    let mut norm = BatchNorm2d::<f64, 3, 7, 4, Relu>::zeros();
+    norm.tensor_mut(0).copy_from_slice(&[1.5, -0.5, 0.75]); // weight
+    norm.tensor_mut(1).copy_from_slice(&[0.1, 0.2, -0.3]); // bias
+    norm.tensor_mut(2).copy_from_slice(&[0.5, -1.0, 0.25]); // running_mean
+    norm.tensor_mut(3).copy_from_slice(&[2.0, 0.5, 1.0]); // running_var
+    let folded: Conv<Relu> = norm.fold_into(&conv);
+    let x: [[[f64; 9]; 21]; 1] = random_sample(&mut rng);
+    let (mut z, mut a, mut b) = ([[[0.0; 4]; 7]; 3], [[[0.0; 4]; 7]; 3], [[[0.0; 4]; 7]; 3]);
+    conv.forward_one(&x, &mut z);
+    norm.forward_one(&z, &mut a);
+    folded.forward_one(&x, &mut b);
+    let (a, b) = (
+        a.as_flattened().as_flattened(),
+        b.as_flattened().as_flattened(),
+    );
+    assert!(a.iter().any(|&v| v > 0.0) && a.contains(&0.0), "{a:?}");
+    for (p, q) in a.iter().zip(b) {
+        assert!((p - q).abs() < 1e-12, "{p} vs {q}");
+    }
+}
+
 /// A float net with a 10 x 4 kernel quantizes to the int8 net `net!` writes for the same
 /// layers, whose outputs follow the float net's.
 #[test]

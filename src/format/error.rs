@@ -662,7 +662,8 @@ const fn flattened_hint(m: Message, images: [usize; 3], found: &[usize]) -> Mess
         .str(" would be ")
         .number(channels)
         .str(" x ");
-    if side * side != per_channel {
+    // A guess at a square image only where the net's images are square.
+    if side * side != per_channel || height != width {
         return m.number(per_channel).str(" values a channel");
     }
     m.number(side)

@@ -187,7 +187,7 @@ impl<
         }
     }
 
-    /// A layer with weights drawn by `init` (fan-in `C·K·K`, fan-out `OC·K·K`, as PyTorch
+    /// A layer with weights drawn by `init` (fan-in `C·K·KW`, fan-out `OC·K·KW`, as PyTorch
     /// counts them) and zero biases.
     #[cfg(feature = "rand")]
     #[must_use]
@@ -344,7 +344,7 @@ where
     type Out = [[[T; OW]; OH]; OC];
 
     /// `Conv2d(C, OC, K)`, then the activation's module unless it is [`Identity`]: tensors
-    /// `0.weight` `[OC, C, K, K]` and `0.bias` `[OC]`.
+    /// `0.weight` `[OC, C, K, KW]` and `0.bias` `[OC]`.
     const SPEC: NetSpec = NetSpec::Layer {
         modules: 1 + A::TORCH_MODULE.is_some() as usize,
         tensors: &[

@@ -1,4 +1,5 @@
-//! A convolution with a stride other than 1: its patches unrolled (`im2col`) and multiplied on
+//! A convolution with a stride other than 1, or a kernel whose height and width differ
+//! (`Conv2d::UNROLLS`): its patches unrolled (`im2col`) and multiplied on
 //! the matrix kernels, whole (training) or in pieces that fit a stack buffer (predictions), and
 //! the patches' gradients folded back (`col2im`).
 
@@ -9,7 +10,7 @@ use crate::format::Element;
 use crate::kernels::{self, Product};
 use crate::nn::{Activation, Sample, Store};
 
-/// The elements of the stack buffer a convolution with a stride other than 1 unrolls patches into
+/// The elements of the stack buffer a convolution that unrolls patches unrolls them into
 /// in [`Layer::forward`]. Larger convolutions are done in blocks of output positions that fit.
 /// 2,048 (8 KiB of `f32`), which a microcontroller can afford; on x86-64, 16,384 (64 KiB), where
 /// the products of larger blocks run 2-3x faster (whole output rows, full packed panels: the
@@ -54,7 +55,7 @@ where
     A: Activation,
     S: Store,
 {
-    /// The forward pass of one sample with a stride other than 1: patches unrolled into
+    /// The forward pass of one sample of a layer that unrolls patches: patches unrolled into
     /// `scratch`, the whole `C·K·K x OH·OW` matrix when it fits (the training workspace's
     /// does), else in pieces that fit (see [`Self::split`]).
     pub(super) fn forward_sample(
@@ -118,7 +119,7 @@ where
         group * OH * OW * (C * K * KW + OC)
     }
 
-    /// The training pass of a batch with a stride other than 1, its images in groups of
+    /// The training pass of a batch of a layer that unrolls patches, its images in groups of
     /// [`Self::IMAGES_PER_PRODUCT`]: each group's patches side by side, one product `Z = W·X̂` for
     /// the group (a product of one image's 49 positions filled two packed panels of 32 to 77%),
     /// then each image's outputs `f(Z + b)` copied out. `scratch` is
@@ -209,7 +210,7 @@ where
         (filters, block, if rows < ckk { rows } else { ckk })
     }
 
-    /// The most stack buffer the products of a prediction with a stride other than 1 take
+    /// The most stack buffer the products of a prediction that unrolls patches take
     /// (`kernels::gemm_stack_bytes`): over the whole patches' product, or every size of piece
     /// [`Self::forward_in_pieces`] multiplies in a buffer of [`SCRATCH`] (whole or last group of
     /// filters, block of positions and chunk of rows).

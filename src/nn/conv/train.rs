@@ -304,6 +304,7 @@ where
             }
             // A 1 x 1 kernel, stride 1, no padding: the patches are the image, so Wᵀ·dZ is dX.
             if Self::POINTWISE
+                && !d_input_done
                 && let Some(dx) = d_input.as_deref_mut()
             {
                 kernels::gemm_slices(

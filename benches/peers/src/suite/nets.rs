@@ -207,40 +207,30 @@ const fn separable(channels: usize) -> [Op; 4] {
     ]
 }
 
-/// The layers of [`DsCnn`].
+/// The layers of [`DsCnn`]: the padding, the first convolution and its normalization, four
+/// [`separable`] blocks, the pool and the classifier.
 const DS_CNN: [Op; 22] = {
+    let mut ops = [Op::Flatten; 22];
+    ops[0] = Op::ZeroPad([1, 1, 4, 5]);
+    ops[1] = Op::Conv {
+        input: 1,
+        output: 64,
+        kernel: [10, 4],
+        stride: 2,
+        padding: 0,
+        relu: false,
+    };
+    ops[2] = batch_norm(64, true);
     let block = separable(64);
-    [
-        Op::ZeroPad([1, 1, 4, 5]),
-        Op::Conv {
-            input: 1,
-            output: 64,
-            kernel: [10, 4],
-            stride: 2,
-            padding: 0,
-            relu: false,
-        },
-        batch_norm(64, true),
-        block[0],
-        block[1],
-        block[2],
-        block[3],
-        block[0],
-        block[1],
-        block[2],
-        block[3],
-        block[0],
-        block[1],
-        block[2],
-        block[3],
-        block[0],
-        block[1],
-        block[2],
-        block[3],
-        Op::GlobalAvgPool,
-        Op::Flatten,
-        dense(64, 12, false),
-    ]
+    let mut i = 0;
+    while i < 16 {
+        ops[3 + i] = block[i % 4];
+        i += 1;
+    }
+    ops[19] = Op::GlobalAvgPool;
+    ops[20] = Op::Flatten;
+    ops[21] = dense(64, 12, false);
+    ops
 };
 
 const fn batch_norm(channels: usize, relu: bool) -> Op {

@@ -722,6 +722,35 @@ fn a_dense_layer_after_flatten_says_which_images_the_files_inputs_imply() {
         "tensor 7.weight: expected f32 [120, 400], found f32 [120, 300]: the layer reads \
          Flatten's 16 x 5 x 5 = 400 values; 300 is not a multiple of its 16 channels"
     );
+    // A dropout between Flatten and the layer (a module without tensors) keeps the hint.
+    type WithDropout = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, 1, 2, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dropout<50>,
+        Dense<400, 10>,
+    ];
+    type TextbookWithDropout = constmat::net![
+        Input<f32, 1, 28, 28>,
+        Conv2d<1, 6, 5, Relu>,
+        MaxPool2d<2>,
+        Conv2d<6, 16, 5, Relu>,
+        MaxPool2d<2>,
+        Flatten,
+        Dropout<50>,
+        Dense<256, 10>,
+    ];
+    let textbook: TextbookWithDropout = Parameters::zeros();
+    let err = st::from_bytes::<WithDropout>(&st::to_bytes(&textbook, &[])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "tensor 8.weight: expected f32 [10, 400], found f32 [10, 256]: the layer reads \
+         Flatten's 16 x 5 x 5 = 400 values; 256 would be 16 x 4 x 4, images of 4 x 4 where this \
+         net has 5 x 5 (another padding, stride or kernel size?)"
+    );
     // The same mismatch without a Flatten before the layer keeps the plain message.
     let dense: Dense<f32, 256, 120> = Parameters::zeros();
     let err = st::from_bytes::<Dense<f32, 400, 120>>(&st::to_bytes(&dense, &[])).unwrap_err();

@@ -265,10 +265,10 @@ impl<'a> Lookup<'_, 'a> {
     }
 }
 
-/// The images `[channels, height, width]` of the `Flatten` right before module `module`, when
-/// `expected` is the weight of a dense layer there (`[outputs, inputs]`) and the file's shape
-/// `found` has its outputs but other inputs: the message then says which images each number
-/// implies.
+/// The images `[channels, height, width]` of the `Flatten` before module `module` (with only
+/// modules without tensors between them: a dropout, an activation), when `expected` is the
+/// weight of a dense layer there (`[outputs, inputs]`) and the file's shape `found` has its
+/// outputs but other inputs: the message then says which images each number implies.
 const fn flattened_before(
     spec: &NetSpec,
     module: usize,
@@ -278,13 +278,36 @@ const fn flattened_before(
     let (&[outputs, inputs], &[found_outputs, found_inputs]) = (expected, found.dims()) else {
         return None;
     };
-    if module == 0 || outputs != found_outputs || inputs == found_inputs {
+    if outputs != found_outputs || inputs == found_inputs {
         return None;
     }
-    match spec.flattened(module - 1) {
-        Some(images) if images[0] * images[1] * images[2] == inputs => Some(images),
-        _ => None,
+    let mut before = module;
+    while before > 0 {
+        before -= 1;
+        if let Some(images) = spec.flattened(before) {
+            return if images[0] * images[1] * images[2] == inputs {
+                Some(images)
+            } else {
+                None
+            };
+        }
+        if has_tensors(spec, before) {
+            return None;
+        }
     }
+    None
+}
+
+/// Whether module `module` of the net has tensors (only reached on an error: a walk over them).
+const fn has_tensors(spec: &NetSpec, module: usize) -> bool {
+    let mut k = 0;
+    while let Some(tensor) = spec.tensor(k) {
+        if tensor.module == module {
+            return true;
+        }
+        k += 1;
+    }
+    false
 }
 
 /// [`check_layout`], the net's tensors looked up in `lookup` (of `header`).

@@ -123,6 +123,16 @@ impl Depthwise {
         }
     }
 
+    /// The values of an input plane, of an output plane, and of a filter (its taps).
+    #[inline(always)]
+    const fn sizes(&self) -> (usize, usize, usize) {
+        (
+            self.input.0 * self.input.1,
+            self.output.0 * self.output.1,
+            self.kernel.0 * self.kernel.1,
+        )
+    }
+
     const fn input_len(&self) -> usize {
         self.channels * self.input.0 * self.input.1
     }
@@ -228,11 +238,7 @@ pub(crate) fn depthwise_conv2d<T: Float>(
 /// whole-plane loops are tested against, bit for bit).
 fn forward_rows<T: Float>(shape: &Depthwise, x: &[T], weight: &[T], bias: &[T], y: &mut [T]) {
     let g = *shape;
-    let (plane, out_plane, taps) = (
-        g.input.0 * g.input.1,
-        g.output.0 * g.output.1,
-        g.kernel.0 * g.kernel.1,
-    );
+    let (plane, out_plane, taps) = g.sizes();
     super::with_wide_vectors(
         #[inline(always)]
         || {
@@ -289,11 +295,7 @@ fn forward_planes<T: Float>(
 ) {
     let mut masks = [false; PLANE_MASKS];
     g.column_masks(&mut masks);
-    let (plane, out_plane, taps) = (
-        g.input.0 * g.input.1,
-        g.output.0 * g.output.1,
-        g.kernel.0 * g.kernel.1,
-    );
+    let (plane, out_plane, taps) = g.sizes();
     super::with_wide_vectors(
         #[inline(always)]
         || {
@@ -370,11 +372,7 @@ pub(crate) fn depthwise_conv2d_weight_gradient<T: Float>(
 #[cfg(feature = "alloc")]
 fn weight_gradient_rows<T: Float>(g: &Depthwise, x: &[T], dz: &[T], d_weight: &mut [T]) {
     let g = *g;
-    let (plane, out_plane, taps) = (
-        g.input.0 * g.input.1,
-        g.output.0 * g.output.1,
-        g.kernel.0 * g.kernel.1,
-    );
+    let (plane, out_plane, taps) = g.sizes();
     super::with_wide_vectors(
         #[inline(always)]
         || {
@@ -420,11 +418,7 @@ fn weight_gradient_rows<T: Float>(g: &Depthwise, x: &[T], dz: &[T], d_weight: &m
 fn weight_gradient_planes<T: Float>(g: &Depthwise, x: &[T], dz: &[T], d_weight: &mut [T]) {
     let mut masks = [false; PLANE_MASKS];
     g.column_masks(&mut masks);
-    let (plane, out_plane, taps) = (
-        g.input.0 * g.input.1,
-        g.output.0 * g.output.1,
-        g.kernel.0 * g.kernel.1,
-    );
+    let (plane, out_plane, taps) = g.sizes();
     super::with_wide_vectors(
         #[inline(always)]
         || {
@@ -500,11 +494,7 @@ pub(crate) fn depthwise_conv2d_input_gradient<T: Float>(
 #[cfg(feature = "alloc")]
 fn input_gradient_rows<T: Float>(g: &Depthwise, weight: &[T], dz: &[T], dx: &mut [T]) {
     let g = *g;
-    let (plane, out_plane, taps) = (
-        g.input.0 * g.input.1,
-        g.output.0 * g.output.1,
-        g.kernel.0 * g.kernel.1,
-    );
+    let (plane, out_plane, taps) = g.sizes();
     super::with_wide_vectors(
         #[inline(always)]
         || {
@@ -555,11 +545,7 @@ fn input_gradient_rows<T: Float>(g: &Depthwise, weight: &[T], dz: &[T], dx: &mut
 fn input_gradient_planes<T: Float>(g: &Depthwise, weight: &[T], dz: &[T], dx: &mut [T]) {
     let mut masks = [false; PLANE_MASKS];
     g.column_masks(&mut masks);
-    let (plane, out_plane, taps) = (
-        g.input.0 * g.input.1,
-        g.output.0 * g.output.1,
-        g.kernel.0 * g.kernel.1,
-    );
+    let (plane, out_plane, taps) = g.sizes();
     super::with_wide_vectors(
         #[inline(always)]
         || {

@@ -97,6 +97,10 @@ pub use error::LengthError;
 pub use matrix::Matrix;
 pub use scalar::Scalar;
 
+// `net!`'s size checks, placed at the layer that fails them (see `constmat_macros::at`).
+#[doc(hidden)]
+pub use constmat_macros::at as __at;
+
 // The code blocks of `docs/embedding.md` run as doc tests, as a user would copy them (paths in
 // them are relative to this file, as they would be to a user's `src/main.rs`); a block that
 // names another file (`// src/bin/with_model.rs`) is `ignore`d here and built at that path by

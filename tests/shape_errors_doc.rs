@@ -67,6 +67,53 @@ fn catalogue_matches_the_snapshots() {
     );
 }
 
+/// The messages stay readable: no line over 300 characters (a net's whole type, spelled out by
+/// the compiler, runs to 400-900), and an error raised by `net!` points at the layer that is
+/// wrong, in the case's own file, not at the whole `net![...]` block.
+#[test]
+fn messages_are_short_and_point_at_the_layer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut problems = Vec::new();
+    for case in fail_cases(&root.join(FAIL_DIR)) {
+        let name = file_name(&case).to_owned();
+        let stderr = read(&case.with_extension("stderr"));
+        for (number, line) in stderr.lines().enumerate() {
+            let length = line.chars().count();
+            if length > 300 {
+                problems.push(format!(
+                    "{name}: line {} has {length} characters",
+                    number + 1
+                ));
+            }
+        }
+        // One diagnostic per block: from an `error` line to the next.
+        let mut blocks: Vec<Vec<&str>> = Vec::new();
+        for line in stderr.lines() {
+            if line.starts_with("error") || blocks.is_empty() {
+                blocks.push(Vec::new());
+            }
+            blocks.last_mut().expect("pushed above").push(line);
+        }
+        for block in blocks {
+            let text = block.join("\n");
+            if !text.contains("the macro `constmat::net`") {
+                continue;
+            }
+            let at = block
+                .iter()
+                .find_map(|line| line.trim_start().strip_prefix("--> "));
+            let in_case = at.is_some_and(|at| at.starts_with(&format!("{FAIL_DIR}/{name}:")));
+            if !in_case || text.contains("|  ___") {
+                problems.push(format!(
+                    "{name}: an error of `net!` is not at one layer of the case: {}",
+                    block[0]
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// `tests/ui/fail/*.rs`, sorted.
 fn fail_cases(dir: &Path) -> Vec<PathBuf> {
     let mut cases: Vec<PathBuf> = fs::read_dir(dir)

@@ -133,27 +133,35 @@ use crate::nn::{Bake, Inline, Layer, SafetensorsFile};
 pub type Baked<N> = <N as Layer>::WithStore<Inline>;
 
 /// The net `N` stored in the safetensors file `F`, with the file checked against `N`'s type;
-/// what [`include_net!`](crate::include_net) expands to, for a caller that names the file's
-/// type itself.
+/// what [`include_net!`](crate::include_net) does, for a caller that names the file's type
+/// itself.
 ///
-/// The check is a `const` block evaluated where this function is instantiated, so in a
-/// `static` a file that does not fit fails the build. [`include_net!`](crate::include_net)
-/// writes the same check into the caller's crate, so that the error points there.
+/// The check ([`bake_error`]) is a `const` block evaluated where this function is
+/// instantiated, so a file that does not fit fails the build, in a `static` or in a `let`.
+/// [`include_net!`](crate::include_net) writes the same check into the caller's crate, so that
+/// the error points there and does not name the net's whole type.
 ///
 /// See [`SafetensorsFile`] for an example.
 #[must_use]
 pub const fn bake<F: SafetensorsFile, N: Bake<F>>() -> N {
-    // Both checks in the `const` block: a file that does not fit is a build error even when
-    // this is called outside a `static` (in a `let`), never a panic at run time.
     const {
-        if let Err(e) = F::INDEX.validate_layout(&N::SPEC) {
-            e.panic()
-        }
-        if let Some(e) = N::ERROR {
+        if let Some(e) = bake_error::<F, N>() {
             e.panic()
         }
     };
     N::BAKED
+}
+
+/// Why the file `F` does not fit the net `N`, if it does not: the layout (names, dtypes,
+/// shapes; [`format::validate_layout`](crate::format::validate_layout) on the file's tensors as
+/// found once for the layers) first, then the values ([`Bake::ERROR`]). The check behind
+/// [`bake`] and [`include_net!`](crate::include_net).
+#[must_use]
+pub const fn bake_error<F: SafetensorsFile, N: Bake<F>>() -> Option<crate::format::Error> {
+    match F::INDEX.validate_layout(&N::SPEC) {
+        Err(e) => Some(e),
+        Ok(()) => N::ERROR,
+    }
 }
 
 /// A baked net read at compile time from the safetensors file at `path` (relative to the file
@@ -212,26 +220,25 @@ macro_rules! net_from_safetensors {
         impl $crate::nn::SafetensorsFile for Weights {
             const BYTES: &'static [u8] = $bytes;
         }
-        // `embed::bake`, written here so that a file that does not fit fails the build at
-        // this line (the panics are in this crate's code), not in constmat. The layout (names,
-        // dtypes, shapes) is checked first; the layers' decoding checks the values.
-        const fn bake<N: $crate::nn::Bake<Weights>>() -> N {
-            const {
-                // `format::validate_layout`, on the file's tensors as found once for the layers.
-                if let ::core::result::Result::Err(e) =
-                    <Weights as $crate::nn::SafetensorsFile>::INDEX
-                        .validate_layout(&<N as $crate::nn::Layer>::SPEC)
-                {
-                    e.panic()
-                }
-            };
-            if let ::core::option::Option::Some(e) = <N as $crate::nn::Bake<Weights>>::ERROR {
-                e.panic()
-            }
+        // The net is taken in a generic function and checked here, outside it, so that a file
+        // that does not fit fails the build at this line with a short message: a panic inside
+        // a generic function would name the net's whole type.
+        const fn baked<N: $crate::nn::Bake<Weights>>() -> N {
             <N as $crate::nn::Bake<Weights>>::BAKED
         }
+        const fn error<N: $crate::nn::Bake<Weights>>(
+            _: &N,
+        ) -> ::core::option::Option<$crate::format::Error> {
+            $crate::embed::bake_error::<Weights, N>()
+        }
         // Evaluated at compile time wherever the macro is written.
-        const { bake() }
+        const {
+            let net = baked();
+            if let ::core::option::Option::Some(e) = error(&net) {
+                e.panic()
+            }
+            net
+        }
     }};
 }
 
@@ -257,6 +264,9 @@ macro_rules! net_from_safetensors {
 /// # Panics
 ///
 /// (At compile time, in a `const`.) When the net takes more than either budget.
+// `track_caller`: the compiler's note on a failed budget then names no frame in this crate, and
+// so not the net's whole type.
+#[track_caller]
 pub const fn check_memory_budget<N: Layer>(rom: usize, ram: usize) {
     if N::PARAMETER_BYTES > rom {
         Message::new()

@@ -178,6 +178,7 @@ impl Averageable for i8 {
 
 /// Nothing, or a compile error when a window of `values` could overflow the accumulator of
 /// the element type (whose bound is `most`).
+#[track_caller]
 pub(crate) const fn check_window_values(values: usize, most: usize) {
     if values > most {
         crate::format::Message::new()

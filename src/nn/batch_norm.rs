@@ -552,6 +552,7 @@ mod train {
     /// (`BatchNorm1d` at batch 1): their variance is 0, every output would be β and no
     /// gradient would reach the layers before (PyTorch refuses it at run time: "Expected more
     /// than 1 value per channel when training").
+    #[track_caller]
     const fn check_values_per_channel(values: usize) {
         if values < 2 {
             crate::format::Message::new()

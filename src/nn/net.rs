@@ -193,14 +193,14 @@ macro_rules! __net_dense {
     (($o:tt) ($($layer:tt)*) $(,)?) => { $($layer)* };
     (($o:tt) ($($layer:tt)*), Dense<$t:ty, $i:literal, $o2:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
         $crate::nn::Chain<$($layer)*, $crate::__net_dense!(($o2) (Dense<$t, {
-            $crate::nn::__inputs(
+            $crate::__at!(($i) $crate::nn::__inputs(
                 ::core::concat!(
                     "Dense<", ::core::stringify!($t), ", ", ::core::stringify!($i), ", ",
                     ::core::stringify!($o2) $(, ", ", ::core::stringify!($a))?, ">"
                 ),
                 $i,
                 $o,
-            )
+            ))
         }, $o2 $(, $a)?>) $(, $($rest)*)?)>
     };
     (($o:tt) ($($layer:tt)*), $($rest:tt)+) => {
@@ -225,7 +225,7 @@ macro_rules! __net_image {
             ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
     };
     (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($s) ::core::concat!(
             "`", ::core::stringify!($kind), "<", ::core::stringify!($ci, $co, $k, $s),
             ">`: a stride comes with its padding, `", ::core::stringify!($kind),
             "<in, out, kernel, stride, padding>` (then, optionally, the activation)"
@@ -255,11 +255,11 @@ macro_rules! __net_image {
     (@stride_without_padding $kind:ident<$ci:tt, $co:tt, $k:tt, $s:tt, $a:ident>) => {
         // The activation named, so that its `use` is not reported unused.
         $crate::nn::__Mistake<{
-            ::core::compile_error!(::core::concat!(
+            $crate::__at!(($s) ::core::compile_error!(::core::concat!(
                 "`", ::core::stringify!($kind), "<", ::core::stringify!($ci, $co, $k, $s, $a),
                 ">`: a stride comes with its padding, `", ::core::stringify!($kind),
                 "<in, out, kernel, stride, padding, ", ::core::stringify!($a), ">`"
-            ));
+            )));
             let _ = ::core::marker::PhantomData::<$a>;
             0
         }>
@@ -273,7 +273,7 @@ macro_rules! __net_image {
             ($ci, $co, $k, $s, $p, $a) $($rest)*)
     };
     (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$($arg:tt),+> $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($arg),+) ::core::concat!(
             "`", ::core::stringify!($kind), "<", ::core::stringify!($($arg),+), ">`: expected `",
             ::core::stringify!($kind), "<in, out, kernel>`, `", ::core::stringify!($kind),
             "<in, out, kernel, stride, padding>`, each optionally followed by the activation"
@@ -284,10 +284,10 @@ macro_rules! __net_image {
     // A kernel of its own height and width, `(KH, KW)`: `Conv2d` (float or int8) takes one.
     (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, ($kh:tt, $kw:tt), $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::__net_image!(@conv_rect_type $kind $t ({ $crate::nn::__input_channels($name, $ci, $c) },
+            ($crate::__net_image!(@conv_rect_type $kind $t ({ $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) },
                 $co, $kh, $kw, $s, $p, $h, $w,
-                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $kh, $s, $p) },
-                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $kw, $s, $p) }, $a)))
+                { $crate::__at!(($kh) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $kh, $s, $p)) },
+                { $crate::__at!(($kw) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $kw, $s, $p)) }, $a)))
             (@image $t ($co)
                 ({ $crate::nn::__output_size_unchecked($from_input, $h, $kh, $s, $p) })
                 ({ $crate::nn::__output_size_unchecked($from_input, $w, $kw, $s, $p) })
@@ -300,18 +300,18 @@ macro_rules! __net_image {
     (@conv_rect_type Conv2d ($t:ty) ($ci:tt, $co:tt, $kh:tt, $kw:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
         $crate::nn::Conv2d<$t, $ci, $co, $kh, $s, $p, $h, $w, $oh, $ow, $a, $crate::nn::Heap, $kw>
     };
-    (@conv_rect_type $kind:ident $t:tt ($($arg:tt)*)) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+    (@conv_rect_type $kind:ident $t:tt ($ci:tt, $co:tt, $kh:tt, $($arg:tt)*)) => {
+        $crate::__net_image!(@mistake ($kh) ::core::concat!(
             "`", ::core::stringify!($kind), "` with a kernel of its own height and width: only ",
             "`Conv2d` takes one; a depthwise convolution's kernel is square"
         ))
     };
     (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::__net_image!(@conv_type $kind $t ({ $crate::nn::__input_channels($name, $ci, $c) },
+            ($crate::__net_image!(@conv_type $kind $t ({ $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) },
                 $co, $k, $s, $p, $h, $w,
-                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s, $p) },
-                { $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s, $p) }, $a)))
+                { $crate::__at!(($k) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s, $p)) },
+                { $crate::__at!(($k) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s, $p)) }, $a)))
             (@image $t ($co)
                 ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, $p) })
                 ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, $p) })
@@ -334,7 +334,7 @@ macro_rules! __net_image {
         $crate::__net_image!(@residual $t $c $h $w $from_input ($($b)+) ($crate::nn::Identity) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($rest)*) ::core::concat!(
             "a residual block is `Residual<[layers]>`, ",
             "`Residual<[layers], Activation>` (the identity shortcut) or ",
             "`Residual<[layers], [shortcut layers]>`, then optionally the activation"
@@ -347,12 +347,12 @@ macro_rules! __net_image {
         $crate::__net_image!(@emit
             (<$crate::__net_image!(@residual_type $t
                 ($crate::__net_image!(@image $t $c $h $w $from_input $($b)+)) ($a))
-                as $crate::nn::__Checked<{ $crate::nn::__residual_shapes(
+                as $crate::nn::__Checked<{ $crate::__at!(($($b)+) $crate::nn::__residual_shapes(
                     ::core::concat!("Residual<[", ::core::stringify!($($b)+), "], ", ::core::stringify!($a), ">"),
                     "the identity shortcut (the block's input)",
                     $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
                     ($c, $h, $w),
-                ) }>>::Type)
+                )) }>>::Type)
             (@image $t
                 ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
                 ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
@@ -366,7 +366,7 @@ macro_rules! __net_image {
                 ($crate::__net_image!(@image $t $c $h $w $from_input $($b)+))
                 ($crate::__net_image!(@image $t $c $h $w $from_input $($s)+))
                 ($a)
-            ) as $crate::nn::__Checked<{ $crate::nn::__residual_shapes(
+            ) as $crate::nn::__Checked<{ $crate::__at!(($($b)+) $crate::nn::__residual_shapes(
                     ::core::concat!(
                         "Residual<[", ::core::stringify!($($b)+), "], [", ::core::stringify!($($s)+),
                         "], ", ::core::stringify!($a), ">"
@@ -374,7 +374,7 @@ macro_rules! __net_image {
                     "the shortcut",
                     $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
                     $crate::__net_image!(@size $t $c $h $w $from_input ($($s)+)),
-                ) }>>::Type)
+                )) }>>::Type)
             (@image $t
                 ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
                 ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
@@ -400,7 +400,7 @@ macro_rules! __net_image {
     };
     // Batch normalization: (channels[, activation]), the sizes unchanged.
     (@image (i8) $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d $($rest:tt)*) => {
-        $crate::__net_image!(@conv_type BatchNorm2d (i8) ())
+        $crate::__net_image!(@conv_type BatchNorm2d (i8) ($($rest)*))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d<$ci:tt> $($rest:tt)*) => {
         $crate::__net_image!(@batch_norm $t $c $h $w $from_input ($crate::__net_image!(@name BatchNorm2d $ci))
@@ -412,7 +412,7 @@ macro_rules! __net_image {
     };
     (@batch_norm ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::BatchNorm2d<$($t)+, { $crate::nn::__input_channels($name, $ci, $c) }, $h, $w, $a>)
+            ($crate::nn::BatchNorm2d<$($t)+, { $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) }, $h, $w, $a>)
             (@image ($($t)+) ($c) ($h) ($w) ($from_input))
             $($rest)*)
     };
@@ -435,7 +435,7 @@ macro_rules! __net_image {
             $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt ZeroPad2d $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($rest)*) ::core::concat!(
             "zero padding is `ZeroPad2d<padding>` (every side) or ",
             "`ZeroPad2d<left, right, top, bottom>` (PyTorch's order)"
         ))
@@ -452,7 +452,7 @@ macro_rules! __net_image {
             ($k, $s) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($more),+) ::core::concat!(
             "`MaxPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: max pooling takes no padding, ",
             "`MaxPool2d<window>` or `MaxPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
@@ -466,7 +466,7 @@ macro_rules! __net_image {
             ($k, $s) $($rest)*)
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($more),+) ::core::concat!(
             "`AvgPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: average pooling takes no padding, ",
             "`AvgPool2d<window>` or `AvgPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
@@ -474,8 +474,8 @@ macro_rules! __net_image {
     (@pool $kind:ident ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::$kind<$($t)+, $c, $k, $s, $h, $w,
-                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s) },
-                { $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s) }>)
+                { $crate::__at!(($k) $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s)) },
+                { $crate::__at!(($k) $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s)) }>)
             (@image ($($t)+) ($c)
                 ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, 0) })
                 ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, 0) })
@@ -518,7 +518,7 @@ macro_rules! __net_image {
     // A softmax after a dense layer: its width.
     // Batch normalization of vectors: (width[, activation]), checked against what reaches it.
     (@vector (i8) $given:tt BatchNorm1d $($rest:tt)*) => {
-        $crate::__net_image!(@conv_type BatchNorm1d (i8) ())
+        $crate::__net_image!(@conv_type BatchNorm1d (i8) ($($rest)*))
     };
     (@vector $t:tt $given:tt BatchNorm1d<$n:tt> $($rest:tt)*) => {
         $crate::__net_image!(@batch_norm_1d $t $given ($crate::__net_image!(@name BatchNorm1d $n))
@@ -530,14 +530,14 @@ macro_rules! __net_image {
     };
     (@batch_norm_1d ($($t:tt)+) (dense $o:tt) ($name:expr) ($n:tt) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            ($crate::nn::BatchNorm1d<$($t)+, { $crate::nn::__inputs($name, $n, $o) }, $a>)
+            ($crate::nn::BatchNorm1d<$($t)+, { $crate::__at!(($n) $crate::nn::__inputs($name, $n, $o)) }, $a>)
             (@vector ($($t)+) (dense $o))
             $($rest)*)
     };
     (@batch_norm_1d ($($t:tt)+) (flatten $from_input:tt $c:tt $h:tt $w:tt) ($name:expr) ($n:tt) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::BatchNorm1d<$($t)+,
-                { $crate::nn::__flattened_inputs($name, $from_input, $n, ($c, $h, $w)) }, $a>)
+                { $crate::__at!(($n) $crate::nn::__flattened_inputs($name, $from_input, $n, ($c, $h, $w))) }, $a>)
             (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
@@ -554,10 +554,10 @@ macro_rules! __net_image {
             (@vector $t (dense $o)) $($rest)*)
     };
     (@inputs (flatten $from_input:tt $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
-        $crate::nn::__flattened_inputs($name, $from_input, $i, ($c, $h, $w))
+        $crate::__at!(($i) $crate::nn::__flattened_inputs($name, $from_input, $i, ($c, $h, $w)))
     };
     (@inputs (dense $o:tt) $name:expr, $i:tt) => {
-        $crate::nn::__inputs($name, $i, $o)
+        $crate::__at!(($i) $crate::nn::__inputs($name, $i, $o))
     };
     // A layer as written, for messages: `Conv2d<8, 16, 5, Relu>`.
     (@name $kind:ident $first:tt $(, $arg:tt)*) => {
@@ -571,17 +571,17 @@ macro_rules! __net_image {
         $crate::nn::QConv2d<$ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
     (@conv_type DepthwiseConv2d (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
-        $crate::nn::QDepthwiseConv2d<$ci, { $crate::nn::__depthwise_filters($ci, $co) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
+        $crate::nn::QDepthwiseConv2d<$ci, { $crate::__at!(($co) $crate::nn::__depthwise_filters($ci, $co)) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
     (@conv_type $kind:ident (i8) ($($arg:tt)*)) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($arg)*) ::core::concat!(
             "`", ::core::stringify!($kind), "` has no int8 form: fold it into the layer before it ",
             "(`", ::core::stringify!($kind), "::fold_into`) and write the int8 net without it, as ",
             "TensorFlow Lite does"
         ))
     };
     (@conv_type DepthwiseConv2d ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
-        $crate::nn::DepthwiseConv2d<$t, $ci, { $crate::nn::__depthwise_filters($ci, $co) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
+        $crate::nn::DepthwiseConv2d<$t, $ci, { $crate::__at!(($co) $crate::nn::__depthwise_filters($ci, $co)) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
     (@conv_type $kind:ident ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
         $crate::nn::$kind<$t, $ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
@@ -590,26 +590,26 @@ macro_rules! __net_image {
     (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
     // Mistakes of order.
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Dense $($rest:tt)*) => {
-        $crate::__net_image!(@mistake "`Dense` takes a vector: put `Flatten` between the image layers and it")
+        $crate::__net_image!(@mistake ($($rest)*) "`Dense` takes a vector: put `Flatten` between the image layers and it")
     };
     (@vector $t:tt $given:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($t2) ::core::concat!(
             "`Dense<", ::core::stringify!($t2, $i, $o $(, $a)?), ">`: in `net!`'s image form a dense layer is ",
             "`Dense<inputs, outputs>` or `Dense<inputs, outputs, Activation>`; ",
             "its element type is `Input`'s"
         ))
     };
     (@vector $t:tt $given:tt $layer:ident $($rest:tt)*) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($layer) ::core::concat!(
             "`", ::core::stringify!($layer), "` after `Flatten`: only `Dense` layers (and `Softmax` ",
             "after one, and `Dropout`) take a vector"
         ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt) => {
-        $crate::__net_image!(@mistake "a net needs a layer after its `Input`")
+        $crate::__net_image!(@mistake () "a net needs a layer after its `Input`")
     };
     (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($($arg),+)?) ::core::concat!(
             "`", ::core::stringify!($kind) $(, "<", ::core::stringify!($($arg),+), ">")?,
             "` in a net without `Input`: a net of images starts with ",
             "`Input<T, channels, height, width>`, which gives the sizes of its images, ",
@@ -617,7 +617,7 @@ macro_rules! __net_image {
         ))
     };
     (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
-        $crate::__net_image!(@mistake ::core::concat!(
+        $crate::__net_image!(@mistake ($($rest)+) ::core::concat!(
             "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, `GlobalAvgPool2d`, `ZeroPad2d<..>`, ",
             "`BatchNorm2d<..>`, `BatchNorm1d<..>`, `Residual<[..]>`, `Dropout<..>`, `Flatten` or ",
             "`Dense<..>`, found `",
@@ -626,8 +626,9 @@ macro_rules! __net_image {
     };
     // A mistake of spelling or order: its message, in a type that stands for the net so that
     // the uses of the net add no errors of their own (the type refers to an error).
-    (@mistake $($message:tt)+) => {
-        $crate::nn::__Mistake<{ ::core::compile_error!($($message)+); 0 }>
+    // Reported at the first token of `$loc`, which the user wrote (where there is one).
+    (@mistake ($($loc:tt)*) $($message:tt)+) => {
+        $crate::nn::__Mistake<{ $crate::__at!(($($loc)*) ::core::compile_error!($($message)+)); 0 }>
     };
     // The layer just read: the last one, or the first of a chain.
     (@emit ($layer:ty) ($($state:tt)*) $(,)?) => { $layer };

@@ -21,6 +21,7 @@ use crate::format::decode::{self, Source};
 use crate::quant::Quantization;
 
 /// The shape rule of the padding layers: `OH = TOP + H + BOTTOM`, `OW = LEFT + W + RIGHT`.
+#[track_caller]
 const fn check_padded(
     layer: &str,
     (h, w): (usize, usize),

@@ -16,6 +16,7 @@ use num_traits::Float;
 
 #[cfg(feature = "rand")]
 use super::Init;
+use super::shape::check_nonzero;
 use super::{
     Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
 };
@@ -61,6 +62,12 @@ pub struct Dense<T: Sample, const I: usize, const O: usize, A = Identity, S: Sto
 }
 
 impl<T: Sample, const I: usize, const O: usize, A: Activation, S: Store> Dense<T, I, O, A, S> {
+    /// The shape rule, evaluated when the layer's code is generated: neither width is 0.
+    const SHAPE: () = {
+        check_nonzero("Dense", "inputs", I);
+        check_nonzero("Dense", "outputs", O);
+    };
+
     /// A layer with the given parameters; a `const fn`, so an [`Inline`] layer can initialize
     /// a `static`.
     ///
@@ -71,6 +78,9 @@ impl<T: Sample, const I: usize, const O: usize, A: Activation, S: Store> Dense<T
     /// ```
     #[must_use]
     pub const fn new(weight: S::Matrix<T, O, I>, bias: S::Vector<T, O>) -> Self {
+        // Checked where the layer is made (the error's last note points at the caller), and
+        // again in the forward pass for layers built field by field.
+        let () = Self::SHAPE;
         Self {
             weight,
             bias,
@@ -95,6 +105,7 @@ impl<T: Sample, const I: usize, const O: usize, A: Activation, S: Store> Dense<T
     where
         T: Float,
     {
+        let () = Self::SHAPE; // checked here too, so that the error points at the caller
         let mut weight = S::matrix_filled(T::ZERO);
         init.fill(S::matrix_mut(&mut weight).as_flattened_mut(), I, O, rng);
         Self::new(weight, S::vector_filled(T::ZERO))
@@ -140,6 +151,7 @@ where
 
     #[inline]
     fn forward<const B: usize>(&self, x: &[[T; I]; B], y: &mut [[T; O]; B]) {
+        let () = Self::SHAPE;
         // Z = X·Wᵀ                    (BxI)(IxO) -> BxO; one sample is a matrix-vector product
         kernels::matmul_transpose_rhs_into(x, S::matrix(&self.weight), y);
         // A = f(Z + b), in place      BxO
@@ -289,6 +301,7 @@ where
     }
 
     fn zeros() -> Self {
+        let () = Self::SHAPE; // checked here too, so that the error points at the caller
         Self::new(S::matrix_filled(T::ZERO), S::vector_filled(T::ZERO))
     }
 }

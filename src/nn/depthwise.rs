@@ -24,7 +24,7 @@ use num_traits::Float;
 
 #[cfg(feature = "rand")]
 use super::Init;
-use super::shape::{Window, check_depthwise_channels, check_output_size};
+use super::shape::{Window, check_depthwise_channels, check_nonzero, check_output_size};
 use super::{
     Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
 };
@@ -111,8 +111,10 @@ impl<
 > DepthwiseConv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S>
 {
     /// The shape rules, evaluated when the layer's code is generated: `OC` is a multiple of
-    /// `C`, and `OH` and `OW` are the output sizes of `H` and `W`.
+    /// `C`, neither 0, and `OH` and `OW` are the output sizes of `H` and `W`.
     const SHAPE: () = {
+        check_nonzero("DepthwiseConv2d", "input channels", C);
+        check_nonzero("DepthwiseConv2d", "output channels", OC);
         check_depthwise_channels(C, OC);
         check_output_size(
             "DepthwiseConv2d",

@@ -15,7 +15,7 @@
 use super::qdense::{
     MOST_PRODUCTS, QuantizedActivation, Requantization, WEIGHT_RANGE, int8_tensors,
 };
-use super::shape::{Window, check_output_size};
+use super::shape::{Window, check_nonzero, check_output_size};
 use super::{Bake, Identity, Inline, Layer, SafetensorsFile, Store};
 use crate::format::decode::{self, Source};
 use crate::format::{Error, Message, NetSpec};
@@ -101,6 +101,8 @@ impl<
     /// The shape rule (as [`Conv2d`](super::Conv2d)'s) and the accumulator's bound: `C·K·K`
     /// products of at most `128 · 127` leave room in an `i32` for a bias of up to `2^30`.
     pub(crate) const SHAPE: () = {
+        check_nonzero("QConv2d", "input channels", C);
+        check_nonzero("QConv2d", "output channels", OC);
         check_output_size("QConv2d", "height", Window::Kernel, (H, K, STRIDE, PAD), OH);
         check_output_size("QConv2d", "width", Window::Kernel, (W, KW, STRIDE, PAD), OW);
         if C * K * KW > MOST_PRODUCTS {

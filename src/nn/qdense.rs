@@ -13,6 +13,7 @@
 //! [`Multiplier`]; ReLU is the lower clamp at `z_out` (0 in real terms). Derivation and choices:
 //! `docs/quantization.md`.
 
+use super::shape::check_nonzero;
 use super::{Bake, Identity, Inline, Layer, Relu, Relu6, SafetensorsFile, Sample, Store};
 use crate::format::decode::{self, Source};
 use crate::format::{Error, Message, NetSpec};
@@ -131,16 +132,21 @@ pub struct QDense<const I: usize, const O: usize, A = Identity, S: Store = Inlin
 }
 
 impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I, O, A, S> {
-    /// The accumulator cannot overflow: `I` products of at most `128 · 127` in magnitude (the
-    /// weights are in `-127..=127`) leave room in an `i32` for a bias of up to `2^30`.
-    pub(crate) const ACCUMULATOR_FITS: () = if I > MOST_PRODUCTS {
-        Message::new()
-            .str("QDense: ")
-            .number(I)
-            .str(" inputs could overflow the i32 accumulator (at most ")
-            .number(MOST_PRODUCTS)
-            .str(", so that products of at most 128 x 127 sum within 2^30)")
-            .panic()
+    /// The shape rules: neither width is 0, and the accumulator cannot overflow: `I` products
+    /// of at most `128 · 127` in magnitude (the weights are in `-127..=127`) leave room in an
+    /// `i32` for a bias of up to `2^30`.
+    pub(crate) const SHAPE: () = {
+        check_nonzero("QDense", "inputs", I);
+        check_nonzero("QDense", "outputs", O);
+        if I > MOST_PRODUCTS {
+            Message::new()
+                .str("QDense: ")
+                .number(I)
+                .str(" inputs could overflow the i32 accumulator (at most ")
+                .number(MOST_PRODUCTS)
+                .str(", so that products of at most 128 x 127 sum within 2^30)")
+                .panic()
+        }
     };
 
     /// A layer from its integer parameters: the weight `[O][I]`, the bias with the input's zero
@@ -154,7 +160,7 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
         input: Quantization,
         output: Quantization,
     ) -> Self {
-        let () = Self::ACCUMULATOR_FITS;
+        let () = Self::SHAPE;
         Self {
             weight: S::matrix_copied(&weight),
             bias: S::vector_copied(&bias),
@@ -170,7 +176,7 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
     /// the clamp.
     #[inline]
     fn forward_sample(&self, x: &[i8; I], y: &mut [i8; O]) {
-        let () = Self::ACCUMULATOR_FITS;
+        let () = Self::SHAPE;
         let weight = S::matrix(&self.weight);
         let (bias, multiplier, exponent) = (
             S::vector(&self.bias),
@@ -528,7 +534,7 @@ mod quantize {
             input: Quantization,
             samples: &[[T; I]],
         ) -> Result<(Self::Quantized, Quantization, Vec<[T; O]>), QuantizeError> {
-            let () = QDense::<I, O, A, Heap>::ACCUMULATOR_FITS;
+            let () = QDense::<I, O, A, Heap>::SHAPE;
             let (weights, bias) = (
                 S::matrix(&self.weight).as_flattened(),
                 S::vector(&self.bias),

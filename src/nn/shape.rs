@@ -72,19 +72,18 @@ pub(crate) const fn output_size(
 }
 
 /// [`output_size`] without the checks, for [`net!`](crate::net) to pass a size on to the next
-/// layer: 0 where the check fails, and 0 for an `input` of 0 that does not come straight from
-/// `Input` (`from_input`: a layer before failed), so that every size after a mistake is 0 and
-/// the layers there do not report it again.
+/// layer: 0 where the check fails, and 0 for an `input` of 0 (a mistake before, reported
+/// there: `net!` refuses a size of 0 where it is written), so that every size after a mistake
+/// is 0 and the layers there do not report it again.
 #[doc(hidden)]
 #[must_use]
 pub const fn __output_size_unchecked(
-    from_input: bool,
     input: usize,
     window: usize,
     stride: usize,
     padding: usize,
 ) -> usize {
-    if (input == 0 && !from_input) || !fits(input, window, stride, padding) {
+    if input == 0 || !fits(input, window, stride, padding) {
         0
     } else {
         (input + 2 * padding - window) / stride + 1
@@ -98,22 +97,20 @@ const fn fits(input: usize, window: usize, stride: usize, padding: usize) -> boo
 }
 
 /// [`output_size`] for [`net!`](crate::net): a convolution's own output height or width
-/// (`layer` is the layer as written). `from_input` says the sizes come straight from `Input`;
-/// after another layer, an `input` of 0 is the consequence of a mistake reported there (see
-/// [`__output_size_unchecked`]), and gives 0 without a second error.
+/// (`layer` is the layer as written). An `input` of 0 is the consequence of a mistake reported
+/// before (see [`__output_size_unchecked`]), and gives 0 without a second error.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
 pub const fn __conv_output_size(
     layer: &str,
     dimension: &str,
-    from_input: bool,
     input: usize,
     kernel: usize,
     stride: usize,
     padding: usize,
 ) -> usize {
-    if input == 0 && !from_input {
+    if input == 0 {
         return 0;
     }
     output_size(
@@ -131,12 +128,11 @@ pub const fn __conv_output_size(
 pub const fn __pool_output_size(
     layer: &str,
     dimension: &str,
-    from_input: bool,
     input: usize,
     window: usize,
     stride: usize,
 ) -> usize {
-    if input == 0 && !from_input {
+    if input == 0 {
         return 0;
     }
     output_size(layer, dimension, Window::Pool, (input, window, stride, 0))
@@ -202,6 +198,32 @@ pub const fn __depthwise_filters(input: usize, output: usize) -> usize {
     output
 }
 
+/// Checks that a layer's size `value` (`what`: "output channels", "outputs", ...) is not 0,
+/// naming the layer and the size otherwise: a layer of 0 channels or 0 outputs gives a
+/// constant, and a later layer of it computes nothing (no net means it; a constant written as
+/// `8 / 16` may be 0 by mistake).
+#[track_caller]
+pub(crate) const fn check_nonzero(layer: &str, what: &str, value: usize) {
+    if value == 0 {
+        Message::new()
+            .str(layer)
+            .str(" has 0 ")
+            .str(what)
+            .str("; every size of a layer is at least 1")
+            .panic()
+    }
+}
+
+/// For [`net!`](crate::net): [`check_nonzero`] where the net is written, the layer named as
+/// written; returns `value`.
+#[doc(hidden)]
+#[must_use]
+#[track_caller]
+pub const fn __nonzero(layer: &str, what: &str, value: usize) -> usize {
+    check_nonzero(layer, what, value);
+    value
+}
+
 const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     crate::format::bytes_eq(a, b)
 }
@@ -213,7 +235,8 @@ const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 #[must_use]
 #[track_caller]
 pub const fn __input_channels(layer: &str, written: usize, given: usize) -> usize {
-    if written != given {
+    // 0 channels given: a mistake before, reported there.
+    if written != given && given != 0 {
         Message::new()
             .str("`")
             .str(layer)
@@ -237,7 +260,8 @@ pub const fn __input_channels(layer: &str, written: usize, given: usize) -> usiz
 #[must_use]
 #[track_caller]
 pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
-    if written != given {
+    // 0 inputs given: a mistake before, reported there.
+    if written != given && given != 0 {
         Message::new()
             .str("`")
             .str(layer)
@@ -259,13 +283,12 @@ pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
 #[track_caller]
 pub const fn __flattened_inputs(
     layer: &str,
-    from_input: bool,
     written: usize,
     (channels, height, width): (usize, usize, usize),
 ) -> usize {
     let given = channels * height * width;
-    // A failed layer zeroes the height and width; 0 channels are a size like any other.
-    let reported = (height == 0 || width == 0) && !from_input;
+    // A failed layer zeroes the height and width; 0 channels are refused where written.
+    let reported = channels == 0 || height == 0 || width == 0;
     if !reported && written != given {
         Message::new()
             .str("`")

@@ -46,7 +46,7 @@ use num_traits::Float;
 
 #[cfg(feature = "rand")]
 use super::Init;
-use super::shape::{Window, check_output_size};
+use super::shape::{Window, check_nonzero, check_output_size};
 use super::{
     Activation, Bake, Heap, Identity, Inline, Layer, Parameters, SafetensorsFile, Sample, Store,
 };
@@ -166,9 +166,11 @@ impl<
     const KW: usize,
 > Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
 {
-    /// The shape rule, evaluated when the layer's code is generated: `OH` and `OW` are the
-    /// output sizes of `H` and `W`.
+    /// The shape rule, evaluated when the layer's code is generated: no channel count is 0,
+    /// and `OH` and `OW` are the output sizes of `H` and `W`.
     const SHAPE: () = {
+        check_nonzero("Conv2d", "input channels", C);
+        check_nonzero("Conv2d", "output channels", OC);
         check_output_size("Conv2d", "height", Window::Kernel, (H, K, STRIDE, PAD), OH);
         check_output_size("Conv2d", "width", Window::Kernel, (W, KW, STRIDE, PAD), OW);
     };

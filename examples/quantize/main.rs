@@ -2,15 +2,16 @@
 //! their f32 originals.
 //!
 //! ```text
-//! cargo run --release --example quantize [-- --data DIR --calibration 500 --out models]
+//! cargo run --release --example quantize [-- --data DIR --calibration 500 --out DIR]
 //! ```
 //!
 //! The data is found (or downloaded) as `mnist_static` finds it. Each net (the MLP
 //! `models/mnist-784-128-64-10.safetensors` and the LeNet-5 `models/mnist-cnn-lenet5.safetensors`)
-//! is quantized with `nn::quantize`, calibrated on the first training images, written next to
-//! its original with `-int8` in its name (`--out` picks another directory; it is checked before
-//! any work), read back and compared, and both forms are measured on the 10,000 test images. The
-//! last lines, one per net, are meant for scripts:
+//! is quantized with `nn::quantize`, calibrated on the first training images, written under
+//! its original's name with `-int8` to `target/quantized/` (`--out` picks another directory,
+//! created if need be and checked before any work; `--out models` writes the shipped int8 files
+//! again, which gives the same bytes on every machine), read back and compared, and both forms
+//! are measured on the 10,000 test images. The last lines, one per net, are meant for scripts:
 //!
 //! ```text
 //! mlp: f32 98.10%, int8 98.16%, 427 KiB -> 109 KiB, 4.8 µs -> 1.4 µs
@@ -61,7 +62,8 @@ Usage: cargo run --release --example quantize [-- OPTIONS]
 Options:
   --data DIR          where the MNIST files are (else $MNIST_DIR, data/mnist, or downloaded)
   --calibration N     training images the activations' ranges are measured on (default 500)
-  --out DIR           where the int8 files are written (default: models/, next to the f32 files)
+  --out DIR           where the int8 files are written, created if need be (default:
+                      target/quantized/; `--out models` replaces the shipped int8 files)
   -h, --help          this text
 
 Exit codes:
@@ -82,7 +84,7 @@ fn parse_args() -> Result<Option<Options>, String> {
     let mut options = Options {
         data: None,
         calibration: 500,
-        out: model(""),
+        out: default_out(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -147,6 +149,16 @@ fn summary(name: &str, accuracy: (f64, f64), bytes: (usize, usize), micros: (f64
 }
 
 /// The shipped model `file`, in `models/` at the repository's root (this package is `examples/`).
+/// `target/quantized/` in the repository: a directory of its own, so that a run never touches
+/// the shipped files unless asked to (`--out models`).
+fn default_out() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    root.parent()
+        .expect("the examples' package is a directory of the repository")
+        .join("target")
+        .join("quantized")
+}
+
 fn model(file: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     root.parent()
@@ -296,7 +308,8 @@ fn main() -> ExitCode {
         // The output directory is checked before the work: a file that cannot be written is
         // found now, not after quantizing.
         let probe = options.out.join(".quantize-write-check");
-        std::fs::write(&probe, b"")
+        std::fs::create_dir_all(&options.out)
+            .and_then(|()| std::fs::write(&probe, b""))
             .and_then(|()| std::fs::remove_file(&probe))
             .map_err(|e| format!("cannot write to --out {}: {e}", options.out.display()))?;
         let dir = common::fetch::mnist_dir(options.data.as_deref()).map_err(|e| e.to_string())?;

@@ -14,11 +14,11 @@ use super::qdense::{MULTIPLIER_RANGE, int8_tensor};
 use super::{Bake, Layer, SafetensorsFile, Store};
 use crate::format::decode::{self, Source};
 use crate::format::{Error, NetSpec};
-use crate::quant::Quantization;
 use crate::quant::fixed_point::{
     SOFTMAX_DIFF_INTEGER_BITS, SOFTMAX_SUM_INTEGER_BITS, exp_on_negative_values,
-    multiply_by_power_of_two, reciprocal,
+    multiply_by_power_of_two, reciprocal, softmax_input_multiplier,
 };
+use crate::quant::{Multiplier, Quantization};
 use crate::quant::{rounding_divide_by_power_of_two, saturating_rounding_doubling_high_mul};
 
 /// The output quantization of every int8 softmax: probabilities in `[0, 1)` onto `-128..=127`.
@@ -108,23 +108,13 @@ impl<const N: usize> QSoftmax<N> {
             "a softmax's input scale is positive and finite, not {}",
             input.scale
         );
-        let real = (f64::from(input.scale) * f64::from(1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)))
-            .clamp(1.0, f64::from(i32::MAX));
-        // real = f·2^e, f in [0.5, 1): the exponent from the float's bits, exactly.
-        let mut exponent = 0;
-        let mut f = real;
-        while f >= 1.0 {
-            f /= 2.0;
-            exponent += 1;
-        }
-        let mut multiplier = num_traits::Float::round(f * 2_147_483_648.0) as i64;
-        if multiplier == 1 << 31 {
-            multiplier /= 2;
-            exponent += 1;
-        }
+        let Multiplier {
+            multiplier,
+            exponent,
+        } = softmax_input_multiplier(input.scale);
         Self {
             input,
-            multiplier: multiplier as i32,
+            multiplier,
             exponent,
         }
     }

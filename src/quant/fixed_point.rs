@@ -172,3 +172,30 @@ pub const fn reciprocal(x: i32, integer_bits: i32) -> (i32, i32) {
     let shifted_minus_one = ((x as u32) << headroom_plus_one).wrapping_sub(1 << 31) as i32;
     (one_over_one_plus_x(shifted_minus_one), bits_over_unit)
 }
+
+/// The multiplier that scales an int8 softmax's logit differences (input scale `scale`) to
+/// Q5.26: TensorFlow Lite's `PreprocessSoftmaxScaling` with beta 1, `scale·2^26` held to
+/// `[1, 2^31 - 1]`, then its significand and exponent as `QuantizeMultiplier` rounds them
+/// (the exponent in `0..=31`). [`nn::QSoftmax::new`](crate::nn::QSoftmax::new) and a
+/// converter of TensorFlow Lite files compute it with this.
+#[must_use]
+pub fn softmax_input_multiplier(scale: f32) -> super::Multiplier {
+    let real = (f64::from(scale) * f64::from(1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)))
+        .clamp(1.0, f64::from(i32::MAX));
+    // real = f·2^e, f in [0.5, 1): the exponent from the float's bits, exactly.
+    let mut exponent = 0;
+    let mut f = real;
+    while f >= 1.0 {
+        f /= 2.0;
+        exponent += 1;
+    }
+    let mut multiplier = num_traits::Float::round(f * 2_147_483_648.0) as i64;
+    if multiplier == 1 << 31 {
+        multiplier /= 2;
+        exponent += 1;
+    }
+    super::Multiplier {
+        multiplier: multiplier as i32,
+        exponent,
+    }
+}

@@ -86,3 +86,6 @@ pub fn import(model: &[u8], file_name: &str, name: &str) -> Result<Imported, Err
     );
     Ok(Imported { source, weights })
 }
+
+#[cfg(test)]
+mod tests;

@@ -69,13 +69,15 @@ pub fn import(model: &[u8], file_name: &str, name: &str) -> Result<Imported, Err
     }
     let mut tensors = weights::Weights::default();
     weights::write(&graph, int8, &net.layers, "", &mut tensors)?;
-    let weights = tensors.to_bytes(&[
-        ("source", file_name.to_owned()),
-        (
-            "written_by",
-            format!("constmat-import {}", env!("CARGO_PKG_VERSION")),
+    // One metadata entry: the safetensors crate writes a map's entries in no fixed order, and
+    // the same model must give the same bytes.
+    let weights = tensors.to_bytes(&[(
+        "imported_from",
+        format!(
+            "{file_name} by constmat-import {}",
+            env!("CARGO_PKG_VERSION")
         ),
-    ]);
+    )]);
     let source = source::write(
         &net,
         int8,

@@ -241,6 +241,11 @@ fn small(conv: Options, softmax_beta: f32) -> Vec<u8> {
 #[test]
 fn a_float_net_imports() {
     let imported = import(&small(SAME, 1.0), "small.tflite", "small").unwrap();
+    assert_eq!(
+        import(&small(SAME, 1.0), "small.tflite", "small").unwrap(),
+        imported,
+        "the same bytes again"
+    );
     for line in [
         "Input<f32, 1, 4, 4>,",
         "Conv2d<1, 2, 3, 1, 1, Relu>,",

@@ -1,0 +1,53 @@
+//! `kws`: the TensorFlow Lite model `kws_ref_model.tflite` as a typed constmat net, written by
+//! constmat-import 0.1.0. Its weights are `kws.safetensors`, beside this file.
+//! Do not edit: import the model again.
+//!
+//! `invoke` runs it on one input laid out as TensorFlow Lite lays it out (height, width,
+//! then channels), and gives its output likewise. No allocation, no `std`.
+
+use constmat::embed::Baked;
+use constmat::nn::{Layer, Relu};
+
+/// The net's type: its layers and every size between them.
+pub type Net = constmat::net![
+    Input<i8, 1, 49, 10>,
+    ZeroPad2d<1, 1, 4, 5>,
+    Conv2d<1, 64, (10, 4), 2, 0, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+    Conv2d<64, 64, 1, 1, 0, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+    Conv2d<64, 64, 1, 1, 0, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+    Conv2d<64, 64, 1, 1, 0, Relu>,
+    DepthwiseConv2d<64, 64, 3, 1, 1, Relu>,
+    Conv2d<64, 64, 1, 1, 0, Relu>,
+    GlobalAvgPool2d,
+    Flatten,
+    Dense<64, 12>,
+    Softmax,
+];
+
+/// The net, its weights baked in at compile time.
+pub static NET: Baked<Net> = constmat::include_net!("kws.safetensors");
+
+/// The input's length: 49 x 10 x 1 values.
+pub const INPUT_LEN: usize = 490;
+/// The output's length.
+pub const OUTPUT_LEN: usize = 12;
+/// The bytes of read-only memory the parameters take.
+pub const PARAMETER_BYTES: usize = <Baked<Net> as Layer>::PARAMETER_BYTES;
+/// The bytes of working memory (stack) one `invoke` takes: the net's, and the input
+/// reordered to channels first.
+pub const WORKING_BYTES: usize =
+    <Baked<Net> as Layer>::WORKING_BYTES + INPUT_LEN * core::mem::size_of::<i8>();
+
+/// Runs the net on `input` (49 x 10 x 1, channels last, as TensorFlow Lite's input
+/// tensor) and writes its 12 outputs.
+pub fn invoke(input: &[i8; INPUT_LEN], output: &mut [i8; OUTPUT_LEN]) {
+    // TensorFlow Lite's order (height, width, channels) to constmat's (channels first).
+    let mut image = [[[0_i8; 10]; 49]; 1];
+    for (i, &value) in input.iter().enumerate() {
+        image[0][i / 10][i % 10] = value;
+    }
+    NET.forward_one(&image, output);
+}

@@ -63,7 +63,8 @@ Options:
   --data DIR          where the MNIST files are (else $MNIST_DIR, data/mnist, or downloaded)
   --calibration N     training images the activations' ranges are measured on (default 500)
   --out DIR           where the int8 files are written, created if need be (default:
-                      target/quantized/; `--out models` replaces the shipped int8 files)
+                      target/quantized/; `--out models` from the repository's root
+                      replaces the shipped int8 files)
   -h, --help          this text
 
 Exit codes:
@@ -148,17 +149,23 @@ fn summary(name: &str, accuracy: (f64, f64), bytes: (usize, usize), micros: (f64
     )
 }
 
-/// The shipped model `file`, in `models/` at the repository's root (this package is `examples/`).
-/// `target/quantized/` in the repository: a directory of its own, so that a run never touches
-/// the shipped files unless asked to (`--out models`).
+/// `quantized/` in the build's target directory (`$CARGO_TARGET_DIR`, else the repository's
+/// `target/`): a directory of its own, so that a run never touches the shipped files unless
+/// asked to (`--out models`).
 fn default_out() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    root.parent()
-        .expect("the examples' package is a directory of the repository")
-        .join("target")
-        .join("quantized")
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .expect("the examples' package is a directory of the repository")
+                .join("target")
+        },
+        PathBuf::from,
+    );
+    target.join("quantized")
 }
 
+/// The shipped model `file`, in `models/` at the repository's root (this package is `examples/`).
 fn model(file: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     root.parent()

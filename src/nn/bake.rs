@@ -73,11 +73,13 @@ impl<F: SafetensorsFile, P: PartName> SafetensorsFile for Within<F, P> {
 /// The error is a separate constant rather than a panic (or a `Result` around the value), so
 /// that it can be raised where [`include_net!`](crate::include_net) is written, and so that
 /// `const` code can take the value without running a generic destructor:
-/// [`embed::bake`](crate::embed::bake) and the macro first evaluate
+/// [`embed::bake_error`](crate::embed::bake_error) evaluates
 /// [`format::validate_layout`](crate::format::validate_layout) against the net's
-/// [`SPEC`](Layer::SPEC) (names, dtypes, shapes), then panic with `ERROR` if there is one (a
-/// value the decoding found not finite, [`format::decode`](crate::format::decode)), then take
-/// `BAKED`. A layer computes both in one pass over its values.
+/// [`SPEC`](Layer::SPEC) (names, dtypes, shapes), then `ERROR` (a value the decoding found not
+/// finite, [`format::decode`](crate::format::decode)); [`embed::bake`](crate::embed::bake)
+/// panics with that before it takes `BAKED`, and the macro after (outside a generic function,
+/// so that the message does not name the net's type; `BAKED` of a file that does not fit is
+/// zeros, never a panic). A layer computes both in one pass over its values.
 pub trait Bake<F: SafetensorsFile>: Layer + Sized {
     /// The layer read from `F`, starting at module `F::FIRST_MODULE` (zeros where the file
     /// does not fit: then `ERROR` says why).

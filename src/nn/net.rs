@@ -139,10 +139,10 @@ macro_rules! net {
     // `Input`'s goes through the checks as any size.
     // An int8 net: the same layers in their int8 forms (`QConv2d`, `QDense`).
     (Input<i8, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
-        $crate::__net_image!(@input (i8) ($c, $h, $w) $($($rest)*)?)
+        $crate::__net_image!(@image (i8) ($c) ($h) ($w) (true) $($($rest)*)?)
     };
     (Input<$t:ty, $c:tt, $h:tt, $w:tt> $(, $($rest:tt)*)?) => {
-        $crate::__net_image!(@input ($t) ($c, $h, $w) $($($rest)*)?)
+        $crate::__net_image!(@image ($t) ($c) ($h) ($w) (true) $($($rest)*)?)
     };
     // Image layers in their short forms (sizes written as literals) in a net without `Input`.
     // A type of the same name with other parameters (the full `Conv2d<T, ..>`, a user's alias
@@ -177,8 +177,7 @@ macro_rules! net {
     // Dense layers whose widths are literals: each one's inputs are checked against the
     // outputs of the one before, where the net is written.
     (Dense<$t:ty, $i:tt, $o:literal $(, $a:ty)?> $(, $($rest:tt)*)?) => {
-        $crate::__net_dense!(($o) (Dense<$t,
-            { $crate::__net_image!(@nonzero_named ($crate::__net_dense!(@name $t, $i, $o $(, $a)?)) "inputs" $i) },
+        $crate::__net_dense!(($o) (Dense<$t, $i,
             { $crate::__net_image!(@nonzero_named ($crate::__net_dense!(@name $t, $i, $o $(, $a)?)) "outputs" $o) }
             $(, $a)?>) $(, $($rest)*)?)
     };
@@ -216,62 +215,48 @@ macro_rules! __net_dense {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __net_image {
-    // `Input`: its sizes start the image state; each is checked not to be 0, once, by the
-    // net's type (a 0 passed on is then a mistake reported, not checked again).
-    (@input ($($t:tt)+) ($c:tt, $h:tt, $w:tt) $($rest:tt)*) => {
-        <$crate::__net_image!(@image ($($t)+) ($c) ($h) ($w) $($rest)*) as $crate::nn::__Checked<{
-            let name = ::core::concat!(
-                "`Input<", ::core::stringify!($($t)+), ", ", ::core::stringify!($c), ", ",
-                ::core::stringify!($h), ", ", ::core::stringify!($w), ">`"
-            );
-            let _ = $crate::__at!(($c) $crate::nn::__nonzero(name, "channels", $c));
-            let _ = $crate::__at!(($h) $crate::nn::__nonzero(name, "rows", $h));
-            let _ = $crate::__at!(($w) $crate::nn::__nonzero(name, "columns", $w));
-            0
-        }>>::Type
-    };
     // A size of a layer, written `$v`, checked not to be 0 where it is written (`$name`: the
     // layer as written, from `@name`).
     (@nonzero_named ($name:expr) $what:literal $v:tt) => {
         $crate::__at!(($v) $crate::nn::__nonzero(::core::concat!("`", $name, "`"), $what, $v))
     };
     // Convolutions, plain and depthwise: (in, out, kernel[, stride, padding][, activation]).
-    (@image $t:tt $c:tt $h:tt $w:tt Conv2d<$($arg:tt),+> $($rest:tt)*) => {
-        $crate::__net_image!(@convolution Conv2d $t $c $h $w <$($arg),+> $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Conv2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@convolution Conv2d $t $c $h $w $from_input <$($arg),+> $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt DepthwiseConv2d<$($arg:tt),+> $($rest:tt)*) => {
-        $crate::__net_image!(@convolution DepthwiseConv2d $t $c $h $w <$($arg),+> $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt DepthwiseConv2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@convolution DepthwiseConv2d $t $c $h $w $from_input <$($arg),+> $($rest)*)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $kind $t $c $h $w ($crate::__net_image!(@name $kind $ci, $co, $k))
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k))
             ($ci, $co, $k, 1, 0, $crate::nn::Identity) $($rest)*)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:literal> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ($s) ::core::concat!(
             "`", ::core::stringify!($kind), "<", ::core::stringify!($ci, $co, $k, $s),
             ">`: a stride comes with its padding, `", ::core::stringify!($kind),
             "<in, out, kernel, stride, padding>` (then, optionally, the activation)"
         ))
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $kind $t $c $h $w ($crate::__net_image!(@name $kind $ci, $co, $k, $a))
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k, $a))
             ($ci, $co, $k, 1, 0, $a) $($rest)*)
     };
     // The activation where the padding goes: the built-in activations by name (a padding may
     // be a constant's name too).
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Relu> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Relu>)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Relu6> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Relu6> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Relu6>)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Sigmoid>)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Tanh> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Tanh>)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, Identity> $($rest:tt)*) => {
         $crate::__net_image!(@stride_without_padding $kind<$ci, $co, $k, $s, Identity>)
     };
     (@stride_without_padding $kind:ident<$ci:tt, $co:tt, $k:tt, $s:tt, $a:ident>) => {
@@ -286,15 +271,15 @@ macro_rules! __net_image {
             0
         }>
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $kind $t $c $h $w ($crate::__net_image!(@name $kind $ci, $co, $k, $s, $p))
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k, $s, $p))
             ($ci, $co, $k, $s, $p, $crate::nn::Identity) $($rest)*)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@conv $kind $t $c $h $w ($crate::__net_image!(@name $kind $ci, $co, $k, $s, $p, $a))
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@conv $kind $t $c $h $w $from_input ($crate::__net_image!(@name $kind $ci, $co, $k, $s, $p, $a))
             ($ci, $co, $k, $s, $p, $a) $($rest)*)
     };
-    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt <$($arg:tt),+> $($rest:tt)*) => {
+    (@convolution $kind:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt <$($arg:tt),+> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ($($arg),+) ::core::concat!(
             "`", ::core::stringify!($kind), "<", ::core::stringify!($($arg),+), ">`: expected `",
             ::core::stringify!($kind), "<in, out, kernel>`, `", ::core::stringify!($kind),
@@ -304,58 +289,58 @@ macro_rules! __net_image {
     // The input channels are checked against the channels that reach the layer (and the type
     // takes the latter, so that a mistake is one error, here).
     // A kernel of its own height and width, `(KH, KW)`: `Conv2d` (float or int8) takes one.
-    (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($name:expr) ($ci:tt, $co:tt, ($kh:tt, $kw:tt), $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+    (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, ($kh:tt, $kw:tt), $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            (<$crate::__net_image!(@conv_rect_type $kind $t ({ $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) },
+            ($crate::__net_image!(@conv_rect_type $kind $t ($name) ({ $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) },
                 $co, $kh, $kw, $s, $p, $h, $w,
-                { $crate::__at!(($kh) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $h, $kh, $s, $p)) },
-                { $crate::__at!(($kw) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $w, $kw, $s, $p)) }, $a))
-                as $crate::nn::__Checked<{ $crate::__net_image!(@nonzero_named ($name) "output channels" $co) }>>::Type)
+                { $crate::__at!(($kh) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $kh, $s, $p)) },
+                { $crate::__at!(($kw) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $kw, $s, $p)) }, $a)))
             (@image $t ($co)
-                ({ $crate::nn::__output_size_unchecked($h, $kh, $s, $p) })
-                ({ $crate::nn::__output_size_unchecked($w, $kw, $s, $p) }))
+                ({ $crate::nn::__output_size_unchecked($from_input, $h, $kh, $s, $p) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $w, $kw, $s, $p) })
+                (false))
             $($rest)*)
     };
-    (@conv_rect_type Conv2d (i8) ($ci:tt, $co:tt, $kh:tt, $kw:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
-        $crate::nn::QConv2d<$ci, $co, $kh, $s, $p, $h, $w, $oh, $ow, $a, $crate::nn::Inline, $kw>
+    (@conv_rect_type Conv2d (i8) ($name:expr) ($ci:tt, $co:tt, $kh:tt, $kw:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::QConv2d<$ci, { $crate::__net_image!(@nonzero_named ($name) "output channels" $co) }, $kh, $s, $p, $h, $w, $oh, $ow, $a, $crate::nn::Inline, $kw>
     };
-    (@conv_rect_type Conv2d ($t:ty) ($ci:tt, $co:tt, $kh:tt, $kw:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
-        $crate::nn::Conv2d<$t, $ci, $co, $kh, $s, $p, $h, $w, $oh, $ow, $a, $crate::nn::Heap, $kw>
+    (@conv_rect_type Conv2d ($t:ty) ($name:expr) ($ci:tt, $co:tt, $kh:tt, $kw:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::Conv2d<$t, $ci, { $crate::__net_image!(@nonzero_named ($name) "output channels" $co) }, $kh, $s, $p, $h, $w, $oh, $ow, $a, $crate::nn::Heap, $kw>
     };
-    (@conv_rect_type $kind:ident $t:tt ($ci:tt, $co:tt, $kh:tt, $($arg:tt)*)) => {
+    (@conv_rect_type $kind:ident $t:tt ($name:expr) ($ci:tt, $co:tt, $kh:tt, $($arg:tt)*)) => {
         $crate::__net_image!(@mistake ($kh) ::core::concat!(
             "`", ::core::stringify!($kind), "` with a kernel of its own height and width: only ",
             "`Conv2d` takes one; a depthwise convolution's kernel is square"
         ))
     };
-    (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
+    (@conv $kind:ident $t:tt ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
-            (<$crate::__net_image!(@conv_type $kind $t ({ $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) },
+            ($crate::__net_image!(@conv_type $kind $t ($name) ({ $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) },
                 $co, $k, $s, $p, $h, $w,
-                { $crate::__at!(($k) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $h, $k, $s, $p)) },
-                { $crate::__at!(($k) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $w, $k, $s, $p)) }, $a))
-                as $crate::nn::__Checked<{ $crate::__net_image!(@nonzero_named ($name) "output channels" $co) }>>::Type)
+                { $crate::__at!(($k) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s, $p)) },
+                { $crate::__at!(($k) $crate::nn::__conv_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s, $p)) }, $a)))
             (@image $t ($co)
-                ({ $crate::nn::__output_size_unchecked($h, $k, $s, $p) })
-                ({ $crate::nn::__output_size_unchecked($w, $k, $s, $p) }))
+                ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, $p) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, $p) })
+                (false))
             $($rest)*)
     };
     // Residual blocks: [branch layers][, [shortcut layers]][, activation]. The branch (and
     // the shortcut) read the sizes that reach the block; after it, an identity block gives
     // them unchanged (its type requires it), a projected one gives its branch's output.
-    (@image $t:tt $c:tt $h:tt $w:tt Residual<[$($b:tt)+], [$($s:tt)+], $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@projected $t $c $h $w ($($b)+) ($($s)+) ($a) $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+], [$($s:tt)+], $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@projected $t $c $h $w $from_input ($($b)+) ($($s)+) ($a) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Residual<[$($b:tt)+], [$($s:tt)+]> $($rest:tt)*) => {
-        $crate::__net_image!(@projected $t $c $h $w ($($b)+) ($($s)+) ($crate::nn::Identity) $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+], [$($s:tt)+]> $($rest:tt)*) => {
+        $crate::__net_image!(@projected $t $c $h $w $from_input ($($b)+) ($($s)+) ($crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Residual<[$($b:tt)+], $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@residual $t $c $h $w ($($b)+) ($a) $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+], $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@residual $t $c $h $w $from_input ($($b)+) ($a) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Residual<[$($b:tt)+]> $($rest:tt)*) => {
-        $crate::__net_image!(@residual $t $c $h $w ($($b)+) ($crate::nn::Identity) $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual<[$($b:tt)+]> $($rest:tt)*) => {
+        $crate::__net_image!(@residual $t $c $h $w $from_input ($($b)+) ($crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt Residual $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Residual $($rest:tt)*) => {
         $crate::__net_image!(@mistake ($($rest)*) ::core::concat!(
             "a residual block is `Residual<[layers]>`, ",
             "`Residual<[layers], Activation>` (the identity shortcut) or ",
@@ -365,27 +350,28 @@ macro_rules! __net_image {
     // Each block's type carries the check that its two parts give the same shape (evaluated
     // where the net is written, before the type's own bounds are); after it, the next layer
     // reads the branch's output size.
-    (@residual $t:tt $c:tt $h:tt $w:tt ($($b:tt)+) ($a:ty) $($rest:tt)*) => {
+    (@residual $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($b:tt)+) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             (<$crate::__net_image!(@residual_type $t
-                ($crate::__net_image!(@image $t $c $h $w $($b)+)) ($a))
+                ($crate::__net_image!(@image $t $c $h $w $from_input $($b)+)) ($a))
                 as $crate::nn::__Checked<{ $crate::__at!(($($b)+) $crate::nn::__residual_shapes(
                     ::core::concat!("Residual<[", ::core::stringify!($($b)+), "], ", ::core::stringify!($a), ">"),
                     "the identity shortcut (the block's input)",
-                    $crate::__net_image!(@size $t $c $h $w ($($b)+)),
+                    $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
                     ($c, $h, $w),
                 )) }>>::Type)
             (@image $t
-                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w ($($b)+)) })
-                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w ($($b)+)) })
-                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w ($($b)+)) }))
+                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($b)+)) })
+                (false))
             $($rest)*)
     };
-    (@projected $t:tt $c:tt $h:tt $w:tt ($($b:tt)+) ($($s:tt)+) ($a:ty) $($rest:tt)*) => {
+    (@projected $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($b:tt)+) ($($s:tt)+) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             (<$crate::__net_image!(@projected_type $t
-                ($crate::__net_image!(@image $t $c $h $w $($b)+))
-                ($crate::__net_image!(@image $t $c $h $w $($s)+))
+                ($crate::__net_image!(@image $t $c $h $w $from_input $($b)+))
+                ($crate::__net_image!(@image $t $c $h $w $from_input $($s)+))
                 ($a)
             ) as $crate::nn::__Checked<{ $crate::__at!(($($b)+) $crate::nn::__residual_shapes(
                     ::core::concat!(
@@ -393,13 +379,14 @@ macro_rules! __net_image {
                         "], ", ::core::stringify!($a), ">"
                     ),
                     "the shortcut",
-                    $crate::__net_image!(@size $t $c $h $w ($($b)+)),
-                    $crate::__net_image!(@size $t $c $h $w ($($s)+)),
+                    $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
+                    $crate::__net_image!(@size $t $c $h $w $from_input ($($s)+)),
                 )) }>>::Type)
             (@image $t
-                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w ($($b)+)) })
-                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w ($($b)+)) })
-                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w ($($b)+)) }))
+                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($b)+)) })
+                (false))
             $($rest)*)
     };
     // The blocks' types: float, or int8 for an `Input<i8, ..>`.
@@ -408,53 +395,53 @@ macro_rules! __net_image {
     (@projected_type (i8) ($br:ty) ($sh:ty) ($a:ty)) => { $crate::nn::QProjectedResidual<$br, $sh, $a> };
     (@projected_type $t:tt ($br:ty) ($sh:ty) ($a:ty)) => { $crate::nn::ProjectedResidual<$br, $sh, $a> };
     // The channels, height and width of the image that a list of layers gives, from its type.
-    (@size $t:tt $c:tt $h:tt $w:tt ($($l:tt)+)) => {
+    (@size $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
         (
-            $crate::__net_image!(@size_of CHANNELS $t $c $h $w ($($l)+)),
-            $crate::__net_image!(@size_of HEIGHT $t $c $h $w ($($l)+)),
-            $crate::__net_image!(@size_of WIDTH $t $c $h $w ($($l)+)),
+            $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($l)+)),
+            $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($l)+)),
+            $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($l)+)),
         )
     };
-    (@size_of $dim:ident $t:tt $c:tt $h:tt $w:tt ($($l:tt)+)) => {
-        { <<$crate::__net_image!(@image $t $c $h $w $($l)+) as $crate::nn::Layer>::Out as $crate::nn::__ImageSize>::$dim }
+    (@size_of $dim:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
+        { <<$crate::__net_image!(@image $t $c $h $w $from_input $($l)+) as $crate::nn::Layer>::Out as $crate::nn::__ImageSize>::$dim }
     };
     // Batch normalization: (channels[, activation]), the sizes unchanged.
-    (@image (i8) $c:tt $h:tt $w:tt BatchNorm2d $($rest:tt)*) => {
-        $crate::__net_image!(@conv_type BatchNorm2d (i8) ($($rest)*))
+    (@image (i8) $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d $($rest:tt)*) => {
+        $crate::__net_image!(@conv_type BatchNorm2d (i8) ("") ($($rest)*))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt BatchNorm2d<$ci:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@batch_norm $t $c $h $w ($crate::__net_image!(@name BatchNorm2d $ci))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d<$ci:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@batch_norm $t $c $h $w $from_input ($crate::__net_image!(@name BatchNorm2d $ci))
             ($ci) ($crate::nn::Identity) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt BatchNorm2d<$ci:tt, $a:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@batch_norm $t $c $h $w ($crate::__net_image!(@name BatchNorm2d $ci, $a))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d<$ci:tt, $a:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@batch_norm $t $c $h $w $from_input ($crate::__net_image!(@name BatchNorm2d $ci, $a))
             ($ci) ($a) $($rest)*)
     };
-    (@batch_norm ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($name:expr) ($ci:tt) ($a:ty) $($rest:tt)*) => {
+    (@batch_norm ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($ci:tt) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::BatchNorm2d<$($t)+, { $crate::__at!(($ci) $crate::nn::__input_channels($name, $ci, $c)) }, $h, $w, $a>)
-            (@image ($($t)+) ($c) ($h) ($w))
+            (@image ($($t)+) ($c) ($h) ($w) ($from_input))
             $($rest)*)
     };
     // The global average pool: the size that reaches it, then 1 x 1.
-    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) GlobalAvgPool2d $($rest:tt)*) => {
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) $from_input:tt GlobalAvgPool2d $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::GlobalAvgPool2d<$($t)+, $c, $h, $w>)
-            (@image ($($t)+) ($c) (1) (1))
+            (@image ($($t)+) ($c) (1) (1) (false))
             $($rest)*)
     };
     // Zero padding: every side, or (left, right, top, bottom) as PyTorch's tuple.
-    (@image $t:tt $c:tt $h:tt $w:tt ZeroPad2d<$p:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@image $t $c $h $w ZeroPad2d<$p, $p, $p, $p> $($rest)*)
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt ZeroPad2d<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@image $t $c $h $w $from_input ZeroPad2d<$p, $p, $p, $p> $($rest)*)
     };
-    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ZeroPad2d<$l:tt, $r:tt, $top:tt, $b:tt> $($rest:tt)*) => {
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) $from_input:tt ZeroPad2d<$l:tt, $r:tt, $top:tt, $b:tt> $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::__net_image!(@pad_type ($($t)+) ($c, $top, $l, $b, $r, $h, $w,
                 { $top + $h + $b }, { $l + $w + $r })))
-            (@image ($($t)+) ($c) ({ $top + $h + $b }) ({ $l + $w + $r }))
+            (@image ($($t)+) ($c) ({ $top + $h + $b }) ({ $l + $w + $r }) (false))
             $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt ZeroPad2d $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt ZeroPad2d $($rest:tt)*) => {
         $crate::__net_image!(@mistake ($($rest)*) ::core::concat!(
             "zero padding is `ZeroPad2d<padding>` (every side) or ",
             "`ZeroPad2d<left, right, top, bottom>` (PyTorch's order)"
@@ -463,65 +450,66 @@ macro_rules! __net_image {
     (@pad_type (i8) ($($arg:tt)*)) => { $crate::nn::QZeroPad2d<$($arg)*> };
     (@pad_type ($t:ty) ($($arg:tt)*)) => { $crate::nn::ZeroPad2d<$t, $($arg)*> };
     // Max pooling: (window[, stride]); the stride is the window unless given.
-    (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool MaxPool2d $t $c $h $w ($crate::__net_image!(@name MaxPool2d $k))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k))
             ($k, $k) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool MaxPool2d $t $c $h $w ($crate::__net_image!(@name MaxPool2d $k, $s))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool MaxPool2d $t $c $h $w $from_input ($crate::__net_image!(@name MaxPool2d $k, $s))
             ($k, $s) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt MaxPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ($($more),+) ::core::concat!(
             "`MaxPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: max pooling takes no padding, ",
             "`MaxPool2d<window>` or `MaxPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt AvgPool2d<$k:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool AvgPool2d $t $c $h $w ($crate::__net_image!(@name AvgPool2d $k))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool AvgPool2d $t $c $h $w $from_input ($crate::__net_image!(@name AvgPool2d $k))
             ($k, $k) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt AvgPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
-        $crate::__net_image!(@pool AvgPool2d $t $c $h $w ($crate::__net_image!(@name AvgPool2d $k, $s))
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt, $s:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@pool AvgPool2d $t $c $h $w $from_input ($crate::__net_image!(@name AvgPool2d $k, $s))
             ($k, $s) $($rest)*)
     };
-    (@image $t:tt $c:tt $h:tt $w:tt AvgPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt AvgPool2d<$k:tt, $s:tt, $($more:tt),+> $($rest:tt)*) => {
         $crate::__net_image!(@mistake ($($more),+) ::core::concat!(
             "`AvgPool2d<", ::core::stringify!($k, $s, $($more),+), ">`: average pooling takes no padding, ",
             "`AvgPool2d<window>` or `AvgPool2d<window, stride>` (see `nn::pool_output_size`)"
         ))
     };
-    (@pool $kind:ident ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
+    (@pool $kind:ident ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) ($name:expr) ($k:tt, $s:tt) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::$kind<$($t)+, $c, $k, $s, $h, $w,
-                { $crate::__at!(($k) $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $h, $k, $s)) },
-                { $crate::__at!(($k) $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $w, $k, $s)) }>)
+                { $crate::__at!(($k) $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "height", $from_input, $h, $k, $s)) },
+                { $crate::__at!(($k) $crate::nn::__pool_output_size(::core::concat!("`", $name, "`"), "width", $from_input, $w, $k, $s)) }>)
             (@image ($($t)+) ($c)
-                ({ $crate::nn::__output_size_unchecked($h, $k, $s, 0) })
-                ({ $crate::nn::__output_size_unchecked($w, $k, $s, 0) }))
+                ({ $crate::nn::__output_size_unchecked($from_input, $h, $k, $s, 0) })
+                ({ $crate::nn::__output_size_unchecked($from_input, $w, $k, $s, 0) })
+                (false))
             $($rest)*)
     };
     // Dropout: the sample as it is, image or vector.
-    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) Dropout<$p:tt> $($rest:tt)*) => {
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Dropout<$p:tt> $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::Dropout<[[[$($t)+; $w]; $h]; $c], $p>)
-            (@image ($($t)+) ($c) ($h) ($w))
+            (@image ($($t)+) ($c) ($h) ($w) ($from_input))
             $($rest)*)
     };
-    (@vector ($($t:tt)+) (flatten $c:tt $h:tt $w:tt) Dropout<$p:tt> $($rest:tt)*) => {
+    (@vector ($($t:tt)+) (flatten $from_input:tt $c:tt $h:tt $w:tt) Dropout<$p:tt> $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::Dropout<[$($t)+; { ($c) * ($h) * ($w) }], $p>)
-            (@vector ($($t)+) (flatten $c $h $w))
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
     (@vector ($($t:tt)+) (dense $o:tt) Dropout<$p:tt> $($rest:tt)*) => {
         $crate::__net_image!(@emit ($crate::nn::Dropout<[$($t)+; $o], $p>) (@vector ($($t)+) (dense $o)) $($rest)*)
     };
     // Flatten: the image becomes a vector of C·H·W.
-    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) Flatten $($rest:tt)*) => {
+    (@image ($($t:tt)+) ($c:tt) ($h:tt) ($w:tt) ($from_input:tt) Flatten $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::Flatten<$($t)+, $c, $h, $w, { ($c) * ($h) * ($w) }>)
-            (@vector ($($t)+) (flatten $c $h $w))
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
     // Dense layers, on vectors: (in, out[, activation]); the inputs checked against what
@@ -537,7 +525,7 @@ macro_rules! __net_image {
     // A softmax after a dense layer: its width.
     // Batch normalization of vectors: (width[, activation]), checked against what reaches it.
     (@vector (i8) $given:tt BatchNorm1d $($rest:tt)*) => {
-        $crate::__net_image!(@conv_type BatchNorm1d (i8) ($($rest)*))
+        $crate::__net_image!(@conv_type BatchNorm1d (i8) ("") ($($rest)*))
     };
     (@vector $t:tt $given:tt BatchNorm1d<$n:tt> $($rest:tt)*) => {
         $crate::__net_image!(@batch_norm_1d $t $given ($crate::__net_image!(@name BatchNorm1d $n))
@@ -553,11 +541,11 @@ macro_rules! __net_image {
             (@vector ($($t)+) (dense $o))
             $($rest)*)
     };
-    (@batch_norm_1d ($($t:tt)+) (flatten $c:tt $h:tt $w:tt) ($name:expr) ($n:tt) ($a:ty) $($rest:tt)*) => {
+    (@batch_norm_1d ($($t:tt)+) (flatten $from_input:tt $c:tt $h:tt $w:tt) ($name:expr) ($n:tt) ($a:ty) $($rest:tt)*) => {
         $crate::__net_image!(@emit
             ($crate::nn::BatchNorm1d<$($t)+,
-                { $crate::__at!(($n) $crate::nn::__flattened_inputs($name, $n, ($c, $h, $w))) }, $a>)
-            (@vector ($($t)+) (flatten $c $h $w))
+                { $crate::__at!(($n) $crate::nn::__flattened_inputs($name, $from_input, $n, ($c, $h, $w))) }, $a>)
+            (@vector ($($t)+) (flatten $from_input $c $h $w))
             $($rest)*)
     };
     (@vector (i8) (dense $o:tt) Softmax $($rest:tt)*) => {
@@ -573,8 +561,8 @@ macro_rules! __net_image {
                  { $crate::__net_image!(@nonzero_named ($name) "outputs" $o) }, $a)))
             (@vector $t (dense $o)) $($rest)*)
     };
-    (@inputs (flatten $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
-        $crate::__at!(($i) $crate::nn::__flattened_inputs($name, $i, ($c, $h, $w)))
+    (@inputs (flatten $from_input:tt $c:tt $h:tt $w:tt) $name:expr, $i:tt) => {
+        $crate::__at!(($i) $crate::nn::__flattened_inputs($name, $from_input, $i, ($c, $h, $w)))
     };
     (@inputs (dense $o:tt) $name:expr, $i:tt) => {
         $crate::__at!(($i) $crate::nn::__inputs($name, $i, $o))
@@ -586,30 +574,31 @@ macro_rules! __net_image {
             $(, ", ", ::core::stringify!($arg))*, ">"
         )
     };
-    // The layer types: float, or int8 for an `Input<i8, ..>`.
-    (@conv_type Conv2d (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
-        $crate::nn::QConv2d<$ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    // The layer types: float, or int8 for an `Input<i8, ..>`; a convolution's output channels
+    // checked not to be 0 where written (a depthwise one's with its filters).
+    (@conv_type Conv2d (i8) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::QConv2d<$ci, { $crate::__net_image!(@nonzero_named ($name) "output channels" $co) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
-    (@conv_type DepthwiseConv2d (i8) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+    (@conv_type DepthwiseConv2d (i8) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
         $crate::nn::QDepthwiseConv2d<$ci, { $crate::__at!(($co) $crate::nn::__depthwise_filters($ci, $co)) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
-    (@conv_type $kind:ident (i8) ($($arg:tt)*)) => {
+    (@conv_type $kind:ident (i8) ($name:expr) ($($arg:tt)*)) => {
         $crate::__net_image!(@mistake ($($arg)*) ::core::concat!(
             "`", ::core::stringify!($kind), "` has no int8 form: fold it into the layer before it ",
             "(`", ::core::stringify!($kind), "::fold_into`) and write the int8 net without it, as ",
             "TensorFlow Lite does"
         ))
     };
-    (@conv_type DepthwiseConv2d ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+    (@conv_type DepthwiseConv2d ($t:ty) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
         $crate::nn::DepthwiseConv2d<$t, $ci, { $crate::__at!(($co) $crate::nn::__depthwise_filters($ci, $co)) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
-    (@conv_type $kind:ident ($t:ty) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
-        $crate::nn::$kind<$t, $ci, $co, $k, $s, $p, $h, $w, $oh, $ow, $a>
+    (@conv_type $kind:ident ($t:ty) ($name:expr) ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt, $h:tt, $w:tt, $oh:tt, $ow:tt, $a:ty)) => {
+        $crate::nn::$kind<$t, $ci, { $crate::__net_image!(@nonzero_named ($name) "output channels" $co) }, $k, $s, $p, $h, $w, $oh, $ow, $a>
     };
     (@dense_type (i8) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::QDense<$i, $o, $a> };
     (@dense_type ($t:ty) ($i:tt, $o:tt, $a:ty)) => { $crate::nn::Dense<$t, $i, $o, $a> };
     // Mistakes of order.
-    (@image $t:tt $c:tt $h:tt $w:tt Dense $($rest:tt)*) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt Dense $($rest:tt)*) => {
         $crate::__net_image!(@mistake ($($rest)*) "`Dense` takes a vector: put `Flatten` between the image layers and it")
     };
     (@vector $t:tt $given:tt Dense<$t2:ty, $i:tt, $o:tt $(, $a:ty)?> $($rest:tt)*) => {
@@ -625,7 +614,7 @@ macro_rules! __net_image {
             "after one, and `Dropout`) take a vector"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt) => {
         $crate::__net_image!(@mistake () "a net needs a layer after its `Input`")
     };
     (@no_input $kind:ident $(<$($arg:tt),+>)?) => {
@@ -636,7 +625,7 @@ macro_rules! __net_image {
             "as in `net![Input<f32, 1, 28, 28>, Conv2d<1, 6, 5>, ...]`"
         ))
     };
-    (@image $t:tt $c:tt $h:tt $w:tt $($rest:tt)+) => {
+    (@image $t:tt $c:tt $h:tt $w:tt $from_input:tt $($rest:tt)+) => {
         $crate::__net_image!(@mistake ($($rest)+) ::core::concat!(
             "expected `Conv2d<..>`, `DepthwiseConv2d<..>`, `MaxPool2d<..>`, `AvgPool2d<..>`, `GlobalAvgPool2d`, `ZeroPad2d<..>`, ",
             "`BatchNorm2d<..>`, `BatchNorm1d<..>`, `Residual<[..]>`, `Dropout<..>`, `Flatten` or ",

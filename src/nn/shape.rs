@@ -72,18 +72,19 @@ pub(crate) const fn output_size(
 }
 
 /// [`output_size`] without the checks, for [`net!`](crate::net) to pass a size on to the next
-/// layer: 0 where the check fails, and 0 for an `input` of 0 (a mistake before, reported
-/// there: `net!` refuses a size of 0 where it is written), so that every size after a mistake
-/// is 0 and the layers there do not report it again.
+/// layer: 0 where the check fails, and 0 for an `input` of 0 that does not come straight from
+/// `Input` (`from_input`: a layer before failed), so that every size after a mistake is 0 and
+/// the layers there do not report it again.
 #[doc(hidden)]
 #[must_use]
 pub const fn __output_size_unchecked(
+    from_input: bool,
     input: usize,
     window: usize,
     stride: usize,
     padding: usize,
 ) -> usize {
-    if input == 0 || !fits(input, window, stride, padding) {
+    if (input == 0 && !from_input) || !fits(input, window, stride, padding) {
         0
     } else {
         (input + 2 * padding - window) / stride + 1
@@ -97,20 +98,22 @@ const fn fits(input: usize, window: usize, stride: usize, padding: usize) -> boo
 }
 
 /// [`output_size`] for [`net!`](crate::net): a convolution's own output height or width
-/// (`layer` is the layer as written). An `input` of 0 is the consequence of a mistake reported
-/// before (see [`__output_size_unchecked`]), and gives 0 without a second error.
+/// (`layer` is the layer as written). `from_input` says the sizes come straight from `Input`;
+/// after another layer, an `input` of 0 is the consequence of a mistake reported there (see
+/// [`__output_size_unchecked`]), and gives 0 without a second error.
 #[doc(hidden)]
 #[must_use]
 #[track_caller]
 pub const fn __conv_output_size(
     layer: &str,
     dimension: &str,
+    from_input: bool,
     input: usize,
     kernel: usize,
     stride: usize,
     padding: usize,
 ) -> usize {
-    if input == 0 {
+    if input == 0 && !from_input {
         return 0;
     }
     output_size(
@@ -128,11 +131,12 @@ pub const fn __conv_output_size(
 pub const fn __pool_output_size(
     layer: &str,
     dimension: &str,
+    from_input: bool,
     input: usize,
     window: usize,
     stride: usize,
 ) -> usize {
-    if input == 0 {
+    if input == 0 && !from_input {
         return 0;
     }
     output_size(layer, dimension, Window::Pool, (input, window, stride, 0))
@@ -194,7 +198,11 @@ pub(crate) const fn check_depthwise_channels(input: usize, output: usize) {
 #[must_use]
 #[track_caller]
 pub const fn __depthwise_filters(input: usize, output: usize) -> usize {
-    check_depthwise_channels(input, output);
+    // 0 input channels after a layer of 0 filters: that mistake, reported there.
+    if input != 0 {
+        check_nonzero("`DepthwiseConv2d`", "output channels", output);
+        check_depthwise_channels(input, output);
+    }
     output
 }
 
@@ -209,7 +217,7 @@ pub(crate) const fn check_nonzero(layer: &str, what: &str, value: usize) {
             .str(layer)
             .str(" has 0 ")
             .str(what)
-            .str("; every size of a layer is at least 1")
+            .str("; a layer has at least 1")
             .panic()
     }
 }
@@ -235,7 +243,8 @@ const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 #[must_use]
 #[track_caller]
 pub const fn __input_channels(layer: &str, written: usize, given: usize) -> usize {
-    // 0 channels given: a mistake before, reported there.
+    // 0 channels given: a layer of 0 filters before, reported there (an `Input` of 0 channels
+    // is refused by the first layer's type).
     if written != given && given != 0 {
         Message::new()
             .str("`")
@@ -260,7 +269,7 @@ pub const fn __input_channels(layer: &str, written: usize, given: usize) -> usiz
 #[must_use]
 #[track_caller]
 pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
-    // 0 inputs given: a mistake before, reported there.
+    // 0 inputs given: a layer of 0 outputs before, reported there.
     if written != given && given != 0 {
         Message::new()
             .str("`")
@@ -283,12 +292,14 @@ pub const fn __inputs(layer: &str, written: usize, given: usize) -> usize {
 #[track_caller]
 pub const fn __flattened_inputs(
     layer: &str,
+    from_input: bool,
     written: usize,
     (channels, height, width): (usize, usize, usize),
 ) -> usize {
     let given = channels * height * width;
-    // A failed layer zeroes the height and width; 0 channels are refused where written.
-    let reported = channels == 0 || height == 0 || width == 0;
+    // A failed layer zeroes the height and width, and a layer of 0 filters the channels: both
+    // reported where they are made. `Input`'s sizes are checked as any.
+    let reported = (channels == 0 || height == 0 || width == 0) && !from_input;
     if !reported && written != given {
         Message::new()
             .str("`")

@@ -71,7 +71,8 @@ pub fn probabilities(pixels: &[u8; 784]) -> [f32; 10] {
     NET.predict_proba(&input(pixels))
 }
 
-/// The shipped MLP in int8 (`cargo run --release --example quantize` writes its file):
+/// The shipped MLP in int8 (`cargo run --release --example quantize -- --out models` writes its
+/// file):
 /// `i8` pixels in, `i8` logits out, integers only in between.
 pub type Int8Mnist = constmat::net![QDense<784, 128, Relu>, QDense<128, 64, Relu>, QDense<64, 10>];
 

@@ -2,8 +2,11 @@
 //! constmat-import 0.1.0. Its weights are `kws.safetensors`, beside this file.
 //! Do not edit: import the model again.
 //!
-//! `invoke` runs it on one input laid out as TensorFlow Lite lays it out (height, width,
-//! then channels), and gives its output likewise. No allocation, no `std`.
+//! `invoke` runs it on one input laid out as TensorFlow Lite lays it out, and gives its
+//! output likewise. No allocation, no `std`.
+
+// A program need not use every constant.
+#![allow(dead_code)]
 
 use constmat::embed::Baked;
 use constmat::nn::{Layer, Relu};
@@ -30,7 +33,7 @@ pub type Net = constmat::net![
 /// The net, its weights baked in at compile time.
 pub static NET: Baked<Net> = constmat::include_net!("kws.safetensors");
 
-/// The input's length: 49 x 10 x 1 values.
+/// The input's length.
 pub const INPUT_LEN: usize = 490;
 /// The output's length.
 pub const OUTPUT_LEN: usize = 12;
@@ -41,8 +44,8 @@ pub const PARAMETER_BYTES: usize = <Baked<Net> as Layer>::PARAMETER_BYTES;
 pub const WORKING_BYTES: usize =
     <Baked<Net> as Layer>::WORKING_BYTES + INPUT_LEN * core::mem::size_of::<i8>();
 
-/// Runs the net on `input` (49 x 10 x 1, channels last, as TensorFlow Lite's input
-/// tensor) and writes its 12 outputs.
+/// Runs the net on `input` (49 x 10 x 1 values, channels last, as TensorFlow Lite's input tensor) and writes
+/// its 12 outputs.
 pub fn invoke(input: &[i8; INPUT_LEN], output: &mut [i8; OUTPUT_LEN]) {
     // TensorFlow Lite's order (height, width, channels) to constmat's (channels first).
     let mut image = [[[0_i8; 10]; 49]; 1];

@@ -61,10 +61,16 @@ pub fn import(model: &[u8], file_name: &str, name: &str) -> Result<Imported, Err
         ));
     }
     let net = lower::lower(&graph)?;
-    if !matches!(net.input, lower::Sample::Image { .. }) {
+    // A vector input is written in `net!`'s plain form, which has dense layers and the softmax.
+    if let lower::Sample::Vector { .. } = net.input
+        && net
+            .layers
+            .iter()
+            .any(|l| matches!(l, lower::Layer::Residual { .. }))
+    {
         return Err(Error::unsupported(
             input.at(),
-            "a vector input; the importer writes nets of images, [1, H, W, C]",
+            "a vector input that forks into a residual block; constmat's nets of vectors are chains of dense layers and a softmax",
         ));
     }
     let mut tensors = weights::Weights::default();

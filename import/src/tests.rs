@@ -277,6 +277,64 @@ fn a_float_net_imports() {
     );
 }
 
+#[test]
+fn a_net_of_vectors_imports_in_the_plain_form() {
+    let bytes = model(
+        &[
+            t(&[1, 6]),
+            constant(&[4, 6], 0.1),
+            constant(&[4], 0.0),
+            t(&[1, 4]),
+            constant(&[3, 4], 0.2),
+            constant(&[3], 0.0),
+            t(&[1, 3]),
+            t(&[1, 3]),
+        ],
+        &[
+            (
+                tflite::BuiltinOperator::FULLY_CONNECTED,
+                vec![0, 1, 2],
+                vec![3],
+                Options::FullyConnected,
+            ),
+            (
+                tflite::BuiltinOperator::FULLY_CONNECTED,
+                vec![3, 4, 5],
+                vec![6],
+                Options::FullyConnected,
+            ),
+            (
+                tflite::BuiltinOperator::SOFTMAX,
+                vec![6],
+                vec![7],
+                Options::Softmax { beta: 1.0 },
+            ),
+        ],
+    );
+    let imported = import(&bytes, "vectors.tflite", "vectors").unwrap();
+    assert!(
+        imported.source.contains(
+            "pub type Net = constmat::net![\n    Dense<f32, 6, 4>,\n    Dense<f32, 4, 3>,\n    Softmax<f32, 3>,\n];"
+        ),
+        "{}",
+        imported.source
+    );
+    assert!(
+        imported
+            .source
+            .contains("use constmat::nn::{Dense, Layer, Softmax};"),
+        "{}",
+        imported.source
+    );
+    assert!(
+        imported
+            .source
+            .contains("    NET.forward_one(input, output);\n")
+    );
+    let tensors = safetensors::SafeTensors::deserialize(&imported.weights).unwrap();
+    assert_eq!(tensors.tensor("1.weight").unwrap().shape(), [3, 4]);
+}
+
 fn refused(bytes: &[u8]) -> String {
     match import(bytes, "m.tflite", "m") {
         Ok(_) => panic!("imported"),

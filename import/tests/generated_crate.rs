@@ -1,30 +1,15 @@
 //! The files the importer writes, used as a user would: put in the `src/` of a `#![no_std]`
 //! library crate with `mod NAME;`, which builds as it is, passes `clippy -D warnings`, and
-//! whose `invoke`, given TensorFlow Lite's input tensors, gives TensorFlow Lite Micro's outputs
-//! bit for bit (the inputs and outputs of `tests/fixtures/mlperf-*-io.safetensors`).
+//! whose `invoke`, given TensorFlow Lite's input tensors, gives the reference interpreters'
+//! outputs: TensorFlow Lite Micro's bit for bit for the int8 models (on the inputs of
+//! `tests/fixtures/mlperf-*-io.safetensors` and on `fixtures/reference.py`'s 1,000), LiteRT's
+//! for the f32 one.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::model;
+use std::path::Path;
 use std::process::Command;
-
-/// The MLPerf Tiny model `file`, as `tests/mlperf.rs` finds it.
-fn model(file: &str) -> Option<Vec<u8>> {
-    let dir = match std::env::var_os("MLPERF_TINY_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/mlperf-tiny");
-            if !dir.is_dir() {
-                eprintln!(
-                    "skipped: no MLPerf Tiny models at {} (set MLPERF_TINY_DIR)",
-                    dir.display()
-                );
-                return None;
-            }
-            dir
-        }
-    };
-    let path = dir.join(file);
-    Some(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-}
 
 /// The scratch crate's program: `invoke` on inputs in TensorFlow Lite's order, from the
 /// fixture `io` (NCHW samples, as constmat's tests keep them) or, for `reference`, made by

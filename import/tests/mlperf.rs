@@ -8,33 +8,14 @@
 //! The constmat repository's own fixtures (`tests/fixtures/mlperf-*-io.safetensors`, written by
 //! `tests/fixtures/tflm_mlperf_*.py`, MFCC- and image-like inputs among them) are checked too.
 
+mod common;
+
+use common::model;
 use std::path::PathBuf;
 
 use constmat::format;
 use constmat::io::safetensors as st;
 use constmat::nn::{Layer, Relu};
-
-/// Where the models are: `$MLPERF_TINY_DIR`, else `../shared/mlperf-tiny` beside the
-/// repository. `.ci/run` sets the variable; without it and without the directory the tests
-/// say so and pass (a fresh clone elsewhere has no models).
-fn model(file: &str) -> Option<Vec<u8>> {
-    let dir = match std::env::var_os("MLPERF_TINY_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/mlperf-tiny");
-            if !dir.is_dir() {
-                eprintln!(
-                    "skipped: no MLPerf Tiny models at {} (set MLPERF_TINY_DIR)",
-                    dir.display()
-                );
-                return None;
-            }
-            dir
-        }
-    };
-    let path = dir.join(file);
-    Some(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-}
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

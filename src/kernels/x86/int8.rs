@@ -366,17 +366,6 @@ pub(super) unsafe fn requantize_i8_avx512(
                 out_of_range == 0,
                 "a multiplier's exponent is from -31 to 30"
             );
-            if _mm512_mask_cmpgt_epi32_mask(mask, e, _mm512_setzero_si512()) != 0 {
-                for o in o0..o0 + count {
-                    out[o] = requantize_one(
-                        dots[o],
-                        (bias[o], multiplier[o], exponent[o]),
-                        (zero, low, top),
-                    );
-                }
-                o0 += count;
-                continue;
-            }
             // acc = d + b, saturating: an overflow has both operands' sign and the other result
             // sign.
             let sum = _mm512_add_epi32(d, b);
@@ -386,6 +375,13 @@ pub(super) unsafe fn requantize_i8_avx512(
             );
             let saturated = _mm512_xor_si512(_mm512_srai_epi32(d, 31), _mm512_set1_epi32(i32::MAX));
             let acc = _mm512_mask_blend_epi32(overflow, sum, saturated);
+            // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
+            // shift undone differs from acc exactly when bits or the sign were lost).
+            let left = _mm512_max_epi32(e, _mm512_setzero_si512());
+            let shifted = _mm512_sllv_epi32(acc, left);
+            let lost = _mm512_cmpneq_epi32_mask(_mm512_srav_epi32(shifted, left), acc);
+            let limit = _mm512_xor_si512(_mm512_srai_epi32(acc, 31), _mm512_set1_epi32(i32::MAX));
+            let acc = _mm512_mask_blend_epi32(lost, shifted, limit);
             // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
             let high64 = |p: __m512i| {
                 let negative = _mm512_cmplt_epi64_mask(p, _mm512_setzero_si512());
@@ -409,8 +405,12 @@ pub(super) unsafe fn requantize_i8_avx512(
             let both_min = _mm512_cmpeq_epi32_mask(acc, _mm512_set1_epi32(i32::MIN))
                 & _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN));
             let high = _mm512_mask_blend_epi32(both_min, high, _mm512_set1_epi32(i32::MAX));
-            // The rounding right shift by r = -exponent: (x >> r) + (remainder > threshold).
-            let r = _mm512_sub_epi32(_mm512_setzero_si512(), e);
+            // The rounding right shift by r = max(-exponent, 0): (x >> r) + (remainder >
+            // threshold).
+            let r = _mm512_max_epi32(
+                _mm512_sub_epi32(_mm512_setzero_si512(), e),
+                _mm512_setzero_si512(),
+            );
             let ones = _mm512_set1_epi32(1);
             let low_bits = _mm512_sub_epi32(_mm512_sllv_epi32(ones, r), ones);
             let remainder = _mm512_and_si512(high, low_bits);

@@ -141,12 +141,12 @@ fn int8_requantization_matches_the_definition_on_every_available_instruction_set
                         _ => (1 << 30) + (next() % (1 << 30)) as i32,
                     })
                     .collect();
-                // Exponents from -31 to 0, and in some rounds a positive one (the group
-                // then takes the scalar path).
+                // Exponents from -31 to 0, and in some rounds positive ones up to 30 (a
+                // multiplier of 1 or more, the accumulator shifted left first, saturating).
                 let exponent: Vec<i32> = (0..n)
                     .map(|_| {
-                        if round % 10 == 0 && next() % 8 == 0 {
-                            (next() % 5) as i32
+                        if round % 4 == 0 && next() % 3 == 0 {
+                            [1, 2, 5, 17, 30][(next() % 5) as usize]
                         } else {
                             -((next() % 32) as i32)
                         }

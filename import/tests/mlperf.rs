@@ -68,6 +68,24 @@ fn matches_tflm<N, const C: usize, const H: usize, const W: usize, const K: usiz
     );
 }
 
+/// MLPerf Tiny's ResNet-8 as the importer writes it, with elements of type `$t` (TensorFlow's
+/// `SAME` 3 x 3 stride-2 convolutions as `ZeroPad2d<0, 1, 0, 1>` and padding 0).
+macro_rules! resnet8 {
+    ($t:ident) => {
+        constmat::net![
+            Input<$t, 3, 32, 32>,
+            Conv2d<3, 16, 3, 1, 1, Relu>,
+            Residual<[Conv2d<16, 16, 3, 1, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], Relu>,
+            Residual<[ZeroPad2d<0, 1, 0, 1>, Conv2d<16, 32, 3, 2, 0, Relu>, Conv2d<32, 32, 3, 1, 1>], [Conv2d<16, 32, 1, 2, 0>], Relu>,
+            Residual<[ZeroPad2d<0, 1, 0, 1>, Conv2d<32, 64, 3, 2, 0, Relu>, Conv2d<64, 64, 3, 1, 1>], [Conv2d<32, 64, 1, 2, 0>], Relu>,
+            GlobalAvgPool2d,
+            Flatten,
+            Dense<64, 10>,
+            Softmax,
+        ]
+    };
+}
+
 #[test]
 fn the_int8_dscnn_is_tflm_bit_for_bit() {
     let Some(bytes) = model("kws_ref_model.tflite") else {
@@ -114,17 +132,7 @@ fn the_int8_resnet8_is_tflm_bit_for_bit() {
     };
     let imported =
         constmat_import::import(&bytes, "pretrainedResnet_quant.tflite", "resnet").unwrap();
-    type ResNet8 = constmat::net![
-        Input<i8, 3, 32, 32>,
-        Conv2d<3, 16, 3, 1, 1, Relu>,
-        Residual<[Conv2d<16, 16, 3, 1, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], Relu>,
-        Residual<[ZeroPad2d<0, 1, 0, 1>, Conv2d<16, 32, 3, 2, 0, Relu>, Conv2d<32, 32, 3, 1, 1>], [Conv2d<16, 32, 1, 2, 0>], Relu>,
-        Residual<[ZeroPad2d<0, 1, 0, 1>, Conv2d<32, 64, 3, 2, 0, Relu>, Conv2d<64, 64, 3, 1, 1>], [Conv2d<32, 64, 1, 2, 0>], Relu>,
-        GlobalAvgPool2d,
-        Flatten,
-        Dense<64, 10>,
-        Softmax,
-    ];
+    type ResNet8 = resnet8!(i8);
     let net: ResNet8 = st::from_bytes(&imported.weights).unwrap();
     matches_tflm(&net, "mlperf-resnet8-int8-io.safetensors");
     matches_tflm_on_random_inputs(&net, "pretrainedResnet_quant");
@@ -221,17 +229,7 @@ fn the_f32_resnet8_is_litert_within_1e_5() {
         return;
     };
     let imported = constmat_import::import(&bytes, "pretrainedResnet.tflite", "resnet").unwrap();
-    type ResNet8 = constmat::net![
-        Input<f32, 3, 32, 32>,
-        Conv2d<3, 16, 3, 1, 1, Relu>,
-        Residual<[Conv2d<16, 16, 3, 1, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], Relu>,
-        Residual<[ZeroPad2d<0, 1, 0, 1>, Conv2d<16, 32, 3, 2, 0, Relu>, Conv2d<32, 32, 3, 1, 1>], [Conv2d<16, 32, 1, 2, 0>], Relu>,
-        Residual<[ZeroPad2d<0, 1, 0, 1>, Conv2d<32, 64, 3, 2, 0, Relu>, Conv2d<64, 64, 3, 1, 1>], [Conv2d<32, 64, 1, 2, 0>], Relu>,
-        GlobalAvgPool2d,
-        Flatten,
-        Dense<64, 10>,
-        Softmax,
-    ];
+    type ResNet8 = resnet8!(f32);
     let net: ResNet8 = st::from_bytes(&imported.weights).unwrap();
     let (want, classes) = reference("pretrainedResnet");
     assert_eq!(classes, 10);

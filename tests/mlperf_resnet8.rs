@@ -9,7 +9,7 @@
 use constmat::embed::Baked;
 use constmat::format;
 use constmat::io::safetensors as st;
-use constmat::nn::{Layer, Relu};
+use constmat::nn::{Arena, Layer, Relu};
 
 /// The model as `net!` writes it: `SAME` 3 x 3 stride-2 convolutions as `ZeroPad2d<0, 1, 0, 1>`
 /// (0 before, 1 after) and padding 0; the activations fused as the file fuses them.
@@ -56,6 +56,7 @@ fn mlperf_resnet8_int8_matches_tflm() {
     assert_eq!(inputs.len(), samples * 3 * 32 * 32);
     let mut differing = 0;
     let mut first = None;
+    let mut arena = Arena::<{ <ResNet8Int8 as Layer>::ARENA_BYTES }>::new();
     for s in 0..samples {
         let x: [[[i8; 32]; 32]; 3] = core::array::from_fn(|c| {
             core::array::from_fn(|h| {
@@ -64,6 +65,10 @@ fn mlperf_resnet8_int8_matches_tflm() {
         });
         let mut y = [0_i8; 10];
         baked.forward_one(&x, &mut y);
+        // The memory plan runs the same kernels: the same outputs, in an arena reused from the
+        // previous sample.
+        *arena.input(baked) = x;
+        assert_eq!(*arena.run(baked), y, "sample {s} in the arena");
         let want = &outputs[s * 10..(s + 1) * 10];
         let wrong = y.iter().zip(want).filter(|(g, w)| g != w).count();
         if wrong > 0 && first.is_none() {
@@ -85,4 +90,13 @@ fn mlperf_resnet8_int8_matches_tflm() {
 fn mlperf_resnet8_int8_memory() {
     assert_eq!(<ResNet8Int8 as Layer>::PARAMETER_BYTES, 81_848);
     assert_eq!(<ResNet8Int8 as Layer>::WORKING_BYTES, 158_946);
+    // With the memory plan (`Arena`): TensorFlow Lite Micro's arena for it is 55,984 bytes,
+    // of which 49,152 for the activations.
+    assert_eq!(<ResNet8Int8 as Layer>::ARENA_BYTES, 50_240);
+    assert_eq!(<ResNet8Int8 as Layer>::KERNEL_BYTES, 5_120);
+    const {
+        assert!(
+            <ResNet8Int8 as Layer>::ARENA_BYTES + <ResNet8Int8 as Layer>::KERNEL_BYTES <= 55_984
+        )
+    };
 }

@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use constmat::embed::Baked;
-use constmat::nn::{Layer, Relu};
+use constmat::nn::{Arena, Layer, Relu};
 
 /// The net's type: its layers and every size between them.
 pub type Net = constmat::net![
@@ -39,18 +39,19 @@ pub const INPUT_LEN: usize = 490;
 pub const OUTPUT_LEN: usize = 12;
 /// The bytes of read-only memory the parameters take.
 pub const PARAMETER_BYTES: usize = <Baked<Net> as Layer>::PARAMETER_BYTES;
-/// The bytes of working memory (stack) one `invoke` takes: the net's, and the input
-/// reordered to channels first.
+/// The bytes of working memory (stack) one `invoke` takes: the arena that holds the
+/// samples between the layers (the input and output among them), and the kernels' buffers.
 pub const WORKING_BYTES: usize =
-    <Baked<Net> as Layer>::WORKING_BYTES + INPUT_LEN * core::mem::size_of::<i8>();
+    <Baked<Net> as Layer>::ARENA_BYTES + <Baked<Net> as Layer>::KERNEL_BYTES;
 
 /// Runs the net on `input` (49 x 10 x 1 values, channels last, as TensorFlow Lite's input tensor) and writes
 /// its 12 outputs.
 pub fn invoke(input: &[i8; INPUT_LEN], output: &mut [i8; OUTPUT_LEN]) {
+    let mut arena = Arena::<{ <Baked<Net> as Layer>::ARENA_BYTES }>::new();
     // TensorFlow Lite's order (height, width, channels) to constmat's (channels first).
-    let mut image = [[[0_i8; 10]; 49]; 1];
+    let image = arena.input(&NET);
     for (i, &value) in input.iter().enumerate() {
         image[0][i / 10][i % 10] = value;
     }
-    NET.forward_one(&image, output);
+    *output = *arena.run(&NET);
 }

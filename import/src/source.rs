@@ -15,16 +15,15 @@ pub struct Origin<'a> {
 /// The source of `{name}.rs`.
 pub fn write(net: &Net, int8: bool, origin: &Origin<'_>) -> String {
     let element = if int8 { "i8" } else { "f32" };
-    let zero = if int8 { "0_i8" } else { "0.0_f32" };
     let outputs = match net.output {
         Sample::Vector { n, .. } => n,
         Sample::Image { c, h, w } => c * h * w,
     };
-    let mut uses = vec!["Layer"];
+    let mut uses = vec!["Arena", "Layer"];
     let mut lines = String::new();
     // The image form (`Input`, then the layers as `net!` reads them), or for a vector input the
     // plain form (the layer types themselves).
-    let (input_len, input_doc, working, working_doc, body) = match net.input {
+    let (input_len, input_doc, body) = match net.input {
         Sample::Image { c, h, w } => {
             lines.push_str(&format!("    Input<{element}, {c}, {h}, {w}>,\n"));
             let mut activations = Vec::new();
@@ -33,14 +32,9 @@ pub fn write(net: &Net, int8: bool, origin: &Origin<'_>) -> String {
             activations.dedup();
             uses.extend(activations.iter().map(|&a| activation_name(a)));
             let out = match net.output {
-                Sample::Vector { .. } => "    NET.forward_one(&image, output);\n".to_owned(),
-                Sample::Image {
-                    c: oc,
-                    h: oh,
-                    w: ow,
-                } => format!(
-                    "    let mut out = [[[{zero}; {ow}]; {oh}]; {oc}];\n    \
-                     NET.forward_one(&image, &mut out);\n    \
+                Sample::Vector { .. } => "    *output = *arena.run(&NET);\n".to_owned(),
+                Sample::Image { c: oc, w: ow, .. } => format!(
+                    "    let out = arena.run(&NET);\n    \
                      for (i, value) in output.iter_mut().enumerate() {{\n        \
                      *value = out{};\n    \
                      }}\n",
@@ -51,12 +45,9 @@ pub fn write(net: &Net, int8: bool, origin: &Origin<'_>) -> String {
                 c * h * w,
                 format!("{h} x {w} x {c} values, channels last, as TensorFlow Lite's input tensor"),
                 format!(
-                    "<Baked<Net> as Layer>::WORKING_BYTES + INPUT_LEN * core::mem::size_of::<{element}>()"
-                ),
-                "the net's, and the input\n/// reordered to channels first",
-                format!(
-                    "    // TensorFlow Lite's order (height, width, channels) to constmat's (channels first).\n    \
-                     let mut image = [[[{zero}; {w}]; {h}]; {c}];\n    \
+                    "    let mut arena = Arena::<{{ <Baked<Net> as Layer>::ARENA_BYTES }}>::new();\n    \
+                     // TensorFlow Lite's order (height, width, channels) to constmat's (channels first).\n    \
+                     let image = arena.input(&NET);\n    \
                      for (i, &value) in input.iter().enumerate() {{\n        \
                      image{} = value;\n    \
                      }}\n\
@@ -74,9 +65,10 @@ pub fn write(net: &Net, int8: bool, origin: &Origin<'_>) -> String {
             (
                 n,
                 format!("{n} values"),
-                "<Baked<Net> as Layer>::WORKING_BYTES".to_owned(),
-                "the net's",
-                "    NET.forward_one(input, output);\n".to_owned(),
+                "    let mut arena = Arena::<{ <Baked<Net> as Layer>::ARENA_BYTES }>::new();\n    \
+                 *arena.input(&NET) = *input;\n    \
+                 *output = *arena.run(&NET);\n"
+                    .to_owned(),
             )
         }
     };
@@ -110,8 +102,10 @@ pub fn write(net: &Net, int8: bool, origin: &Origin<'_>) -> String {
          pub const OUTPUT_LEN: usize = {outputs};\n\
          /// The bytes of read-only memory the parameters take.\n\
          pub const PARAMETER_BYTES: usize = <Baked<Net> as Layer>::PARAMETER_BYTES;\n\
-         /// The bytes of working memory (stack) one `invoke` takes: {working_doc}.\n\
-         pub const WORKING_BYTES: usize =\n    {working};\n\
+         /// The bytes of working memory (stack) one `invoke` takes: the arena that holds the\n\
+         /// samples between the layers (the input and output among them), and the kernels' buffers.\n\
+         pub const WORKING_BYTES: usize =\n    \
+         <Baked<Net> as Layer>::ARENA_BYTES + <Baked<Net> as Layer>::KERNEL_BYTES;\n\
          \n\
          /// Runs the net on `input` ({input_doc}) and writes\n\
          /// its {outputs} outputs.\n\

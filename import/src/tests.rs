@@ -322,14 +322,14 @@ fn a_net_of_vectors_imports_in_the_plain_form() {
     assert!(
         imported
             .source
-            .contains("use constmat::nn::{Dense, Layer, Softmax};"),
+            .contains("use constmat::nn::{Arena, Dense, Layer, Softmax};"),
         "{}",
         imported.source
     );
     assert!(
         imported
             .source
-            .contains("    NET.forward_one(input, output);\n")
+            .contains("    *arena.input(&NET) = *input;\n    *output = *arena.run(&NET);\n")
     );
     let tensors = safetensors::SafeTensors::deserialize(&imported.weights).unwrap();
     assert_eq!(tensors.tensor("1.weight").unwrap().shape(), [3, 4]);

@@ -193,6 +193,10 @@ fn the_imported_dscnn_builds_and_matches_tflm() {
     );
     for ran in &ran {
         assert_eq!(figure(ran, "differing"), 0.0, "{ran}");
+        // No more memory than under TensorFlow Lite Micro: its arena for the model, and the
+        // `.tflite` file.
+        assert!(figure(ran, "working memory") <= 24_272.0, "{ran}");
+        assert!(figure(ran, "parameters") <= 53_936.0, "{ran}");
     }
     if let Some(last) = ran.last() {
         assert_eq!(figure(last, "samples"), 1000.0);
@@ -218,6 +222,10 @@ fn the_imported_resnet8_builds_and_matches_tflm() {
     );
     for ran in &ran {
         assert_eq!(figure(ran, "differing"), 0.0, "{ran}");
+        // No more memory than under TensorFlow Lite Micro: its arena for the model, and the
+        // `.tflite` file.
+        assert!(figure(ran, "working memory") <= 55_984.0, "{ran}");
+        assert!(figure(ran, "parameters") <= 98_496.0, "{ran}");
     }
     if let Some(last) = ran.last() {
         assert_eq!(figure(last, "samples"), 1000.0);

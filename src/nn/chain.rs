@@ -4,7 +4,7 @@
 
 use core::mem::MaybeUninit;
 
-use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Skip, Store};
+use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Side, Skip, Store};
 
 /// `first` then `rest`: the output of `first` is the input of `rest`.
 ///
@@ -63,6 +63,30 @@ impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
     /// sum is the bound that holds.
     const WORKING_BYTES: usize =
         core::mem::size_of::<A::Out>() + A::WORKING_BYTES + N::WORKING_BYTES;
+
+    /// The larger of the two parts': their layers run one after another.
+    const KERNEL_BYTES: usize = if A::KERNEL_BYTES > N::KERNEL_BYTES {
+        A::KERNEL_BYTES
+    } else {
+        N::KERNEL_BYTES
+    };
+
+    /// The larger of the two parts': the rest runs where the first part's input was.
+    const ARENA_BYTES: usize = if A::ARENA_BYTES > N::ARENA_BYTES {
+        A::ARENA_BYTES
+    } else {
+        N::ARENA_BYTES
+    };
+
+    const ARENA_FLIPS: bool = A::ARENA_FLIPS != N::ARENA_FLIPS;
+
+    /// The first part, then the rest on its output, in the whole arena again.
+    #[inline]
+    fn forward_in_arena(&self, arena: &mut [u8], input: Side) {
+        self.first.forward_in_arena(arena, input);
+        self.rest
+            .forward_in_arena(arena, input.after(A::ARENA_FLIPS));
+    }
 
     /// The first layer's outputs into a buffer that is not zeroed first
     /// ([`Layer::forward_uninit`]), then the rest's.

@@ -272,6 +272,7 @@ macro_rules! outputs_as_workspace {
 }
 
 mod activation;
+mod arena;
 mod avg_pool;
 mod bake;
 mod batch_norm;
@@ -310,6 +311,7 @@ mod values;
 
 pub use crate::kernels::argmax;
 pub use activation::{Activation, Identity, Relu, Relu6, Sigmoid, Tanh};
+pub use arena::{Arena, Side, region_bytes as arena_region_bytes};
 pub use avg_pool::{Averageable, AvgPool2d};
 pub use bake::{Bake, PartName, SafetensorsFile, Skip, Within};
 #[cfg(feature = "alloc")]
@@ -394,11 +396,13 @@ pub(crate) const fn check_predict_scratch(len: usize, needed: usize) {
 /// One sample flowing into or out of a layer: a number, or an array of samples (`[T; N]` for a
 /// dense layer's input).
 ///
+/// Plain data ([`bytemuck::Pod`]): an [`Arena`] keeps samples as bytes and reads them back.
+///
 /// ```
 /// use constmat::nn::Sample;
 /// assert_eq!(<[[f32; 2]; 3]>::ZERO, [[0.0; 2]; 3]);
 /// ```
-pub trait Sample: Copy + Debug + PartialEq + Send + Sync + 'static {
+pub trait Sample: bytemuck::Pod + Debug + PartialEq + Send + Sync {
     /// The zero sample, the value buffers start with.
     const ZERO: Self;
 }
@@ -491,6 +495,58 @@ pub trait Layer {
     /// assert_eq!(Net::WORKING_BYTES, (128 + 64) * 4);
     /// ```
     const WORKING_BYTES: usize = 0;
+
+    /// The bytes of stack a prediction with the memory plan ([`Arena::run`]) takes beside the
+    /// arena: the buffers of this layer's kernels ([`Layer::WORKING_BYTES`] of a layer that is
+    /// not made of others), and for a net the largest of its layers', since each layer runs in
+    /// a call of its own there, one after another. The kernels' own frames come on top, as for
+    /// `WORKING_BYTES`.
+    ///
+    /// ```
+    /// use constmat::nn::{Layer, QDense, Relu};
+    ///
+    /// type Net = constmat::net![QDense<784, 128, Relu>, QDense<128, 64, Relu>, QDense<64, 10>];
+    /// // Each layer's i32 dot products: the first layer's are the most.
+    /// assert_eq!(Net::KERNEL_BYTES, 128 * 4);
+    /// // `forward` keeps the samples between the layers and adds the three layers' buffers.
+    /// assert_eq!(Net::WORKING_BYTES, 128 + 64 + (128 + 64 + 10) * 4);
+    /// ```
+    const KERNEL_BYTES: usize = Self::WORKING_BYTES;
+
+    /// The bytes of [`Arena`] a prediction with [`Arena::run`] takes: the samples that are
+    /// alive at once, at most, input and output included, each rounded up to a multiple of 64
+    /// ([`arena_region_bytes`]). A layer's own is its input's and its output's; a chain's the
+    /// largest of its layers'; a residual block's adds its input (kept for the shortcut) to its
+    /// branch's.
+    ///
+    /// ```
+    /// use constmat::nn::{Dense, Layer, Relu};
+    ///
+    /// type Net = constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 64, Relu>, Dense<f32, 64, 10>];
+    /// // The first layer's input (784 values) and output (128), rounded to 64 bytes each.
+    /// assert_eq!(Net::ARENA_BYTES, 3_136 + 512);
+    /// ```
+    const ARENA_BYTES: usize =
+        arena::region_bytes::<Self::In>() + arena::region_bytes::<Self::Out>();
+
+    /// Whether [`Layer::forward_in_arena`] leaves the output at the other end of the arena from
+    /// the input (`true`, a layer's own) or at the same end (a chain of two layers).
+    const ARENA_FLIPS: bool = true;
+
+    /// The memory plan's step ([`Arena`]): runs on the input at the `input` end of `arena`
+    /// and writes the output at [`input.after(Self::ARENA_FLIPS)`](Side::after), using the
+    /// rest of `arena` between them as it likes, the input's bytes included. `arena` is at
+    /// least [`Layer::ARENA_BYTES`] long, a multiple of 64, aligned to 64; a sample at the
+    /// start end begins at its first byte, one at the end at the last
+    /// [`arena_region_bytes`] of its type.
+    ///
+    /// The default, for a layer that is not made of others, reads the input at one end and
+    /// writes the output at the other with [`Layer::forward_one`], in a call that is not
+    /// inlined (so that its buffers are not alive beside the next layer's: see
+    /// [`Layer::KERNEL_BYTES`]). Call [`Arena::run`] rather than this.
+    fn forward_in_arena(&self, arena: &mut [u8], input: Side) {
+        arena::forward_one_at_ends(self, arena, input);
+    }
 
     /// The outputs of a batch of `B` samples: `y[k]` for `x[k]`.
     ///

@@ -15,6 +15,7 @@
 
 use core::mem::MaybeUninit;
 
+use super::arena::{self, Side};
 use super::bake::Within;
 use super::qdense::{EXPONENT_RANGE, MULTIPLIER_RANGE, QuantizedActivation, int8_tensor};
 use super::residual::{BranchPart, ShortcutPart};
@@ -296,6 +297,17 @@ where
         self.add.add_into::<_, A, B>(y, x);
     }
 
+    const KERNEL_BYTES: usize = Br::KERNEL_BYTES;
+
+    const ARENA_BYTES: usize = arena::residual_arena_bytes::<Br>();
+
+    fn forward_in_arena(&self, arena: &mut [u8], input: Side) {
+        arena::residual_in_arena(&self.branch, arena, input, |y, x| {
+            self.add
+                .add_into::<_, A, 1>(core::array::from_mut(y), core::array::from_ref(x));
+        });
+    }
+
     fn to_store<S: Store>(&self) -> Self::WithStore<S> {
         QResidual {
             branch: self.branch.to_store(),
@@ -343,6 +355,21 @@ where
         let mut s = MaybeUninit::uninit();
         let s = self.shortcut.forward_uninit(x, &mut s);
         self.add.add_into::<_, A, B>(y, s);
+    }
+
+    const KERNEL_BYTES: usize = if Br::KERNEL_BYTES > Sh::KERNEL_BYTES {
+        Br::KERNEL_BYTES
+    } else {
+        Sh::KERNEL_BYTES
+    };
+
+    const ARENA_BYTES: usize = arena::projected_residual_arena_bytes::<Br, Sh>();
+
+    fn forward_in_arena(&self, arena: &mut [u8], input: Side) {
+        arena::projected_residual_in_arena(&self.branch, &self.shortcut, arena, input, |y, s| {
+            self.add
+                .add_into::<_, A, 1>(core::array::from_mut(y), core::array::from_ref(s));
+        });
     }
 
     fn to_store<S: Store>(&self) -> Self::WithStore<S> {

@@ -15,6 +15,7 @@
 
 use core::mem::MaybeUninit;
 
+use super::arena::{self, Side};
 use super::bake::{PartName, Within};
 use super::{
     Activation, Bake, Identity, Layer, NetSpec, Parameters, SafetensorsFile, Store, Values,
@@ -170,6 +171,16 @@ where
         add_and_activate::<_, A, B>(y, x);
     }
 
+    const KERNEL_BYTES: usize = Br::KERNEL_BYTES;
+
+    const ARENA_BYTES: usize = arena::residual_arena_bytes::<Br>();
+
+    fn forward_in_arena(&self, arena: &mut [u8], input: Side) {
+        arena::residual_in_arena(&self.branch, arena, input, |y, x| {
+            add_and_activate::<_, A, 1>(core::array::from_mut(y), core::array::from_ref(x));
+        });
+    }
+
     const PREDICT_SCRATCH: usize = Br::PREDICT_SCRATCH;
 
     fn forward_with_scratch<const B: usize, const LEN: usize>(
@@ -226,6 +237,20 @@ where
         let mut s = MaybeUninit::uninit();
         let s = self.shortcut.forward_uninit(x, &mut s);
         add_and_activate::<_, A, B>(y, s);
+    }
+
+    const KERNEL_BYTES: usize = if Br::KERNEL_BYTES > Sh::KERNEL_BYTES {
+        Br::KERNEL_BYTES
+    } else {
+        Sh::KERNEL_BYTES
+    };
+
+    const ARENA_BYTES: usize = arena::projected_residual_arena_bytes::<Br, Sh>();
+
+    fn forward_in_arena(&self, arena: &mut [u8], input: Side) {
+        arena::projected_residual_in_arena(&self.branch, &self.shortcut, arena, input, |y, s| {
+            add_and_activate::<_, A, 1>(core::array::from_mut(y), core::array::from_ref(s));
+        });
     }
 
     /// The larger of the two parts': they use the scratch one after the other.

@@ -169,6 +169,13 @@ pub fn classify_int8_cnn(pixels: &[u8; 784]) -> u8 {
     argmax(&logits) as u8
 }
 
+/// MLPerf Tiny's int8 keyword-spotting DS-CNN (`kws_ref_model.tflite`) as `constmat-import`
+/// wrote it (the module `examples/keyword_spotting` runs, unchanged): `kws::invoke` takes 49 x 10
+/// int8 MFCC features in TensorFlow Lite's order and gives the 12 classes' int8 probabilities,
+/// in an arena on the stack (`kws::WORKING_BYTES`).
+#[path = "../../../examples/keyword_spotting/kws.rs"]
+pub mod kws;
+
 #[cfg(test)]
 mod tests {
     // The tests run on the host, with std.
@@ -338,6 +345,32 @@ mod tests {
         }
         println!("int8 MLP {mlp} / 10000, int8 CNN {cnn} / 10000");
         assert_eq!((mlp, cnn), (9816, 9942));
+    }
+
+    /// The imported DS-CNN gives TensorFlow Lite Micro's outputs, bit for bit, on the 64 inputs
+    /// of `tests/fixtures/mlperf-dscnn-int8-io.safetensors`, within TensorFlow Lite Micro's
+    /// arena (24,272 bytes).
+    #[test]
+    fn the_imported_dscnn_gives_tflms_outputs() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/mlperf-dscnn-int8-io.safetensors");
+        let bytes = std::fs::read(&path).unwrap();
+        let header = constmat::format::parse(&bytes).unwrap();
+        let tensor = |name: &str| -> std::vec::Vec<i8> {
+            let t = header.find(name.as_bytes()).unwrap();
+            t.data.iter().map(|&b| b as i8).collect()
+        };
+        let (inputs, outputs) = (tensor("input"), tensor("output"));
+        assert_eq!(inputs.len(), 64 * super::kws::INPUT_LEN);
+        for (input, want) in inputs
+            .chunks_exact(super::kws::INPUT_LEN)
+            .zip(outputs.chunks_exact(super::kws::OUTPUT_LEN))
+        {
+            let mut got = [0; super::kws::OUTPUT_LEN];
+            super::kws::invoke(input.try_into().unwrap(), &mut got);
+            assert_eq!(got, want);
+        }
+        const { assert!(super::kws::WORKING_BYTES <= 24_272) };
     }
 
     /// The baked int8 blocks net computes what the same file loaded at run time computes.

@@ -1,5 +1,5 @@
-//! Int8 dot products (AVX-512BW, AVX-512 VNNI or AVX2) and requantization (AVX-512): the hot
-//! loops of the int8 layers.
+//! Int8 dot products (AVX-512BW, AVX-512 VNNI or AVX2) and requantization (AVX-512 or AVX2):
+//! the hot loops of the int8 layers.
 
 use super::simd::array_from;
 use core::arch::x86_64::*;
@@ -325,11 +325,10 @@ pub(super) unsafe fn dot_tile_i8_avx2<const R: usize>(
 
 /// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, high)` for 16 outputs at a time with
 /// AVX-512F, `M[o]` the fixed-point multiplier `(multiplier[o], exponent[o])`: the same integers
-/// as [`crate::quant::Multiplier::apply`], lane by lane (a group with a positive exponent, which
-/// needs a saturating left shift, is done one output at a time). The steps, per lane:
-/// `acc = dots + bias` (saturating); the doubling high product, its 64-bit products in even and
-/// odd lanes, rounded as gemmlowp's; the rounding right shift by `-exponent`; the zero point and
-/// the clamp.
+/// as [`crate::quant::Multiplier::apply`], lane by lane. The steps, per lane:
+/// `acc = dots + bias` (saturating); for a positive exponent, `acc` shifted left by it
+/// (saturating); the doubling high product, its 64-bit products in even and odd lanes, rounded
+/// as gemmlowp's; the rounding right shift by `-exponent`; the zero point and the clamp.
 ///
 /// # Safety
 ///
@@ -441,6 +440,138 @@ pub(super) unsafe fn requantize_i8_avx512(
     }
 }
 
+/// [`requantize_i8_avx512`] with AVX2, 8 outputs at a time, the same steps lane by lane (AVX2
+/// has no 64-bit arithmetic shift: the high product's low 32 bits, all that is kept, are the
+/// same after a logical one); the last `n % 8` outputs one at a time.
+///
+/// # Safety
+///
+/// The CPU has AVX2; every slice has `out.len()` elements.
+///
+/// # Panics
+///
+/// When an exponent is outside `-31..=30` (checked 8 at a time, as the group is loaded).
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn requantize_i8_avx2(
+    dots: &[i32],
+    (bias, multiplier, exponent): (&[i32], &[i32], &[i32]),
+    (zero, low, top): (i8, i8, i8),
+    out: &mut [i8],
+) {
+    let n = out.len();
+    let whole = n / 8 * 8;
+    // SAFETY (whole body): AVX2 is present (the contract). Each group reads lanes
+    // `o0..o0 + 8` of slices of `n` elements and writes 8 bytes of `out` there,
+    // `o0 + 8 <= whole <= n`.
+    unsafe {
+        let zeros = _mm256_setzero_si256();
+        let ones = _mm256_set1_epi32(1);
+        let max = _mm256_set1_epi32(i32::MAX);
+        let min = _mm256_set1_epi32(i32::MIN);
+        // Byte 0 of each i32 of a 128-bit half to its first four bytes.
+        let first_bytes = _mm256_setr_epi8(
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        );
+        let mut o0 = 0;
+        while o0 < whole {
+            let load = |s: &[i32]| _mm256_loadu_si256(s.as_ptr().add(o0).cast());
+            let (d, b, m, e) = (load(dots), load(bias), load(multiplier), load(exponent));
+            let out_of_range = _mm256_or_si256(
+                _mm256_cmpgt_epi32(e, _mm256_set1_epi32(30)),
+                _mm256_cmpgt_epi32(_mm256_set1_epi32(-31), e),
+            );
+            assert!(
+                _mm256_movemask_epi8(out_of_range) == 0,
+                "a multiplier's exponent is from -31 to 30"
+            );
+            // acc = d + b, saturating: an overflow has both operands' sign and the other result
+            // sign.
+            let sum = _mm256_add_epi32(d, b);
+            let overflow = _mm256_srai_epi32(
+                _mm256_and_si256(_mm256_xor_si256(d, sum), _mm256_xor_si256(b, sum)),
+                31,
+            );
+            let saturated = _mm256_xor_si256(_mm256_srai_epi32(d, 31), max);
+            let acc = _mm256_blendv_epi8(sum, saturated, overflow);
+            // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
+            // shift undone differs from acc exactly when bits or the sign were lost).
+            let left = _mm256_max_epi32(e, zeros);
+            let shifted = _mm256_sllv_epi32(acc, left);
+            let kept = _mm256_cmpeq_epi32(_mm256_srav_epi32(shifted, left), acc);
+            let limit = _mm256_xor_si256(_mm256_srai_epi32(acc, 31), max);
+            let acc = _mm256_blendv_epi8(limit, shifted, kept);
+            // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
+            let high64 = |p: __m256i| {
+                let negative = _mm256_cmpgt_epi64(zeros, p);
+                let nudge = _mm256_blendv_epi8(
+                    _mm256_set1_epi64x(1 << 30),
+                    _mm256_set1_epi64x(1 - (1 << 30)),
+                    negative,
+                );
+                let v = _mm256_add_epi64(p, nudge);
+                // Division by 2^31 truncating toward zero: a negative value first adds
+                // 2^31 - 1; then bits 31..62, which the logical shift brings down as the
+                // arithmetic one would.
+                let v_negative = _mm256_cmpgt_epi64(zeros, v);
+                let v = _mm256_add_epi64(
+                    v,
+                    _mm256_and_si256(v_negative, _mm256_set1_epi64x((1 << 31) - 1)),
+                );
+                _mm256_srli_epi64(v, 31)
+            };
+            let even = high64(_mm256_mul_epi32(acc, m));
+            let odd = high64(_mm256_mul_epi32(
+                _mm256_srli_epi64(acc, 32),
+                _mm256_srli_epi64(m, 32),
+            ));
+            let high = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0b1010_1010);
+            let both_min =
+                _mm256_and_si256(_mm256_cmpeq_epi32(acc, min), _mm256_cmpeq_epi32(m, min));
+            let high = _mm256_blendv_epi8(high, max, both_min);
+            // The rounding right shift by r = max(-exponent, 0): (x >> r) + (remainder >
+            // threshold).
+            let r = _mm256_max_epi32(_mm256_sub_epi32(zeros, e), zeros);
+            let low_bits = _mm256_sub_epi32(_mm256_sllv_epi32(ones, r), ones);
+            let remainder = _mm256_and_si256(high, low_bits);
+            let negative = _mm256_cmpgt_epi32(zeros, high);
+            let threshold = _mm256_sub_epi32(_mm256_srai_epi32(low_bits, 1), negative);
+            let up = _mm256_cmpgt_epi32(remainder, threshold);
+            let y = _mm256_sub_epi32(_mm256_srav_epi32(high, r), up);
+            // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
+            // overflow and the final clamp still decides.
+            let y = _mm256_max_epi32(
+                _mm256_min_epi32(y, _mm256_set1_epi32(1024)),
+                _mm256_set1_epi32(-1024),
+            );
+            let q = _mm256_add_epi32(y, _mm256_set1_epi32(i32::from(zero)));
+            let q = _mm256_max_epi32(
+                _mm256_min_epi32(q, _mm256_set1_epi32(i32::from(top))),
+                _mm256_set1_epi32(i32::from(low)),
+            );
+            // Each lane's low byte (the value, now in -128..=127), eight in a row.
+            let bytes = _mm256_shuffle_epi8(q, first_bytes);
+            let eight = _mm_unpacklo_epi32(
+                _mm256_castsi256_si128(bytes),
+                _mm256_extracti128_si256(bytes, 1),
+            );
+            _mm_storel_epi64(out.as_mut_ptr().add(o0).cast(), eight);
+            o0 += 8;
+        }
+    }
+    for o in whole..n {
+        assert!(
+            (-31..=30).contains(&exponent[o]),
+            "a multiplier's exponent is from -31 to 30"
+        );
+        out[o] = requantize_one(
+            dots[o],
+            (bias[o], multiplier[o], exponent[o]),
+            (zero, low, top),
+        );
+    }
+}
+
 /// One output of [`requantize_i8`], the definition: `clamp(zero + M·(dot + bias), low, high)`.
 #[inline]
 pub(super) fn requantize_one(dot: i32, parameters: (i32, i32, i32), range: (i8, i8, i8)) -> i8 {
@@ -448,8 +579,7 @@ pub(super) fn requantize_one(dot: i32, parameters: (i32, i32, i32), range: (i8, 
 }
 
 /// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, high)`: the int8 layers'
-/// requantization, 16 outputs at a time with `isa` when it has AVX-512, one at a time
-/// otherwise.
+/// requantization, 16 outputs at a time with AVX-512, 8 with AVX2.
 ///
 /// # Panics
 ///
@@ -481,13 +611,11 @@ pub(crate) fn requantize_i8(
             unsafe { requantize_i8_avx512(dots, (bias, multiplier, exponent), range, out) }
         }
         IsaI8::Avx2 => {
-            assert!(
-                exponent.iter().all(|&e| (-31..=30).contains(&e)),
-                "a multiplier's exponent is from -31 to 30"
-            );
-            for (o, q) in out.iter_mut().enumerate() {
-                *q = requantize_one(dots[o], (bias[o], multiplier[o], exponent[o]), range);
-            }
+            #[cfg(feature = "std")]
+            assert!(std::is_x86_feature_detected!("avx2"), "the CPU lacks AVX2");
+            // SAFETY: lengths checked above; AVX2 is present (detected, or checked above with
+            // std; without std, the build targets it). The kernel checks the exponents itself.
+            unsafe { requantize_i8_avx2(dots, (bias, multiplier, exponent), range, out) }
         }
     }
 }

@@ -75,10 +75,14 @@ fn int8_requantization_refuses_exponents_no_multiplier_has() {
         if !present {
             continue;
         }
-        for bad in [31, -32, i32::MIN, i32::MAX] {
-            // The bad exponent in the second group of 16, at its last lane.
+        // The bad exponent at the last lane of AVX2's first group of 8, of its second, of
+        // AVX-512's group of 16, and in the tail of 4 AVX2 does one at a time.
+        for (bad, at) in [31, -32, i32::MIN, i32::MAX]
+            .into_iter()
+            .flat_map(|bad| [7, 15, 19].map(|at| (bad, at)))
+        {
             let mut exponent = std::vec![-5; 20];
-            exponent[19] = bad;
+            exponent[at] = bad;
             let ones = std::vec![1 << 30; 20];
             let result = std::panic::catch_unwind(|| {
                 let mut out = [0_i8; 20];
@@ -90,7 +94,7 @@ fn int8_requantization_refuses_exponents_no_multiplier_has() {
                     &mut out,
                 );
             });
-            assert!(result.is_err(), "{isa:?} took the exponent {bad}");
+            assert!(result.is_err(), "{isa:?} took the exponent {bad} at {at}");
         }
     }
 }

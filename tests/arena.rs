@@ -1,11 +1,11 @@
 //! The memory plan (`nn::Arena`): a prediction in an arena gives `forward_one`'s outputs bit for
-//! bit, for chains of every parity, residual blocks of both kinds (float and int8), nested
-//! chains and blocks, and an arena reused from one prediction to the next or longer than the
+//! bit, for chains of every parity, residual blocks of both kinds, nested chains and blocks
+//! (the int8 blocks: `tests/quantize_blocks.rs`; MLPerf Tiny's int8 nets: `tests/mlperf_*.rs`), and an arena reused from one prediction to the next or longer than the
 //! plan; and `ARENA_BYTES` is the most the plan keeps alive at once, worked out here by hand.
 #![cfg(all(feature = "safetensors", feature = "rand"))]
 
 use constmat::embed::Baked;
-use constmat::nn::{Arena, Dense, Layer, RandomInit, Relu, Relu6, arena_region_bytes};
+use constmat::nn::{Arena, Dense, Layer, RandomInit, Relu, arena_region_bytes};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
 /// Runs `net` on `inputs`, one arena for all, each output against `forward_one`'s.
@@ -124,38 +124,6 @@ fn a_residual_block_in_a_branch_gives_forward_ones_outputs() {
     // The outer block's input, the inner block's input and the inner branch's input and output:
     // four samples of 2 x 6 x 6 (288 bytes, 320 in the arena).
     assert_eq!(Nested::ARENA_BYTES, 4 * 320);
-}
-
-/// The int8 net of `tests/quantize_blocks.rs`: a depthwise convolution, an identity and a
-/// projected residual block (their additions requantize), the average pool and the softmax.
-type Int8 = constmat::net![
-    Input<i8, 2, 8, 8>,
-    Conv2d<2, 4, 3, 1, 1, Relu>,
-    DepthwiseConv2d<4, 8, 3, 1, 1, Relu6>,
-    Residual<[Conv2d<8, 8, 3, 1, 1, Relu>, Conv2d<8, 8, 3, 1, 1>], Relu>,
-    Residual<[Conv2d<8, 16, 3, 2, 1, Relu>, Conv2d<16, 16, 3, 1, 1>], [Conv2d<8, 16, 1, 2, 0>], Relu>,
-    AvgPool2d<4>,
-    Flatten,
-    Dense<16, 5>,
-    Softmax,
-];
-
-static INT8: Baked<Int8> = constmat::include_net!("fixtures/int8-blocks.safetensors");
-
-#[test]
-fn int8_blocks_give_forward_ones_outputs() {
-    let mut rng = StdRng::seed_from_u64(7);
-    let inputs: Vec<[[[i8; 8]; 8]; 2]> = (0..20)
-        .map(|_| {
-            core::array::from_fn(|_| {
-                core::array::from_fn(|_| core::array::from_fn(|_| rng.random_range(-128..=127)))
-            })
-        })
-        .collect();
-    let net: &Int8 = &INT8;
-    arena_matches_forward_one(net, &inputs, &mut Arena::<{ Int8::ARENA_BYTES }>::new());
-    // The identity block's input (8 x 8 x 8 bytes), its branch's copy and first output.
-    assert_eq!(Int8::ARENA_BYTES, 3 * 512);
 }
 
 /// An arena in a `static`: `Arena::new` is a `const fn`.

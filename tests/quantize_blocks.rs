@@ -11,7 +11,7 @@
 
 use constmat::embed::Baked;
 use constmat::io::safetensors as st;
-use constmat::nn::{Inline, Layer, RandomInit, Relu, Relu6, quantize};
+use constmat::nn::{Arena, Inline, Layer, RandomInit, Relu, Relu6, quantize};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
 type Float = constmat::net![
@@ -297,4 +297,25 @@ fn a_global_average_pool_quantizes() {
             "{got:?} against {want:?}"
         );
     }
+}
+
+/// The memory plan (`nn::Arena`) gives `forward_one`'s outputs, an arena reused from one input to
+/// the next: the depthwise convolution, both kinds of int8 residual block (their additions
+/// requantize), the average pool and the softmax.
+#[test]
+fn the_int8_blocks_run_in_an_arena_as_forward_one() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let net: &Int8 = &BAKED;
+    let mut arena = Arena::<{ Int8::ARENA_BYTES }>::new();
+    for k in 0..20 {
+        let x: [[[i8; 8]; 8]; 2] = std::array::from_fn(|_| {
+            std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)))
+        });
+        let mut want = [0; 5];
+        net.forward_one(&x, &mut want);
+        *arena.input(net) = x;
+        assert_eq!(*arena.run(net), want, "input {k}");
+    }
+    // The identity block's input (8 x 8 x 8 bytes), its branch's copy and first output.
+    assert_eq!(Int8::ARENA_BYTES, 3 * 512);
 }

@@ -54,6 +54,12 @@ pub const fn region_bytes<T>() -> usize {
     core::mem::size_of::<T>().div_ceil(ALIGN) * ALIGN
 }
 
+/// The larger of two sizes, in const code (`Ord::max` is not `const`): a plan's parts that run
+/// one after the other need the larger of their sizes.
+pub(crate) const fn larger(a: usize, b: usize) -> usize {
+    if a > b { a } else { b }
+}
+
 /// The alignment of an arena and of every sample in it: a cache line, and more than any
 /// element type's (SIMD loads of whole registers start aligned where a row does).
 const ALIGN: usize = 64;
@@ -234,9 +240,10 @@ pub(crate) fn residual_in_arena<Br: Layer>(
 /// A residual block with a projection's [`Layer::ARENA_BYTES`]: the branch's plan beside the
 /// input, or the shortcut's (on the input itself) beside the branch's output.
 pub(crate) const fn projected_residual_arena_bytes<Br: Layer, Sh: Layer>() -> usize {
-    let branch = residual_arena_bytes::<Br>();
-    let shortcut = region_bytes::<Br::Out>() + Sh::ARENA_BYTES;
-    if branch > shortcut { branch } else { shortcut }
+    larger(
+        residual_arena_bytes::<Br>(),
+        region_bytes::<Br::Out>() + Sh::ARENA_BYTES,
+    )
 }
 
 /// A residual block with a projection's [`Layer::forward_in_arena`]: the branch as in

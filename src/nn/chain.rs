@@ -4,7 +4,8 @@
 
 use core::mem::MaybeUninit;
 
-use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Side, Skip, Store};
+use super::arena::{self, Side};
+use super::{Bake, Layer, NetSpec, Parameters, SafetensorsFile, Skip, Store};
 
 /// `first` then `rest`: the output of `first` is the input of `rest`.
 ///
@@ -65,18 +66,10 @@ impl<A: Layer, N: Layer<In = A::Out>> Layer for Chain<A, N> {
         core::mem::size_of::<A::Out>() + A::WORKING_BYTES + N::WORKING_BYTES;
 
     /// The larger of the two parts': their layers run one after another.
-    const KERNEL_BYTES: usize = if A::KERNEL_BYTES > N::KERNEL_BYTES {
-        A::KERNEL_BYTES
-    } else {
-        N::KERNEL_BYTES
-    };
+    const KERNEL_BYTES: usize = arena::larger(A::KERNEL_BYTES, N::KERNEL_BYTES);
 
     /// The larger of the two parts': the rest runs where the first part's input was.
-    const ARENA_BYTES: usize = if A::ARENA_BYTES > N::ARENA_BYTES {
-        A::ARENA_BYTES
-    } else {
-        N::ARENA_BYTES
-    };
+    const ARENA_BYTES: usize = arena::larger(A::ARENA_BYTES, N::ARENA_BYTES);
 
     const ARENA_FLIPS: bool = A::ARENA_FLIPS != N::ARENA_FLIPS;
 

@@ -357,11 +357,7 @@ where
         self.add.add_into::<_, A, B>(y, s);
     }
 
-    const KERNEL_BYTES: usize = if Br::KERNEL_BYTES > Sh::KERNEL_BYTES {
-        Br::KERNEL_BYTES
-    } else {
-        Sh::KERNEL_BYTES
-    };
+    const KERNEL_BYTES: usize = arena::larger(Br::KERNEL_BYTES, Sh::KERNEL_BYTES);
 
     const ARENA_BYTES: usize = arena::projected_residual_arena_bytes::<Br, Sh>();
 

@@ -1,8 +1,10 @@
-//! constmat side by side with nalgebra, matrixmultiply, NumPy and PyTorch, in one run.
+//! constmat side by side with nalgebra, matrixmultiply, NumPy and PyTorch, in one run; and the
+//! MLPerf Tiny models imported by constmat-import against LiteRT and TensorFlow Lite Micro.
 //!
 //! ```text
 //! cargo run --release --manifest-path benches/peers/Cargo.toml -- [--rounds N] [--quick]
 //! cargo run --release --manifest-path benches/peers/Cargo.toml -- --suite [--instruction-set avx2]
+//! cargo run --release --manifest-path benches/peers/Cargo.toml -- --imported [--python PATH]
 //! ```
 //!
 //! See `README.md` beside this crate's manifest for what is measured and how to read the table.
@@ -11,6 +13,7 @@ mod check;
 mod cnn;
 mod common;
 mod constmat_peer;
+mod imported;
 mod mm_peer;
 mod nalgebra_peer;
 mod peer;
@@ -42,6 +45,11 @@ Options:
                    timed side by side against the goals (2x, 4x, 1.3x PyTorch's speed)
   --nets LIST      with --suite, only these nets, comma-separated: lenet, mlp, cifar, strided,
                    wide-mlp, conv5x5, stem7x7, resnet8, dscnn
+  --imported       run the imported models instead: MLPerf Tiny's DS-CNN (int8) and ResNet-8
+                   (int8, f32), imported by constmat-import at build time ($MLPERF_TINY_DIR),
+                   constmat's generated `invoke` against LiteRT (one thread, XNNPACK) and
+                   TensorFlow Lite Micro, batch 1, outputs checked, then timed side by side
+                   (the Python interpreter needs ai-edge-litert and tflite-micro)
   --instruction-set SET
                    run constmat's kernels on this path: avx512, avx2 or portable (at most what
                    the CPU has; the output says which one ran). Below AVX-512, NumPy and
@@ -55,7 +63,8 @@ Options:
   --python PATH    the Python interpreter (default: $PYTHON, else python3)
   --no-python      leave out the Python peers
   --only LIST      measure only these implementations, comma-separated (constmat is always
-                   measured: it is the reference), e.g. --only numpy
+                   measured: it is the reference), e.g. --only numpy; with --imported, litert
+                   or tflm
   --raw            also print every round's figure
   --peak GFLOPS    the machine's one-thread peak, for the CNN's share-of-peak table (default
                    148, the project's first machine; measure yours with the probe in
@@ -63,7 +72,9 @@ Options:
   -h, --help       print this help
 
 Environment: MNIST_DIR (the epoch workload and the checks use MNIST's training images from
-there; random images otherwise; the suite always uses random data). CONSTMAT_INSTRUCTION_SET
+there; random images otherwise; the suite always uses random data). MLPERF_TINY_DIR, at build
+time (the models of --imported; default ../../../shared/mlperf-tiny beside the crate's
+manifest; without them --imported skips them). CONSTMAT_INSTRUCTION_SET
 (portable, avx2, avx512) limits constmat's kernels too, for the whole process; the lower of it
 and --instruction-set wins.
 ";
@@ -80,6 +91,8 @@ struct Options {
     suite: bool,
     /// The suite's nets to run (all when `None`).
     nets: Option<Vec<String>>,
+    /// Run the imported models (`imported.rs`) instead of the default workloads.
+    imported: bool,
     /// The instruction set constmat's kernels are limited to.
     instruction_set: Option<InstructionSet>,
 }
@@ -94,6 +107,7 @@ fn parse_options() -> Result<Option<Options>, String> {
     let mut peak_gflops = DEFAULT_PEAK_GFLOPS;
     let mut suite = false;
     let mut nets = None;
+    let mut imported = false;
     let mut instruction_set = None;
     let mut python = Some(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()));
     let mut args = std::env::args().skip(1);
@@ -131,6 +145,7 @@ fn parse_options() -> Result<Option<Options>, String> {
             }
             "--raw" => raw = true,
             "--suite" => suite = true,
+            "--imported" => imported = true,
             "--nets" => {
                 nets = Some(value()?.split(',').map(|s| s.trim().to_string()).collect());
             }
@@ -168,6 +183,7 @@ fn parse_options() -> Result<Option<Options>, String> {
         peak_gflops,
         suite,
         nets,
+        imported,
         instruction_set,
     }))
 }
@@ -235,8 +251,19 @@ fn run(options: &Options) -> Result<bool, String> {
     if options.nets.is_some() && !options.suite {
         return Err("--nets goes with --suite".into());
     }
+    if options.suite && options.imported {
+        return Err("--suite and --imported are two separate runs: give one".into());
+    }
     if options.suite {
         return run_suite(options);
+    }
+    if options.imported {
+        if cfg!(debug_assertions) {
+            println!("WARNING: a debug build; run with --release for meaningful figures");
+        }
+        println!("# The imported MLPerf Tiny models: constmat, LiteRT and TensorFlow Lite Micro");
+        println!();
+        return imported::run(options);
     }
     let start = Instant::now();
     if cfg!(debug_assertions) {

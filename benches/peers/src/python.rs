@@ -1,7 +1,8 @@
-//! The Python peers (NumPy, PyTorch): `peers.py` run as a subprocess, reporting JSON.
+//! The Python peers (NumPy, PyTorch): `peers.py` run as a subprocess, reporting JSON; and how
+//! every Python script of the harness is run (`imported.py` too).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -63,11 +64,16 @@ pub fn isa_variables(set: InstructionSet) -> &'static [(&'static str, &'static s
     }
 }
 
-/// The environment of every subprocess: one thread for every BLAS and OpenMP runtime, and the
-/// instruction set of [`hold_to`].
+/// `peers.py` in the environment of [`command_for`].
 fn command(python: &str) -> Command {
+    command_for(python, &script())
+}
+
+/// The Python script `script` in the environment of every subprocess: one thread for every
+/// BLAS and OpenMP runtime, and the instruction set of [`hold_to`].
+pub fn command_for(python: &str, script: &Path) -> Command {
     let mut command = Command::new(python);
-    command.arg(script());
+    command.arg(script);
     for var in [
         "OMP_NUM_THREADS",
         "OPENBLAS_NUM_THREADS",
@@ -88,7 +94,13 @@ fn command(python: &str) -> Command {
 }
 
 /// Runs `command` (feeding it `input`), and parses its standard output as JSON.
-fn run_json(mut command: Command, input: Option<&[u8]>) -> Result<Value, String> {
+pub fn run_json(mut command: Command, input: Option<&[u8]>) -> Result<Value, String> {
+    // The script's name, for the messages.
+    let script = command
+        .get_args()
+        .next()
+        .and_then(|s| Path::new(s).file_name())
+        .map_or_else(|| "the script".into(), |s| s.to_string_lossy().into_owned());
     command
         .stdin(if input.is_some() {
             Stdio::piped()
@@ -108,17 +120,17 @@ fn run_json(mut command: Command, input: Option<&[u8]>) -> Result<Value, String>
     }
     let output = child
         .wait_with_output()
-        .map_err(|e| format!("waiting for peers.py: {e}"))?;
+        .map_err(|e| format!("waiting for {script}: {e}"))?;
     if !output.status.success() {
         return Err(format!(
-            "peers.py failed ({}): {}",
+            "{script} failed ({}): {}",
             output.status,
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
     serde_json::from_slice(&output.stdout).map_err(|e| {
         format!(
-            "peers.py printed something that is not JSON ({e}): {}",
+            "{script} printed something that is not JSON ({e}): {}",
             String::from_utf8_lossy(&output.stdout)
                 .chars()
                 .take(300)

@@ -99,27 +99,69 @@ impl QuantizedAdd {
     /// The sum of the branch's value `b` and the shortcut's `s`, clamped to `low..=high`.
     #[must_use]
     #[inline]
-    pub fn apply(&self, b: i8, s: i8, (low, high): (i8, i8)) -> i8 {
-        let [qb, qs, qo] = self.quantization;
-        let scaled = |q: i8, z: i8, i: usize| {
-            self.multiplier(i)
-                .apply((i32::from(q) - i32::from(z)) << LEFT_SHIFT)
-        };
+    pub fn apply(&self, b: i8, s: i8, range: (i8, i8)) -> i8 {
+        self.finish(self.scaled(b, 0).saturating_add(self.scaled(s, 1)), range)
+    }
+
+    /// Input `i`'s value `q` (0 the branch, 1 the shortcut) on the sum's common scale.
+    #[inline]
+    fn scaled(&self, q: i8, i: usize) -> i32 {
+        let z = self.quantization[i].zero_point;
         // Within i32 for multipliers below 1 (TensorFlow Lite's); a file's larger ones saturate.
-        let sum = scaled(b, qb.zero_point, 0).saturating_add(scaled(s, qs.zero_point, 1));
-        let q = i32::from(qo.zero_point).saturating_add(self.multiplier(2).apply(sum));
+        self.multiplier(i)
+            .apply((i32::from(q) - i32::from(z)) << LEFT_SHIFT)
+    }
+
+    /// The output of the sum of two scaled inputs, clamped to `low..=high`.
+    #[inline]
+    fn finish(&self, sum: i32, (low, high): (i8, i8)) -> i8 {
+        let zero = self.quantization[2].zero_point;
+        let q = i32::from(zero).saturating_add(self.multiplier(2).apply(sum));
         q.clamp(i32::from(low), i32::from(high)) as i8
     }
 
     /// `y = y + s` (branch plus shortcut), value by value, clamped by the activation `A`.
+    ///
+    /// An input's scaled value depends on that value alone, one of 256: for samples of more
+    /// values than two tables of 256, each input's is looked up in a table made first, which
+    /// leaves one multiplication of the three per value (the ResNet-8's additions took a
+    /// quarter of its prediction).
     fn add_into<O: Values<Value = i8>, A: QuantizedActivation, const B: usize>(
         &self,
         y: &mut [O; B],
         s: &[O; B],
     ) {
         let range = A::output_range(self.quantization[2]);
-        for (y, s) in y.iter_mut().zip(s) {
-            y.zip_with(s, &mut |y, s| *y = self.apply(*y, s, range));
+        let (y, s) = (bytemuck::bytes_of_mut(y), bytemuck::bytes_of(s));
+        if Self::table_bytes::<[O; B]>() > 0 {
+            self.add_with_tables(y, s, range);
+        } else {
+            for (y, &s) in y.iter_mut().zip(s) {
+                *y = self.apply(*y as i8, s as i8, range) as u8;
+            }
+        }
+    }
+
+    /// The stack bytes of [`add_into`](Self::add_into)'s tables for samples `S`: two tables of
+    /// 256 `i32` where `S` has more values than that, else none.
+    const fn table_bytes<S>() -> usize {
+        if core::mem::size_of::<S>() > 2 * 256 {
+            2 * 256 * 4
+        } else {
+            0
+        }
+    }
+
+    /// [`add_into`](Self::add_into) with the inputs' scaled values from tables, on the values'
+    /// bytes. Never inlined: the tables live in this call's frame only, after the branch's
+    /// calls have returned ([`Layer::KERNEL_BYTES`]).
+    #[inline(never)]
+    fn add_with_tables(&self, y: &mut [u8], s: &[u8], range: (i8, i8)) {
+        let table = |i| -> [i32; 256] { core::array::from_fn(|q| self.scaled(q as u8 as i8, i)) };
+        let (branch, shortcut) = (table(0), table(1));
+        for (y, &s) in y.iter_mut().zip(s) {
+            let sum = branch[usize::from(*y)].saturating_add(shortcut[usize::from(s)]);
+            *y = self.finish(sum, range) as u8;
         }
     }
 
@@ -290,14 +332,16 @@ where
 
     type WithStore<S: Store> = QResidual<Br::WithStore<S>, A>;
 
-    const WORKING_BYTES: usize = Br::WORKING_BYTES;
+    /// The branch's, and the addition's tables.
+    const WORKING_BYTES: usize = Br::WORKING_BYTES + QuantizedAdd::table_bytes::<Br::Out>();
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         self.branch.forward(x, y);
         self.add.add_into::<_, A, B>(y, x);
     }
 
-    const KERNEL_BYTES: usize = Br::KERNEL_BYTES;
+    const KERNEL_BYTES: usize =
+        arena::larger(Br::KERNEL_BYTES, QuantizedAdd::table_bytes::<Br::Out>());
 
     const ARENA_BYTES: usize = arena::residual_arena_bytes::<Br>();
 
@@ -346,9 +390,11 @@ where
 
     type WithStore<S: Store> = QProjectedResidual<Br::WithStore<S>, Sh::WithStore<S>, A>;
 
-    /// The shortcut's output beside the branch's, and both parts' own.
-    const WORKING_BYTES: usize =
-        core::mem::size_of::<Br::Out>() + Br::WORKING_BYTES + Sh::WORKING_BYTES;
+    /// The shortcut's output beside the branch's, both parts' own, and the addition's tables.
+    const WORKING_BYTES: usize = core::mem::size_of::<Br::Out>()
+        + Br::WORKING_BYTES
+        + Sh::WORKING_BYTES
+        + QuantizedAdd::table_bytes::<Br::Out>();
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         self.branch.forward(x, y);
@@ -357,7 +403,10 @@ where
         self.add.add_into::<_, A, B>(y, s);
     }
 
-    const KERNEL_BYTES: usize = arena::larger(Br::KERNEL_BYTES, Sh::KERNEL_BYTES);
+    const KERNEL_BYTES: usize = arena::larger(
+        arena::larger(Br::KERNEL_BYTES, Sh::KERNEL_BYTES),
+        QuantizedAdd::table_bytes::<Br::Out>(),
+    );
 
     const ARENA_BYTES: usize = arena::projected_residual_arena_bytes::<Br, Sh>();
 

@@ -640,3 +640,55 @@ mod quantize {
         const LAYERS: usize = Br::LAYERS + Sh::LAYERS + 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::QuantizedAdd;
+    use crate::nn::{Identity, QuantizedActivation, Relu, Relu6};
+    use crate::quant::Quantization;
+
+    /// The tables of a large sample give what `apply` gives value by value: scales far apart
+    /// and alike, multipliers of 1 or more (a file's, which saturate), every zero point's sign
+    /// and each activation's clamp.
+    #[test]
+    fn the_tables_give_applys_values() {
+        let q = |scale, zero_point| Quantization { scale, zero_point };
+        let mut add = QuantizedAdd::new(q(0.02, -3), q(0.5, 17), q(0.1, -128));
+        let mut adds = std::vec![
+            add,
+            QuantizedAdd::new(q(0.05, 0), q(0.05, 0), q(0.05, 0)),
+            QuantizedAdd::new(q(1e-3, 127), q(2e-3, -128), q(1e-4, 5)),
+        ];
+        add.multiplier[2] = i32::MAX;
+        add.exponent[2] = 3;
+        adds.push(add);
+        let mut state = 0x2545_F491_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state >> 24) as u8 as i8
+        };
+        fn check<A: QuantizedActivation>(add: &QuantizedAdd, y: [i8; 1024], s: [i8; 1024]) {
+            let range = A::output_range(add.quantization[2]);
+            let want: std::vec::Vec<i8> = y
+                .iter()
+                .zip(&s)
+                .map(|(&y, &s)| add.apply(y, s, range))
+                .collect();
+            assert!(QuantizedAdd::table_bytes::<[i8; 1024]>() > 0);
+            let mut got = [y];
+            add.add_into::<_, A, 1>(&mut got, &[s]);
+            assert_eq!(got[0].as_slice(), want.as_slice(), "{add:?}");
+        }
+        for add in &adds {
+            let (y, s) = (
+                core::array::from_fn(|_| next()),
+                core::array::from_fn(|_| next()),
+            );
+            check::<Identity>(add, y, s);
+            check::<Relu>(add, y, s);
+            check::<Relu6>(add, y, s);
+        }
+    }
+}

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::Options;
 use crate::check::relative_difference;
 use crate::common::measure;
-use crate::python::{command_for, hex_f32, run_json};
+use crate::python::{command_for, hex_f32, notes, run_json};
 
 /// The modules `build.rs` wrote, and [`built::models`], the list of the models.
 mod built {
@@ -205,15 +205,7 @@ fn probe(python: &str) -> Result<(Vec<Interpreter>, Vec<String>), String> {
             })
         })
         .collect();
-    let notes = value["notes"]
-        .as_array()
-        .map(|notes| {
-            notes
-                .iter()
-                .filter_map(|n| n.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let notes = notes(&value);
     Ok((interpreters, notes))
 }
 

@@ -150,15 +150,7 @@ pub fn probe(python: &str) -> Result<Probe, String> {
             available.push((library.to_string(), version.to_string()));
         }
     }
-    let notes = value["notes"]
-        .as_array()
-        .map(|notes| {
-            notes
-                .iter()
-                .filter_map(|n| n.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let notes = notes(&value);
     Ok(Probe { available, notes })
 }
 
@@ -256,6 +248,19 @@ impl PythonPeer {
             },
         })
     }
+}
+
+/// The `notes` a Python script's report gives (lines for the output's header), or none.
+pub fn notes(value: &Value) -> Vec<String> {
+    value["notes"]
+        .as_array()
+        .map(|notes| {
+            notes
+                .iter()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Runs `peers.py suite` (the suite's checks or one round of its timings, as `input`'s first

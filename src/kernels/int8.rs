@@ -61,6 +61,41 @@ pub(crate) fn requantize_i8(
     super::reference::requantize_i8(dots, parameters, zero_and_range, out);
 }
 
+/// [`requantize_i8`] with the same parameters `(bias, multiplier, exponent)` for every output
+/// (one filter's outputs at many positions): broadcast once, on the SIMD kernels where the CPU
+/// has them; the same integers.
+///
+/// # Panics
+///
+/// When the slices' lengths differ (a bug in the caller), or the exponent is outside
+/// `-31..=30`, on every path.
+pub(crate) fn requantize_uniform_i8(
+    dots: &[i32],
+    parameters: (i32, i32, i32),
+    zero_and_range: (i8, i8, i8),
+    out: &mut [i8],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa_i8() {
+        super::x86::requantize_uniform_i8(isa, dots, parameters, zero_and_range, out);
+        return;
+    }
+    assert_eq!(
+        dots.len(),
+        out.len(),
+        "requantizing {} outputs from {} dot products",
+        out.len(),
+        dots.len()
+    );
+    assert!(
+        (-31..=30).contains(&parameters.2),
+        "a multiplier's exponent is from -31 to 30"
+    );
+    for (out, &dot) in out.iter_mut().zip(dots) {
+        *out = super::reference::requantize_one(dot, parameters, zero_and_range);
+    }
+}
+
 /// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the
 /// fixed-point multiplier `(multiplier, exponent)`.
 #[inline]

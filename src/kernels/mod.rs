@@ -49,10 +49,11 @@ pub(crate) use conv::{conv2d_stride1_images, conv2d_stride1_with_scratch};
 pub(crate) use depthwise::{Depthwise, depthwise_conv2d};
 #[cfg(feature = "alloc")]
 pub(crate) use depthwise::{depthwise_conv2d_input_gradient, depthwise_conv2d_weight_gradient};
+pub(crate) use depthwise_i8::{PlaneShape, depthwise_dots_i8};
 pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};
-pub(crate) use int8::{dot_rows_i8, requantize_i8, requantize_one};
+pub(crate) use int8::{dot_rows_i8, requantize_i8, requantize_one, requantize_uniform_i8};
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
     conv_forward_workspace_scratch, conv_input_gradient_scratch, conv_weight_gradient_pads,
@@ -70,6 +71,7 @@ pub(crate) use shape::{Conv, Epilogue, Product};
 pub(crate) mod cast;
 mod conv;
 mod depthwise;
+pub(crate) mod depthwise_i8;
 mod gemm;
 mod im2col;
 mod instruction_set;

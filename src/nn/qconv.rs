@@ -186,16 +186,12 @@ impl<
     #[inline]
     fn requantize_block(&self, o: usize, dots: &[i32], out: &mut [i8]) {
         let (low, high) = A::output_range(self.output);
-        // The filter's parameters for every position of the block.
-        let uniform = |v: &S::Vector<i32, OC>| [S::vector(v)[o]; PATCH_POSITIONS];
-        let (b, m, e) = (
-            uniform(&self.bias),
-            uniform(&self.multiplier),
-            uniform(&self.exponent),
+        let parameters = (
+            S::vector(&self.bias)[o],
+            S::vector(&self.multiplier)[o],
+            S::vector(&self.exponent)[o],
         );
-        let n = dots.len();
-        let range = (self.output.zero_point, low, high);
-        kernels::requantize_i8(dots, (&b[..n], &m[..n], &e[..n]), range, out);
+        kernels::requantize_uniform_i8(dots, parameters, (self.output.zero_point, low, high), out);
     }
 
     /// [`forward_sample`](Self::forward_sample) a block of positions at a time.
@@ -301,10 +297,10 @@ impl<
 
     type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2, KW>;
 
-    /// The windows' buffer and a block's dot products and per-position parameters (when the
-    /// window takes the int8 kernels).
+    /// The windows' buffer and a block's dot products (when the window takes the int8
+    /// kernels).
     const WORKING_BYTES: usize = if C * K * KW <= PATCH_BYTES {
-        PATCH_BYTES + 4 * 4 * PATCH_POSITIONS
+        PATCH_BYTES + 4 * PATCH_POSITIONS
     } else {
         0
     };

@@ -138,10 +138,69 @@ impl<
         }
     }
 
-    /// The outputs of one image, a channel at a time: the windows' dot products, requantized
-    /// [`REQUANTIZE_CHUNK`] at a time in one call of the int8 kernels, across rows (a call
-    /// per row of a narrow image took half of a prediction's time).
+    /// The plane of one channel, for the kernel.
+    const PLANE: kernels::PlaneShape = kernels::PlaneShape {
+        h: H,
+        w: W,
+        k: K,
+        stride: STRIDE,
+        pad: PAD,
+        oh: OH,
+        ow: OW,
+    };
+
+    /// The outputs of one image, a channel at a time: the dot products of as many rows as the
+    /// kernel's buffers hold (`kernels::depthwise_dots_i8`, through a padded copy of the
+    /// rows), then their requantization; planes too wide for the buffers take
+    /// [`forward_plain`](Self::forward_plain).
     fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
+        let () = Self::SHAPE;
+        let rows = Self::PLANE.rows_per_call();
+        if rows == 0 {
+            self.forward_plain(x, y);
+            return;
+        }
+        let weight = S::matrix(&self.weight);
+        let (bias, multiplier, exponent) = (
+            S::vector(&self.bias),
+            S::vector(&self.multiplier),
+            S::vector(&self.exponent),
+        );
+        let (low, high) = A::output_range(self.output);
+        let range = (self.output.zero_point, low, high);
+        let per_channel = OC / C;
+        let mut padded = [0_i8; kernels::depthwise_i8::PADDED_BYTES];
+        let mut dots = [0_i32; kernels::depthwise_i8::DOTS];
+        for (o, plane) in y.iter_mut().enumerate() {
+            let image = x[o / per_channel].as_flattened();
+            let filter = weight[o][0].as_flattened();
+            let out = plane.as_flattened_mut();
+            let mut r = 0;
+            while r < OH {
+                let end = (r + rows).min(OH);
+                kernels::depthwise_dots_i8(
+                    image,
+                    filter,
+                    Self::PLANE,
+                    self.input.zero_point,
+                    r..end,
+                    (&mut padded, &mut dots),
+                );
+                kernels::requantize_uniform_i8(
+                    &dots[..(end - r) * OW],
+                    (bias[o], multiplier[o], exponent[o]),
+                    range,
+                    &mut out[r * OW..end * OW],
+                );
+                r = end;
+            }
+        }
+    }
+
+    /// [`forward_sample`](Self::forward_sample) one window at a time, for planes too wide for
+    /// the kernel's buffers: the windows' dot products, requantized [`REQUANTIZE_CHUNK`] at a
+    /// time in one call of the int8 kernels, across rows.
+    fn forward_plain(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
         let weight = S::matrix(&self.weight);
         let (bias, multiplier, exponent) = (
@@ -223,8 +282,13 @@ impl<
 
     type WithStore<S2: Store> = QDepthwiseConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
 
-    /// A chunk's dot products and its per-position parameters.
-    const WORKING_BYTES: usize = 4 * 4 * REQUANTIZE_CHUNK;
+    /// The kernel's padded rows and dot products; or, for planes too wide for those, a
+    /// chunk's dot products and its per-position parameters.
+    const WORKING_BYTES: usize = if Self::PLANE.rows_per_call() > 0 {
+        kernels::depthwise_i8::PADDED_BYTES + 4 * kernels::depthwise_i8::DOTS
+    } else {
+        4 * 4 * REQUANTIZE_CHUNK
+    };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         for (x, y) in x.iter().zip(y) {

@@ -365,24 +365,52 @@ pub(super) unsafe fn requantize_i8_avx512(
                 out_of_range == 0,
                 "a multiplier's exponent is from -31 to 30"
             );
-            // acc = d + b, saturating: an overflow has both operands' sign and the other result
-            // sign.
-            let sum = _mm512_add_epi32(d, b);
-            let overflow = _mm512_cmplt_epi32_mask(
-                _mm512_and_si512(_mm512_xor_si512(d, sum), _mm512_xor_si512(b, sum)),
-                _mm512_setzero_si512(),
-            );
-            let saturated = _mm512_xor_si512(_mm512_srai_epi32(d, 31), _mm512_set1_epi32(i32::MAX));
-            let acc = _mm512_mask_blend_epi32(overflow, sum, saturated);
-            // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
-            // shift undone differs from acc exactly when bits or the sign were lost).
+            let q = requantize_group_avx512::<true>((d, b, m, e), (zero, low, top));
+            _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
+            o0 += count;
+        }
+    }
+}
+
+/// One group of 16 lanes of [`requantize_i8_avx512`]: `clamp(zero + M·(d + b), low, top)` per
+/// lane, as `i32`. Without `LEFT`, every exponent is at most 0 (no left shift).
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW and VL; every exponent is in `-31..=30` (at most 0 without `LEFT`).
+#[inline(always)]
+unsafe fn requantize_group_avx512<const LEFT: bool>(
+    (d, b, m, e): (__m512i, __m512i, __m512i, __m512i),
+    (zero, low, top): (i8, i8, i8),
+) -> __m512i {
+    // SAFETY: the instruction sets are present (the contract); no memory is touched.
+    unsafe {
+        // acc = d + b, saturating: an overflow has both operands' sign and the other result
+        // sign.
+        let sum = _mm512_add_epi32(d, b);
+        let overflow = _mm512_cmplt_epi32_mask(
+            _mm512_and_si512(_mm512_xor_si512(d, sum), _mm512_xor_si512(b, sum)),
+            _mm512_setzero_si512(),
+        );
+        let saturated = _mm512_xor_si512(_mm512_srai_epi32(d, 31), _mm512_set1_epi32(i32::MAX));
+        let acc = _mm512_mask_blend_epi32(overflow, sum, saturated);
+        // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
+        // shift undone differs from acc exactly when bits or the sign were lost).
+        let acc = if LEFT {
             let left = _mm512_max_epi32(e, _mm512_setzero_si512());
             let shifted = _mm512_sllv_epi32(acc, left);
             let lost = _mm512_cmpneq_epi32_mask(_mm512_srav_epi32(shifted, left), acc);
             let limit = _mm512_xor_si512(_mm512_srai_epi32(acc, 31), _mm512_set1_epi32(i32::MAX));
-            let acc = _mm512_mask_blend_epi32(lost, shifted, limit);
-            // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
-            let high64 = |p: __m512i| {
+            _mm512_mask_blend_epi32(lost, shifted, limit)
+        } else {
+            acc
+        };
+        // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
+        /// The doubling high product's 64-bit step, for the products in 64-bit lanes.
+        #[inline(always)]
+        unsafe fn high64(p: __m512i) -> __m512i {
+            // SAFETY: the caller's instruction sets; no memory is touched.
+            unsafe {
                 let negative = _mm512_cmplt_epi64_mask(p, _mm512_setzero_si512());
                 let nudge = _mm512_mask_blend_epi64(
                     negative,
@@ -394,46 +422,96 @@ pub(super) unsafe fn requantize_i8_avx512(
                 let v_negative = _mm512_cmplt_epi64_mask(v, _mm512_setzero_si512());
                 let v = _mm512_mask_add_epi64(v, v_negative, v, _mm512_set1_epi64((1 << 31) - 1));
                 _mm512_srai_epi64(v, 31)
+            }
+        }
+        let even = high64(_mm512_mul_epi32(acc, m));
+        let odd = high64(_mm512_mul_epi32(
+            _mm512_srli_epi64(acc, 32),
+            _mm512_srli_epi64(m, 32),
+        ));
+        let high = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+        let both_min = _mm512_cmpeq_epi32_mask(acc, _mm512_set1_epi32(i32::MIN))
+            & _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN));
+        let high = _mm512_mask_blend_epi32(both_min, high, _mm512_set1_epi32(i32::MAX));
+        // The rounding right shift by r = max(-exponent, 0): (x >> r) + (remainder >
+        // threshold).
+        let r = _mm512_max_epi32(
+            _mm512_sub_epi32(_mm512_setzero_si512(), e),
+            _mm512_setzero_si512(),
+        );
+        let ones = _mm512_set1_epi32(1);
+        let low_bits = _mm512_sub_epi32(_mm512_sllv_epi32(ones, r), ones);
+        let remainder = _mm512_and_si512(high, low_bits);
+        let negative = _mm512_cmplt_epi32_mask(high, _mm512_setzero_si512());
+        let threshold = _mm512_mask_add_epi32(
+            _mm512_srai_epi32(low_bits, 1),
+            negative,
+            _mm512_srai_epi32(low_bits, 1),
+            ones,
+        );
+        let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
+        let shifted = _mm512_srav_epi32(high, r);
+        let y = _mm512_mask_add_epi32(shifted, up, shifted, ones);
+        // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
+        // overflow and the final clamp still decides.
+        let y = _mm512_max_epi32(
+            _mm512_min_epi32(y, _mm512_set1_epi32(1024)),
+            _mm512_set1_epi32(-1024),
+        );
+        let q = _mm512_add_epi32(y, _mm512_set1_epi32(i32::from(zero)));
+        _mm512_max_epi32(
+            _mm512_min_epi32(q, _mm512_set1_epi32(i32::from(top))),
+            _mm512_set1_epi32(i32::from(low)),
+        )
+    }
+}
+
+/// [`requantize_i8_avx512`] with the same parameters for every output: they are broadcast
+/// once, the exponent checked once, and without a left shift (exponent at most 0, the usual
+/// case) its steps are left out.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW and VL; `dots.len() == out.len()`.
+///
+/// # Panics
+///
+/// When the exponent is outside `-31..=30`.
+#[target_feature(enable = "avx512bw,avx512vl")]
+pub(super) unsafe fn requantize_uniform_i8_avx512(
+    dots: &[i32],
+    (bias, multiplier, exponent): (i32, i32, i32),
+    range: (i8, i8, i8),
+    out: &mut [i8],
+) {
+    assert!(
+        (-31..=30).contains(&exponent),
+        "a multiplier's exponent is from -31 to 30"
+    );
+    let n = out.len();
+    // SAFETY (whole body): AVX-512BW and VL are present (the contract). Each group reads and
+    // writes lanes `o0..o0 + count` of slices of `n` elements, `count <= 16` and
+    // `o0 + count <= n`, the other lanes masked off; the exponent is checked above.
+    unsafe {
+        let (b, m, e) = (
+            _mm512_set1_epi32(bias),
+            _mm512_set1_epi32(multiplier),
+            _mm512_set1_epi32(exponent),
+        );
+        let mut o0 = 0;
+        while o0 < n {
+            let count = 16.min(n - o0);
+            let mask: __mmask16 = if count == 16 {
+                0xFFFF
+            } else {
+                (1 << count) - 1
             };
-            let even = high64(_mm512_mul_epi32(acc, m));
-            let odd = high64(_mm512_mul_epi32(
-                _mm512_srli_epi64(acc, 32),
-                _mm512_srli_epi64(m, 32),
-            ));
-            let high = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-            let both_min = _mm512_cmpeq_epi32_mask(acc, _mm512_set1_epi32(i32::MIN))
-                & _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN));
-            let high = _mm512_mask_blend_epi32(both_min, high, _mm512_set1_epi32(i32::MAX));
-            // The rounding right shift by r = max(-exponent, 0): (x >> r) + (remainder >
-            // threshold).
-            let r = _mm512_max_epi32(
-                _mm512_sub_epi32(_mm512_setzero_si512(), e),
-                _mm512_setzero_si512(),
-            );
-            let ones = _mm512_set1_epi32(1);
-            let low_bits = _mm512_sub_epi32(_mm512_sllv_epi32(ones, r), ones);
-            let remainder = _mm512_and_si512(high, low_bits);
-            let negative = _mm512_cmplt_epi32_mask(high, _mm512_setzero_si512());
-            let threshold = _mm512_mask_add_epi32(
-                _mm512_srai_epi32(low_bits, 1),
-                negative,
-                _mm512_srai_epi32(low_bits, 1),
-                ones,
-            );
-            let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
-            let shifted = _mm512_srav_epi32(high, r);
-            let y = _mm512_mask_add_epi32(shifted, up, shifted, ones);
-            // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
-            // overflow and the final clamp still decides.
-            let y = _mm512_max_epi32(
-                _mm512_min_epi32(y, _mm512_set1_epi32(1024)),
-                _mm512_set1_epi32(-1024),
-            );
-            let q = _mm512_add_epi32(y, _mm512_set1_epi32(i32::from(zero)));
-            let q = _mm512_max_epi32(
-                _mm512_min_epi32(q, _mm512_set1_epi32(i32::from(top))),
-                _mm512_set1_epi32(i32::from(low)),
-            );
+            let d = _mm512_maskz_loadu_epi32(mask, dots.as_ptr().add(o0));
+            let q = if exponent > 0 {
+                requantize_group_avx512::<true>((d, b, m, e), range)
+            } else {
+                requantize_group_avx512::<false>((d, b, m, e), range)
+            };
             _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
             o0 += count;
         }
@@ -464,15 +542,6 @@ pub(super) unsafe fn requantize_i8_avx2(
     // `o0..o0 + 8` of slices of `n` elements and writes 8 bytes of `out` there,
     // `o0 + 8 <= whole <= n`.
     unsafe {
-        let zeros = _mm256_setzero_si256();
-        let ones = _mm256_set1_epi32(1);
-        let max = _mm256_set1_epi32(i32::MAX);
-        let min = _mm256_set1_epi32(i32::MIN);
-        // Byte 0 of each i32 of a 128-bit half to its first four bytes.
-        let first_bytes = _mm256_setr_epi8(
-            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
-            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        );
         let mut o0 = 0;
         while o0 < whole {
             let load = |s: &[i32]| _mm256_loadu_si256(s.as_ptr().add(o0).cast());
@@ -485,77 +554,8 @@ pub(super) unsafe fn requantize_i8_avx2(
                 _mm256_movemask_epi8(out_of_range) == 0,
                 "a multiplier's exponent is from -31 to 30"
             );
-            // acc = d + b, saturating: an overflow has both operands' sign and the other result
-            // sign.
-            let sum = _mm256_add_epi32(d, b);
-            let overflow = _mm256_srai_epi32(
-                _mm256_and_si256(_mm256_xor_si256(d, sum), _mm256_xor_si256(b, sum)),
-                31,
-            );
-            let saturated = _mm256_xor_si256(_mm256_srai_epi32(d, 31), max);
-            let acc = _mm256_blendv_epi8(sum, saturated, overflow);
-            // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
-            // shift undone differs from acc exactly when bits or the sign were lost).
-            let left = _mm256_max_epi32(e, zeros);
-            let shifted = _mm256_sllv_epi32(acc, left);
-            let kept = _mm256_cmpeq_epi32(_mm256_srav_epi32(shifted, left), acc);
-            let limit = _mm256_xor_si256(_mm256_srai_epi32(acc, 31), max);
-            let acc = _mm256_blendv_epi8(limit, shifted, kept);
-            // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
-            let high64 = |p: __m256i| {
-                let negative = _mm256_cmpgt_epi64(zeros, p);
-                let nudge = _mm256_blendv_epi8(
-                    _mm256_set1_epi64x(1 << 30),
-                    _mm256_set1_epi64x(1 - (1 << 30)),
-                    negative,
-                );
-                let v = _mm256_add_epi64(p, nudge);
-                // Division by 2^31 truncating toward zero: a negative value first adds
-                // 2^31 - 1; then bits 31..62, which the logical shift brings down as the
-                // arithmetic one would.
-                let v_negative = _mm256_cmpgt_epi64(zeros, v);
-                let v = _mm256_add_epi64(
-                    v,
-                    _mm256_and_si256(v_negative, _mm256_set1_epi64x((1 << 31) - 1)),
-                );
-                _mm256_srli_epi64(v, 31)
-            };
-            let even = high64(_mm256_mul_epi32(acc, m));
-            let odd = high64(_mm256_mul_epi32(
-                _mm256_srli_epi64(acc, 32),
-                _mm256_srli_epi64(m, 32),
-            ));
-            let high = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0b1010_1010);
-            let both_min =
-                _mm256_and_si256(_mm256_cmpeq_epi32(acc, min), _mm256_cmpeq_epi32(m, min));
-            let high = _mm256_blendv_epi8(high, max, both_min);
-            // The rounding right shift by r = max(-exponent, 0): (x >> r) + (remainder >
-            // threshold).
-            let r = _mm256_max_epi32(_mm256_sub_epi32(zeros, e), zeros);
-            let low_bits = _mm256_sub_epi32(_mm256_sllv_epi32(ones, r), ones);
-            let remainder = _mm256_and_si256(high, low_bits);
-            let negative = _mm256_cmpgt_epi32(zeros, high);
-            let threshold = _mm256_sub_epi32(_mm256_srai_epi32(low_bits, 1), negative);
-            let up = _mm256_cmpgt_epi32(remainder, threshold);
-            let y = _mm256_sub_epi32(_mm256_srav_epi32(high, r), up);
-            // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
-            // overflow and the final clamp still decides.
-            let y = _mm256_max_epi32(
-                _mm256_min_epi32(y, _mm256_set1_epi32(1024)),
-                _mm256_set1_epi32(-1024),
-            );
-            let q = _mm256_add_epi32(y, _mm256_set1_epi32(i32::from(zero)));
-            let q = _mm256_max_epi32(
-                _mm256_min_epi32(q, _mm256_set1_epi32(i32::from(top))),
-                _mm256_set1_epi32(i32::from(low)),
-            );
-            // Each lane's low byte (the value, now in -128..=127), eight in a row.
-            let bytes = _mm256_shuffle_epi8(q, first_bytes);
-            let eight = _mm_unpacklo_epi32(
-                _mm256_castsi256_si128(bytes),
-                _mm256_extracti128_si256(bytes, 1),
-            );
-            _mm_storel_epi64(out.as_mut_ptr().add(o0).cast(), eight);
+            let q = requantize_group_avx2::<true>((d, b, m, e), (zero, low, top));
+            store_low_bytes_avx2(q, out.as_mut_ptr().add(o0));
             o0 += 8;
         }
     }
@@ -569,6 +569,171 @@ pub(super) unsafe fn requantize_i8_avx2(
             (bias[o], multiplier[o], exponent[o]),
             (zero, low, top),
         );
+    }
+}
+
+/// One group of 8 lanes of [`requantize_i8_avx2`]: `clamp(zero + M·(d + b), low, top)` per
+/// lane, as `i32`. Without `LEFT`, every exponent is at most 0 (no left shift).
+///
+/// # Safety
+///
+/// The CPU has AVX2; every exponent is in `-31..=30` (at most 0 without `LEFT`).
+#[inline(always)]
+unsafe fn requantize_group_avx2<const LEFT: bool>(
+    (d, b, m, e): (__m256i, __m256i, __m256i, __m256i),
+    (zero, low, top): (i8, i8, i8),
+) -> __m256i {
+    // SAFETY: AVX2 is present (the contract); no memory is touched.
+    unsafe {
+        let zeros = _mm256_setzero_si256();
+        let ones = _mm256_set1_epi32(1);
+        let max = _mm256_set1_epi32(i32::MAX);
+        let min = _mm256_set1_epi32(i32::MIN);
+        // acc = d + b, saturating: an overflow has both operands' sign and the other result
+        // sign.
+        let sum = _mm256_add_epi32(d, b);
+        let overflow = _mm256_srai_epi32(
+            _mm256_and_si256(_mm256_xor_si256(d, sum), _mm256_xor_si256(b, sum)),
+            31,
+        );
+        let saturated = _mm256_xor_si256(_mm256_srai_epi32(d, 31), max);
+        let acc = _mm256_blendv_epi8(sum, saturated, overflow);
+        // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
+        // shift undone differs from acc exactly when bits or the sign were lost).
+        let acc = if LEFT {
+            let left = _mm256_max_epi32(e, zeros);
+            let shifted = _mm256_sllv_epi32(acc, left);
+            let kept = _mm256_cmpeq_epi32(_mm256_srav_epi32(shifted, left), acc);
+            let limit = _mm256_xor_si256(_mm256_srai_epi32(acc, 31), max);
+            _mm256_blendv_epi8(limit, shifted, kept)
+        } else {
+            acc
+        };
+        // The doubling high product: round(acc·m / 2^31), ties up; MIN·MIN saturates.
+        /// The doubling high product's 64-bit step, for the products in 64-bit lanes.
+        #[inline(always)]
+        unsafe fn high64(p: __m256i) -> __m256i {
+            // SAFETY: the caller's instruction sets; no memory is touched.
+            unsafe {
+                let negative = _mm256_cmpgt_epi64(_mm256_setzero_si256(), p);
+                let nudge = _mm256_blendv_epi8(
+                    _mm256_set1_epi64x(1 << 30),
+                    _mm256_set1_epi64x(1 - (1 << 30)),
+                    negative,
+                );
+                let v = _mm256_add_epi64(p, nudge);
+                // Division by 2^31 truncating toward zero: a negative value first adds
+                // 2^31 - 1; then bits 31..62, which the logical shift brings down as the
+                // arithmetic one would.
+                let v_negative = _mm256_cmpgt_epi64(_mm256_setzero_si256(), v);
+                let v = _mm256_add_epi64(
+                    v,
+                    _mm256_and_si256(v_negative, _mm256_set1_epi64x((1 << 31) - 1)),
+                );
+                _mm256_srli_epi64(v, 31)
+            }
+        }
+        let even = high64(_mm256_mul_epi32(acc, m));
+        let odd = high64(_mm256_mul_epi32(
+            _mm256_srli_epi64(acc, 32),
+            _mm256_srli_epi64(m, 32),
+        ));
+        let high = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0b1010_1010);
+        let both_min = _mm256_and_si256(_mm256_cmpeq_epi32(acc, min), _mm256_cmpeq_epi32(m, min));
+        let high = _mm256_blendv_epi8(high, max, both_min);
+        // The rounding right shift by r = max(-exponent, 0): (x >> r) + (remainder >
+        // threshold).
+        let r = _mm256_max_epi32(_mm256_sub_epi32(zeros, e), zeros);
+        let low_bits = _mm256_sub_epi32(_mm256_sllv_epi32(ones, r), ones);
+        let remainder = _mm256_and_si256(high, low_bits);
+        let negative = _mm256_cmpgt_epi32(zeros, high);
+        let threshold = _mm256_sub_epi32(_mm256_srai_epi32(low_bits, 1), negative);
+        let up = _mm256_cmpgt_epi32(remainder, threshold);
+        let y = _mm256_sub_epi32(_mm256_srav_epi32(high, r), up);
+        // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
+        // overflow and the final clamp still decides.
+        let y = _mm256_max_epi32(
+            _mm256_min_epi32(y, _mm256_set1_epi32(1024)),
+            _mm256_set1_epi32(-1024),
+        );
+        let q = _mm256_add_epi32(y, _mm256_set1_epi32(i32::from(zero)));
+        _mm256_max_epi32(
+            _mm256_min_epi32(q, _mm256_set1_epi32(i32::from(top))),
+            _mm256_set1_epi32(i32::from(low)),
+        )
+    }
+}
+
+/// Each lane's low byte (the lanes hold values in -128..=127), eight in a row, stored at `out`.
+///
+/// # Safety
+///
+/// The CPU has AVX2; `out` is valid for 8 writes.
+#[inline(always)]
+unsafe fn store_low_bytes_avx2(q: __m256i, out: *mut i8) {
+    // SAFETY: AVX2 is present and `out` holds 8 bytes (the contract).
+    unsafe {
+        // Byte 0 of each i32 of a 128-bit half to its first four bytes.
+        let first_bytes = _mm256_setr_epi8(
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        );
+        let bytes = _mm256_shuffle_epi8(q, first_bytes);
+        let eight = _mm_unpacklo_epi32(
+            _mm256_castsi256_si128(bytes),
+            _mm256_extracti128_si256(bytes, 1),
+        );
+        _mm_storel_epi64(out.cast(), eight);
+    }
+}
+
+/// [`requantize_i8_avx2`] with the same parameters for every output, as
+/// [`requantize_uniform_i8_avx512`]; the last `n % 8` outputs one at a time.
+///
+/// # Safety
+///
+/// The CPU has AVX2; `dots.len() == out.len()`.
+///
+/// # Panics
+///
+/// When the exponent is outside `-31..=30`.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn requantize_uniform_i8_avx2(
+    dots: &[i32],
+    parameters: (i32, i32, i32),
+    range: (i8, i8, i8),
+    out: &mut [i8],
+) {
+    let (bias, multiplier, exponent) = parameters;
+    assert!(
+        (-31..=30).contains(&exponent),
+        "a multiplier's exponent is from -31 to 30"
+    );
+    let n = out.len();
+    let whole = n / 8 * 8;
+    // SAFETY (whole body): AVX2 is present (the contract). Each group reads lanes
+    // `o0..o0 + 8` of `dots` and writes 8 bytes of `out` there, `o0 + 8 <= whole <= n`; the
+    // exponent is checked above.
+    unsafe {
+        let (b, m, e) = (
+            _mm256_set1_epi32(bias),
+            _mm256_set1_epi32(multiplier),
+            _mm256_set1_epi32(exponent),
+        );
+        let mut o0 = 0;
+        while o0 < whole {
+            let d = _mm256_loadu_si256(dots.as_ptr().add(o0).cast());
+            let q = if exponent > 0 {
+                requantize_group_avx2::<true>((d, b, m, e), range)
+            } else {
+                requantize_group_avx2::<false>((d, b, m, e), range)
+            };
+            store_low_bytes_avx2(q, out.as_mut_ptr().add(o0));
+            o0 += 8;
+        }
+    }
+    for o in whole..n {
+        out[o] = requantize_one(dots[o], parameters, range);
     }
 }
 
@@ -616,6 +781,47 @@ pub(crate) fn requantize_i8(
             // SAFETY: lengths checked above; AVX2 is present (detected, or checked above with
             // std; without std, the build targets it). The kernel checks the exponents itself.
             unsafe { requantize_i8_avx2(dots, (bias, multiplier, exponent), range, out) }
+        }
+    }
+}
+
+/// `out[o] = clamp(zero + M·(dots[o] + bias), low, high)`, the same parameters for every
+/// output: [`requantize_i8`] for one filter's outputs.
+///
+/// # Panics
+///
+/// When the slices' lengths differ, or the exponent is outside `-31..=30`.
+pub(crate) fn requantize_uniform_i8(
+    isa: IsaI8,
+    dots: &[i32],
+    parameters: (i32, i32, i32),
+    range: (i8, i8, i8),
+    out: &mut [i8],
+) {
+    let n = out.len();
+    assert!(
+        dots.len() == n,
+        "requantizing {n} outputs from {} dot products",
+        dots.len()
+    );
+    match isa {
+        IsaI8::Avx512Vnni | IsaI8::Avx512Bw => {
+            #[cfg(feature = "std")]
+            assert!(
+                std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl"),
+                "the CPU lacks AVX-512BW or AVX-512VL"
+            );
+            // SAFETY: lengths checked above; AVX-512BW and VL are present (detected, or
+            // checked above with std; without std, the build targets them). The kernel checks
+            // the exponent itself.
+            unsafe { requantize_uniform_i8_avx512(dots, parameters, range, out) }
+        }
+        IsaI8::Avx2 => {
+            #[cfg(feature = "std")]
+            assert!(std::is_x86_feature_detected!("avx2"), "the CPU lacks AVX2");
+            // SAFETY: as above, for AVX2.
+            unsafe { requantize_uniform_i8_avx2(dots, parameters, range, out) }
         }
     }
 }

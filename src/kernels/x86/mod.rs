@@ -49,7 +49,7 @@ pub(crate) use conv_winograd_rows::{
 pub(crate) use gemm::{Element, gemm, packed_stack_bytes};
 #[cfg(feature = "std")]
 pub(crate) use input_grad_winograd::winograd_input_gradient;
-pub(crate) use int8::{detected_isa_i8, dot_rows_i8, requantize_i8};
+pub(crate) use int8::{detected_isa_i8, dot_rows_i8, requantize_i8, requantize_uniform_i8};
 pub(crate) use isa::{Isa, detected_isa, lanes, with_isa};
 pub(crate) use layout::copy_rows;
 #[cfg(feature = "alloc")]

@@ -183,3 +183,80 @@ fn int8_requantization_matches_the_definition_on_every_available_instruction_set
         }
     }
 }
+
+#[test]
+fn uniform_int8_requantization_matches_the_definition_on_every_available_instruction_set() {
+    let available = [
+        (
+            IsaI8::Avx512Bw,
+            std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vl"),
+        ),
+        (IsaI8::Avx2, std::is_x86_feature_detected!("avx2")),
+    ];
+    let mut state = 0x5851_f42d_4c95_7f2d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let edges = [i32::MIN, i32::MIN + 1, -1, 0, 1, i32::MAX - 1, i32::MAX];
+    for (isa, present) in available {
+        if !present {
+            std::eprintln!("skipping {isa:?}: not on this CPU");
+            continue;
+        }
+        // Every exponent, so that both the left-shifting steps (exponent > 0) and the ones
+        // without them run, at lengths with and without a tail.
+        for exponent in -31..=30 {
+            for n in [1, 7, 8, 16, 17, 40, 125] {
+                let pick = |v: u64| -> i32 {
+                    match v % 4 {
+                        0 => edges[(v >> 8) as usize % edges.len()],
+                        1 => ((v >> 8) % 4001) as i32 - 2000,
+                        _ => (v >> 16) as u32 as i32,
+                    }
+                };
+                let dots: Vec<i32> = (0..n).map(|_| pick(next())).collect();
+                let bias = pick(next());
+                let multiplier = match next() % 5 {
+                    0 => i32::MIN,
+                    1 => 0,
+                    _ => (1 << 30) + (next() % (1 << 30)) as i32,
+                };
+                let zero = (next() % 256) as u8 as i8;
+                let (low, high) = match next() % 3 {
+                    0 => (-128, 127),
+                    1 => (zero, 127),
+                    _ => (zero, zero.saturating_add((next() % 100) as i8)),
+                };
+                let want: Vec<i8> = dots
+                    .iter()
+                    .map(|&d| {
+                        crate::kernels::reference::requantize_one(
+                            d,
+                            (bias, multiplier, exponent),
+                            (zero, low, high),
+                        )
+                    })
+                    .collect();
+                let mut got = std::vec![99_i8; n]; // stale contents
+                requantize_uniform_i8(
+                    isa,
+                    &dots,
+                    (bias, multiplier, exponent),
+                    (zero, low, high),
+                    &mut got,
+                );
+                assert_eq!(got, want, "{isa:?}, {n} outputs, exponent {exponent}");
+            }
+        }
+        for bad in [31, -32, i32::MIN, i32::MAX] {
+            let result = std::panic::catch_unwind(|| {
+                let mut out = [0_i8; 20];
+                requantize_uniform_i8(isa, &[1; 20], (1, 1 << 30, bad), (0, -128, 127), &mut out);
+            });
+            assert!(result.is_err(), "{isa:?} took the exponent {bad}");
+        }
+    }
+}

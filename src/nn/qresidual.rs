@@ -20,12 +20,17 @@ use super::bake::Within;
 use super::qdense::{EXPONENT_RANGE, MULTIPLIER_RANGE, QuantizedActivation, int8_tensor};
 use super::residual::{BranchPart, ShortcutPart};
 use super::{Bake, Identity, Layer, NetSpec, PartName, SafetensorsFile, Store, Values};
+use crate::kernels;
 use crate::format::decode::{self, Source};
 use crate::format::{Error, Part, TensorSpec};
 use crate::quant::{Multiplier, Quantization};
 
 /// The left shift of the summands before scaling: 20 bits of headroom for int8 differences.
 const LEFT_SHIFT: i32 = 20;
+
+/// The values [`QuantizedAdd`]'s table path sums before one call of the requantization
+/// kernels.
+const SUMS_CHUNK: usize = 64;
 
 /// TensorFlow Lite's quantized addition of two int8 tensors of their own quantizations into a
 /// third: the sum of a residual block.
@@ -143,25 +148,35 @@ impl QuantizedAdd {
     }
 
     /// The stack bytes of [`add_into`](Self::add_into)'s tables for samples `S`: two tables of
-    /// 256 `i32` where `S` has more values than that, else none.
+    /// 256 `i32` and the sums of [`SUMS_CHUNK`] values where `S` has more values than the
+    /// tables, else none.
     const fn table_bytes<S>() -> usize {
         if core::mem::size_of::<S>() > 2 * 256 {
-            2 * 256 * 4
+            2 * 256 * 4 + SUMS_CHUNK * 4
         } else {
             0
         }
     }
 
     /// [`add_into`](Self::add_into) with the inputs' scaled values from tables, on the values'
-    /// bytes. Never inlined: the tables live in this call's frame only, after the branch's
-    /// calls have returned ([`Layer::KERNEL_BYTES`]).
+    /// bytes: a chunk's sums from the tables, then the output's multiplier, zero point and
+    /// clamp on them all in one call of the requantization kernels (the output's multiplier
+    /// is a requantization with no bias). Never inlined: the tables live in this call's frame
+    /// only, after the branch's calls have returned ([`Layer::KERNEL_BYTES`]).
     #[inline(never)]
-    fn add_with_tables(&self, y: &mut [u8], s: &[u8], range: (i8, i8)) {
+    fn add_with_tables(&self, y: &mut [u8], s: &[u8], (low, high): (i8, i8)) {
         let table = |i| -> [i32; 256] { core::array::from_fn(|q| self.scaled(q as u8 as i8, i)) };
         let (branch, shortcut) = (table(0), table(1));
-        for (y, &s) in y.iter_mut().zip(s) {
-            let sum = branch[usize::from(*y)].saturating_add(shortcut[usize::from(s)]);
-            *y = self.finish(sum, range) as u8;
+        let output = self.multiplier(2);
+        let parameters = (0, output.multiplier, output.exponent);
+        let range = (self.quantization[2].zero_point, low, high);
+        let mut sums = [0_i32; SUMS_CHUNK];
+        for (y, s) in y.chunks_mut(SUMS_CHUNK).zip(s.chunks(SUMS_CHUNK)) {
+            let sums = &mut sums[..y.len()];
+            for ((sum, &y), &s) in sums.iter_mut().zip(&*y).zip(s) {
+                *sum = branch[usize::from(y)].saturating_add(shortcut[usize::from(s)]);
+            }
+            kernels::requantize_uniform_i8(sums, parameters, range, bytemuck::cast_slice_mut(y));
         }
     }
 

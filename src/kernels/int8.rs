@@ -25,6 +25,10 @@ pub(crate) fn dot_rows_i8(weight: &[i8], x: &[i8], sums: &mut [i32]) {
     super::reference::dot_rows_i8(weight, x, sums);
 }
 
+/// The rows [`dot_rows_i8`] takes together, sharing each chunk of `x`: callers with a choice
+/// pass whole tiles of them.
+pub(crate) const DOT_ROWS_TILE: usize = 8;
+
 /// `out[o] = clamp(zero + M[o]·(dots[o] + bias[o]), low, 127)`, `M[o]` the fixed-point
 /// multiplier `(multiplier[o], exponent[o])` ([`crate::quant::Multiplier::apply`]): the int8
 /// layers' requantization, 16 outputs at a time on AVX-512, one at a time elsewhere, the same

@@ -53,7 +53,9 @@ pub(crate) use depthwise_i8::{PlaneShape, depthwise_dots_i8};
 pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};
-pub(crate) use int8::{dot_rows_i8, requantize_i8, requantize_one, requantize_uniform_i8};
+pub(crate) use int8::{
+    DOT_ROWS_TILE, dot_rows_i8, requantize_i8, requantize_one, requantize_uniform_i8,
+};
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
     conv_forward_workspace_scratch, conv_input_gradient_scratch, conv_weight_gradient_pads,

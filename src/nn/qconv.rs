@@ -197,7 +197,14 @@ impl<
     /// [`forward_sample`](Self::forward_sample) a block of positions at a time.
     fn forward_blocks(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let window = C * K * KW;
-        let block = (PATCH_BYTES / window).min(PATCH_POSITIONS);
+        // Whole tiles of the kernels' rows where the buffer holds one (a row left over is
+        // several times slower per row).
+        let fit = (PATCH_BYTES / window).min(PATCH_POSITIONS);
+        let block = if fit >= kernels::DOT_ROWS_TILE {
+            fit - fit % kernels::DOT_ROWS_TILE
+        } else {
+            fit
+        };
         let weight = S::matrix(&self.weight);
         let mut patches = [0_i8; PATCH_BYTES];
         let mut dots = [0_i32; PATCH_POSITIONS];
@@ -263,8 +270,8 @@ impl<
 }
 
 /// The bytes of the stack buffer [`QConv2d`] copies windows into: windows up to this size take
-/// the int8 kernels.
-const PATCH_BYTES: usize = 4096;
+/// the int8 kernels. A tile of the kernels' rows (8) of the 3 x 3 windows of 64 channels.
+const PATCH_BYTES: usize = 4608;
 
 /// The most positions of one block of [`QConv2d`]'s forward pass.
 const PATCH_POSITIONS: usize = 64;

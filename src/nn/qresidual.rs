@@ -20,9 +20,9 @@ use super::bake::Within;
 use super::qdense::{EXPONENT_RANGE, MULTIPLIER_RANGE, QuantizedActivation, int8_tensor};
 use super::residual::{BranchPart, ShortcutPart};
 use super::{Bake, Identity, Layer, NetSpec, PartName, SafetensorsFile, Store, Values};
-use crate::kernels;
 use crate::format::decode::{self, Source};
 use crate::format::{Error, Part, TensorSpec};
+use crate::kernels;
 use crate::quant::{Multiplier, Quantization};
 
 /// The left shift of the summands before scaling: 20 bits of headroom for int8 differences.

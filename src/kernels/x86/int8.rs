@@ -90,7 +90,7 @@ pub(super) fn i8_code(limit: u8) -> u8 {
 
 /// Rows of the weight per pass of the int8 kernels: each chunk of `x`, widened once, meets this
 /// many rows.
-pub(super) const I8_ROWS: usize = 8;
+pub(super) const I8_ROWS: usize = crate::kernels::int8::DOT_ROWS_TILE;
 
 /// `R` rows of the int8 dot products from row `r0`, with AVX-512BW: per chunk of 32 inputs, `x`
 /// widened to 16 bits once, and per row the weights widened and multiplied-and-added in pairs

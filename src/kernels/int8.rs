@@ -100,6 +100,42 @@ pub(crate) fn requantize_uniform_i8(
     }
 }
 
+/// Whether [`dot_columns_i8`] runs on a SIMD kernel on this CPU (AVX-512 VNNI, within the
+/// limit of [`super::instruction_set()`]): the int8 1 x 1 convolution takes it then, and
+/// copies windows for [`dot_rows_i8`] elsewhere, where that is faster.
+pub(crate) fn dot_columns_i8_fast() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni) {
+        return true;
+    }
+    false
+}
+
+/// `dots[f·n + p] = Σ_c weight[f·l + c] · x[c·stride + p]` for every filter `f` (`dots.len() /
+/// n` of them) and position `p < n`: int8 filters of `l` weights times `l` rows of an image
+/// laid out channels first (a 1 x 1 convolution's product), exact in `i32` (callers bound `l`
+/// so that no sum overflows). `weight_sums[f]` is filter `f`'s sum of weights (the SIMD
+/// kernel's offset term). On the AVX-512 VNNI kernel where [`dot_columns_i8_fast`], plain
+/// loops elsewhere.
+///
+/// # Panics
+///
+/// When the sizes do not fit (a bug in the caller): `l` or `n` is 0, `dots.len()` is not a
+/// multiple of `n`, or a slice is shorter than they need.
+pub(crate) fn dot_columns_i8(
+    weights: (&[i8], &[i32]),
+    x: (&[i8], usize),
+    (l, n): (usize, usize),
+    dots: &mut [i32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if dot_columns_i8_fast() {
+        super::x86::dot_columns_i8_vnni(weights, x, (l, n), dots);
+        return;
+    }
+    super::reference::dot_columns_i8(weights.0, x, (l, n), dots);
+}
+
 /// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the
 /// fixed-point multiplier `(multiplier, exponent)`.
 #[inline]

@@ -274,6 +274,35 @@ pub fn requantize_one(
     q.clamp(i32::from(low), i32::from(high)) as i8
 }
 
+/// `dots[f·n + p] = Σ_c weight[f·l + c] · x[c·stride + p]` for every filter `f` (`dots.len()
+/// / n` of them) and position `p < n`: the definition of `kernels::dot_columns_i8`.
+///
+/// # Panics
+///
+/// When `l` or `n` is 0, `dots.len()` is not a multiple of `n`, or a slice is shorter than
+/// the sizes need.
+pub(crate) fn dot_columns_i8(
+    weight: &[i8],
+    (x, stride): (&[i8], usize),
+    (l, n): (usize, usize),
+    dots: &mut [i32],
+) {
+    assert!(
+        l > 0 && n > 0 && dots.len().is_multiple_of(n),
+        "{} dot products of {n} positions and {l} channels",
+        dots.len()
+    );
+    for (filter, dots) in weight.chunks_exact(l).zip(dots.chunks_exact_mut(n)) {
+        dots.fill(0);
+        for (c, &w) in filter.iter().enumerate() {
+            let row = &x[c * stride..c * stride + n];
+            for (dot, &v) in dots.iter_mut().zip(row) {
+                *dot += i32::from(w) * i32::from(v);
+            }
+        }
+    }
+}
+
 /// [`requantize_one`] for every output.
 pub fn requantize_i8(
     dots: &[i32],

@@ -148,10 +148,70 @@ impl<
     /// requantization another; larger windows take plain loops.
     fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
-        if C * K * KW <= PATCH_BYTES {
+        if Self::POINTWISE && kernels::dot_columns_i8_fast() {
+            self.forward_pointwise(x, y);
+        } else if C * K * KW <= PATCH_BYTES {
             self.forward_blocks(x, y);
         } else {
             self.forward_plain(x, y);
+        }
+    }
+
+    /// A 1 x 1 convolution of stride 1 without padding: its windows are the image's columns,
+    /// so its dot products are the filters' product with the image as it lies, channels
+    /// first (no window is copied).
+    const POINTWISE: bool = K == 1 && KW == 1 && STRIDE == 1 && PAD == 0;
+
+    /// [`forward_sample`](Self::forward_sample) of a [`POINTWISE`](Self::POINTWISE) layer:
+    /// blocks of [`COLUMN_POSITIONS`] positions, each multiplied by as many filters as
+    /// [`COLUMN_DOTS`] dot products hold in one call of `kernels::dot_columns_i8`, then each
+    /// filter's outputs requantized in one call.
+    fn forward_pointwise(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
+        let weight = S::matrix(&self.weight)
+            .as_flattened()
+            .as_flattened()
+            .as_flattened();
+        let sums: [i32; OC] = core::array::from_fn(|o| {
+            weight[o * C..(o + 1) * C]
+                .iter()
+                .map(|&w| i32::from(w))
+                .sum()
+        });
+        let (bias, multiplier, exponent) = (
+            S::vector(&self.bias),
+            S::vector(&self.multiplier),
+            S::vector(&self.exponent),
+        );
+        let (low, high) = A::output_range(self.output);
+        let range = (self.output.zero_point, low, high);
+        let image = x.as_flattened().as_flattened();
+        let plane = H * W;
+        let mut dots = [0_i32; COLUMN_DOTS];
+        let mut p0 = 0;
+        while p0 < plane {
+            let n = COLUMN_POSITIONS.min(plane - p0);
+            let mut f0 = 0;
+            while f0 < OC {
+                let filters = (COLUMN_DOTS / n).min(OC - f0);
+                let dots = &mut dots[..filters * n];
+                kernels::dot_columns_i8(
+                    (&weight[f0 * C..(f0 + filters) * C], &sums[f0..f0 + filters]),
+                    (&image[p0..], plane),
+                    (C, n),
+                    dots,
+                );
+                for (f, dots) in dots.chunks_exact(n).enumerate() {
+                    let o = f0 + f;
+                    kernels::requantize_uniform_i8(
+                        dots,
+                        (bias[o], multiplier[o], exponent[o]),
+                        range,
+                        &mut y[o].as_flattened_mut()[p0..p0 + n],
+                    );
+                }
+                f0 += filters;
+            }
+            p0 += n;
         }
     }
 
@@ -276,6 +336,13 @@ const PATCH_BYTES: usize = 4608;
 /// The most positions of one block of [`QConv2d`]'s forward pass.
 const PATCH_POSITIONS: usize = 64;
 
+/// The positions of one block of a 1 x 1 [`QConv2d`]'s forward pass on the columns' kernel.
+const COLUMN_POSITIONS: usize = 64;
+
+/// The dot products of one call of the columns' kernel in a 1 x 1 [`QConv2d`]: 16 filters of a
+/// block of [`COLUMN_POSITIONS`].
+const COLUMN_DOTS: usize = 1024;
+
 impl<
     const C: usize,
     const OC: usize,
@@ -305,11 +372,20 @@ impl<
     type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2, KW>;
 
     /// The windows' buffer and a block's dot products (when the window takes the int8
-    /// kernels).
-    const WORKING_BYTES: usize = if C * K * KW <= PATCH_BYTES {
-        PATCH_BYTES + 4 * PATCH_POSITIONS
-    } else {
-        0
+    /// kernels); for a 1 x 1 convolution, at least the columns' kernel's dot products and the
+    /// filters' sums (the CPU decides at run time which runs).
+    const WORKING_BYTES: usize = {
+        let windows = if C * K * KW <= PATCH_BYTES {
+            PATCH_BYTES + 4 * PATCH_POSITIONS
+        } else {
+            0
+        };
+        let columns = if Self::POINTWISE {
+            4 * COLUMN_DOTS + 4 * OC
+        } else {
+            0
+        };
+        if windows > columns { windows } else { columns }
     };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {

@@ -260,3 +260,53 @@ fn uniform_int8_requantization_matches_the_definition_on_every_available_instruc
         }
     }
 }
+
+#[test]
+fn int8_columns_match_the_definition_with_avx512_vnni() {
+    if !(std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("avx512vnni"))
+    {
+        std::eprintln!("skipping: no AVX-512 VNNI on this CPU");
+        return;
+    }
+    let mut state = 0x27d4_eb2f_1656_67c5_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 24) as u8 as i8
+    };
+    // Filters: whole tiles, single filters after them; channels: whole groups of 4 and
+    // tails; positions: whole groups of 16, tails, and rows longer than `n` (a stride).
+    for filters in [1, 7, 8, 9, 17] {
+        for l in [1, 3, 4, 5, 64, 67] {
+            for (n, stride) in [(1, 1), (15, 15), (16, 16), (17, 20), (64, 64), (125, 125)] {
+                for extreme in [None, Some((-128, -128)), Some((127, -128))] {
+                    let mut weight: Vec<i8> = (0..filters * l).map(|_| next()).collect();
+                    // `x` exactly as long as the contract needs: a read past it would fault
+                    // under a sanitizer and differ here.
+                    let mut x: Vec<i8> = (0..(l - 1) * stride + n).map(|_| next()).collect();
+                    if let Some((w, v)) = extreme {
+                        weight.iter_mut().for_each(|x| *x = w);
+                        x.iter_mut().for_each(|x| *x = v);
+                    }
+                    let sums: Vec<i32> = weight
+                        .chunks_exact(l)
+                        .map(|f| f.iter().map(|&w| i32::from(w)).sum())
+                        .collect();
+                    let mut want = std::vec![0; filters * n];
+                    crate::kernels::reference::dot_columns_i8(
+                        &weight,
+                        (&x, stride),
+                        (l, n),
+                        &mut want,
+                    );
+                    let mut got = std::vec![i32::MIN; filters * n]; // stale contents
+                    dot_columns_i8_vnni((&weight, &sums), (&x, stride), (l, n), &mut got);
+                    assert_eq!(got, want, "{filters} filters, {l} channels, {n} positions");
+                }
+            }
+        }
+    }
+}

@@ -458,11 +458,11 @@ fn a_quantized_convolution_leaving_rows_in_no_window_computes_its_definition() {
     assert_eq!(y3.as_flattened().as_flattened().to_vec(), want);
 }
 
-/// A window of more than 4,096 values (460 channels of 3x3) takes the plain loops instead of
+/// A window of more than 4,608 values (520 channels of 3x3) takes the plain loops instead of
 /// the stack buffer: the same definition.
 #[test]
 fn a_quantized_convolution_with_a_large_window_computes_its_definition() {
-    const C: usize = 460;
+    const C: usize = 520;
     let mut rng = StdRng::seed_from_u64(9);
     let weight: Box<[[[[i8; 3]; 3]; C]; 2]> = Box::new(std::array::from_fn(|_| {
         std::array::from_fn(|_| {
@@ -686,12 +686,12 @@ fn int8_nets_take_a_quarter_of_the_memory() {
         <Mlp8 as Layer>::WORKING_BYTES,
         (128 + 64) + 4 * (128 + 64 + 10)
     );
-    // The CNN: plus each convolution's window buffer (4,096 bytes) and a block's dot products
-    // and parameters (64 positions of four i32).
+    // The CNN: plus each convolution's window buffer (4,608 bytes) and a block's dot products
+    // (64 positions of one i32).
     let images = 6 * 28 * 28 + 6 * 14 * 14 + 16 * 10 * 10 + 16 * 5 * 5 + 400;
     assert_eq!(
         <Cnn8 as Layer>::WORKING_BYTES,
-        images + (120 + 84) + 4 * (120 + 84 + 10) + 2 * (4096 + 64 * 16)
+        images + (120 + 84) + 4 * (120 + 84 + 10) + 2 * (4608 + 64 * 4)
     );
     println!(
         "MLP: f32 {} B, int8 {} B; LeNet: f32 {} B, int8 {} B",

@@ -14,6 +14,7 @@
 
 use super::qdense::{
     MOST_PRODUCTS, QuantizedActivation, Requantization, WEIGHT_RANGE, int8_tensors,
+    kernel_requantization,
 };
 use super::shape::{Window, check_nonzero, check_output_size};
 use super::{Bake, Identity, Inline, Layer, SafetensorsFile, Store};
@@ -177,13 +178,10 @@ impl<
                 .map(|&w| i32::from(w))
                 .sum()
         });
-        let (bias, multiplier, exponent) = (
-            S::vector(&self.bias),
-            S::vector(&self.multiplier),
-            S::vector(&self.exponent),
+        let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, OC>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
         );
-        let (low, high) = A::output_range(self.output);
-        let range = (self.output.zero_point, low, high);
         let image = x.as_flattened().as_flattened();
         let plane = H * W;
         let mut dots = [0_i32; COLUMN_DOTS];
@@ -296,13 +294,10 @@ impl<
     /// the stack buffer.
     fn forward_plain(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let weight = S::matrix(&self.weight);
-        let (bias, multiplier, exponent) = (
-            S::vector(&self.bias),
-            S::vector(&self.multiplier),
-            S::vector(&self.exponent),
+        let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, OC>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
         );
-        let (low, high) = A::output_range(self.output);
-        let range = (self.output.zero_point, low, high);
         let pad = i32::from(self.input.zero_point);
         for (o, plane) in y.iter_mut().enumerate() {
             for (oh, row) in plane.iter_mut().enumerate() {

@@ -178,22 +178,15 @@ impl<const I: usize, const O: usize, A: QuantizedActivation, S: Store> QDense<I,
     fn forward_sample(&self, x: &[i8; I], y: &mut [i8; O]) {
         let () = Self::SHAPE;
         let weight = S::matrix(&self.weight);
-        let (bias, multiplier, exponent) = (
-            S::vector(&self.bias),
-            S::vector(&self.multiplier),
-            S::vector(&self.exponent),
+        let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, O>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
         );
-        let (low, high) = A::output_range(self.output);
         // Σ_i W_q[o][i]·x_q[i] for every output: i8 products summed in i32.
         let mut dots = [0_i32; O];
         kernels::dot_rows_i8(weight.as_flattened(), x, &mut dots);
         // q_out[o] = clamp(z_out + M[o]·(dot + b_q[o])).
-        kernels::requantize_i8(
-            &dots,
-            (bias, multiplier, exponent),
-            (self.output.zero_point, low, high),
-            y,
-        );
+        kernels::requantize_i8(&dots, (bias, multiplier, exponent), range, y);
     }
 }
 
@@ -293,6 +286,24 @@ macro_rules! int8_tensor {
     };
 }
 pub(crate) use int8_tensor;
+
+/// An int8 layer's requantization as the kernels take it: its per-filter `(bias, multiplier,
+/// exponent)` and its output's `(zero point, low, high)`, the activation `A`'s clamp.
+#[allow(clippy::type_complexity)] // the kernels' own argument tuples
+pub(crate) fn kernel_requantization<'a, A: QuantizedActivation, S: Store, const N: usize>(
+    (bias, multiplier, exponent): (
+        &'a S::Vector<i32, N>,
+        &'a S::Vector<i32, N>,
+        &'a S::Vector<i32, N>,
+    ),
+    output: Quantization,
+) -> ((&'a [i32; N], &'a [i32; N], &'a [i32; N]), (i8, i8, i8)) {
+    let (low, high) = A::output_range(output);
+    (
+        (S::vector(bias), S::vector(multiplier), S::vector(exponent)),
+        (output.zero_point, low, high),
+    )
+}
 
 /// What an int8 layer has besides its weight, for `N` outputs: tensors 1 to 7 of
 /// [`int8_tensors!`].

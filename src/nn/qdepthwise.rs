@@ -13,7 +13,7 @@
 //! Micro's int8 `DEPTHWISE_CONV_2D` (`tests/tflm_int8.rs`).
 
 use super::qconv::Decoded;
-use super::qdense::{MOST_PRODUCTS, QuantizedActivation, int8_tensors};
+use super::qdense::{MOST_PRODUCTS, QuantizedActivation, int8_tensors, kernel_requantization};
 use super::shape::{Window, check_depthwise_channels, check_output_size};
 use super::{Bake, Identity, Inline, Layer, SafetensorsFile, Store};
 use crate::format::{Error, Message, NetSpec};
@@ -161,13 +161,10 @@ impl<
             return;
         }
         let weight = S::matrix(&self.weight);
-        let (bias, multiplier, exponent) = (
-            S::vector(&self.bias),
-            S::vector(&self.multiplier),
-            S::vector(&self.exponent),
+        let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, OC>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
         );
-        let (low, high) = A::output_range(self.output);
-        let range = (self.output.zero_point, low, high);
         let per_channel = OC / C;
         let mut padded = [0_i8; kernels::depthwise_i8::PADDED_BYTES];
         let mut dots = [0_i32; kernels::depthwise_i8::DOTS];
@@ -203,13 +200,10 @@ impl<
     fn forward_plain(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
         let weight = S::matrix(&self.weight);
-        let (bias, multiplier, exponent) = (
-            S::vector(&self.bias),
-            S::vector(&self.multiplier),
-            S::vector(&self.exponent),
+        let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, OC>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
         );
-        let (low, high) = A::output_range(self.output);
-        let range = (self.output.zero_point, low, high);
         let pad = i32::from(self.input.zero_point);
         let per_channel = OC / C;
         for (o, plane) in y.iter_mut().enumerate() {

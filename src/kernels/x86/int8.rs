@@ -365,35 +365,46 @@ pub(super) unsafe fn requantize_i8_avx512(
                 out_of_range == 0,
                 "a multiplier's exponent is from -31 to 30"
             );
-            let q = requantize_group_avx512::<true>((d, b, m, e), (zero, low, top));
+            let acc = saturating_add_avx512(d, b);
+            let q = requantize_group_avx512::<true>((acc, m, e), (zero, low, top));
             _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
             o0 += count;
         }
     }
 }
 
-/// One group of 16 lanes of [`requantize_i8_avx512`]: `clamp(zero + M·(d + b), low, top)` per
-/// lane, as `i32`. Without `LEFT`, every exponent is at most 0 (no left shift).
+/// `d + b` per lane, saturating: an overflow has both operands' sign and the other result sign.
 ///
 /// # Safety
 ///
-/// The CPU has AVX-512BW and VL; every exponent is in `-31..=30` (at most 0 without `LEFT`).
+/// The CPU has AVX-512F.
 #[inline(always)]
-unsafe fn requantize_group_avx512<const LEFT: bool>(
-    (d, b, m, e): (__m512i, __m512i, __m512i, __m512i),
-    (zero, low, top): (i8, i8, i8),
-) -> __m512i {
-    // SAFETY: the instruction sets are present (the contract); no memory is touched.
+unsafe fn saturating_add_avx512(d: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: the instruction set is present (the contract); no memory is touched.
     unsafe {
-        // acc = d + b, saturating: an overflow has both operands' sign and the other result
-        // sign.
         let sum = _mm512_add_epi32(d, b);
         let overflow = _mm512_cmplt_epi32_mask(
             _mm512_and_si512(_mm512_xor_si512(d, sum), _mm512_xor_si512(b, sum)),
             _mm512_setzero_si512(),
         );
         let saturated = _mm512_xor_si512(_mm512_srai_epi32(d, 31), _mm512_set1_epi32(i32::MAX));
-        let acc = _mm512_mask_blend_epi32(overflow, sum, saturated);
+        _mm512_mask_blend_epi32(overflow, sum, saturated)
+    }
+}
+
+/// One group of 16 lanes of [`requantize_i8_avx512`] after the bias: `clamp(zero + M·acc, low,
+/// top)` per lane, as `i32`. Without `LEFT`, every exponent is at most 0 (no left shift).
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW and VL; every exponent is in `-31..=30` (at most 0 without `LEFT`).
+#[inline(always)]
+unsafe fn requantize_group_avx512<const LEFT: bool>(
+    (acc, m, e): (__m512i, __m512i, __m512i),
+    (zero, low, top): (i8, i8, i8),
+) -> __m512i {
+    // SAFETY: the instruction sets are present (the contract); no memory is touched.
+    unsafe {
         // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
         // shift undone differs from acc exactly when bits or the sign were lost).
         let acc = if LEFT {
@@ -410,19 +421,10 @@ unsafe fn requantize_group_avx512<const LEFT: bool>(
         #[inline(always)]
         unsafe fn high64(p: __m512i) -> __m512i {
             // SAFETY: the caller's instruction sets; no memory is touched.
-            unsafe {
-                let negative = _mm512_cmplt_epi64_mask(p, _mm512_setzero_si512());
-                let nudge = _mm512_mask_blend_epi64(
-                    negative,
-                    _mm512_set1_epi64(1 << 30),
-                    _mm512_set1_epi64(1 - (1 << 30)),
-                );
-                let v = _mm512_add_epi64(p, nudge);
-                // Division by 2^31 truncating toward zero: a negative value first adds 2^31 - 1.
-                let v_negative = _mm512_cmplt_epi64_mask(v, _mm512_setzero_si512());
-                let v = _mm512_mask_add_epi64(v, v_negative, v, _mm512_set1_epi64((1 << 31) - 1));
-                _mm512_srai_epi64(v, 31)
-            }
+            // gemmlowp's nudge (2^30, or 1 - 2^30 for a negative product) and its division by
+            // 2^31 truncating toward zero come to one floor for either sign: (p + 2^30) >> 31
+            // (for p < 0: (p + 1 - 2^30 + 2^31 - 1) >> 31).
+            unsafe { _mm512_srai_epi64(_mm512_add_epi64(p, _mm512_set1_epi64(1 << 30)), 31) }
         }
         let even = high64(_mm512_mul_epi32(acc, m));
         let odd = high64(_mm512_mul_epi32(
@@ -452,17 +454,14 @@ unsafe fn requantize_group_avx512<const LEFT: bool>(
         let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
         let shifted = _mm512_srav_epi32(high, r);
         let y = _mm512_mask_add_epi32(shifted, up, shifted, ones);
-        // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
-        // overflow and the final clamp still decides.
+        // zero + y clamped to [low, top], as y clamped to [low - zero, top - zero] (no
+        // overflow), then zero added.
+        let zero = i32::from(zero);
         let y = _mm512_max_epi32(
-            _mm512_min_epi32(y, _mm512_set1_epi32(1024)),
-            _mm512_set1_epi32(-1024),
+            _mm512_min_epi32(y, _mm512_set1_epi32(i32::from(top) - zero)),
+            _mm512_set1_epi32(i32::from(low) - zero),
         );
-        let q = _mm512_add_epi32(y, _mm512_set1_epi32(i32::from(zero)));
-        _mm512_max_epi32(
-            _mm512_min_epi32(q, _mm512_set1_epi32(i32::from(top))),
-            _mm512_set1_epi32(i32::from(low)),
-        )
+        _mm512_add_epi32(y, _mm512_set1_epi32(zero))
     }
 }
 
@@ -498,6 +497,11 @@ pub(super) unsafe fn requantize_uniform_i8_avx512(
             _mm512_set1_epi32(multiplier),
             _mm512_set1_epi32(exponent),
         );
+        let bound = _mm512_set1_epi32(if bias >= 0 {
+            i32::MAX - bias
+        } else {
+            i32::MIN - bias
+        });
         let mut o0 = 0;
         while o0 < n {
             let count = 16.min(n - o0);
@@ -507,10 +511,16 @@ pub(super) unsafe fn requantize_uniform_i8_avx512(
                 (1 << count) - 1
             };
             let d = _mm512_maskz_loadu_epi32(mask, dots.as_ptr().add(o0));
-            let q = if exponent > 0 {
-                requantize_group_avx512::<true>((d, b, m, e), range)
+            // d + bias, saturating: d first held where the sum cannot overflow.
+            let acc = if bias >= 0 {
+                _mm512_add_epi32(_mm512_min_epi32(d, bound), b)
             } else {
-                requantize_group_avx512::<false>((d, b, m, e), range)
+                _mm512_add_epi32(_mm512_max_epi32(d, bound), b)
+            };
+            let q = if exponent > 0 {
+                requantize_group_avx512::<true>((acc, m, e), range)
+            } else {
+                requantize_group_avx512::<false>((acc, m, e), range)
             };
             _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
             o0 += count;
@@ -554,7 +564,8 @@ pub(super) unsafe fn requantize_i8_avx2(
                 _mm256_movemask_epi8(out_of_range) == 0,
                 "a multiplier's exponent is from -31 to 30"
             );
-            let q = requantize_group_avx2::<true>((d, b, m, e), (zero, low, top));
+            let acc = saturating_add_avx2(d, b);
+            let q = requantize_group_avx2::<true>((acc, m, e), (zero, low, top));
             store_low_bytes_avx2(q, out.as_mut_ptr().add(o0));
             o0 += 8;
         }
@@ -572,15 +583,34 @@ pub(super) unsafe fn requantize_i8_avx2(
     }
 }
 
-/// One group of 8 lanes of [`requantize_i8_avx2`]: `clamp(zero + M·(d + b), low, top)` per
-/// lane, as `i32`. Without `LEFT`, every exponent is at most 0 (no left shift).
+/// `d + b` per lane, saturating, as [`saturating_add_avx512`].
+///
+/// # Safety
+///
+/// The CPU has AVX2.
+#[inline(always)]
+unsafe fn saturating_add_avx2(d: __m256i, b: __m256i) -> __m256i {
+    // SAFETY: AVX2 is present (the contract); no memory is touched.
+    unsafe {
+        let sum = _mm256_add_epi32(d, b);
+        let overflow = _mm256_srai_epi32(
+            _mm256_and_si256(_mm256_xor_si256(d, sum), _mm256_xor_si256(b, sum)),
+            31,
+        );
+        let saturated = _mm256_xor_si256(_mm256_srai_epi32(d, 31), _mm256_set1_epi32(i32::MAX));
+        _mm256_blendv_epi8(sum, saturated, overflow)
+    }
+}
+
+/// One group of 8 lanes of [`requantize_i8_avx2`] after the bias: `clamp(zero + M·acc, low,
+/// top)` per lane, as `i32`. Without `LEFT`, every exponent is at most 0 (no left shift).
 ///
 /// # Safety
 ///
 /// The CPU has AVX2; every exponent is in `-31..=30` (at most 0 without `LEFT`).
 #[inline(always)]
 unsafe fn requantize_group_avx2<const LEFT: bool>(
-    (d, b, m, e): (__m256i, __m256i, __m256i, __m256i),
+    (acc, m, e): (__m256i, __m256i, __m256i),
     (zero, low, top): (i8, i8, i8),
 ) -> __m256i {
     // SAFETY: AVX2 is present (the contract); no memory is touched.
@@ -589,15 +619,6 @@ unsafe fn requantize_group_avx2<const LEFT: bool>(
         let ones = _mm256_set1_epi32(1);
         let max = _mm256_set1_epi32(i32::MAX);
         let min = _mm256_set1_epi32(i32::MIN);
-        // acc = d + b, saturating: an overflow has both operands' sign and the other result
-        // sign.
-        let sum = _mm256_add_epi32(d, b);
-        let overflow = _mm256_srai_epi32(
-            _mm256_and_si256(_mm256_xor_si256(d, sum), _mm256_xor_si256(b, sum)),
-            31,
-        );
-        let saturated = _mm256_xor_si256(_mm256_srai_epi32(d, 31), max);
-        let acc = _mm256_blendv_epi8(sum, saturated, overflow);
         // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
         // shift undone differs from acc exactly when bits or the sign were lost).
         let acc = if LEFT {
@@ -614,24 +635,9 @@ unsafe fn requantize_group_avx2<const LEFT: bool>(
         #[inline(always)]
         unsafe fn high64(p: __m256i) -> __m256i {
             // SAFETY: the caller's instruction sets; no memory is touched.
-            unsafe {
-                let negative = _mm256_cmpgt_epi64(_mm256_setzero_si256(), p);
-                let nudge = _mm256_blendv_epi8(
-                    _mm256_set1_epi64x(1 << 30),
-                    _mm256_set1_epi64x(1 - (1 << 30)),
-                    negative,
-                );
-                let v = _mm256_add_epi64(p, nudge);
-                // Division by 2^31 truncating toward zero: a negative value first adds
-                // 2^31 - 1; then bits 31..62, which the logical shift brings down as the
-                // arithmetic one would.
-                let v_negative = _mm256_cmpgt_epi64(_mm256_setzero_si256(), v);
-                let v = _mm256_add_epi64(
-                    v,
-                    _mm256_and_si256(v_negative, _mm256_set1_epi64x((1 << 31) - 1)),
-                );
-                _mm256_srli_epi64(v, 31)
-            }
+            // As in `requantize_group_avx512`: (p + 2^30) >> 31 for either sign; bits 31..62,
+            // which the logical shift brings down as the arithmetic one would.
+            unsafe { _mm256_srli_epi64(_mm256_add_epi64(p, _mm256_set1_epi64x(1 << 30)), 31) }
         }
         let even = high64(_mm256_mul_epi32(acc, m));
         let odd = high64(_mm256_mul_epi32(
@@ -650,17 +656,14 @@ unsafe fn requantize_group_avx2<const LEFT: bool>(
         let threshold = _mm256_sub_epi32(_mm256_srai_epi32(low_bits, 1), negative);
         let up = _mm256_cmpgt_epi32(remainder, threshold);
         let y = _mm256_sub_epi32(_mm256_srav_epi32(high, r), up);
-        // zero + y, clamped to [low, top]: y first clamped to a range where the sum cannot
-        // overflow and the final clamp still decides.
+        // zero + y clamped to [low, top], as y clamped to [low - zero, top - zero] (no
+        // overflow), then zero added.
+        let zero = i32::from(zero);
         let y = _mm256_max_epi32(
-            _mm256_min_epi32(y, _mm256_set1_epi32(1024)),
-            _mm256_set1_epi32(-1024),
+            _mm256_min_epi32(y, _mm256_set1_epi32(i32::from(top) - zero)),
+            _mm256_set1_epi32(i32::from(low) - zero),
         );
-        let q = _mm256_add_epi32(y, _mm256_set1_epi32(i32::from(zero)));
-        _mm256_max_epi32(
-            _mm256_min_epi32(q, _mm256_set1_epi32(i32::from(top))),
-            _mm256_set1_epi32(i32::from(low)),
-        )
+        _mm256_add_epi32(y, _mm256_set1_epi32(zero))
     }
 }
 
@@ -720,13 +723,24 @@ pub(super) unsafe fn requantize_uniform_i8_avx2(
             _mm256_set1_epi32(multiplier),
             _mm256_set1_epi32(exponent),
         );
+        let bound = _mm256_set1_epi32(if bias >= 0 {
+            i32::MAX - bias
+        } else {
+            i32::MIN - bias
+        });
         let mut o0 = 0;
         while o0 < whole {
             let d = _mm256_loadu_si256(dots.as_ptr().add(o0).cast());
-            let q = if exponent > 0 {
-                requantize_group_avx2::<true>((d, b, m, e), range)
+            // d + bias, saturating: d first held where the sum cannot overflow.
+            let acc = if bias >= 0 {
+                _mm256_add_epi32(_mm256_min_epi32(d, bound), b)
             } else {
-                requantize_group_avx2::<false>((d, b, m, e), range)
+                _mm256_add_epi32(_mm256_max_epi32(d, bound), b)
+            };
+            let q = if exponent > 0 {
+                requantize_group_avx2::<true>((acc, m, e), range)
+            } else {
+                requantize_group_avx2::<false>((acc, m, e), range)
             };
             store_low_bytes_avx2(q, out.as_mut_ptr().add(o0));
             o0 += 8;

@@ -9,8 +9,8 @@ use constmat::Matrix;
 use constmat::data::mnist::{self, Mnist};
 use constmat::io::safetensors as st;
 use constmat::nn::{
-    Dense, Identity, Inline, Layer, Parameters, QConv2d, QDense, Quantize, QuantizeError,
-    QuantizedActivation, RandomInit, Relu, Train, argmax, quantize,
+    Dense, Identity, Inline, Layer, Parameters, QConv2d, QDense, QDepthwiseConv2d, Quantize,
+    QuantizeError, QuantizedActivation, RandomInit, Relu, Train, argmax, quantize,
 };
 use constmat::quant::{Multiplier, Quantization};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -1127,4 +1127,93 @@ fn quantizing_gives_the_same_bytes_on_every_instruction_set() {
         })
         .collect();
     same_on_every_set(&cnn, &planes, "the shipped LeNet-5");
+}
+
+/// A 1 x 1 convolution of stride 1 without padding (the product of the filters with the image
+/// as it lies where the CPU has AVX-512 VNNI) with a channel count not a multiple of 4, a
+/// filter count not a multiple of 8 and a block of positions left over (81 of 64), and a
+/// depthwise convolution whose planes take several calls of its kernel (30 x 30), against the
+/// definition.
+#[test]
+fn pointwise_and_depthwise_convolutions_of_awkward_sizes_compute_their_definition() {
+    fn random<const N: usize, T>(rng: &mut StdRng, f: impl Fn(&mut StdRng) -> T) -> [T; N] {
+        std::array::from_fn(|_| f(rng))
+    }
+    let mut rng = StdRng::seed_from_u64(11);
+    let (z_in, z_out) = (rng.random_range(-128..=127), rng.random_range(-128..=127));
+
+    let x: [[[i8; 9]; 9]; 5] = random(&mut rng, |r| {
+        random(r, |r| random(r, |r| r.random_range(-128..=127)))
+    });
+    let weight: [[[[i8; 1]; 1]; 5]; 11] = random(&mut rng, |r| {
+        random(r, |r| {
+            random(r, |r| random(r, |r| r.random_range(-127..=127)))
+        })
+    });
+    let bias: [i32; 11] = random(&mut rng, |r| r.random_range(-5_000..=5_000));
+    let multipliers: [Multiplier; 11] = random(&mut rng, |r| {
+        Multiplier::from_real(r.random_range(1e-3..0.05))
+    });
+    let mut y = [[[0_i8; 9]; 9]; 11];
+    QConv2d::<5, 11, 1, 1, 0, 9, 9, 9, 9, Relu, Inline>::new(
+        weight,
+        bias,
+        multipliers,
+        zero_at(z_in),
+        zero_at(z_out),
+    )
+    .forward_one(&x, &mut y);
+    let want = conv_reference(
+        &weight,
+        &bias,
+        &multipliers,
+        (1, 0),
+        (z_in, z_out, true),
+        &x,
+        (9, 9),
+    );
+    assert_eq!(y.as_flattened().as_flattened().to_vec(), want);
+
+    // Two filters per channel; the same net as a full convolution whose filters are zero on
+    // every other channel.
+    let x: Box<[[[i8; 30]; 30]; 3]> = Box::new(random(&mut rng, |r| {
+        random(r, |r| random(r, |r| r.random_range(-128..=127)))
+    }));
+    let weight: [[[[i8; 3]; 3]; 1]; 6] = random(&mut rng, |r| {
+        random(r, |r| {
+            random(r, |r| random(r, |r| r.random_range(-127..=127)))
+        })
+    });
+    let bias: [i32; 6] = random(&mut rng, |r| r.random_range(-5_000..=5_000));
+    let multipliers: [Multiplier; 6] = random(&mut rng, |r| {
+        Multiplier::from_real(r.random_range(1e-3..0.05))
+    });
+    let full: [[[[i8; 3]; 3]; 3]; 6] = std::array::from_fn(|o| {
+        std::array::from_fn(|c| {
+            if c == o / 2 {
+                weight[o][0]
+            } else {
+                [[0; 3]; 3]
+            }
+        })
+    });
+    let mut y = Box::new([[[0_i8; 30]; 30]; 6]);
+    QDepthwiseConv2d::<3, 6, 3, 1, 1, 30, 30, 30, 30, Identity, Inline>::new(
+        weight,
+        bias,
+        multipliers,
+        zero_at(z_in),
+        zero_at(z_out),
+    )
+    .forward_one(&x, &mut y);
+    let want = conv_reference(
+        &full,
+        &bias,
+        &multipliers,
+        (1, 1),
+        (z_in, z_out, false),
+        &x,
+        (30, 30),
+    );
+    assert_eq!(y.as_flattened().as_flattened().to_vec(), want);
 }

@@ -121,6 +121,62 @@ fn net_writes_residual_blocks_with_pytorchs_nested_names() {
     assert_eq!(Written::SPEC.modules(), 8);
 }
 
+/// `net!` computes the size a block gives from the numbers its layers are written with: every
+/// kind of layer that changes a size, in branches and shortcuts and in a block within a block.
+/// A size computed wrongly would give the next layer an input its type refuses (`Chain`), or a
+/// `Flatten` width that `Dense<4, 2>` refuses.
+#[test]
+fn net_computes_the_sizes_after_blocks_of_every_layer_kind() {
+    type Written = constmat::net![
+        Input<f32, 3, 12, 10>,
+        // Padded to 15 x 11, then a 4 x 2 kernel: 6 x 12 x 10.
+        Residual<[ZeroPad2d<1, 0, 2, 1>, Conv2d<3, 6, (4, 2), 1, 0, Relu>, BatchNorm2d<6>], [Conv2d<3, 6, 1>]>,
+        // Stride 2 (6 x 5), then a window of 2 with stride 1: 12 x 5 x 4.
+        Residual<
+            [DepthwiseConv2d<6, 12, 3, 2, 1>, MaxPool2d<2, 1>, Dropout<10>],
+            [Conv2d<6, 12, 3, 2, 1>, AvgPool2d<2, 1>]
+        >,
+        // A block within a block, then a 2 x 2 kernel: 8 x 4 x 3.
+        Residual<[Residual<[Conv2d<12, 12, 3, 1, 1>], Relu>, Conv2d<12, 8, 2>], [Conv2d<12, 8, 2>]>,
+        // 8 x 1 x 1.
+        Residual<[Conv2d<8, 8, 1>, GlobalAvgPool2d], [GlobalAvgPool2d]>,
+        Conv2d<8, 4, 1>,
+        Flatten,
+        Dense<4, 2>,
+    ];
+    let net = Written::zeros();
+    let mut y = [1.0; 2];
+    net.forward_one(&[[[0.5; 10]; 12]; 3], &mut y);
+    assert_eq!(y, [0.0; 2]);
+}
+
+/// Twelve blocks in a row compile in a moment: the sizes after a block hold the sizes before it
+/// once (read from the branch's type, as `net!` once did, they grew exponentially with the
+/// blocks, and this net would not have compiled).
+#[test]
+fn a_net_of_many_blocks_compiles() {
+    type Deep = constmat::net![
+        Input<f32, 2, 6, 6>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 1, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], Relu>,
+        Residual<[Conv2d<2, 2, 3, 2, 1, Relu>, Conv2d<2, 2, 3, 1, 1>], [Conv2d<2, 2, 1, 2, 0>], Relu>,
+        Flatten,
+        Dense<18, 2>,
+    ];
+    // A block and its activation are two modules, as in PyTorch's numbering.
+    assert_eq!(Deep::SPEC.modules(), 2 * 12 + 2);
+    assert_eq!(Deep::zeros().tensor_count(), 2 * 2 * 12 + 2 + 2);
+}
+
 /// The fixture's net (see the script).
 type PyTorchNet = constmat::net![
     Input<f64, 2, 8, 8>,

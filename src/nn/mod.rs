@@ -360,9 +360,9 @@ pub use residual::{ProjectedResidualWorkspace, ResidualWorkspace};
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use shape::{
-    __Checked, __ImageSize, __Mistake, __conv_output_size, __depthwise_filters, __flattened_inputs,
+    __Checked, __Mistake, __SizeStep, __conv_output_size, __depthwise_filters, __flattened_inputs,
     __input_channels, __inputs, __nonzero, __output_size_unchecked, __pool_output_size,
-    __residual_shapes,
+    __residual_shapes, __size_after,
 };
 pub use softmax::Softmax;
 pub use store::{Heap, Inline, Store};

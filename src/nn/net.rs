@@ -357,13 +357,13 @@ macro_rules! __net_image {
                 as $crate::nn::__Checked<{ $crate::__at!(($($b)+) $crate::nn::__residual_shapes(
                     ::core::concat!("Residual<[", ::core::stringify!($($b)+), "], ", ::core::stringify!($a), ">"),
                     "the identity shortcut (the block's input)",
-                    $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
+                    $crate::__net_image!(@size $c $h $w $from_input ($($b)+)),
                     ($c, $h, $w),
                 )) }>>::Type)
             (@image $t
-                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
-                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
-                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_after CHANNELS $c $from_input $($b)+) })
+                ({ $crate::__net_image!(@size_after HEIGHT $h $from_input $($b)+) })
+                ({ $crate::__net_image!(@size_after WIDTH $w $from_input $($b)+) })
                 (false))
             $($rest)*)
     };
@@ -379,13 +379,13 @@ macro_rules! __net_image {
                         "], ", ::core::stringify!($a), ">"
                     ),
                     "the shortcut",
-                    $crate::__net_image!(@size $t $c $h $w $from_input ($($b)+)),
-                    $crate::__net_image!(@size $t $c $h $w $from_input ($($s)+)),
+                    $crate::__net_image!(@size $c $h $w $from_input ($($b)+)),
+                    $crate::__net_image!(@size $c $h $w $from_input ($($s)+)),
                 )) }>>::Type)
             (@image $t
-                ({ $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($b)+)) })
-                ({ $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($b)+)) })
-                ({ $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($b)+)) })
+                ({ $crate::__net_image!(@size_after CHANNELS $c $from_input $($b)+) })
+                ({ $crate::__net_image!(@size_after HEIGHT $h $from_input $($b)+) })
+                ({ $crate::__net_image!(@size_after WIDTH $w $from_input $($b)+) })
                 (false))
             $($rest)*)
     };
@@ -394,17 +394,92 @@ macro_rules! __net_image {
     (@residual_type $t:tt ($br:ty) ($a:ty)) => { $crate::nn::Residual<$br, $a> };
     (@projected_type (i8) ($br:ty) ($sh:ty) ($a:ty)) => { $crate::nn::QProjectedResidual<$br, $sh, $a> };
     (@projected_type $t:tt ($br:ty) ($sh:ty) ($a:ty)) => { $crate::nn::ProjectedResidual<$br, $sh, $a> };
-    // The channels, height and width of the image that a list of layers gives, from its type.
-    (@size $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
+    // The channels, height and width of the image that a list of layers gives.
+    (@size $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
         (
-            $crate::__net_image!(@size_of CHANNELS $t $c $h $w $from_input ($($l)+)),
-            $crate::__net_image!(@size_of HEIGHT $t $c $h $w $from_input ($($l)+)),
-            $crate::__net_image!(@size_of WIDTH $t $c $h $w $from_input ($($l)+)),
+            $crate::__net_image!(@size_after CHANNELS $c $from_input $($l)+),
+            $crate::__net_image!(@size_after HEIGHT $h $from_input $($l)+),
+            $crate::__net_image!(@size_after WIDTH $w $from_input $($l)+),
         )
     };
-    (@size_of $dim:ident $t:tt $c:tt $h:tt $w:tt $from_input:tt ($($l:tt)+)) => {
-        { <<$crate::__net_image!(@image $t $c $h $w $from_input $($l)+) as $crate::nn::Layer>::Out as $crate::nn::__ImageSize>::$dim }
+    // One size (`CHANNELS`, `HEIGHT` or `WIDTH`) of the image that a list of layers gives:
+    // `__size_after` applies the layers' steps, read from the numbers they are written with, to
+    // the size `$v`. `$v` is an argument of the function, not of a macro, so that the sizes after
+    // a block hold the sizes before it once and unexpanded macros never nest from block to
+    // block (read from the branch's type, they grew exponentially with the blocks: a ResNet-8
+    // took 50 s to compile).
+    (@size_after $dim:ident $v:tt $from_input:tt $($l:tt)+) => {
+        $crate::nn::__size_after($v, $from_input, $crate::__net_image!(@steps $dim () $($l)+))
     };
+    // The steps of a list of layers for one size. A layer this does not know, or a mistake, ends
+    // the list: the layer's type reports it.
+    (@steps $dim:ident ($($done:tt)*)) => { &[$($done)*] };
+    (@steps $dim:ident ($($done:tt)*) , $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)*) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) Conv2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)* $crate::__net_image!(@conv_step $dim ($($arg),+)),) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) DepthwiseConv2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)* $crate::__net_image!(@conv_step $dim ($($arg),+)),) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) MaxPool2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)* $crate::__net_image!(@pool_step $dim ($($arg),+)),) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) AvgPool2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)* $crate::__net_image!(@pool_step $dim ($($arg),+)),) $($rest)*)
+    };
+    (@steps CHANNELS ($($done:tt)*) GlobalAvgPool2d $($rest:tt)*) => {
+        $crate::__net_image!(@steps CHANNELS ($($done)* $crate::nn::__SizeStep::Keep,) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) GlobalAvgPool2d $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)* $crate::nn::__SizeStep::Set(1),) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) ZeroPad2d<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)*) ZeroPad2d<$p, $p, $p, $p> $($rest)*)
+    };
+    (@steps CHANNELS ($($done:tt)*) ZeroPad2d<$l:tt, $r:tt, $top:tt, $b:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@steps CHANNELS ($($done)* $crate::nn::__SizeStep::Keep,) $($rest)*)
+    };
+    (@steps HEIGHT ($($done:tt)*) ZeroPad2d<$l:tt, $r:tt, $top:tt, $b:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@steps HEIGHT ($($done)* $crate::nn::__SizeStep::Pad($top, $b),) $($rest)*)
+    };
+    (@steps WIDTH ($($done:tt)*) ZeroPad2d<$l:tt, $r:tt, $top:tt, $b:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@steps WIDTH ($($done)* $crate::nn::__SizeStep::Pad($l, $r),) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) BatchNorm2d<$($arg:tt),+> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)* $crate::nn::__SizeStep::Keep,) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) Dropout<$p:tt> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim ($($done)* $crate::nn::__SizeStep::Keep,) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) Residual<[$($b:tt)+] $(, $part:tt)*> $($rest:tt)*) => {
+        $crate::__net_image!(@steps $dim
+            ($($done)* $crate::nn::__SizeStep::Block($crate::__net_image!(@steps $dim () $($b)+)),) $($rest)*)
+    };
+    (@steps $dim:ident ($($done:tt)*) $($rest:tt)+) => { &[$($done)* $crate::nn::__SizeStep::End] };
+    // A convolution's step, from its arguments as written (the forms of `@convolution`).
+    (@conv_step CHANNELS ($ci:tt, $co:tt $(, $arg:tt)*)) => { $crate::nn::__SizeStep::Set($co) };
+    (@conv_step $dim:ident ($ci:tt, $co:tt, $k:tt $(, $a:tt)?)) => {
+        $crate::__net_image!(@window_step $dim $k, 1, 0)
+    };
+    (@conv_step $dim:ident ($ci:tt, $co:tt, $k:tt, $s:tt, Relu)) => { $crate::nn::__SizeStep::End };
+    (@conv_step $dim:ident ($ci:tt, $co:tt, $k:tt, $s:tt, Relu6)) => { $crate::nn::__SizeStep::End };
+    (@conv_step $dim:ident ($ci:tt, $co:tt, $k:tt, $s:tt, Sigmoid)) => { $crate::nn::__SizeStep::End };
+    (@conv_step $dim:ident ($ci:tt, $co:tt, $k:tt, $s:tt, Tanh)) => { $crate::nn::__SizeStep::End };
+    (@conv_step $dim:ident ($ci:tt, $co:tt, $k:tt, $s:tt, Identity)) => { $crate::nn::__SizeStep::End };
+    (@conv_step $dim:ident ($ci:tt, $co:tt, $k:tt, $s:tt, $p:tt $(, $a:tt)?)) => {
+        $crate::__net_image!(@window_step $dim $k, $s, $p)
+    };
+    (@conv_step $dim:ident ($($arg:tt),+)) => { $crate::nn::__SizeStep::End };
+    (@pool_step CHANNELS ($($arg:tt),+)) => { $crate::nn::__SizeStep::Keep };
+    (@pool_step $dim:ident ($k:tt)) => { $crate::__net_image!(@window_step $dim $k, $k, 0) };
+    (@pool_step $dim:ident ($k:tt, $s:tt)) => { $crate::__net_image!(@window_step $dim $k, $s, 0) };
+    (@pool_step $dim:ident ($($arg:tt),+)) => { $crate::nn::__SizeStep::End };
+    // A window's step along `$dim`: a kernel of its own height and width is `(KH, KW)`.
+    (@window_step HEIGHT ($kh:tt, $kw:tt), $s:tt, $p:tt) => { $crate::nn::__SizeStep::Window($kh, $s, $p) };
+    (@window_step WIDTH ($kh:tt, $kw:tt), $s:tt, $p:tt) => { $crate::nn::__SizeStep::Window($kw, $s, $p) };
+    (@window_step $dim:ident $k:tt, $s:tt, $p:tt) => { $crate::nn::__SizeStep::Window($k, $s, $p) };
     // Batch normalization: (channels[, activation]), the sizes unchanged.
     (@image (i8) $c:tt $h:tt $w:tt $from_input:tt BatchNorm2d $($rest:tt)*) => {
         $crate::__net_image!(@conv_type BatchNorm2d (i8) ("") ($($rest)*))

@@ -326,19 +326,50 @@ pub const fn __flattened_inputs(
 #[doc(hidden)]
 pub struct __Mistake<const ERROR: usize>;
 
-/// The channels, height and width of an image type `[[[T; W]; H]; C]`: how [`net!`](crate::net)
-/// reads the size a projected residual block gives from its branch's output type.
+/// What a layer does to one size of the image (its channels, height or width), as
+/// [`net!`](crate::net) reads it from the numbers the layer is written with, to compute the
+/// size a residual block gives ([`__size_after`]). Not for direct use.
 #[doc(hidden)]
-pub trait __ImageSize {
-    const CHANNELS: usize;
-    const HEIGHT: usize;
-    const WIDTH: usize;
+#[derive(Clone, Copy, Debug)]
+pub enum __SizeStep<'a> {
+    /// A window (a convolution's or a pooling's): kernel, stride, padding.
+    Window(usize, usize, usize),
+    /// Zero padding: before, after.
+    Pad(usize, usize),
+    /// The size becomes this: a convolution's channels, a global pool's height and width.
+    Set(usize),
+    /// The size is unchanged.
+    Keep,
+    /// A residual block within the list: its branch's steps.
+    Block(&'a [__SizeStep<'a>]),
+    /// A layer `net!` reports a mistake in: the steps stop (the size reached so far is given).
+    End,
 }
 
-impl<T, const C: usize, const H: usize, const W: usize> __ImageSize for [[[T; W]; H]; C] {
-    const CHANNELS: usize = C;
-    const HEIGHT: usize = H;
-    const WIDTH: usize = W;
+/// The size after `steps`, from `input` (`from_input`: straight from `Input`, as for
+/// [`__output_size_unchecked`]). Not for direct use.
+#[doc(hidden)]
+#[must_use]
+pub const fn __size_after(input: usize, from_input: bool, steps: &[__SizeStep<'_>]) -> usize {
+    let (mut size, mut from_input) = (input, from_input);
+    let mut i = 0;
+    while i < steps.len() {
+        size = match steps[i] {
+            __SizeStep::Window(window, stride, padding) => {
+                __output_size_unchecked(from_input, size, window, stride, padding)
+            }
+            __SizeStep::Pad(before, after) => before + size + after,
+            __SizeStep::Set(value) => value,
+            __SizeStep::Keep => size,
+            __SizeStep::Block(branch) => __size_after(size, from_input, branch),
+            __SizeStep::End => return size,
+        };
+        if !matches!(steps[i], __SizeStep::Keep) {
+            from_input = false;
+        }
+        i += 1;
+    }
+    size
 }
 
 /// `T` itself, once the check `OK` (a `const` expression) has been evaluated: how

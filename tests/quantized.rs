@@ -459,7 +459,9 @@ fn a_quantized_convolution_leaving_rows_in_no_window_computes_its_definition() {
 }
 
 /// A window of more than 4,608 values (520 channels of 3x3) takes the plain loops instead of
-/// the stack buffer: the same definition.
+/// the stack buffer of windows, or (AVX-512 VNNI) the kernel that reads the windows in place:
+/// the same definition. Its working memory is that kernel's dot products and the filters'
+/// sums, 1,024 and 2 `i32`.
 #[test]
 fn a_quantized_convolution_with_a_large_window_computes_its_definition() {
     const C: usize = 520;
@@ -491,7 +493,7 @@ fn a_quantized_convolution_with_a_large_window_computes_its_definition() {
     ));
     assert_eq!(
         <QConv2d<C, 2, 3, 1, 1, 4, 4, 4, 4> as Layer>::WORKING_BYTES,
-        0
+        4 * (1024 + 2)
     );
     let mut y = Box::new([[[0_i8; 4]; 4]; 2]);
     layer.forward_one(&x, &mut y);

@@ -136,6 +136,97 @@ pub(crate) fn dot_columns_i8(
     super::reference::dot_columns_i8(weights.0, x, (l, n), dots);
 }
 
+/// The sizes of an int8 convolution of one image, for [`dot_windows_i8`]: `channels` planes of
+/// `height x width`, filters of `channels x kh x kw` (`kernel = (kh, kw)`), `stride` and
+/// `padding` (every side) in both directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WindowShape {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+    pub kernel: (usize, usize),
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl WindowShape {
+    /// The bytes of one image, `channels·height·width`.
+    pub(crate) const fn image_len(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+
+    /// The bytes of one window (and one filter), `channels·kh·kw`.
+    pub(crate) const fn window_len(&self) -> usize {
+        self.channels * self.kernel.0 * self.kernel.1
+    }
+
+    /// The output's height and width: `(height + 2·padding - kh) / stride + 1` and likewise;
+    /// `(0, 0)` when the kernel does not fit the padded image or the stride is 0.
+    pub(crate) const fn output(&self) -> (usize, usize) {
+        let (h, w) = (
+            self.height + 2 * self.padding,
+            self.width + 2 * self.padding,
+        );
+        if self.stride == 0 || self.kernel.0 > h || self.kernel.1 > w {
+            return (0, 0);
+        }
+        (
+            (h - self.kernel.0) / self.stride + 1,
+            (w - self.kernel.1) / self.stride + 1,
+        )
+    }
+}
+
+/// Whether the SIMD kernel of [`dot_windows_i8`] takes a convolution of this stride, on a CPU
+/// that has it: the 16 positions of a vector and the four columns each reads span
+/// `15·stride + 4` bytes, within one 64-byte load. The layers size their buffers with it.
+pub(crate) const fn dot_windows_i8_applies(stride: usize) -> bool {
+    stride >= 1 && stride <= 4
+}
+
+/// Whether [`dot_windows_i8`] runs on a SIMD kernel on this CPU for a convolution of this
+/// stride (AVX-512 VNNI and VBMI, strides 1 to 4, within the limit of
+/// [`super::instruction_set()`]): the int8 convolution takes it then, and copies windows for
+/// [`dot_rows_i8`] elsewhere.
+pub(crate) fn dot_windows_i8_fast(stride: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
+        && super::x86::has_avx512_vbmi()
+        && dot_windows_i8_applies(stride)
+    {
+        return true;
+    }
+    let _ = stride;
+    false
+}
+
+/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][(ow0 + i)·s + kx - p]`
+/// for every filter `f < dots.len() / n` and position `i < n` of output row `oh` (`s` the
+/// stride, `p` the padding of `shape`, the padding read as `pad`): an int8 convolution's dot
+/// products with its windows, read from the image in place, exact in `i32` (callers bound the
+/// window so that no sum overflows). `weight_sums[f]` is filter `f`'s sum of weights (the
+/// SIMD kernel's offset term). On the AVX-512 VNNI kernel where [`dot_windows_i8_fast`], plain
+/// loops elsewhere.
+///
+/// # Panics
+///
+/// When the sizes do not fit (a bug in the caller): `image` is not `channels·height·width`
+/// long, a position is outside the output or `n` is 0, `dots.len()` is not a multiple of `n`,
+/// or `weight` or `weight_sums` is shorter than the filters need.
+pub(crate) fn dot_windows_i8(
+    weights: (&[i8], &[i32]),
+    image: (&[i8], &WindowShape, i8),
+    positions: (usize, usize, usize),
+    dots: &mut [i32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if dot_windows_i8_fast(image.1.stride) {
+        super::x86::dot_windows_i8_vnni(weights, image, positions, dots);
+        return;
+    }
+    super::reference::dot_windows_i8(weights.0, image, positions, dots);
+}
+
 /// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the
 /// fixed-point multiplier `(multiplier, exponent)`.
 #[inline]

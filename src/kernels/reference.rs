@@ -303,6 +303,55 @@ pub(crate) fn dot_columns_i8(
     }
 }
 
+/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][(ow0 + i)·s + kx - p]`,
+/// the padding read as `pad`: the definition of `kernels::dot_windows_i8`.
+///
+/// # Panics
+///
+/// When `n` is 0, `dots.len()` is not a multiple of `n`, a position is outside the output,
+/// or a slice is shorter than the sizes need.
+pub(crate) fn dot_windows_i8(
+    weight: &[i8],
+    (image, shape, pad): (&[i8], &super::int8::WindowShape, i8),
+    (oh, ow0, n): (usize, usize, usize),
+    dots: &mut [i32],
+) {
+    let (out_height, out_width) = shape.output();
+    assert!(
+        n > 0
+            && dots.len().is_multiple_of(n)
+            && oh < out_height
+            && ow0 + n <= out_width
+            && image.len() == shape.image_len(),
+        "{} dot products of the positions {ow0}..{} of output row {oh} of {shape:?}",
+        dots.len(),
+        ow0 + n
+    );
+    let (kh, kw) = shape.kernel;
+    let (s, p) = (shape.stride, shape.padding);
+    let pixel = |c: usize, iy: usize, ix: usize| -> i32 {
+        let inside = iy >= p && ix >= p && iy - p < shape.height && ix - p < shape.width;
+        i32::from(if inside {
+            image[(c * shape.height + iy - p) * shape.width + ix - p]
+        } else {
+            pad
+        })
+    };
+    for (filter, dots) in weight
+        .chunks_exact(shape.window_len())
+        .zip(dots.chunks_exact_mut(n))
+    {
+        for (i, dot) in dots.iter_mut().enumerate() {
+            let mut sum = 0_i32;
+            for (e, &w) in filter.iter().enumerate() {
+                let (c, ky, kx) = (e / (kh * kw), e / kw % kh, e % kw);
+                sum += i32::from(w) * pixel(c, oh * s + ky, (ow0 + i) * s + kx);
+            }
+            *dot = sum;
+        }
+    }
+}
+
 /// [`requantize_one`] for every output.
 pub fn requantize_i8(
     dots: &[i32],

@@ -151,6 +151,8 @@ impl<
         let () = Self::SHAPE;
         if Self::POINTWISE && kernels::dot_columns_i8_fast() {
             self.forward_pointwise(x, y);
+        } else if kernels::dot_windows_i8_fast(STRIDE) {
+            self.forward_windows(x, y);
         } else if C * K * KW <= PATCH_BYTES {
             self.forward_blocks(x, y);
         } else {
@@ -210,6 +212,75 @@ impl<
                 f0 += filters;
             }
             p0 += n;
+        }
+    }
+
+    /// [`forward_sample`](Self::forward_sample) on the kernel that reads the windows in place
+    /// (`kernels::dot_windows_i8`): each output row in runs of up to [`COLUMN_POSITIONS`]
+    /// positions, each multiplied by as many filters as [`COLUMN_DOTS`] dot products hold in
+    /// one call, then each filter's outputs requantized in one call.
+    fn forward_windows(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
+        let weight = S::matrix(&self.weight)
+            .as_flattened()
+            .as_flattened()
+            .as_flattened();
+        let window = C * K * KW;
+        let sums: [i32; OC] = core::array::from_fn(|o| {
+            weight[o * window..(o + 1) * window]
+                .iter()
+                .map(|&w| i32::from(w))
+                .sum()
+        });
+        let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, OC>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
+        );
+        let shape = kernels::WindowShape {
+            channels: C,
+            height: H,
+            width: W,
+            kernel: (K, KW),
+            stride: STRIDE,
+            padding: PAD,
+        };
+        let image = (
+            x.as_flattened().as_flattened(),
+            &shape,
+            self.input.zero_point,
+        );
+        let mut dots = [0_i32; COLUMN_DOTS];
+        // `oh` picks the row of every filter's plane, not of one slice.
+        #[allow(clippy::needless_range_loop)]
+        for oh in 0..OH {
+            let mut ow0 = 0;
+            while ow0 < OW {
+                let n = COLUMN_POSITIONS.min(OW - ow0);
+                let mut f0 = 0;
+                while f0 < OC {
+                    let filters = (COLUMN_DOTS / n).min(OC - f0);
+                    let dots = &mut dots[..filters * n];
+                    kernels::dot_windows_i8(
+                        (
+                            &weight[f0 * window..(f0 + filters) * window],
+                            &sums[f0..f0 + filters],
+                        ),
+                        image,
+                        (oh, ow0, n),
+                        dots,
+                    );
+                    for (f, dots) in dots.chunks_exact(n).enumerate() {
+                        let o = f0 + f;
+                        kernels::requantize_uniform_i8(
+                            dots,
+                            (bias[o], multiplier[o], exponent[o]),
+                            range,
+                            &mut y[o][oh][ow0..ow0 + n],
+                        );
+                    }
+                    f0 += filters;
+                }
+                ow0 += n;
+            }
         }
     }
 
@@ -367,15 +438,16 @@ impl<
     type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2, KW>;
 
     /// The windows' buffer and a block's dot products (when the window takes the int8
-    /// kernels); for a 1 x 1 convolution, at least the columns' kernel's dot products and the
-    /// filters' sums (the CPU decides at run time which runs).
+    /// kernels); for a 1 x 1 convolution and for strides the in-place windows' kernel takes,
+    /// at least the columns' or windows' kernel's dot products and the filters' sums (the CPU
+    /// decides at run time which runs).
     const WORKING_BYTES: usize = {
         let windows = if C * K * KW <= PATCH_BYTES {
             PATCH_BYTES + 4 * PATCH_POSITIONS
         } else {
             0
         };
-        let columns = if Self::POINTWISE {
+        let columns = if Self::POINTWISE || kernels::dot_windows_i8_applies(STRIDE) {
             4 * COLUMN_DOTS + 4 * OC
         } else {
             0

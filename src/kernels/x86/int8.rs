@@ -77,6 +77,31 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
     }
 }
 
+/// Whether this CPU has AVX-512 VBMI (`vpermb`, which [`super::dot_windows_i8_vnni`] lays out
+/// its windows with), detected once (with `std`), or whether the build targets it (without).
+/// Read together with [`detected_isa_i8`], which holds the limits of
+/// [`crate::kernels::instruction_set()`].
+pub(crate) fn has_avx512_vbmi() -> bool {
+    #[cfg(feature = "std")]
+    {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        // 0: not yet detected, 1: no, 2: yes.
+        static DETECTED: AtomicU8 = AtomicU8::new(0);
+        match DETECTED.load(Ordering::Relaxed) {
+            0 => {
+                let has = std::is_x86_feature_detected!("avx512vbmi");
+                DETECTED.store(1 + u8::from(has), Ordering::Relaxed);
+                has
+            }
+            code => code == 2,
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        cfg!(target_feature = "avx512vbmi")
+    }
+}
+
 /// A limit of [`crate::kernels::instruction_set()`] (1 portable, 2 AVX2, 3 AVX-512, more: none) as the
 /// highest int8 code it allows.
 #[inline]

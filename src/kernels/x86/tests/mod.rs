@@ -14,13 +14,15 @@ use super::gemm_packed::Path;
 #[allow(unused_imports)]
 use super::{
     conv_direct::*, conv_filters::*, conv_winograd_rows::*, gemm::*, input_grad_winograd::*,
-    int8::*, int8_columns_vnni::*, isa::*, layout::*, max_pool_2x2_avx512::*, simd::*,
-    weight_grad_filters::*, weight_grad_positions::*, weight_grad_winograd_rows::*,
+    int8::*, int8_columns_vnni::*, int8_windows_vnni::*, isa::*, layout::*, max_pool_2x2_avx512::*,
+    simd::*, weight_grad_filters::*, weight_grad_positions::*, weight_grad_winograd_rows::*,
 };
 #[allow(unused_imports)]
 use super::{conv_winograd_columns_f32, weight_grad_winograd_5x5_narrow_avx512};
 #[allow(unused_imports)]
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
+#[allow(unused_imports)]
+use crate::kernels::int8::WindowShape;
 #[allow(unused_imports)]
 use crate::kernels::shape::{Conv, Epilogue, Product};
 #[allow(unused_imports)]
@@ -100,24 +102,44 @@ fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
-/// `len` `f32`s that end where a page without access begins: a load past their end (a
-/// mask that lets one lane too many through) faults and fails the test run.
+/// `len` values that end where a page without access begins (or, from
+/// [`Guarded::after_guard`], begin where one ends): a load past their end or before their
+/// start (a mask that lets one lane too many through) faults and fails the test run.
 #[cfg(unix)]
-pub(super) struct Guarded {
+pub(super) struct Guarded<T = f32> {
     map: *mut libc::c_void,
     map_len: usize,
     len: usize,
+    /// Where the values start in the mapping, in bytes.
+    start: usize,
+    values: core::marker::PhantomData<T>,
 }
 
 #[cfg(unix)]
-impl Guarded {
-    pub(super) fn new(values: &[f32]) -> Self {
+impl<T: Copy> Guarded<T> {
+    /// The values, ending at a page without access.
+    pub(super) fn new(values: &[T]) -> Self {
+        Self::place(values, false)
+    }
+
+    /// The values, starting where a page without access ends.
+    pub(super) fn after_guard(values: &[T]) -> Self {
+        Self::place(values, true)
+    }
+
+    fn place(values: &[T], after_guard: bool) -> Self {
         const PAGE: usize = 1 << 16; // a multiple of every page size in use
         let bytes = core::mem::size_of_val(values);
         let data = bytes.div_ceil(PAGE) * PAGE;
         let map_len = data + PAGE;
-        // SAFETY: a fresh private anonymous mapping, checked; its last page made
-        // inaccessible; the values copied to the `bytes` before it, inside the mapping.
+        let (guard, start) = if after_guard {
+            (0, PAGE)
+        } else {
+            (data, data - bytes)
+        };
+        // SAFETY: a fresh private anonymous mapping, checked; one page of it at `guard` made
+        // inaccessible; the values copied to the `bytes` at `start`, inside the mapping and
+        // outside that page.
         unsafe {
             let map = libc::mmap(
                 core::ptr::null_mut(),
@@ -128,30 +150,31 @@ impl Guarded {
                 0,
             );
             assert_ne!(map, libc::MAP_FAILED, "mmap");
-            let guard = map.cast::<u8>().add(data);
-            assert_eq!(libc::mprotect(guard.cast(), PAGE, libc::PROT_NONE), 0);
-            let start = guard.sub(bytes).cast::<f32>();
-            core::ptr::copy_nonoverlapping(values.as_ptr(), start, values.len());
+            let page = map.cast::<u8>().add(guard);
+            assert_eq!(libc::mprotect(page.cast(), PAGE, libc::PROT_NONE), 0);
+            let first = map.cast::<u8>().add(start).cast::<T>();
+            core::ptr::copy_nonoverlapping(values.as_ptr(), first, values.len());
             Self {
                 map,
                 map_len,
                 len: values.len(),
+                start,
+                values: core::marker::PhantomData,
             }
         }
     }
 
-    pub(super) fn slice(&mut self) -> &mut [f32] {
-        // SAFETY: the `len` values just before the guard page, written in `new`, borrowed
-        // through `self`.
+    pub(super) fn slice(&mut self) -> &mut [T] {
+        // SAFETY: the `len` values at `start`, written in `new`, borrowed through `self`.
         unsafe {
-            let guard = self.map.cast::<u8>().add(self.map_len - (1 << 16));
-            core::slice::from_raw_parts_mut(guard.cast::<f32>().sub(self.len), self.len)
+            let first = self.map.cast::<u8>().add(self.start).cast::<T>();
+            core::slice::from_raw_parts_mut(first, self.len)
         }
     }
 }
 
 #[cfg(unix)]
-impl Drop for Guarded {
+impl<T> Drop for Guarded<T> {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, not used after this.
         unsafe { libc::munmap(self.map, self.map_len) };

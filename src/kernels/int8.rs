@@ -177,51 +177,60 @@ impl WindowShape {
     }
 }
 
-/// Whether the SIMD kernel of [`dot_windows_i8`] takes a convolution of this stride, on a CPU
-/// that has it: the 16 positions of a vector and the four columns each reads span
-/// `15·stride + 4` bytes, within one 64-byte load. The layers size their buffers with it.
-pub(crate) const fn dot_windows_i8_applies(stride: usize) -> bool {
-    stride >= 1 && stride <= 4
+/// Whether the SIMD kernel of [`dot_windows_i8`] takes a convolution of this stride and kernel
+/// width, on a CPU that has it: the 16 positions of a vector and the four columns each reads
+/// span `15·stride + 4` bytes, within one 64-byte load, and the kernel is at most 16 groups of
+/// four columns wide. The layers size their buffers with it.
+pub(crate) const fn dot_windows_i8_applies(stride: usize, kernel_width: usize) -> bool {
+    stride >= 1 && stride <= 4 && kernel_width >= 1 && kernel_width <= 64
 }
 
 /// Whether [`dot_windows_i8`] runs on a SIMD kernel on this CPU for a convolution of this
-/// stride (AVX-512 VNNI and VBMI, strides 1 to 4, within the limit of
+/// stride and kernel width (AVX-512 VNNI and VBMI, [`dot_windows_i8_applies`], within the limit of
 /// [`super::instruction_set()`]): the int8 convolution takes it then, and copies windows for
 /// [`dot_rows_i8`] elsewhere.
-pub(crate) fn dot_windows_i8_fast(stride: usize) -> bool {
+pub(crate) fn dot_windows_i8_fast(stride: usize, kernel_width: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
+    if dot_windows_i8_applies(stride, kernel_width)
+        && super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
         && super::x86::has_avx512_vbmi()
-        && dot_windows_i8_applies(stride)
     {
         return true;
     }
-    let _ = stride;
     false
 }
 
-/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][(ow0 + i)·s + kx - p]`
-/// for every filter `f < dots.len() / n` and position `i < n` of output row `oh` (`s` the
-/// stride, `p` the padding of `shape`, the padding read as `pad`): an int8 convolution's dot
+/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][ow·s + kx - p]`
+/// for every filter `f < dots.len() / n` and the output positions `p0 + i = oh·out_width + ow`,
+/// `i < n` (`s` the stride, `p` the padding of `shape`, the padding read as `pad`): an int8
+/// convolution's dot
 /// products with its windows, read from the image in place, exact in `i32` (callers bound the
 /// window so that no sum overflows). `weight_sums[f]` is filter `f`'s sum of weights (the
-/// SIMD kernel's offset term). On the AVX-512 VNNI kernel where [`dot_windows_i8_fast`], plain
-/// loops elsewhere.
+/// SIMD kernel's offset term). `C`, `KH` and `KW` are `shape`'s channels and kernel: the
+/// SIMD kernel is compiled for each. On the AVX-512 VNNI kernel where
+/// [`dot_windows_i8_fast`], plain loops elsewhere.
 ///
 /// # Panics
 ///
-/// When the sizes do not fit (a bug in the caller): `image` is not `channels·height·width`
+/// When the sizes do not fit (a bug in the caller): `shape` does not have `C` channels and a
+/// `KH x KW` kernel, `image` is not `channels·height·width`
 /// long, a position is outside the output or `n` is 0, `dots.len()` is not a multiple of `n`,
 /// or `weight` or `weight_sums` is shorter than the filters need.
-pub(crate) fn dot_windows_i8(
+pub(crate) fn dot_windows_i8<const C: usize, const KH: usize, const KW: usize>(
     weights: (&[i8], &[i32]),
     image: (&[i8], &WindowShape, i8),
-    positions: (usize, usize, usize),
+    positions: (usize, usize),
     dots: &mut [i32],
 ) {
+    assert_eq!(
+        (image.1.channels, image.1.kernel),
+        (C, (KH, KW)),
+        "the windows of {:?} with the kernel compiled for {C} channels of {KH} x {KW}",
+        image.1
+    );
     #[cfg(target_arch = "x86_64")]
-    if dot_windows_i8_fast(image.1.stride) {
-        super::x86::dot_windows_i8_vnni(weights, image, positions, dots);
+    if dot_windows_i8_fast(image.1.stride, image.1.kernel.1) {
+        super::x86::dot_windows_i8_vnni::<C, KH, KW>(weights, image, positions, dots);
         return;
     }
     super::reference::dot_windows_i8(weights.0, image, positions, dots);

@@ -303,8 +303,9 @@ pub(crate) fn dot_columns_i8(
     }
 }
 
-/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][(ow0 + i)·s + kx - p]`,
-/// the padding read as `pad`: the definition of `kernels::dot_windows_i8`.
+/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][ow·s + kx - p]` for
+/// the output positions `p0 + i = oh·out_width + ow`, the padding read as `pad`: the definition
+/// of `kernels::dot_windows_i8`.
 ///
 /// # Panics
 ///
@@ -313,19 +314,18 @@ pub(crate) fn dot_columns_i8(
 pub(crate) fn dot_windows_i8(
     weight: &[i8],
     (image, shape, pad): (&[i8], &super::int8::WindowShape, i8),
-    (oh, ow0, n): (usize, usize, usize),
+    (p0, n): (usize, usize),
     dots: &mut [i32],
 ) {
     let (out_height, out_width) = shape.output();
     assert!(
         n > 0
             && dots.len().is_multiple_of(n)
-            && oh < out_height
-            && ow0 + n <= out_width
+            && p0 + n <= out_height * out_width
             && image.len() == shape.image_len(),
-        "{} dot products of the positions {ow0}..{} of output row {oh} of {shape:?}",
+        "{} dot products of the positions {p0}..{} of {shape:?}",
         dots.len(),
-        ow0 + n
+        p0 + n
     );
     let (kh, kw) = shape.kernel;
     let (s, p) = (shape.stride, shape.padding);
@@ -342,10 +342,11 @@ pub(crate) fn dot_windows_i8(
         .zip(dots.chunks_exact_mut(n))
     {
         for (i, dot) in dots.iter_mut().enumerate() {
+            let (oh, ow) = ((p0 + i) / out_width, (p0 + i) % out_width);
             let mut sum = 0_i32;
             for (e, &w) in filter.iter().enumerate() {
                 let (c, ky, kx) = (e / (kh * kw), e / kw % kh, e % kw);
-                sum += i32::from(w) * pixel(c, oh * s + ky, (ow0 + i) * s + kx);
+                sum += i32::from(w) * pixel(c, oh * s + ky, ow * s + kx);
             }
             *dot = sum;
         }

@@ -151,7 +151,7 @@ impl<
         let () = Self::SHAPE;
         if Self::POINTWISE && kernels::dot_columns_i8_fast() {
             self.forward_pointwise(x, y);
-        } else if kernels::dot_windows_i8_fast(STRIDE) {
+        } else if kernels::dot_windows_i8_fast(STRIDE, KW) {
             self.forward_windows(x, y);
         } else if C * K * KW <= PATCH_BYTES {
             self.forward_blocks(x, y);
@@ -216,9 +216,9 @@ impl<
     }
 
     /// [`forward_sample`](Self::forward_sample) on the kernel that reads the windows in place
-    /// (`kernels::dot_windows_i8`): each output row in runs of up to [`COLUMN_POSITIONS`]
-    /// positions, each multiplied by as many filters as [`COLUMN_DOTS`] dot products hold in
-    /// one call, then each filter's outputs requantized in one call.
+    /// (`kernels::dot_windows_i8`): blocks of [`COLUMN_POSITIONS`] positions, each multiplied
+    /// by as many filters as [`COLUMN_DOTS`] dot products hold in one call, then each
+    /// filter's outputs requantized in one call.
     fn forward_windows(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let weight = S::matrix(&self.weight)
             .as_flattened()
@@ -249,38 +249,34 @@ impl<
             self.input.zero_point,
         );
         let mut dots = [0_i32; COLUMN_DOTS];
-        // `oh` picks the row of every filter's plane, not of one slice.
-        #[allow(clippy::needless_range_loop)]
-        for oh in 0..OH {
-            let mut ow0 = 0;
-            while ow0 < OW {
-                let n = COLUMN_POSITIONS.min(OW - ow0);
-                let mut f0 = 0;
-                while f0 < OC {
-                    let filters = (COLUMN_DOTS / n).min(OC - f0);
-                    let dots = &mut dots[..filters * n];
-                    kernels::dot_windows_i8(
-                        (
-                            &weight[f0 * window..(f0 + filters) * window],
-                            &sums[f0..f0 + filters],
-                        ),
-                        image,
-                        (oh, ow0, n),
+        let mut p0 = 0;
+        while p0 < OH * OW {
+            let n = COLUMN_POSITIONS.min(OH * OW - p0);
+            let mut f0 = 0;
+            while f0 < OC {
+                let filters = (COLUMN_DOTS / n).min(OC - f0);
+                let dots = &mut dots[..filters * n];
+                kernels::dot_windows_i8::<C, K, KW>(
+                    (
+                        &weight[f0 * window..(f0 + filters) * window],
+                        &sums[f0..f0 + filters],
+                    ),
+                    image,
+                    (p0, n),
+                    dots,
+                );
+                for (f, dots) in dots.chunks_exact(n).enumerate() {
+                    let o = f0 + f;
+                    kernels::requantize_uniform_i8(
                         dots,
+                        (bias[o], multiplier[o], exponent[o]),
+                        range,
+                        &mut y[o].as_flattened_mut()[p0..p0 + n],
                     );
-                    for (f, dots) in dots.chunks_exact(n).enumerate() {
-                        let o = f0 + f;
-                        kernels::requantize_uniform_i8(
-                            dots,
-                            (bias[o], multiplier[o], exponent[o]),
-                            range,
-                            &mut y[o][oh][ow0..ow0 + n],
-                        );
-                    }
-                    f0 += filters;
                 }
-                ow0 += n;
+                f0 += filters;
             }
+            p0 += n;
         }
     }
 
@@ -447,7 +443,7 @@ impl<
         } else {
             0
         };
-        let columns = if Self::POINTWISE || kernels::dot_windows_i8_applies(STRIDE) {
+        let columns = if Self::POINTWISE || kernels::dot_windows_i8_applies(STRIDE, KW) {
             4 * COLUMN_DOTS + 4 * OC
         } else {
             0

@@ -313,7 +313,7 @@ fn int8_columns_match_the_definition_with_avx512_vnni() {
 
 #[test]
 fn int8_windows_match_the_definition_with_avx512_vnni() {
-    if !crate::kernels::dot_windows_i8_fast(1) {
+    if !crate::kernels::dot_windows_i8_fast(1, 3) {
         std::eprintln!("skipping: no AVX-512 VNNI and VBMI on this CPU");
         return;
     }
@@ -321,9 +321,14 @@ fn int8_windows_match_the_definition_with_avx512_vnni() {
     let mut byte = move || (next() >> 24) as u8 as i8;
     // Kernels 1 to 9 wide (one, two and three groups of four columns, the last partial),
     // strides 1 to 4, padding on none, some and more sides than the kernel; filters in every
-    // tile (16, 8, 4, 1) and positions in one and two vectors, with tails.
-    let shapes = [
-        // (channels, height, width, (kh, kw), stride, padding)
+    // tile (16, 8, 4, 1) and positions in one and two vectors, with tails; windows of fewer
+    // than 3 bytes, whose every quad is read byte by byte.
+    macro_rules! shapes {
+        ($(($c:literal, $height:literal, $width:literal, ($kh:literal, $kw:literal), $stride:literal, $padding:literal)),* $(,)?) => {
+            $(windows_match::<$c, $kh, $kw>(($height, $width, $stride, $padding), &mut byte);)*
+        };
+    }
+    shapes!(
         (3, 32, 32, (3, 3), 1, 1),
         (16, 8, 8, (3, 3), 1, 1),
         (2, 9, 40, (3, 3), 2, 1),
@@ -334,67 +339,77 @@ fn int8_windows_match_the_definition_with_avx512_vnni() {
         (2, 12, 70, (7, 9), 4, 3),
         (3, 6, 6, (5, 5), 1, 2),
         (1, 3, 3, (3, 3), 1, 0),
-    ];
-    for (channels, height, width, kernel, stride, padding) in shapes {
-        let shape = WindowShape {
-            channels,
-            height,
-            width,
-            kernel,
-            stride,
-            padding,
-        };
-        let (out_height, out_width) = shape.output();
-        let l = shape.window_len();
-        for filters in [1, 5, 8, 16, 21] {
-            for extreme in [None, Some((-128, -128)), Some((127, -128))] {
-                let mut weight: Vec<i8> = (0..filters * l).map(|_| byte()).collect();
-                let mut image: Vec<i8> = (0..shape.image_len()).map(|_| byte()).collect();
-                let pad = byte();
-                if let Some((w, v)) = extreme {
-                    weight.iter_mut().for_each(|x| *x = w);
-                    image.iter_mut().for_each(|x| *x = v);
-                }
-                let sums: Vec<i32> = weight
-                    .chunks_exact(l)
-                    .map(|f| f.iter().map(|&w| i32::from(w)).sum())
-                    .collect();
-                // Whole rows, and runs that start inside a row.
-                for oh in [0, out_height / 2, out_height - 1] {
-                    for (ow0, n) in [(0, out_width), (out_width / 3, out_width - out_width / 3)] {
-                        let mut want = std::vec![0; filters * n];
-                        crate::kernels::reference::dot_windows_i8(
-                            &weight,
-                            (&image, &shape, pad),
-                            (oh, ow0, n),
-                            &mut want,
-                        );
-                        // The image and the weights end at a page without access, then
-                        // start where one ends.
-                        for after_guard in [false, true] {
-                            let place = |values: &[i8]| {
-                                if after_guard {
-                                    Guarded::after_guard(values)
-                                } else {
-                                    Guarded::new(values)
-                                }
-                            };
-                            let (mut image, mut weight) = (place(&image), place(&weight));
-                            let mut got = std::vec![i32::MIN; filters * n]; // stale contents
-                            dot_windows_i8_vnni(
-                                (weight.slice(), &sums),
-                                (image.slice(), &shape, pad),
-                                (oh, ow0, n),
-                                &mut got,
-                            );
-                            assert_eq!(
-                                got,
-                                want,
-                                "{filters} filters on {shape:?}, row {oh}, positions {ow0}..{}",
-                                ow0 + n
-                            );
+        (1, 5, 9, (1, 2), 1, 0),
+    );
+}
+
+/// [`int8_windows_match_the_definition_with_avx512_vnni`] on one shape.
+fn windows_match<const C: usize, const KH: usize, const KW: usize>(
+    (height, width, stride, padding): (usize, usize, usize, usize),
+    byte: &mut impl FnMut() -> i8,
+) {
+    let shape = WindowShape {
+        channels: C,
+        height,
+        width,
+        kernel: (KH, KW),
+        stride,
+        padding,
+    };
+    let (out_height, out_width) = shape.output();
+    let l = shape.window_len();
+    for filters in [1, 5, 8, 16, 21] {
+        for extreme in [None, Some((-128, -128)), Some((127, -128))] {
+            let mut weight: Vec<i8> = (0..filters * l).map(|_| byte()).collect();
+            let mut image: Vec<i8> = (0..shape.image_len()).map(|_| byte()).collect();
+            let pad = byte();
+            if let Some((w, v)) = extreme {
+                weight.iter_mut().for_each(|x| *x = w);
+                image.iter_mut().for_each(|x| *x = v);
+            }
+            let sums: Vec<i32> = weight
+                .chunks_exact(l)
+                .map(|f| f.iter().map(|&w| i32::from(w)).sum())
+                .collect();
+            // Whole rows, runs that start and end inside rows, the whole output.
+            let positions = out_height * out_width;
+            for (p0, n) in [
+                (0, out_width),
+                ((out_height / 2) * out_width + out_width / 3, out_width),
+                (positions - out_width, out_width),
+                (out_width / 2, positions - out_width / 2),
+            ] {
+                let mut want = std::vec![0; filters * n];
+                crate::kernels::reference::dot_windows_i8(
+                    &weight,
+                    (&image, &shape, pad),
+                    (p0, n),
+                    &mut want,
+                );
+                // The image and the weights end at a page without access, then start where
+                // one ends.
+                for after_guard in [false, true] {
+                    let place = |values: &[i8]| {
+                        if after_guard {
+                            Guarded::after_guard(values)
+                        } else {
+                            Guarded::new(values)
                         }
-                    }
+                    };
+                    let (mut image, mut weight) = (place(&image), place(&weight));
+                    let mut got = std::vec![i32::MIN; filters * n]; // stale contents
+                    dot_windows_i8_vnni::<C, KH, KW>(
+                        (weight.slice(), &sums),
+                        (image.slice(), &shape, pad),
+                        (p0, n),
+                        &mut got,
+                    );
+                    assert_eq!(
+                        got,
+                        want,
+                        "{filters} filters on {shape:?}, positions {p0}..{}",
+                        p0 + n
+                    );
                 }
             }
         }

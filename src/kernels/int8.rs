@@ -177,21 +177,41 @@ impl WindowShape {
     }
 }
 
-/// Whether the SIMD kernel of [`dot_windows_i8`] takes a convolution of this stride and kernel
-/// width, on a CPU that has it: the 16 positions of a vector and the four columns each reads
-/// span `15·stride + 4` bytes, within one 64-byte load, and the kernel is at most 16 groups of
-/// four columns wide. The layers size their buffers with it.
-pub(crate) const fn dot_windows_i8_applies(stride: usize, kernel_width: usize) -> bool {
+/// Whether the SIMD kernel of [`dot_windows_i8`] can take a convolution of this stride and
+/// kernel width: the 16 positions of a vector and the four columns each reads span
+/// `15·stride + 4` bytes, within one 64-byte load, and the kernel is at most 16 groups of four
+/// columns wide.
+pub(crate) const fn windows_kernel_takes(stride: usize, kernel_width: usize) -> bool {
     stride >= 1 && stride <= 4 && kernel_width >= 1 && kernel_width <= 64
 }
 
+/// Whether an int8 convolution of this stride, kernel width and number of filters is to run
+/// on [`dot_windows_i8`]'s SIMD kernel where the CPU has it: the kernel
+/// [takes it](windows_kernel_takes), and there are at least [`WINDOWS_LEAST_FILTERS`] filters
+/// to share each window row it lays out. The layers choose with it and size their buffers
+/// with it.
+pub(crate) const fn dot_windows_i8_applies(
+    stride: usize,
+    kernel_width: usize,
+    filters: usize,
+) -> bool {
+    windows_kernel_takes(stride, kernel_width) && filters >= WINDOWS_LEAST_FILTERS
+}
+
+/// The fewest filters [`dot_windows_i8`]'s SIMD kernel takes: with fewer, laying out the
+/// windows' rows costs more than the products it feeds, and copying the windows for
+/// [`dot_rows_i8`] is faster (LeNet-5's first layer, 6 filters of 5 x 5 on one channel:
+/// about 10 µs copying, 14-18 µs on the windows' kernel, AVX-512 VNNI).
+pub(crate) const WINDOWS_LEAST_FILTERS: usize = 8;
+
 /// Whether [`dot_windows_i8`] runs on a SIMD kernel on this CPU for a convolution of this
-/// stride and kernel width (AVX-512 VNNI and VBMI, [`dot_windows_i8_applies`], within the limit of
+/// stride, kernel width and number of filters (AVX-512 VNNI and VBMI,
+/// [`dot_windows_i8_applies`], within the limit of
 /// [`super::instruction_set()`]): the int8 convolution takes it then, and copies windows for
 /// [`dot_rows_i8`] elsewhere.
-pub(crate) fn dot_windows_i8_fast(stride: usize, kernel_width: usize) -> bool {
+pub(crate) fn dot_windows_i8_fast(stride: usize, kernel_width: usize, filters: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if dot_windows_i8_applies(stride, kernel_width)
+    if dot_windows_i8_applies(stride, kernel_width, filters)
         && super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
         && super::x86::has_avx512_vbmi()
     {
@@ -207,8 +227,8 @@ pub(crate) fn dot_windows_i8_fast(stride: usize, kernel_width: usize) -> bool {
 /// products with its windows, read from the image in place, exact in `i32` (callers bound the
 /// window so that no sum overflows). `weight_sums[f]` is filter `f`'s sum of weights (the
 /// SIMD kernel's offset term). `C`, `KH` and `KW` are `shape`'s channels and kernel: the
-/// SIMD kernel is compiled for each. On the AVX-512 VNNI kernel where
-/// [`dot_windows_i8_fast`], plain loops elsewhere.
+/// SIMD kernel is compiled for each. On the AVX-512 VNNI and VBMI kernel where the CPU has
+/// them and the kernel [takes](windows_kernel_takes) the shape, plain loops elsewhere.
 ///
 /// # Panics
 ///
@@ -229,7 +249,10 @@ pub(crate) fn dot_windows_i8<const C: usize, const KH: usize, const KW: usize>(
         image.1
     );
     #[cfg(target_arch = "x86_64")]
-    if dot_windows_i8_fast(image.1.stride, image.1.kernel.1) {
+    if windows_kernel_takes(image.1.stride, KW)
+        && super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
+        && super::x86::has_avx512_vbmi()
+    {
         super::x86::dot_windows_i8_vnni::<C, KH, KW>(weights, image, positions, dots);
         return;
     }

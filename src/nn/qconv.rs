@@ -151,7 +151,7 @@ impl<
         let () = Self::SHAPE;
         if Self::POINTWISE && kernels::dot_columns_i8_fast() {
             self.forward_pointwise(x, y);
-        } else if kernels::dot_windows_i8_fast(STRIDE, KW) {
+        } else if kernels::dot_windows_i8_fast(STRIDE, KW, OC) {
             self.forward_windows(x, y);
         } else if C * K * KW <= PATCH_BYTES {
             self.forward_blocks(x, y);
@@ -256,11 +256,10 @@ impl<
             while f0 < OC {
                 let filters = (COLUMN_DOTS / n).min(OC - f0);
                 let dots = &mut dots[..filters * n];
+                // The weights to the end: the kernel reads the last quads of a slice's last
+                // filter byte by byte.
                 kernels::dot_windows_i8::<C, K, KW>(
-                    (
-                        &weight[f0 * window..(f0 + filters) * window],
-                        &sums[f0..f0 + filters],
-                    ),
+                    (&weight[f0 * window..], &sums[f0..f0 + filters]),
                     image,
                     (p0, n),
                     dots,
@@ -443,7 +442,7 @@ impl<
         } else {
             0
         };
-        let columns = if Self::POINTWISE || kernels::dot_windows_i8_applies(STRIDE, KW) {
+        let columns = if Self::POINTWISE || kernels::dot_windows_i8_applies(STRIDE, KW, OC) {
             4 * COLUMN_DOTS + 4 * OC
         } else {
             0

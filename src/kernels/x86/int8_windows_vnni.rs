@@ -15,7 +15,7 @@
 
 use core::arch::x86_64::*;
 
-use crate::kernels::int8::{WindowShape, dot_windows_i8_applies};
+use crate::kernels::int8::{WindowShape, windows_kernel_takes};
 
 /// The bits `lo..hi` of a 64-bit mask (none when `hi <= lo`).
 #[inline(always)]
@@ -37,17 +37,30 @@ fn quad_at_end(weight: &[i8], at: usize) -> i32 {
     i32::from_le_bytes(bytes)
 }
 
-/// One tile of [`dot_windows_i8_vnni`]: `R` filters at `V` vectors of 16 positions, the
-/// positions `ow0..ow0 + count` of output row `oh`, `count <= 16·V`, for filters of `C`
-/// channels of `KH x KW`: sizes known to the compiler, so that every filter's weights are one
-/// pointer plus a constant (a pointer per filter would take more registers than there are).
+/// The positions of one vector of a tile: `rows` output rows from `(oh, ow)`, `len`
+/// positions of each (`rows·len <= 16`; several rows only whole, `ow = 0` and
+/// `len = out_width`), their dot products at `f·n + at` for filter `f`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Run {
+    oh: usize,
+    ow: usize,
+    rows: usize,
+    len: usize,
+    at: usize,
+}
+
+/// One tile of [`dot_windows_i8_vnni`]: `R` filters at the `V` vectors of positions `runs`
+/// (one row a vector unless `SHORT_ROWS`), for filters of `C` channels of `KH x KW`: sizes known to the compiler, so that every
+/// filter's weights are one pointer plus a constant (a pointer per filter would take more
+/// registers than there are).
 ///
 /// # Safety
 ///
 /// The CPU has AVX-512BW, VL, VNNI and VBMI; `shape` has `C` channels and a `KH x KW` kernel;
-/// `weight.len() >= R·l` (`l = C·KH·KW`); `image.len() == C·height·width`; `oh` and
-/// `ow0 + count - 1` are output positions of `shape`; `1 <= count <= 16·V`; `stride <= 4`;
-/// `dots.len() >= (R - 1)·n + count`.
+/// `weight.len() >= R·l` (`l = C·KH·KW`); `image.len() == C·height·width`; each run's
+/// positions are output positions of `shape`, `1 <= rows·len <= 16`, `rows == 1` unless
+/// `SHORT_ROWS`; `stride <= 4`;
+/// `dots.len() >= (R - 1)·n + at + rows·len` for each run.
 #[target_feature(enable = "avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 unsafe fn dot_windows_tile<
     const R: usize,
@@ -55,10 +68,11 @@ unsafe fn dot_windows_tile<
     const C: usize,
     const KH: usize,
     const KW: usize,
+    const SHORT_ROWS: bool,
 >(
     (weight, weight_sums): (&[i8], &[i32]),
     (image, shape, pad): (&[i8], &WindowShape, i8),
-    (oh, ow0, count, n): (usize, usize, usize, usize),
+    (runs, n): ([Run; V], usize),
     dots: &mut [i32],
 ) {
     let WindowShape {
@@ -72,19 +86,20 @@ unsafe fn dot_windows_tile<
     let plane = height * width;
     // A quad of the last filter from `at` is inside `weight` when `at + 4 <= last`.
     let last = weight.len() - (R - 1) * l;
-    // The image column under byte 0 of vector v, group 0.
+    // The image column under byte 0 of each vector's rows, group 0.
     let left: [isize; V] =
-        core::array::from_fn(|v| ((ow0 + 16 * v) * stride) as isize - padding as isize);
+        core::array::from_fn(|v| (runs[v].ow * stride) as isize - padding as isize);
     // SAFETY (whole body): the instruction sets are present (the contract). Image bytes are
     // read from row `iy < height` of channel `c < C`, at the columns `ix` a mask lets
     // through, `0 <= ix < width`, so inside `image` (masked-off bytes are not read). Weights
     // are read at `f·l + at`, `at = (c·KH + ky)·KW + 4g < l`, 4 bytes, inside `weight` for
     // `f < R - 1` (`(f + 1)·l + 3 <= R·l` for `l >= 3`, and `l < 3` is read by
     // `quad_at_end`) and for the last filter while `at + 4 <= last`, else by `quad_at_end`.
-    // Dots are written at `f·n + 16v` for the lanes of the `count` positions, inside `dots`.
+    // Dots are written at `f·n + at` for the lanes of a run's positions, inside `dots`.
     unsafe {
         let (wp, ip) = (weight.as_ptr(), image.as_ptr());
-        // Lane i's byte j reads the column i·stride + j of the 64 loaded.
+        // Lane i's byte j reads the column i·stride + j of the 64 loaded; a run's row s,
+        // from lane s·len, reads its own load with the lanes counted from there.
         let index: [u8; 64] = core::array::from_fn(|b| ((b / 4) * stride + b % 4) as u8);
         let index = _mm512_loadu_si512(index.as_ptr().cast());
         let offset = _mm512_set1_epi8(-128);
@@ -121,30 +136,81 @@ unsafe fn dot_windows_tile<
                 let lane = (1_u64 << (KW - 4 * g).min(4)) - 1;
                 (0..16).fold(0, |m, i| m | lane << (4 * i))
             };
-            let lay_out = |raw: __m512i| {
-                _mm512_maskz_permutexvar_epi8(inside, index, _mm512_xor_si512(raw, offset))
-            };
             for ky in 0..KH {
-                let iy = (oh * stride + ky) as isize - padding as isize;
-                let mut at = ky * KW + 4 * g;
-                if iy >= 0 && (iy as usize) < height {
-                    let mut row = ip.add(iy as usize * width);
-                    for _ in 0..C {
+                let at = ky * KW + 4 * g;
+                if !SHORT_ROWS {
+                    // One row a vector: one load and one `vpermb` each.
+                    let rows: [Option<*const i8>; V] = core::array::from_fn(|v| {
+                        let iy = (runs[v].oh * stride + ky) as isize - padding as isize;
+                        (iy >= 0 && (iy as usize) < height).then(|| {
+                            ip.add(iy as usize * width)
+                                .wrapping_offset(left[v] + 4 * g as isize)
+                        })
+                    });
+                    let mut at = at;
+                    for c in 0..C {
                         let data: [__m512i; V] = core::array::from_fn(|v| {
-                            lay_out(_mm512_mask_loadu_epi8(
-                                pad_bytes,
-                                masks[v],
-                                row.wrapping_offset(left[v] + 4 * g as isize).cast(),
-                            ))
+                            let raw = match rows[v] {
+                                Some(row) => _mm512_mask_loadu_epi8(
+                                    pad_bytes,
+                                    masks[v],
+                                    row.wrapping_add(c * plane).cast(),
+                                ),
+                                None => pad_bytes,
+                            };
+                            _mm512_maskz_permutexvar_epi8(
+                                inside,
+                                index,
+                                _mm512_xor_si512(raw, offset),
+                            )
                         });
                         multiply_add(&mut acc, &data, at);
-                        row = row.wrapping_add(plane);
                         at += KH * KW;
                     }
                 } else {
-                    // A row of the padding: the same bytes for every channel.
-                    let data = [lay_out(pad_bytes); V];
-                    for _ in 0..C {
+                    // Whole short rows, several a vector: a load and a `vpermb` per row,
+                    // each into its row's lanes. Per row: where it starts in channel 0 (none
+                    // in the padding), its lanes, its index.
+                    let mut starts = [[None::<*const i8>; 16]; V];
+                    let mut lanes = [[0_u64; 16]; V];
+                    let mut indices = [[_mm512_setzero_si512(); 16]; V];
+                    for (v, run) in runs.iter().enumerate() {
+                        for s in 0..run.rows {
+                            let iy = ((run.oh + s) * stride + ky) as isize - padding as isize;
+                            starts[v][s] = (iy >= 0 && (iy as usize) < height).then(|| {
+                                ip.add(iy as usize * width)
+                                    .wrapping_offset(left[v] + 4 * g as isize)
+                            });
+                            let first = 4 * (s * run.len) as isize;
+                            lanes[v][s] = bits(first, first + 4 * run.len as isize) & inside;
+                            indices[v][s] = _mm512_sub_epi8(
+                                index,
+                                _mm512_set1_epi8((s * run.len * stride) as i8),
+                            );
+                        }
+                    }
+                    let mut at = at;
+                    for c in 0..C {
+                        let data: [__m512i; V] = core::array::from_fn(|v| {
+                            let mut data = _mm512_setzero_si512();
+                            for s in 0..runs[v].rows {
+                                let raw = match starts[v][s] {
+                                    Some(row) => _mm512_mask_loadu_epi8(
+                                        pad_bytes,
+                                        masks[v],
+                                        row.wrapping_add(c * plane).cast(),
+                                    ),
+                                    None => pad_bytes,
+                                };
+                                data = _mm512_mask_permutexvar_epi8(
+                                    data,
+                                    lanes[v][s],
+                                    indices[v][s],
+                                    _mm512_xor_si512(raw, offset),
+                                );
+                            }
+                            data
+                        });
                         multiply_add(&mut acc, &data, at);
                         at += KH * KW;
                     }
@@ -153,14 +219,11 @@ unsafe fn dot_windows_tile<
         }
         for (f, acc) in acc.iter().enumerate() {
             let correction = _mm512_set1_epi32(weight_sums[f].wrapping_mul(128));
-            for (v, acc) in acc.iter().enumerate() {
-                let lanes = count.saturating_sub(16 * v).min(16);
-                if lanes == 0 {
-                    break;
-                }
+            for (run, acc) in runs.iter().zip(acc) {
+                let lanes = run.rows * run.len;
                 let mask: __mmask16 = (((1_u32 << lanes) - 1) & 0xFFFF) as u16;
                 _mm512_mask_storeu_epi32(
-                    dots.as_mut_ptr().add(f * n + 16 * v),
+                    dots.as_mut_ptr().add(f * n + run.at),
                     mask,
                     _mm512_sub_epi32(*acc, correction),
                 );
@@ -175,13 +238,15 @@ unsafe fn dot_windows_tile<
 /// `s` the stride and `p` the padding of `shape`, the padding read as `pad`: the dot products
 /// of an int8 convolution's filters (laid out `[filters][channels][kh][kw]`) with its windows,
 /// exact in `i32` (callers bound the window so that no sum overflows). `weight_sums[f]` is
-/// filter `f`'s sum of weights. Each output row's run in tiles of 16 filters on 16 positions
-/// or 8 filters on 32, then of 4 and of 1.
+/// filter `f`'s sum of weights. Tiles of 16 filters on one vector of 16 positions or 8
+/// filters on two, then of 4, 2 and 1; a vector holds up to 16 positions of one output row,
+/// or (one vector a tile) as many whole rows as it can when they are 8 or fewer positions
+/// long.
 ///
 /// # Panics
 ///
 /// When the CPU lacks AVX-512 VNNI or VBMI (with `std`), the stride is not from 1 to 4 or the
-/// kernel wider than 64 ([`dot_windows_i8_applies`]), `shape`'s channels and kernel are not
+/// kernel wider than 64 ([`windows_kernel_takes`]), `shape`'s channels and kernel are not
 /// `C` and `KH x KW`, or the sizes do not fit: `image` not `channels·height·width`
 /// long, the positions not all in the output (or `n` is 0), `dots.len()` not a multiple of
 /// `n`, `weight` or `weight_sums` shorter than the filters need.
@@ -193,7 +258,7 @@ pub(crate) fn dot_windows_i8_vnni<const C: usize, const KH: usize, const KW: usi
 ) {
     let (out_height, out_width) = shape.output();
     assert!(
-        dot_windows_i8_applies(shape.stride, shape.kernel.1)
+        windows_kernel_takes(shape.stride, shape.kernel.1)
             && (shape.channels, shape.kernel) == (C, (KH, KW))
             && image.len() == shape.image_len()
             && n > 0
@@ -223,10 +288,40 @@ pub(crate) fn dot_windows_i8_vnni<const C: usize, const KH: usize, const KW: usi
     );
     let mut i0 = 0;
     while i0 < n {
-        // The rest of this output row, at most two vectors of it.
-        let (oh, ow0) = ((p0 + i0) / out_width, (p0 + i0) % out_width);
-        let count = (n - i0).min(out_width - ow0).min(32);
-        let wide = count > 16;
+        // The next one or two vectors of positions.
+        let (oh, ow) = ((p0 + i0) / out_width, (p0 + i0) % out_width);
+        let whole_rows = (n - i0) / out_width;
+        let mut runs = [Run::default(); 2];
+        let short_rows = ow == 0 && out_width <= 8 && whole_rows >= 2;
+        let vectors = if short_rows {
+            runs[0] = Run {
+                oh,
+                ow: 0,
+                rows: (16 / out_width).min(whole_rows),
+                len: out_width,
+                at: i0,
+            };
+            1
+        } else {
+            let count = (n - i0).min(out_width - ow).min(32);
+            let first = count.min(16);
+            runs[0] = Run {
+                oh,
+                ow,
+                rows: 1,
+                len: first,
+                at: i0,
+            };
+            runs[1] = Run {
+                oh,
+                ow: ow + first,
+                rows: 1,
+                len: count - first,
+                at: i0 + first,
+            };
+            if count > 16 { 2 } else { 1 }
+        };
+        let wide = vectors == 2;
         let mut f0 = 0;
         while f0 < filters {
             let left = filters - f0;
@@ -234,34 +329,46 @@ pub(crate) fn dot_windows_i8_vnni<const C: usize, const KH: usize, const KW: usi
                 (false, 16..) => 16,
                 (true, 8..) => 8,
                 (_, 4..) => 4,
+                (_, 2..) => 2,
                 _ => 1,
             };
             let w = (&weight[f0 * l..], &weight_sums[f0..]);
             let image = (image, shape, pad);
-            let position = (oh, ow0, count, n);
-            let d = &mut dots[f0 * n + i0..];
+            let d = &mut dots[f0 * n..];
             macro_rules! tile {
-                ($r:literal, $v:literal) => {
-                    dot_windows_tile::<$r, $v, C, KH, KW>(w, image, position, d)
+                ($r:literal, 1) => {
+                    if short_rows {
+                        dot_windows_tile::<$r, 1, C, KH, KW, true>(w, image, ([runs[0]], n), d)
+                    } else {
+                        dot_windows_tile::<$r, 1, C, KH, KW, false>(w, image, ([runs[0]], n), d)
+                    }
+                };
+                ($r:literal, 2) => {
+                    dot_windows_tile::<$r, 2, C, KH, KW, false>(w, image, (runs, n), d)
                 };
             }
             // SAFETY: the instruction sets are present (detected, or checked above with std;
-            // without std, the build targets them); the stride is at most 4 and the positions
-            // are output positions of one row and the kernel at most 64 wide (checked above);
-            // the tile's filters exist (`f0 + tile <= filters`) so the weights from `f0` hold
-            // `tile·l` bytes; the dots from `f0·n + i0` hold `(tile - 1)·n + count`.
+            // without std, the build targets them); the stride is at most 4 and the runs'
+            // positions are output positions, at most 16 a vector (checked above, and made
+            // so); the tile's filters exist (`f0 + tile <= filters`) so the weights from `f0`
+            // hold `tile·l` bytes; the dots from `f0·n` hold `(tile - 1)·n + i0 + count`.
             unsafe {
                 match (tile, wide) {
                     (16, _) => tile!(16, 1),
                     (8, _) => tile!(8, 2),
                     (4, true) => tile!(4, 2),
                     (4, false) => tile!(4, 1),
+                    (2, true) => tile!(2, 2),
+                    (2, false) => tile!(2, 1),
                     (_, true) => tile!(1, 2),
                     (_, false) => tile!(1, 1),
                 }
             }
             f0 += tile;
         }
-        i0 += count;
+        i0 += runs[..vectors]
+            .iter()
+            .map(|run| run.rows * run.len)
+            .sum::<usize>();
     }
 }

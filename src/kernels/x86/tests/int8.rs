@@ -313,7 +313,7 @@ fn int8_columns_match_the_definition_with_avx512_vnni() {
 
 #[test]
 fn int8_windows_match_the_definition_with_avx512_vnni() {
-    if !crate::kernels::dot_windows_i8_fast(1, 3) {
+    if !crate::kernels::dot_windows_i8_fast(1, 3, 16) {
         std::eprintln!("skipping: no AVX-512 VNNI and VBMI on this CPU");
         return;
     }

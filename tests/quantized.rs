@@ -459,26 +459,34 @@ fn a_quantized_convolution_leaving_rows_in_no_window_computes_its_definition() {
 }
 
 /// A window of more than 4,608 values (520 channels of 3x3) takes the plain loops instead of
-/// the stack buffer of windows, or (AVX-512 VNNI) the kernel that reads the windows in place:
-/// the same definition. Its working memory is that kernel's dot products and the filters'
-/// sums, 1,024 and 2 `i32`.
+/// the stack buffer of windows, or, with 8 filters or more, (AVX-512 VNNI) the kernel that
+/// reads the windows in place: the same definition. The working memory is that kernel's dot
+/// products and the filters' sums (1,024 and 8 `i32`), or nothing.
 #[test]
 fn a_quantized_convolution_with_a_large_window_computes_its_definition() {
+    large_window::<2>(0);
+    large_window::<8>(4 * (1024 + 8));
+}
+
+/// [`a_quantized_convolution_with_a_large_window_computes_its_definition`] with `OC` filters.
+fn large_window<const OC: usize>(working_bytes: usize) {
     const C: usize = 520;
     let mut rng = StdRng::seed_from_u64(9);
-    let weight: Box<[[[[i8; 3]; 3]; C]; 2]> = Box::new(std::array::from_fn(|_| {
+    let weight: Box<[[[[i8; 3]; 3]; C]; OC]> = Box::new(std::array::from_fn(|_| {
         std::array::from_fn(|_| {
             std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-127..=127)))
         })
     }));
-    let bias = [1_000, -2_000];
-    let multipliers = [Multiplier::from_real(0.001), Multiplier::from_real(0.0004)];
+    let bias: [i32; OC] = std::array::from_fn(|o| [1_000, -2_000][o % 2]);
+    let multipliers: [Multiplier; OC] = std::array::from_fn(|o| {
+        Multiplier::from_real([0.001, 0.0004][o % 2] * (1.0 + o as f64 / 16.0))
+    });
     let x: Box<[[[i8; 4]; 4]; C]> = Box::new(std::array::from_fn(|_| {
         std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)))
     }));
     let layer = Box::new(QConv2d::<
         C,
-        2,
+        OC,
         3,
         1,
         1,
@@ -492,10 +500,10 @@ fn a_quantized_convolution_with_a_large_window_computes_its_definition() {
         *weight, bias, multipliers, zero_at(-7), zero_at(3)
     ));
     assert_eq!(
-        <QConv2d<C, 2, 3, 1, 1, 4, 4, 4, 4> as Layer>::WORKING_BYTES,
-        4 * (1024 + 2)
+        <QConv2d<C, OC, 3, 1, 1, 4, 4, 4, 4> as Layer>::WORKING_BYTES,
+        working_bytes
     );
-    let mut y = Box::new([[[0_i8; 4]; 4]; 2]);
+    let mut y = Box::new([[[0_i8; 4]; 4]; OC]);
     layer.forward_one(&x, &mut y);
     let want = conv_reference(
         &weight,

@@ -126,11 +126,14 @@ pub fn gemm_slices<T: Scalar>(
     }
 }
 
-/// A stride-1 convolution written out: every output starts from its bias, then each filter
-/// step `(c, ky, kx)` adds its weight times the input row it meets, shifted, to each output row;
-/// the padding is where the shifted row runs off the image (nothing is added there). The
-/// innermost loop runs along a row of outputs and a row of inputs, which the compiler
-/// vectorizes for any target.
+/// A stride-1 convolution written out: each output is its bias plus, channel by channel, the
+/// sum of that channel's `kernel x kernel` products (a sum per channel first, so that the
+/// rounding error grows with the channels' count, not with the window's size). The outputs
+/// are taken a block of [`CONV_BLOCK`] at a time (whole rows where they fit, else a row's
+/// columns): each step `(ky, kx)` adds its weight times the input row it meets, shifted, to
+/// each row of the block; the padding is where the shifted row runs off the image (nothing is
+/// added there). The innermost loop runs along a row of outputs and a row of inputs, which the
+/// compiler vectorizes for any target.
 pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out: &mut [T]) {
     let Conv {
         channels,
@@ -141,39 +144,68 @@ pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out
         ..
     } = *shape;
     let (out_height, out_width) = (shape.out_height(), shape.out_width());
+    if out_height == 0 || out_width == 0 {
+        return;
+    }
     let steps = channels * kernel * kernel;
+    let columns = out_width.min(CONV_BLOCK);
+    let rows = CONV_BLOCK / columns;
+    let (mut total, mut channel_sum) = ([T::zero(); CONV_BLOCK], [T::zero(); CONV_BLOCK]);
     for (o, (&b, plane)) in bias
         .iter()
         .zip(out.chunks_exact_mut(out_height * out_width))
         .enumerate()
     {
-        plane.fill(b);
         let filter = &w[o * steps..(o + 1) * steps];
-        for (step, &weight) in filter.iter().enumerate() {
-            let (c, ky, kx) = (
-                step / (kernel * kernel),
-                step / kernel % kernel,
-                step % kernel,
-            );
-            // Outputs `first..last` of a row read input columns `first + kx - P ..`.
-            let first = padding.saturating_sub(kx).min(out_width);
-            let last = (width + padding).saturating_sub(kx).min(out_width);
-            if first >= last {
-                continue;
-            }
-            for (oh, out_row) in plane.chunks_exact_mut(out_width).enumerate() {
-                let Some(row) = (oh + ky).checked_sub(padding).filter(|&r| r < height) else {
-                    continue;
-                };
-                let start = (c * height + row) * width + first + kx - padding;
-                let inputs = &x[start..start + (last - first)];
-                for (out_value, &input) in out_row[first..last].iter_mut().zip(inputs) {
-                    *out_value += weight * input;
+        for oh0 in (0..out_height).step_by(rows) {
+            let block_rows = rows.min(out_height - oh0);
+            for start in (0..out_width).step_by(columns) {
+                let end = (start + columns).min(out_width);
+                let len = block_rows * (end - start);
+                total[..len].fill(b);
+                for (c, taps) in filter.chunks_exact(kernel * kernel).enumerate() {
+                    channel_sum[..len].fill(T::zero());
+                    for (step, &weight) in taps.iter().enumerate() {
+                        let (ky, kx) = (step / kernel, step % kernel);
+                        // Outputs `first..last` of a row read input columns `first + kx - P ..`.
+                        let first = padding.saturating_sub(kx).clamp(start, end);
+                        let last = (width + padding).saturating_sub(kx).clamp(start, end);
+                        if first >= last {
+                            continue;
+                        }
+                        for (r, sums) in
+                            channel_sum[..len].chunks_exact_mut(end - start).enumerate()
+                        {
+                            let Some(row) = (oh0 + r + ky)
+                                .checked_sub(padding)
+                                .filter(|&row| row < height)
+                            else {
+                                continue;
+                            };
+                            let at = (c * height + row) * width + first + kx - padding;
+                            let inputs = &x[at..at + (last - first)];
+                            for (sum, &input) in
+                                sums[first - start..last - start].iter_mut().zip(inputs)
+                            {
+                                *sum += weight * input;
+                            }
+                        }
+                    }
+                    for (total, &sum) in total[..len].iter_mut().zip(&channel_sum[..len]) {
+                        *total += sum;
+                    }
+                }
+                for (r, sums) in total[..len].chunks_exact(end - start).enumerate() {
+                    let row = (oh0 + r) * out_width;
+                    plane[row + start..row + end].copy_from_slice(sums);
                 }
             }
         }
     }
 }
+
+/// The outputs [`conv2d_stride1`] sums at a time, in two stack buffers.
+const CONV_BLOCK: usize = 256;
 
 /// A stride-1 convolution's weight gradient written out: for every weight `(o, c, ky, kx)`, the
 /// sum over the output rows of the dot product of `dZ[o]`'s row with the input row it

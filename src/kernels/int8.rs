@@ -136,7 +136,7 @@ pub(crate) fn dot_columns_i8(
     super::reference::dot_columns_i8(weights.0, x, (l, n), dots);
 }
 
-/// The sizes of an int8 convolution of one image, for [`dot_windows_i8`]: `channels` planes of
+/// The sizes of an int8 convolution of one image, for [`conv_windows_i8`]: `channels` planes of
 /// `height x width`, filters of `channels x kh x kw` (`kernel = (kh, kw)`), `stride` and
 /// `padding` (every side) in both directions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,7 +177,7 @@ impl WindowShape {
     }
 }
 
-/// Whether the SIMD kernel of [`dot_windows_i8`] can take a convolution of this stride and
+/// Whether the SIMD kernel of [`conv_windows_i8`] can take a convolution of this stride and
 /// kernel width: the 16 positions of a vector and the four columns each reads span
 /// `15·stride + 4` bytes, within one 64-byte load, and the kernel is at most 16 groups of four
 /// columns wide.
@@ -186,11 +186,11 @@ pub(crate) const fn windows_kernel_takes(stride: usize, kernel_width: usize) -> 
 }
 
 /// Whether an int8 convolution of this stride, kernel width and number of filters is to run
-/// on [`dot_windows_i8`]'s SIMD kernel where the CPU has it: the kernel
+/// on [`conv_windows_i8`]'s SIMD kernel where the CPU has it: the kernel
 /// [takes it](windows_kernel_takes), and there are at least [`WINDOWS_LEAST_FILTERS`] filters
 /// to share each window row it lays out. The layers choose with it and size their buffers
 /// with it.
-pub(crate) const fn dot_windows_i8_applies(
+pub(crate) const fn conv_windows_i8_applies(
     stride: usize,
     kernel_width: usize,
     filters: usize,
@@ -198,20 +198,20 @@ pub(crate) const fn dot_windows_i8_applies(
     windows_kernel_takes(stride, kernel_width) && filters >= WINDOWS_LEAST_FILTERS
 }
 
-/// The fewest filters [`dot_windows_i8`]'s SIMD kernel takes: with fewer, laying out the
+/// The fewest filters [`conv_windows_i8`]'s SIMD kernel takes: with fewer, laying out the
 /// windows' rows costs more than the products it feeds, and copying the windows for
 /// [`dot_rows_i8`] is faster (LeNet-5's first layer, 6 filters of 5 x 5 on one channel:
 /// about 10 µs copying, 14-18 µs on the windows' kernel, AVX-512 VNNI).
 pub(crate) const WINDOWS_LEAST_FILTERS: usize = 8;
 
-/// Whether [`dot_windows_i8`] runs on a SIMD kernel on this CPU for a convolution of this
+/// Whether [`conv_windows_i8`] runs on a SIMD kernel on this CPU for a convolution of this
 /// stride, kernel width and number of filters (AVX-512 VNNI and VBMI,
-/// [`dot_windows_i8_applies`], within the limit of
+/// [`conv_windows_i8_applies`], within the limit of
 /// [`super::instruction_set()`]): the int8 convolution takes it then, and copies windows for
 /// [`dot_rows_i8`] elsewhere.
-pub(crate) fn dot_windows_i8_fast(stride: usize, kernel_width: usize, filters: usize) -> bool {
+pub(crate) fn conv_windows_i8_fast(stride: usize, kernel_width: usize, filters: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if dot_windows_i8_applies(stride, kernel_width, filters)
+    if conv_windows_i8_applies(stride, kernel_width, filters)
         && super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
         && super::x86::has_avx512_vbmi()
     {
@@ -220,27 +220,38 @@ pub(crate) fn dot_windows_i8_fast(stride: usize, kernel_width: usize, filters: u
     false
 }
 
-/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][ow·s + kx - p]`
-/// for every filter `f < dots.len() / n` and the output positions `p0 + i = oh·out_width + ow`,
-/// `i < n` (`s` the stride, `p` the padding of `shape`, the padding read as `pad`): an int8
-/// convolution's dot
-/// products with its windows, read from the image in place, exact in `i32` (callers bound the
-/// window so that no sum overflows). `weight_sums[f]` is filter `f`'s sum of weights (the
-/// SIMD kernel's offset term). `C`, `KH` and `KW` are `shape`'s channels and kernel: the
-/// SIMD kernel is compiled for each. On the AVX-512 VNNI and VBMI kernel where the CPU has
-/// them and the kernel [takes](windows_kernel_takes) the shape, plain loops elsewhere.
+/// Each filter's requantization (as [`requantize_i8`]'s): the biases, multipliers and exponents
+/// `(bias, multiplier, exponent)`, one per filter, and the output's zero point and clamp
+/// `(zero, low, high)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Requantization<'a> {
+    pub parameters: (&'a [i32], &'a [i32], &'a [i32]),
+    pub zero_and_range: (i8, i8, i8),
+}
+
+/// `out[f·out_plane + p] = requantize(Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky -
+/// p][ow·s + kx - p])` for every filter `f < out.len() / out_plane` and the output positions
+/// `p = oh·out_width + ow` from `p0` to `p0 + n` (`s` the stride, `p` the padding of `shape`,
+/// the padding read as `pad`, `out_plane = out_height·out_width`): an int8 convolution's
+/// outputs, its windows read from the image in place, the dot products exact in `i32`
+/// (callers bound the window so that no sum overflows), then each filter's
+/// [`Requantization`]. `weight_sums[f]` is filter `f`'s sum of weights (the SIMD kernel's
+/// offset term). `C`, `KH` and `KW` are `shape`'s channels and kernel: the SIMD kernel is
+/// compiled for each. On the AVX-512 VNNI and VBMI kernel where the CPU has them and the
+/// kernel [takes](windows_kernel_takes) the shape, plain loops elsewhere.
 ///
 /// # Panics
 ///
 /// When the sizes do not fit (a bug in the caller): `shape` does not have `C` channels and a
-/// `KH x KW` kernel, `image` is not `channels·height·width`
-/// long, a position is outside the output or `n` is 0, `dots.len()` is not a multiple of `n`,
-/// or `weight` or `weight_sums` is shorter than the filters need.
-pub(crate) fn dot_windows_i8<const C: usize, const KH: usize, const KW: usize>(
+/// `KH x KW` kernel, `image` is not `channels·height·width` long, a position is outside the
+/// output or `n` is 0, `out` is not whole planes of the output, a slice is shorter than the
+/// filters need, or an exponent is outside `-31..=30`.
+pub(crate) fn conv_windows_i8<const C: usize, const KH: usize, const KW: usize>(
     weights: (&[i8], &[i32]),
+    requantization: &Requantization,
     image: (&[i8], &WindowShape, i8),
     positions: (usize, usize),
-    dots: &mut [i32],
+    out: &mut [i8],
 ) {
     assert_eq!(
         (image.1.channels, image.1.kernel),
@@ -253,10 +264,16 @@ pub(crate) fn dot_windows_i8<const C: usize, const KH: usize, const KW: usize>(
         && super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
         && super::x86::has_avx512_vbmi()
     {
-        super::x86::dot_windows_i8_vnni::<C, KH, KW>(weights, image, positions, dots);
+        super::x86::conv_windows_i8_vnni::<C, KH, KW>(
+            weights,
+            requantization,
+            image,
+            positions,
+            out,
+        );
         return;
     }
-    super::reference::dot_windows_i8(weights.0, image, positions, dots);
+    super::reference::conv_windows_i8(weights.0, requantization, image, positions, out);
 }
 
 /// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the

@@ -54,9 +54,9 @@ pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};
 pub(crate) use int8::{
-    DOT_ROWS_TILE, WindowShape, dot_columns_i8, dot_columns_i8_fast, dot_rows_i8, dot_windows_i8,
-    dot_windows_i8_applies, dot_windows_i8_fast, requantize_i8, requantize_one,
-    requantize_uniform_i8,
+    DOT_ROWS_TILE, Requantization, WindowShape, conv_windows_i8, conv_windows_i8_applies,
+    conv_windows_i8_fast, dot_columns_i8, dot_columns_i8_fast, dot_rows_i8, requantize_i8,
+    requantize_one, requantize_uniform_i8,
 };
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{

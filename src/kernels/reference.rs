@@ -335,32 +335,37 @@ pub(crate) fn dot_columns_i8(
     }
 }
 
-/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][ow·s + kx - p]` for
-/// the output positions `p0 + i = oh·out_width + ow`, the padding read as `pad`: the definition
-/// of `kernels::dot_windows_i8`.
+/// `out[f·out_plane + p] = requantize(Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky -
+/// p][ow·s + kx - p])` for the output positions `p = oh·out_width + ow` from `p0` to `p0 + n`,
+/// the padding read as `pad`, each filter's [`requantize_one`]: the definition of
+/// `kernels::conv_windows_i8`.
 ///
 /// # Panics
 ///
-/// When `n` is 0, `dots.len()` is not a multiple of `n`, a position is outside the output,
+/// When `n` is 0, `out` is not whole planes of the output, a position is outside the output,
 /// or a slice is shorter than the sizes need.
-pub(crate) fn dot_windows_i8(
+pub(crate) fn conv_windows_i8(
     weight: &[i8],
+    requantization: &super::int8::Requantization,
     (image, shape, pad): (&[i8], &super::int8::WindowShape, i8),
     (p0, n): (usize, usize),
-    dots: &mut [i32],
+    out: &mut [i8],
 ) {
     let (out_height, out_width) = shape.output();
+    let out_plane = out_height * out_width;
     assert!(
         n > 0
-            && dots.len().is_multiple_of(n)
-            && p0 + n <= out_height * out_width
+            && out_plane > 0
+            && out.len().is_multiple_of(out_plane)
+            && p0 + n <= out_plane
             && image.len() == shape.image_len(),
-        "{} dot products of the positions {p0}..{} of {shape:?}",
-        dots.len(),
-        p0 + n
+        "the positions {p0}..{} of {shape:?} into {} outputs",
+        p0 + n,
+        out.len()
     );
     let (kh, kw) = shape.kernel;
     let (s, p) = (shape.stride, shape.padding);
+    let (bias, multiplier, exponent) = requantization.parameters;
     let pixel = |c: usize, iy: usize, ix: usize| -> i32 {
         let inside = iy >= p && ix >= p && iy - p < shape.height && ix - p < shape.width;
         i32::from(if inside {
@@ -369,18 +374,23 @@ pub(crate) fn dot_windows_i8(
             pad
         })
     };
-    for (filter, dots) in weight
+    for (f, (filter, plane)) in weight
         .chunks_exact(shape.window_len())
-        .zip(dots.chunks_exact_mut(n))
+        .zip(out.chunks_exact_mut(out_plane))
+        .enumerate()
     {
-        for (i, dot) in dots.iter_mut().enumerate() {
-            let (oh, ow) = ((p0 + i) / out_width, (p0 + i) % out_width);
-            let mut sum = 0_i32;
+        for (position, out) in plane.iter_mut().enumerate().skip(p0).take(n) {
+            let (oh, ow) = (position / out_width, position % out_width);
+            let mut dot = 0_i32;
             for (e, &w) in filter.iter().enumerate() {
                 let (c, ky, kx) = (e / (kh * kw), e / kw % kh, e % kw);
-                sum += i32::from(w) * pixel(c, oh * s + ky, ow * s + kx);
+                dot += i32::from(w) * pixel(c, oh * s + ky, ow * s + kx);
             }
-            *dot = sum;
+            *out = requantize_one(
+                dot,
+                (bias[f], multiplier[f], exponent[f]),
+                requantization.zero_and_range,
+            );
         }
     }
 }

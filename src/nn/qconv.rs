@@ -151,7 +151,7 @@ impl<
         let () = Self::SHAPE;
         if Self::POINTWISE && kernels::dot_columns_i8_fast() {
             self.forward_pointwise(x, y);
-        } else if kernels::dot_windows_i8_fast(STRIDE, KW, OC) {
+        } else if kernels::conv_windows_i8_fast(STRIDE, KW, OC) {
             self.forward_windows(x, y);
         } else if C * K * KW <= PATCH_BYTES {
             self.forward_blocks(x, y);
@@ -216,9 +216,8 @@ impl<
     }
 
     /// [`forward_sample`](Self::forward_sample) on the kernel that reads the windows in place
-    /// (`kernels::dot_windows_i8`): blocks of [`COLUMN_POSITIONS`] positions, each multiplied
-    /// by as many filters as [`COLUMN_DOTS`] dot products hold in one call, then each
-    /// filter's outputs requantized in one call.
+    /// and requantizes each filter's outputs as it computes them (`kernels::conv_windows_i8`),
+    /// in one call.
     fn forward_windows(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let weight = S::matrix(&self.weight)
             .as_flattened()
@@ -231,7 +230,7 @@ impl<
                 .map(|&w| i32::from(w))
                 .sum()
         });
-        let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, OC>(
+        let ((bias, multiplier, exponent), zero_and_range) = kernel_requantization::<A, S, OC>(
             (&self.bias, &self.multiplier, &self.exponent),
             self.output,
         );
@@ -243,40 +242,20 @@ impl<
             stride: STRIDE,
             padding: PAD,
         };
-        let image = (
-            x.as_flattened().as_flattened(),
-            &shape,
-            self.input.zero_point,
+        kernels::conv_windows_i8::<C, K, KW>(
+            (weight, &sums),
+            &kernels::Requantization {
+                parameters: (bias, multiplier, exponent),
+                zero_and_range,
+            },
+            (
+                x.as_flattened().as_flattened(),
+                &shape,
+                self.input.zero_point,
+            ),
+            (0, OH * OW),
+            y.as_flattened_mut().as_flattened_mut(),
         );
-        let mut dots = [0_i32; COLUMN_DOTS];
-        let mut p0 = 0;
-        while p0 < OH * OW {
-            let n = COLUMN_POSITIONS.min(OH * OW - p0);
-            let mut f0 = 0;
-            while f0 < OC {
-                let filters = (COLUMN_DOTS / n).min(OC - f0);
-                let dots = &mut dots[..filters * n];
-                // The weights to the end: the kernel reads the last quads of a slice's last
-                // filter byte by byte.
-                kernels::dot_windows_i8::<C, K, KW>(
-                    (&weight[f0 * window..], &sums[f0..f0 + filters]),
-                    image,
-                    (p0, n),
-                    dots,
-                );
-                for (f, dots) in dots.chunks_exact(n).enumerate() {
-                    let o = f0 + f;
-                    kernels::requantize_uniform_i8(
-                        dots,
-                        (bias[o], multiplier[o], exponent[o]),
-                        range,
-                        &mut y[o].as_flattened_mut()[p0..p0 + n],
-                    );
-                }
-                f0 += filters;
-            }
-            p0 += n;
-        }
     }
 
     /// Copies the window of the output position `(oh, ow)` into `patch` (`C·K·KW` values,
@@ -433,17 +412,19 @@ impl<
     type WithStore<S2: Store> = QConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2, KW>;
 
     /// The windows' buffer and a block's dot products (when the window takes the int8
-    /// kernels); for a 1 x 1 convolution and for strides the in-place windows' kernel takes,
-    /// at least the columns' or windows' kernel's dot products and the filters' sums (the CPU
-    /// decides at run time which runs).
+    /// kernels); for a 1 x 1 convolution, at least the columns' kernel's dot products and the
+    /// filters' sums, and for the shapes the in-place windows' kernel takes, the filters' sums
+    /// (the CPU decides at run time which runs).
     const WORKING_BYTES: usize = {
         let windows = if C * K * KW <= PATCH_BYTES {
             PATCH_BYTES + 4 * PATCH_POSITIONS
         } else {
             0
         };
-        let columns = if Self::POINTWISE || kernels::dot_windows_i8_applies(STRIDE, KW, OC) {
+        let columns = if Self::POINTWISE {
             4 * COLUMN_DOTS + 4 * OC
+        } else if kernels::conv_windows_i8_applies(STRIDE, KW, OC) {
+            4 * OC
         } else {
             0
         };

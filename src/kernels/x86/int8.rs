@@ -424,7 +424,7 @@ unsafe fn saturating_add_avx512(d: __m512i, b: __m512i) -> __m512i {
 ///
 /// The CPU has AVX-512BW and VL; every exponent is in `-31..=30` (at most 0 without `LEFT`).
 #[inline(always)]
-unsafe fn requantize_group_avx512<const LEFT: bool>(
+pub(super) unsafe fn requantize_group_avx512<const LEFT: bool>(
     (acc, m, e): (__m512i, __m512i, __m512i),
     (zero, low, top): (i8, i8, i8),
 ) -> __m512i {

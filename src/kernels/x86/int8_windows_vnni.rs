@@ -15,7 +15,8 @@
 
 use core::arch::x86_64::*;
 
-use crate::kernels::int8::{WindowShape, windows_kernel_takes};
+use super::int8::requantize_group_avx512;
+use crate::kernels::int8::{Requantization, WindowShape, windows_kernel_takes};
 
 /// The bits `lo..hi` of a 64-bit mask (none when `hi <= lo`).
 #[inline(always)]
@@ -39,7 +40,7 @@ fn quad_at_end(weight: &[i8], at: usize) -> i32 {
 
 /// The positions of one vector of a tile: `rows` output rows from `(oh, ow)`, `len`
 /// positions of each (`rows·len <= 16`; several rows only whole, `ow = 0` and
-/// `len = out_width`), their dot products at `f·n + at` for filter `f`.
+/// `len = out_width`), `at` positions after the call's first.
 #[derive(Clone, Copy, Debug, Default)]
 struct Run {
     oh: usize,
@@ -49,8 +50,9 @@ struct Run {
     at: usize,
 }
 
-/// One tile of [`dot_windows_i8_vnni`]: `R` filters at the `V` vectors of positions `runs`
-/// (one row a vector unless `SHORT_ROWS`), for filters of `C` channels of `KH x KW`: sizes known to the compiler, so that every
+/// One tile of [`conv_windows_i8_vnni`]: `R` filters at the `V` vectors of positions `runs`
+/// (one row a vector unless `SHORT_ROWS`, counted from `p0`), their dot products requantized
+/// and stored, for filters of `C` channels of `KH x KW`: sizes known to the compiler, so that every
 /// filter's weights are one pointer plus a constant (a pointer per filter would take more
 /// registers than there are).
 ///
@@ -59,10 +61,10 @@ struct Run {
 /// The CPU has AVX-512BW, VL, VNNI and VBMI; `shape` has `C` channels and a `KH x KW` kernel;
 /// `weight.len() >= R·l` (`l = C·KH·KW`); `image.len() == C·height·width`; each run's
 /// positions are output positions of `shape`, `1 <= rows·len <= 16`, `rows == 1` unless
-/// `SHORT_ROWS`; `stride <= 4`;
-/// `dots.len() >= (R - 1)·n + at + rows·len` for each run.
+/// `SHORT_ROWS`; `stride <= 4`; `requantization`'s slices hold `R` values, the exponents in
+/// `-31..=30`; `out.len() >= (R - 1)·out_plane + p0 + at + rows·len` for each run.
 #[target_feature(enable = "avx512bw,avx512vl,avx512vnni,avx512vbmi")]
-unsafe fn dot_windows_tile<
+unsafe fn conv_windows_tile<
     const R: usize,
     const V: usize,
     const C: usize,
@@ -72,8 +74,8 @@ unsafe fn dot_windows_tile<
 >(
     (weight, weight_sums): (&[i8], &[i32]),
     (image, shape, pad): (&[i8], &WindowShape, i8),
-    (runs, n): ([Run; V], usize),
-    dots: &mut [i32],
+    (runs, p0): ([Run; V], usize),
+    (requantization, out, out_plane): (&Requantization, &mut [i8], usize),
 ) {
     let WindowShape {
         height,
@@ -95,7 +97,8 @@ unsafe fn dot_windows_tile<
     // are read at `f·l + at`, `at = (c·KH + ky)·KW + 4g < l`, 4 bytes, inside `weight` for
     // `f < R - 1` (`(f + 1)·l + 3 <= R·l` for `l >= 3`, and `l < 3` is read by
     // `quad_at_end`) and for the last filter while `at + 4 <= last`, else by `quad_at_end`.
-    // Dots are written at `f·n + at` for the lanes of a run's positions, inside `dots`.
+    // Outputs are written at `f·out_plane + p0 + at` for the lanes of a run's positions,
+    // inside `out`; the requantization's exponents are in range (the contract).
     unsafe {
         let (wp, ip) = (weight.as_ptr(), image.as_ptr());
         // Lane i's byte j reads the column i·stride + j of the 64 loaded; a run's row s,
@@ -217,66 +220,104 @@ unsafe fn dot_windows_tile<
                 }
             }
         }
+        let (bias, multiplier, exponent) = requantization.parameters;
+        let range = requantization.zero_and_range;
         for (f, acc) in acc.iter().enumerate() {
             let correction = _mm512_set1_epi32(weight_sums[f].wrapping_mul(128));
+            // `dot + bias`, saturating: the dot first held where the sum cannot overflow.
+            let b = bias[f];
+            let bound = _mm512_set1_epi32(if b >= 0 { i32::MAX - b } else { i32::MIN - b });
+            let (m, e) = (
+                _mm512_set1_epi32(multiplier[f]),
+                _mm512_set1_epi32(exponent[f]),
+            );
             for (run, acc) in runs.iter().zip(acc) {
+                let dot = _mm512_sub_epi32(*acc, correction);
+                let sum = if b >= 0 {
+                    _mm512_add_epi32(_mm512_min_epi32(dot, bound), _mm512_set1_epi32(b))
+                } else {
+                    _mm512_add_epi32(_mm512_max_epi32(dot, bound), _mm512_set1_epi32(b))
+                };
+                let q = if exponent[f] > 0 {
+                    requantize_group_avx512::<true>((sum, m, e), range)
+                } else {
+                    requantize_group_avx512::<false>((sum, m, e), range)
+                };
                 let lanes = run.rows * run.len;
                 let mask: __mmask16 = (((1_u32 << lanes) - 1) & 0xFFFF) as u16;
-                _mm512_mask_storeu_epi32(
-                    dots.as_mut_ptr().add(f * n + run.at),
+                _mm_mask_storeu_epi8(
+                    out.as_mut_ptr().add(f * out_plane + p0 + run.at),
                     mask,
-                    _mm512_sub_epi32(*acc, correction),
+                    _mm512_cvtepi32_epi8(q),
                 );
             }
         }
     }
 }
 
-/// `dots[f·n + i] = Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky - p][ow·s + kx - p]`
-/// for every filter `f < dots.len() / n` and the output positions `p0 + i = oh·out_width + ow`,
-/// `i < n` (rows in order, then columns), the image `x` laid out `[channels][height][width]`,
-/// `s` the stride and `p` the padding of `shape`, the padding read as `pad`: the dot products
-/// of an int8 convolution's filters (laid out `[filters][channels][kh][kw]`) with its windows,
-/// exact in `i32` (callers bound the window so that no sum overflows). `weight_sums[f]` is
-/// filter `f`'s sum of weights. Tiles of 16 filters on one vector of 16 positions or 8
-/// filters on two, then of 4, 2 and 1; a vector holds up to 16 positions of one output row,
-/// or (one vector a tile) as many whole rows as it can when they are 8 or fewer positions
-/// long.
+/// `out[f·out_plane + p] = requantize(Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky -
+/// p][ow·s + kx - p])` for every filter `f` and the output positions `p = oh·out_width + ow`
+/// from `p0` to `p0 + n` (`out_plane = out_height·out_width`), the image `x` laid out
+/// `[channels][height][width]`, `s` the stride and `p` the padding of `shape`, the padding read
+/// as `pad`: an int8 convolution's outputs, its filters laid out `[filters][channels][kh][kw]`,
+/// the dot products exact in `i32` (callers bound the window so that no sum overflows), then
+/// filter `f`'s bias, multiplier and clamp (`requantization`, as `requantize_i8`).
+/// `weight_sums[f]` is filter `f`'s sum of weights. Tiles of 16 filters on one vector of 16
+/// positions or 8 filters on two, then of 4, 2 and 1; a vector holds up to 16 positions of
+/// one output row, or (one vector a tile) as many whole rows as it can when they are 8 or
+/// fewer positions long.
 ///
 /// # Panics
 ///
 /// When the CPU lacks AVX-512 VNNI or VBMI (with `std`), the stride is not from 1 to 4 or the
 /// kernel wider than 64 ([`windows_kernel_takes`]), `shape`'s channels and kernel are not
-/// `C` and `KH x KW`, or the sizes do not fit: `image` not `channels·height·width`
-/// long, the positions not all in the output (or `n` is 0), `dots.len()` not a multiple of
-/// `n`, `weight` or `weight_sums` shorter than the filters need.
-pub(crate) fn dot_windows_i8_vnni<const C: usize, const KH: usize, const KW: usize>(
+/// `C` and `KH x KW`, an exponent is outside `-31..=30`, or the sizes do not fit: `image` not
+/// `channels·height·width` long, the positions not all in the output (or `n` is 0), `out` not
+/// whole planes of the output, `weight`, `weight_sums` or the requantization's slices
+/// shorter than the filters need.
+pub(crate) fn conv_windows_i8_vnni<const C: usize, const KH: usize, const KW: usize>(
     (weight, weight_sums): (&[i8], &[i32]),
+    requantization: &Requantization,
     (image, shape, pad): (&[i8], &WindowShape, i8),
     (p0, n): (usize, usize),
-    dots: &mut [i32],
+    out: &mut [i8],
 ) {
     let (out_height, out_width) = shape.output();
+    let out_plane = out_height * out_width;
     assert!(
         windows_kernel_takes(shape.stride, shape.kernel.1)
             && (shape.channels, shape.kernel) == (C, (KH, KW))
             && image.len() == shape.image_len()
             && n > 0
-            && dots.len().is_multiple_of(n)
-            && p0 + n <= out_height * out_width,
-        "{} dot products of the positions {p0}..{} of {shape:?} on an image of {} bytes (the \
+            && out_plane > 0
+            && out.len().is_multiple_of(out_plane)
+            && p0 + n <= out_plane,
+        "the positions {p0}..{} of {shape:?} on an image of {} bytes into {} outputs (the \
          output is {out_height} x {out_width})",
-        dots.len(),
         p0 + n,
         image.len(),
+        out.len(),
     );
-    let filters = dots.len() / n;
+    let filters = out.len() / out_plane;
     let l = shape.window_len();
+    let (bias, multiplier, exponent) = requantization.parameters;
     assert!(
-        weight.len() >= filters * l && weight_sums.len() >= filters,
-        "{filters} filters of {l} weights, {} given, {} sums",
+        weight.len() >= filters * l
+            && weight_sums.len() >= filters
+            && bias.len() >= filters
+            && multiplier.len() >= filters
+            && exponent.len() >= filters,
+        "{filters} filters of {l} weights, {} given, {} sums, {} biases, {} multipliers, {} \
+         exponents",
         weight.len(),
-        weight_sums.len()
+        weight_sums.len(),
+        bias.len(),
+        multiplier.len(),
+        exponent.len(),
+    );
+    assert!(
+        exponent[..filters].iter().all(|e| (-31..=30).contains(e)),
+        "a multiplier's exponent is from -31 to 30"
     );
     #[cfg(feature = "std")]
     assert!(
@@ -334,24 +375,29 @@ pub(crate) fn dot_windows_i8_vnni<const C: usize, const KH: usize, const KW: usi
             };
             let w = (&weight[f0 * l..], &weight_sums[f0..]);
             let image = (image, shape, pad);
-            let d = &mut dots[f0 * n..];
+            let tile_requantization = Requantization {
+                parameters: (&bias[f0..], &multiplier[f0..], &exponent[f0..]),
+                zero_and_range: requantization.zero_and_range,
+            };
+            let o = (&tile_requantization, &mut out[f0 * out_plane..], out_plane);
             macro_rules! tile {
                 ($r:literal, 1) => {
                     if short_rows {
-                        dot_windows_tile::<$r, 1, C, KH, KW, true>(w, image, ([runs[0]], n), d)
+                        conv_windows_tile::<$r, 1, C, KH, KW, true>(w, image, ([runs[0]], p0), o)
                     } else {
-                        dot_windows_tile::<$r, 1, C, KH, KW, false>(w, image, ([runs[0]], n), d)
+                        conv_windows_tile::<$r, 1, C, KH, KW, false>(w, image, ([runs[0]], p0), o)
                     }
                 };
                 ($r:literal, 2) => {
-                    dot_windows_tile::<$r, 2, C, KH, KW, false>(w, image, (runs, n), d)
+                    conv_windows_tile::<$r, 2, C, KH, KW, false>(w, image, (runs, p0), o)
                 };
             }
             // SAFETY: the instruction sets are present (detected, or checked above with std;
             // without std, the build targets them); the stride is at most 4 and the runs'
             // positions are output positions, at most 16 a vector (checked above, and made
             // so); the tile's filters exist (`f0 + tile <= filters`) so the weights from `f0`
-            // hold `tile·l` bytes; the dots from `f0·n` hold `(tile - 1)·n + i0 + count`.
+            // hold `tile·l` bytes, the requantization's slices `tile` values (the exponents
+            // checked above), and the outputs from `f0·out_plane` `tile` whole planes.
             unsafe {
                 match (tile, wide) {
                     (16, _) => tile!(16, 1),

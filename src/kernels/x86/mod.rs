@@ -55,7 +55,7 @@ pub(crate) use int8::{
     IsaI8, detected_isa_i8, dot_rows_i8, has_avx512_vbmi, requantize_i8, requantize_uniform_i8,
 };
 pub(crate) use int8_columns_vnni::dot_columns_i8_vnni;
-pub(crate) use int8_windows_vnni::dot_windows_i8_vnni;
+pub(crate) use int8_windows_vnni::conv_windows_i8_vnni;
 pub(crate) use isa::{Isa, detected_isa, lanes, with_isa};
 pub(crate) use layout::copy_rows;
 #[cfg(feature = "alloc")]

@@ -313,7 +313,7 @@ fn int8_columns_match_the_definition_with_avx512_vnni() {
 
 #[test]
 fn int8_windows_match_the_definition_with_avx512_vnni() {
-    if !crate::kernels::dot_windows_i8_fast(1, 3, 16) {
+    if !crate::kernels::conv_windows_i8_fast(1, 3, 16) {
         std::eprintln!("skipping: no AVX-512 VNNI and VBMI on this CPU");
         return;
     }
@@ -357,6 +357,7 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
         padding,
     };
     let (out_height, out_width) = shape.output();
+    let out_plane = out_height * out_width;
     let l = shape.window_len();
     for filters in [1, 5, 8, 16, 21] {
         for extreme in [None, Some((-128, -128)), Some((127, -128))] {
@@ -371,17 +372,36 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
                 .chunks_exact(l)
                 .map(|f| f.iter().map(|&w| i32::from(w)).sum())
                 .collect();
+            // Biases of both signs and at the extremes (the sum saturates), multipliers
+            // below and above 1 (a left shift, exponents 1 and 2), and a narrow clamp.
+            let bias: Vec<i32> = (0..filters)
+                .map(|f| match f % 4 {
+                    0 => i32::MAX - 5,
+                    1 => i32::MIN + 7,
+                    _ => i32::from(byte()) * 1000,
+                })
+                .collect();
+            let multipliers: Vec<crate::quant::Multiplier> = (0..filters)
+                .map(|f| crate::quant::Multiplier::from_real([0.0007, 0.31, 1.6, 3.9][f % 4]))
+                .collect();
+            let multiplier: Vec<i32> = multipliers.iter().map(|m| m.multiplier).collect();
+            let exponent: Vec<i32> = multipliers.iter().map(|m| m.exponent).collect();
+            let requantization = Requantization {
+                parameters: (&bias, &multiplier, &exponent),
+                zero_and_range: (byte() / 2, -100, 90),
+            };
             // Whole rows, runs that start and end inside rows, the whole output.
-            let positions = out_height * out_width;
             for (p0, n) in [
                 (0, out_width),
                 ((out_height / 2) * out_width + out_width / 3, out_width),
-                (positions - out_width, out_width),
-                (out_width / 2, positions - out_width / 2),
+                (out_plane - out_width, out_width),
+                (out_width / 2, out_plane - out_width / 2),
             ] {
-                let mut want = std::vec![0; filters * n];
-                crate::kernels::reference::dot_windows_i8(
+                let stale: Vec<i8> = (0..filters * out_plane).map(|_| byte()).collect();
+                let mut want = stale.clone();
+                crate::kernels::reference::conv_windows_i8(
                     &weight,
+                    &requantization,
                     (&image, &shape, pad),
                     (p0, n),
                     &mut want,
@@ -397,16 +417,18 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
                         }
                     };
                     let (mut image, mut weight) = (place(&image), place(&weight));
-                    let mut got = std::vec![i32::MIN; filters * n]; // stale contents
-                    dot_windows_i8_vnni::<C, KH, KW>(
+                    // The positions outside `p0..p0 + n` keep their stale bytes.
+                    let mut got = place(&stale);
+                    conv_windows_i8_vnni::<C, KH, KW>(
                         (weight.slice(), &sums),
+                        &requantization,
                         (image.slice(), &shape, pad),
                         (p0, n),
-                        &mut got,
+                        got.slice(),
                     );
                     assert_eq!(
-                        got,
-                        want,
+                        got.slice(),
+                        &want[..],
                         "{filters} filters on {shape:?}, positions {p0}..{}",
                         p0 + n
                     );

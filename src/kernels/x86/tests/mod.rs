@@ -22,7 +22,7 @@ use super::{conv_winograd_columns_f32, weight_grad_winograd_5x5_narrow_avx512};
 #[allow(unused_imports)]
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
 #[allow(unused_imports)]
-use crate::kernels::int8::WindowShape;
+use crate::kernels::int8::{Requantization, WindowShape};
 #[allow(unused_imports)]
 use crate::kernels::shape::{Conv, Epilogue, Product};
 #[allow(unused_imports)]

@@ -1,5 +1,7 @@
 //! The int8 layers' dot products and requantization, on the SIMD kernels where the CPU has them.
 
+pub(crate) use super::shape::{Requantization, WindowShape};
+
 /// `sums[r] = Σ_i weight[r·n + i] · x[i]` (`n = x.len()`): the dot products of the int8 layers,
 /// exact in `i32` (their callers bound `n` so that no sum can overflow), on the SIMD kernels
 /// (AVX-512BW or AVX2: the `i8` values widened to `i16` and multiplied-and-added in pairs) where
@@ -136,47 +138,6 @@ pub(crate) fn dot_columns_i8(
     super::reference::dot_columns_i8(weights.0, x, (l, n), dots);
 }
 
-/// The sizes of an int8 convolution of one image, for [`conv_windows_i8`]: `channels` planes of
-/// `height x width`, filters of `channels x kh x kw` (`kernel = (kh, kw)`), `stride` and
-/// `padding` (every side) in both directions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct WindowShape {
-    pub channels: usize,
-    pub height: usize,
-    pub width: usize,
-    pub kernel: (usize, usize),
-    pub stride: usize,
-    pub padding: usize,
-}
-
-impl WindowShape {
-    /// The bytes of one image, `channels·height·width`.
-    pub(crate) const fn image_len(&self) -> usize {
-        self.channels * self.height * self.width
-    }
-
-    /// The bytes of one window (and one filter), `channels·kh·kw`.
-    pub(crate) const fn window_len(&self) -> usize {
-        self.channels * self.kernel.0 * self.kernel.1
-    }
-
-    /// The output's height and width: `(height + 2·padding - kh) / stride + 1` and likewise;
-    /// `(0, 0)` when the kernel does not fit the padded image or the stride is 0.
-    pub(crate) const fn output(&self) -> (usize, usize) {
-        let (h, w) = (
-            self.height + 2 * self.padding,
-            self.width + 2 * self.padding,
-        );
-        if self.stride == 0 || self.kernel.0 > h || self.kernel.1 > w {
-            return (0, 0);
-        }
-        (
-            (h - self.kernel.0) / self.stride + 1,
-            (w - self.kernel.1) / self.stride + 1,
-        )
-    }
-}
-
 /// Whether the SIMD kernel of [`conv_windows_i8`] can take a convolution of this stride and
 /// kernel width: the 16 positions of a vector and the four columns each reads span
 /// `15·stride + 4` bytes, within one 64-byte load, and the kernel is at most 16 groups of four
@@ -218,15 +179,6 @@ pub(crate) fn conv_windows_i8_fast(stride: usize, kernel_width: usize, filters: 
         return true;
     }
     false
-}
-
-/// Each filter's requantization (as [`requantize_i8`]'s): the biases, multipliers and exponents
-/// `(bias, multiplier, exponent)`, one per filter, and the output's zero point and clamp
-/// `(zero, low, high)`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Requantization<'a> {
-    pub parameters: (&'a [i32], &'a [i32], &'a [i32]),
-    pub zero_and_range: (i8, i8, i8),
 }
 
 /// `out[f·out_plane + p] = requantize(Σ_{c,ky,kx} weight[f][c][ky][kx] · x[c][oh·s + ky -

@@ -346,8 +346,8 @@ pub(crate) fn dot_columns_i8(
 /// or a slice is shorter than the sizes need.
 pub(crate) fn conv_windows_i8(
     weight: &[i8],
-    requantization: &super::int8::Requantization,
-    (image, shape, pad): (&[i8], &super::int8::WindowShape, i8),
+    requantization: &super::shape::Requantization,
+    (image, shape, pad): (&[i8], &super::shape::WindowShape, i8),
     (p0, n): (usize, usize),
     out: &mut [i8],
 ) {

@@ -1,6 +1,7 @@
 //! The sizes of a stride-1 convolution ([`Conv`]) and what its kernels do to each output as they
-//! store it ([`Epilogue`]), how a product's operands are stored ([`Product`]), and the stack
-//! buffers' sizes the kernels' choices respect: the values every kernel takes.
+//! store it ([`Epilogue`]), how a product's operands are stored ([`Product`]), the stack
+//! buffers' sizes the kernels' choices respect, and an int8 convolution's sizes
+//! ([`WindowShape`]) and requantization ([`Requantization`]): the values every kernel takes.
 
 use crate::Scalar;
 
@@ -166,4 +167,54 @@ pub(crate) enum Product {
     TransposeLhs,
     /// `C = A·Bᵀ`: `A` is `m x k`, `B` is stored `n x k`.
     TransposeRhs,
+}
+
+/// The sizes of an int8 convolution of one image, for `kernels::conv_windows_i8`: `channels` planes of
+/// `height x width`, filters of `channels x kh x kw` (`kernel = (kh, kw)`), `stride` and
+/// `padding` (every side) in both directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WindowShape {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+    pub kernel: (usize, usize),
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl WindowShape {
+    /// The bytes of one image, `channels·height·width`.
+    pub(crate) const fn image_len(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+
+    /// The bytes of one window (and one filter), `channels·kh·kw`.
+    pub(crate) const fn window_len(&self) -> usize {
+        self.channels * self.kernel.0 * self.kernel.1
+    }
+
+    /// The output's height and width: `(height + 2·padding - kh) / stride + 1` and likewise;
+    /// `(0, 0)` when the kernel does not fit the padded image or the stride is 0.
+    pub(crate) const fn output(&self) -> (usize, usize) {
+        let (h, w) = (
+            self.height + 2 * self.padding,
+            self.width + 2 * self.padding,
+        );
+        if self.stride == 0 || self.kernel.0 > h || self.kernel.1 > w {
+            return (0, 0);
+        }
+        (
+            (h - self.kernel.0) / self.stride + 1,
+            (w - self.kernel.1) / self.stride + 1,
+        )
+    }
+}
+
+/// Each filter's requantization (as `kernels::requantize_i8`'s): the biases, multipliers and exponents
+/// `(bias, multiplier, exponent)`, one per filter, and the output's zero point and clamp
+/// `(zero, low, high)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Requantization<'a> {
+    pub parameters: (&'a [i32], &'a [i32], &'a [i32]),
+    pub zero_and_range: (i8, i8, i8),
 }

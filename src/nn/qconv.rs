@@ -160,6 +160,22 @@ impl<
         }
     }
 
+    /// The filters one after another (`[OC][C][K][KW]` flattened) and each filter's sum of
+    /// weights: the SIMD kernels' offset terms.
+    fn filters_and_sums(&self) -> (&[i8], [i32; OC]) {
+        let weight = S::matrix(&self.weight)
+            .as_flattened()
+            .as_flattened()
+            .as_flattened();
+        let sums = core::array::from_fn(|o| {
+            weight[o * C * K * KW..(o + 1) * C * K * KW]
+                .iter()
+                .map(|&w| i32::from(w))
+                .sum()
+        });
+        (weight, sums)
+    }
+
     /// A 1 x 1 convolution of stride 1 without padding: its windows are the image's columns,
     /// so its dot products are the filters' product with the image as it lies, channels
     /// first (no window is copied).
@@ -170,16 +186,7 @@ impl<
     /// [`COLUMN_DOTS`] dot products hold in one call of `kernels::dot_columns_i8`, then each
     /// filter's outputs requantized in one call.
     fn forward_pointwise(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
-        let weight = S::matrix(&self.weight)
-            .as_flattened()
-            .as_flattened()
-            .as_flattened();
-        let sums: [i32; OC] = core::array::from_fn(|o| {
-            weight[o * C..(o + 1) * C]
-                .iter()
-                .map(|&w| i32::from(w))
-                .sum()
-        });
+        let (weight, sums) = self.filters_and_sums();
         let ((bias, multiplier, exponent), range) = kernel_requantization::<A, S, OC>(
             (&self.bias, &self.multiplier, &self.exponent),
             self.output,
@@ -219,17 +226,7 @@ impl<
     /// and requantizes each filter's outputs as it computes them (`kernels::conv_windows_i8`),
     /// in one call.
     fn forward_windows(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
-        let weight = S::matrix(&self.weight)
-            .as_flattened()
-            .as_flattened()
-            .as_flattened();
-        let window = C * K * KW;
-        let sums: [i32; OC] = core::array::from_fn(|o| {
-            weight[o * window..(o + 1) * window]
-                .iter()
-                .map(|&w| i32::from(w))
-                .sum()
-        });
+        let (weight, sums) = self.filters_and_sums();
         let ((bias, multiplier, exponent), zero_and_range) = kernel_requantization::<A, S, OC>(
             (&self.bias, &self.multiplier, &self.exponent),
             self.output,

@@ -291,10 +291,7 @@ fn int8_columns_match_the_definition_with_avx512_vnni() {
                         weight.iter_mut().for_each(|x| *x = w);
                         x.iter_mut().for_each(|x| *x = v);
                     }
-                    let sums: Vec<i32> = weight
-                        .chunks_exact(l)
-                        .map(|f| f.iter().map(|&w| i32::from(w)).sum())
-                        .collect();
+                    let sums = filter_sums(&weight, l);
                     let mut want = std::vec![0; filters * n];
                     crate::kernels::reference::dot_columns_i8(
                         &weight,
@@ -368,10 +365,7 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
                 weight.iter_mut().for_each(|x| *x = w);
                 image.iter_mut().for_each(|x| *x = v);
             }
-            let sums: Vec<i32> = weight
-                .chunks_exact(l)
-                .map(|f| f.iter().map(|&w| i32::from(w)).sum())
-                .collect();
+            let sums = filter_sums(&weight, l);
             // Biases of both signs and at the extremes (the sum saturates), multipliers
             // below and above 1 (a left shift, exponents 1 and 2), and a narrow clamp.
             let bias: Vec<i32> = (0..filters)
@@ -436,4 +430,13 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
             }
         }
     }
+}
+
+/// Each filter's sum of weights (filters of `l` weights one after another): the SIMD kernels'
+/// offset terms.
+fn filter_sums(weight: &[i8], l: usize) -> Vec<i32> {
+    weight
+        .chunks_exact(l)
+        .map(|f| f.iter().map(|&w| i32::from(w)).sum())
+        .collect()
 }

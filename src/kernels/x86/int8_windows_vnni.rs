@@ -1,7 +1,7 @@
-//! The dot products of int8 filters with the windows of an image laid out channels first, read
-//! in place (no window copied), with AVX-512 VNNI and VBMI only, strides up to 4: the positions
-//! of one output row in the lanes, four neighbouring columns of a window row in each lane's
-//! four bytes.
+//! An int8 convolution's outputs, its windows read from an image laid out channels first in
+//! place (no window copied), with AVX-512 VNNI and VBMI only, strides up to 4: the positions of
+//! one output row (or of several rows 8 or fewer positions long) in the lanes, four
+//! neighbouring columns of a window row in each lane's four bytes.
 //!
 //! For the window row `(c, ky)` and the columns `4g..4g + 4` of the kernel, one masked load
 //! takes the image row's bytes under 16 positions (the padding, outside the image, read as the
@@ -11,7 +11,8 @@
 //! `128·Σ w[f]` is `128·weight_sums[f]`, subtracted at the end (exact modulo `2^32`, so exact
 //! whenever the dot product fits an `i32`). A kernel 3 wide uses three of every four bytes;
 //! the columns of a window row are read together, so no sum is reduced across lanes and no
-//! window is interleaved byte by byte.
+//! window is interleaved byte by byte. Each filter's sums are requantized in the registers
+//! that hold them (its bias, multiplier and clamp) and stored as bytes.
 
 use core::arch::x86_64::*;
 
@@ -52,9 +53,9 @@ struct Run {
 
 /// One tile of [`conv_windows_i8_vnni`]: `R` filters at the `V` vectors of positions `runs`
 /// (one row a vector unless `SHORT_ROWS`, counted from `p0`), their dot products requantized
-/// and stored, for filters of `C` channels of `KH x KW`: sizes known to the compiler, so that every
-/// filter's weights are one pointer plus a constant (a pointer per filter would take more
-/// registers than there are).
+/// and stored, for filters of `C` channels of `KH x KW`: sizes known to the compiler, so that
+/// every filter's weights are one pointer plus a constant (a pointer per filter would take
+/// more registers than there are).
 ///
 /// # Safety
 ///

@@ -131,6 +131,7 @@ fn build_and_run(
             .current_dir(&scratch)
             .env("CARGO_TARGET_DIR", &target)
             .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .output()
             .unwrap();
         let text = format!(

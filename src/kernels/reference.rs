@@ -128,7 +128,8 @@ pub fn gemm_slices<T: Scalar>(
 
 /// A stride-1 convolution written out: each output is its bias plus, channel by channel, the
 /// sum of that channel's `kernel x kernel` products (a sum per channel first, so that the
-/// rounding error grows with the channels' count, not with the window's size). The outputs
+/// rounding error grows with the channels' count plus the kernel's size, not with their
+/// product). The outputs
 /// are taken a block of [`CONV_BLOCK`] at a time (whole rows where they fit, else a row's
 /// columns): each step `(ky, kx)` adds its weight times the input row it meets, shifted, to
 /// each row of the block; the padding is where the shifted row runs off the image (nothing is
@@ -204,8 +205,9 @@ pub fn conv2d_stride1<T: Scalar>(shape: &Conv, x: &[T], w: &[T], bias: &[T], out
     }
 }
 
-/// The outputs [`conv2d_stride1`] sums at a time, in two stack buffers.
-const CONV_BLOCK: usize = 256;
+/// The outputs [`conv2d_stride1`] sums at a time, in two stack buffers (1 KiB in `f32`; the
+/// size changes no sum's order).
+const CONV_BLOCK: usize = 128;
 
 /// A stride-1 convolution's weight gradient written out: for every weight `(o, c, ky, kx)`, the
 /// sum over the output rows of the dot product of `dZ[o]`'s row with the input row it
@@ -363,9 +365,26 @@ pub(crate) fn conv_windows_i8(
         p0 + n,
         out.len()
     );
+    let filters = out.len() / out_plane;
+    let (bias, multiplier, exponent) = requantization.parameters;
+    assert!(
+        weight.len() >= filters * shape.window_len()
+            && bias.len() >= filters
+            && multiplier.len() >= filters
+            && exponent.len() >= filters,
+        "{filters} filters of {} weights: {} weights, {} biases, {} multipliers, {} exponents",
+        shape.window_len(),
+        weight.len(),
+        bias.len(),
+        multiplier.len(),
+        exponent.len()
+    );
+    assert!(
+        exponent[..filters].iter().all(|e| (-31..=30).contains(e)),
+        "a multiplier's exponent is from -31 to 30"
+    );
     let (kh, kw) = shape.kernel;
     let (s, p) = (shape.stride, shape.padding);
-    let (bias, multiplier, exponent) = requantization.parameters;
     let pixel = |c: usize, iy: usize, ix: usize| -> i32 {
         let inside = iy >= p && ix >= p && iy - p < shape.height && ix - p < shape.width;
         i32::from(if inside {

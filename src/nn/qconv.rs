@@ -143,7 +143,10 @@ impl<
     /// The outputs of one image: per filter and position, the window's dot product (the
     /// padding read as `z_in`), the bias, the requantization, the clamp.
     ///
-    /// Windows of up to [`PATCH_BYTES`] values are copied, a block of positions at a time, into
+    /// Where the CPU has AVX-512 VNNI, a 1 x 1 convolution multiplies the image as it lies
+    /// ([`forward_pointwise`](Self::forward_pointwise)); with VBMI too, 8 filters or more
+    /// read their windows in place ([`forward_windows`](Self::forward_windows)). Otherwise
+    /// windows of up to [`PATCH_BYTES`] values are copied, a block of positions at a time, into
     /// a stack buffer of rows (one per position), so that each filter's dot products with a
     /// whole block are one call of the int8 kernels (`kernels::dot_rows_i8`) and their
     /// requantization another; larger windows take plain loops.

@@ -77,7 +77,7 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
     }
 }
 
-/// Whether this CPU has AVX-512 VBMI (`vpermb`, which [`super::dot_windows_i8_vnni`] lays out
+/// Whether this CPU has AVX-512 VBMI (`vpermb`, which [`super::conv_windows_i8_vnni`] lays out
 /// its windows with), detected once (with `std`), or whether the build targets it (without).
 /// Read together with [`detected_isa_i8`], which holds the limits of
 /// [`crate::kernels::instruction_set()`].

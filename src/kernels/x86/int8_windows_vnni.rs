@@ -1,7 +1,7 @@
 //! An int8 convolution's outputs, its windows read from an image laid out channels first in
-//! place (no window copied), with AVX-512 VNNI and VBMI only, strides up to 4: the positions of
-//! one output row (or of several rows 8 or fewer positions long) in the lanes, four
-//! neighbouring columns of a window row in each lane's four bytes.
+//! place (no window copied), with AVX-512 VNNI and VBMI (and BW, VL) only, strides up to 4:
+//! the positions of one output row (or of several rows 8 or fewer positions long) in the
+//! lanes, four neighbouring columns of a window row in each lane's four bytes.
 //!
 //! For the window row `(c, ky)` and the columns `4g..4g + 4` of the kernel, one masked load
 //! takes the image row's bytes under 16 positions (the padding, outside the image, read as the
@@ -95,9 +95,9 @@ unsafe fn conv_windows_tile<
     // SAFETY (whole body): the instruction sets are present (the contract). Image bytes are
     // read from row `iy < height` of channel `c < C`, at the columns `ix` a mask lets
     // through, `0 <= ix < width`, so inside `image` (masked-off bytes are not read). Weights
-    // are read at `f·l + at`, `at = (c·KH + ky)·KW + 4g < l`, 4 bytes, inside `weight` for
-    // `f < R - 1` (`(f + 1)·l + 3 <= R·l` for `l >= 3`, and `l < 3` is read by
-    // `quad_at_end`) and for the last filter while `at + 4 <= last`, else by `quad_at_end`.
+    // are read at `f·l + at`, `at = (c·KH + ky)·KW + 4g < l`, 4 bytes, while `at + 4 <=
+    // last`: then `f·l + at + 4 <= (R - 1)·l + last = weight.len()` for every `f < R`; else
+    // byte by byte by `quad_at_end`.
     // Outputs are written at `f·out_plane + p0 + at` for the lanes of a run's positions,
     // inside `out`; the requantization's exponents are in range (the contract).
     unsafe {
@@ -111,7 +111,7 @@ unsafe fn conv_windows_tile<
         let mut acc = [[_mm512_setzero_si512(); V]; R];
         // `acc[f] += data · (filter f's four weights from at)`, for every filter.
         let multiply_add = |acc: &mut [[__m512i; V]; R], data: &[__m512i; V], at: usize| {
-            if at + 4 <= last && l >= 3 {
+            if at + 4 <= last {
                 let quads = wp.add(at);
                 for (f, acc) in acc.iter_mut().enumerate() {
                     let w = core::ptr::read_unaligned(quads.add(f * l).cast::<i32>());
@@ -147,7 +147,7 @@ unsafe fn conv_windows_tile<
                     let rows: [Option<*const i8>; V] = core::array::from_fn(|v| {
                         let iy = (runs[v].oh * stride + ky) as isize - padding as isize;
                         (iy >= 0 && (iy as usize) < height).then(|| {
-                            ip.add(iy as usize * width)
+                            ip.wrapping_add(iy as usize * width)
                                 .wrapping_offset(left[v] + 4 * g as isize)
                         })
                     });
@@ -182,7 +182,7 @@ unsafe fn conv_windows_tile<
                         for s in 0..run.rows {
                             let iy = ((run.oh + s) * stride + ky) as isize - padding as isize;
                             starts[v][s] = (iy >= 0 && (iy as usize) < height).then(|| {
-                                ip.add(iy as usize * width)
+                                ip.wrapping_add(iy as usize * width)
                                     .wrapping_offset(left[v] + 4 * g as isize)
                             });
                             let first = 4 * (s * run.len) as isize;

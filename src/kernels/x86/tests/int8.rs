@@ -316,10 +316,12 @@ fn int8_windows_match_the_definition_with_avx512_vnni() {
     }
     let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let mut byte = move || (next() >> 24) as u8 as i8;
-    // Kernels 1 to 9 wide (one, two and three groups of four columns, the last partial),
-    // strides 1 to 4, padding on none, some and more sides than the kernel; filters in every
-    // tile (16, 8, 4, 1) and positions in one and two vectors, with tails; windows of fewer
-    // than 3 bytes, whose every quad is read byte by byte.
+    // Kernels 1 to 10 wide (one, two and three groups of four columns, the last partial),
+    // strides 1 to 4, no padding, some, and more than the kernel (whole windows and rows of
+    // padding); rows of 8 or fewer positions, several a vector, at every stride and with two
+    // groups of columns; filters in every tile (16, 8, 4, 2, 1) and positions in one and two
+    // vectors, with tails; windows of fewer than 3 bytes, whose every quad is read byte by
+    // byte.
     macro_rules! shapes {
         ($(($c:literal, $height:literal, $width:literal, ($kh:literal, $kw:literal), $stride:literal, $padding:literal)),* $(,)?) => {
             $(windows_match::<$c, $kh, $kw>(($height, $width, $stride, $padding), &mut byte);)*
@@ -337,6 +339,10 @@ fn int8_windows_match_the_definition_with_avx512_vnni() {
         (3, 6, 6, (5, 5), 1, 2),
         (1, 3, 3, (3, 3), 1, 0),
         (1, 5, 9, (1, 2), 1, 0),
+        (2, 20, 20, (5, 6), 3, 1),
+        (2, 30, 30, (3, 3), 4, 1),
+        (1, 4, 4, (1, 1), 1, 2),
+        (3, 10, 10, (3, 3), 3, 4),
     );
 }
 
@@ -356,7 +362,7 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
     let (out_height, out_width) = shape.output();
     let out_plane = out_height * out_width;
     let l = shape.window_len();
-    for filters in [1, 5, 8, 16, 21] {
+    for filters in [1, 5, 6, 8, 10, 16, 21] {
         for extreme in [None, Some((-128, -128)), Some((127, -128))] {
             let mut weight: Vec<i8> = (0..filters * l).map(|_| byte()).collect();
             let mut image: Vec<i8> = (0..shape.image_len()).map(|_| byte()).collect();

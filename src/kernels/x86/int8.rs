@@ -517,16 +517,7 @@ pub(super) unsafe fn requantize_uniform_i8_avx512(
     // writes lanes `o0..o0 + count` of slices of `n` elements, `count <= 16` and
     // `o0 + count <= n`, the other lanes masked off; the exponent is checked above.
     unsafe {
-        let (b, m, e) = (
-            _mm512_set1_epi32(bias),
-            _mm512_set1_epi32(multiplier),
-            _mm512_set1_epi32(exponent),
-        );
-        let bound = _mm512_set1_epi32(if bias >= 0 {
-            i32::MAX - bias
-        } else {
-            i32::MIN - bias
-        });
+        let (m, e) = (_mm512_set1_epi32(multiplier), _mm512_set1_epi32(exponent));
         let mut o0 = 0;
         while o0 < n {
             let count = 16.min(n - o0);
@@ -536,12 +527,7 @@ pub(super) unsafe fn requantize_uniform_i8_avx512(
                 (1 << count) - 1
             };
             let d = _mm512_maskz_loadu_epi32(mask, dots.as_ptr().add(o0));
-            // d + bias, saturating: d first held where the sum cannot overflow.
-            let acc = if bias >= 0 {
-                _mm512_add_epi32(_mm512_min_epi32(d, bound), b)
-            } else {
-                _mm512_add_epi32(_mm512_max_epi32(d, bound), b)
-            };
+            let acc = add_bias_saturating_avx512(d, bias);
             let q = if exponent > 0 {
                 requantize_group_avx512::<true>((acc, m, e), range)
             } else {
@@ -549,6 +535,25 @@ pub(super) unsafe fn requantize_uniform_i8_avx512(
             };
             _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
             o0 += count;
+        }
+    }
+}
+
+/// `d + bias` in every lane, saturating: `d` first held where the sum cannot overflow (one
+/// filter's bias, broadcast).
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[inline(always)]
+pub(super) unsafe fn add_bias_saturating_avx512(d: __m512i, bias: i32) -> __m512i {
+    // SAFETY: the instruction set is present (the contract); no memory is touched.
+    unsafe {
+        let b = _mm512_set1_epi32(bias);
+        if bias >= 0 {
+            _mm512_add_epi32(_mm512_min_epi32(d, _mm512_set1_epi32(i32::MAX - bias)), b)
+        } else {
+            _mm512_add_epi32(_mm512_max_epi32(d, _mm512_set1_epi32(i32::MIN - bias)), b)
         }
     }
 }

@@ -16,7 +16,7 @@
 
 use core::arch::x86_64::*;
 
-use super::int8::requantize_group_avx512;
+use super::int8::{add_bias_saturating_avx512, requantize_group_avx512};
 use crate::kernels::int8::{Requantization, WindowShape, windows_kernel_takes};
 
 /// The bits `lo..hi` of a 64-bit mask (none when `hi <= lo`).
@@ -225,20 +225,13 @@ unsafe fn conv_windows_tile<
         let range = requantization.zero_and_range;
         for (f, acc) in acc.iter().enumerate() {
             let correction = _mm512_set1_epi32(weight_sums[f].wrapping_mul(128));
-            // `dot + bias`, saturating: the dot first held where the sum cannot overflow.
-            let b = bias[f];
-            let bound = _mm512_set1_epi32(if b >= 0 { i32::MAX - b } else { i32::MIN - b });
             let (m, e) = (
                 _mm512_set1_epi32(multiplier[f]),
                 _mm512_set1_epi32(exponent[f]),
             );
             for (run, acc) in runs.iter().zip(acc) {
                 let dot = _mm512_sub_epi32(*acc, correction);
-                let sum = if b >= 0 {
-                    _mm512_add_epi32(_mm512_min_epi32(dot, bound), _mm512_set1_epi32(b))
-                } else {
-                    _mm512_add_epi32(_mm512_max_epi32(dot, bound), _mm512_set1_epi32(b))
-                };
+                let sum = add_bias_saturating_avx512(dot, bias[f]);
                 let q = if exponent[f] > 0 {
                     requantize_group_avx512::<true>((sum, m, e), range)
                 } else {

@@ -1,8 +1,10 @@
-//! The int8 depthwise convolution's dot products, one channel's plane at a time, through a
-//! padded copy of the plane: with the padding written out, every tap of every output reads a
-//! value, so each tap is one pass of multiply-adds over contiguous memory, which the compiler
-//! vectorizes (the loops run under [`super::with_wide_vectors`]: AVX-512 or AVX2 where the CPU
-//! has them).
+//! The int8 depthwise convolution: the portable path's dot products, one channel's plane at a
+//! time, through a padded copy of the plane, and the choice of the SIMD kernel
+//! (`x86::depthwise_i8_vnni`, which reads the same wide indices, below, four taps a lane).
+//!
+//! With the padding written out, every tap of every output reads a value, so each tap is one
+//! pass of multiply-adds over contiguous memory, which the compiler vectorizes (the loops run
+//! under [`super::with_wide_vectors`]: AVX-512 or AVX2 where the CPU has them).
 //!
 //! With stride 1 the pass runs over the whole padded plane flattened, so an image as narrow as
 //! DS-CNN's (5 columns) still fills the vectors: output `(r, ow)` is computed at the "wide"
@@ -34,7 +36,7 @@ pub(crate) const DOTS: usize = 256;
 
 impl PlaneShape {
     /// The padded width.
-    const fn padded_width(&self) -> usize {
+    pub(crate) const fn padded_width(&self) -> usize {
         self.w + 2 * self.pad
     }
 
@@ -66,6 +68,87 @@ impl PlaneShape {
         };
         if rows < self.oh { rows } else { self.oh }
     }
+}
+
+/// The bytes of the padded rows the AVX-512 VNNI kernel (`x86::depthwise_i8_vnni`) copies a
+/// block of output rows from, and its loads read: its own buffer, on the stack, as large as
+/// [`PADDED_BYTES`] and [`DOTS`]'s together.
+pub(crate) const VNNI_PADDED_BYTES: usize = PADDED_BYTES + 4 * DOTS;
+
+/// The largest filter the AVX-512 VNNI kernel takes, `k x k`: two groups of four columns a
+/// filter row, 16 broadcast weight vectors.
+pub(crate) const VNNI_LARGEST_KERNEL: usize = 8;
+
+impl PlaneShape {
+    /// The output rows one block of the AVX-512 VNNI kernel computes with
+    /// [`VNNI_PADDED_BYTES`]; 0 when the kernel cannot take the shape: a filter wider than
+    /// [`VNNI_LARGEST_KERNEL`], a stride outside 1 to 4 (16 windows' four bytes then span more
+    /// than one 64-byte load), or not one row fitting the buffer. The kernel's own condition.
+    pub(crate) const fn rows_per_call_vnni(&self) -> usize {
+        if self.k == 0 || self.k > VNNI_LARGEST_KERNEL || self.stride == 0 || self.stride > 4 {
+            return 0;
+        }
+        let mut rows = self.oh;
+        while rows > 0 && self.vnni_bytes(rows) > VNNI_PADDED_BYTES {
+            rows -= 1;
+        }
+        rows
+    }
+
+    /// The bytes of `rows` output rows' block in the VNNI kernel: its padded input rows (the
+    /// fill's stores rounded up to 64 bytes), and the 64-byte loads of its last vector of 16
+    /// wide indices (from `stride·16·v + ky·pw + 4g`).
+    const fn vnni_bytes(&self, rows: usize) -> usize {
+        let pw = self.padded_width();
+        let copied = (((rows - 1) * self.stride + self.k) * pw).next_multiple_of(64);
+        let wide = (rows - 1) * pw + self.ow;
+        let last_vector = wide.div_ceil(16) - 1;
+        let read =
+            self.stride * 16 * last_vector + (self.k - 1) * pw + 4 * (self.k.div_ceil(4) - 1) + 64;
+        if copied > read { copied } else { read }
+    }
+}
+
+/// Whether [`depthwise_i8_simd`] runs on a SIMD kernel on this CPU for planes of `shape`: AVX-512
+/// VNNI, VBMI and VBMI2 (within the limit of [`super::instruction_set()`]), and the kernel
+/// takes the shape ([`PlaneShape::rows_per_call_vnni`]). The int8 depthwise layer takes it
+/// then, and its own loops elsewhere.
+pub(crate) fn depthwise_i8_fast(shape: PlaneShape) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if shape.rows_per_call_vnni() > 0
+        && super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
+        && super::x86::has_avx512_vbmi2()
+    {
+        return true;
+    }
+    let _ = shape;
+    false
+}
+
+/// `out[o][oh][ow] = requantize_o(Σ_{ky,kx} filters[o][ky][kx] · x[o / (OC / C)][oh·s + ky -
+/// p][ow·s + kx - p])`: every output channel of an int8 depthwise convolution, requantized
+/// (`requantization`, as `requantize_i8`), the image's `C` planes and the `OC` output planes
+/// of `shape`, the padding read as `fill`, on the SIMD kernel where
+/// [`depthwise_i8_fast`] says so.
+///
+/// # Panics
+///
+/// When [`depthwise_i8_fast`] is false for `shape` (the caller takes its own loops then), or
+/// the sizes do not fit (a bug in the caller; see `x86::depthwise_i8_vnni`).
+pub(crate) fn depthwise_i8_simd(
+    image: (&[i8], PlaneShape, i8),
+    filters: &[i8],
+    requantization: &super::Requantization,
+    out: &mut [i8],
+) {
+    assert!(
+        depthwise_i8_fast(image.1),
+        "no SIMD kernel takes the depthwise planes {:?} on this CPU",
+        image.1
+    );
+    #[cfg(target_arch = "x86_64")]
+    super::x86::depthwise_i8_vnni(image, filters, requantization, out);
+    let _ = (filters, requantization, out);
 }
 
 /// `dots[(r - rows.start)·ow + ow] = Σ_{ky,kx} filter[ky·k + kx] · x(r·S + ky - P, ow·S + kx - P)`

@@ -49,7 +49,9 @@ pub(crate) use conv::{conv2d_stride1_images, conv2d_stride1_with_scratch};
 pub(crate) use depthwise::{Depthwise, depthwise_conv2d};
 #[cfg(feature = "alloc")]
 pub(crate) use depthwise::{depthwise_conv2d_input_gradient, depthwise_conv2d_weight_gradient};
-pub(crate) use depthwise_i8::{PlaneShape, depthwise_dots_i8};
+pub(crate) use depthwise_i8::{
+    PlaneShape, depthwise_dots_i8, depthwise_i8_fast, depthwise_i8_simd,
+};
 pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};

@@ -149,12 +149,43 @@ impl<
         ow: OW,
     };
 
-    /// The outputs of one image, a channel at a time: the dot products of as many rows as the
-    /// kernel's buffers hold (`kernels::depthwise_dots_i8`, through a padded copy of the
-    /// rows), then their requantization; planes too wide for the buffers take
-    /// [`forward_plain`](Self::forward_plain).
+    /// The outputs of one image: every channel in one call of the SIMD kernel where it takes
+    /// the planes (`kernels::depthwise_i8_simd`), else [`forward_rows`](Self::forward_rows).
     fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
+        if kernels::depthwise_i8_fast(Self::PLANE) {
+            let ((bias, multiplier, exponent), zero_and_range) = kernel_requantization::<A, S, OC>(
+                (&self.bias, &self.multiplier, &self.exponent),
+                self.output,
+            );
+            kernels::depthwise_i8_simd(
+                (
+                    x.as_flattened().as_flattened(),
+                    Self::PLANE,
+                    self.input.zero_point,
+                ),
+                S::matrix(&self.weight)
+                    .as_flattened()
+                    .as_flattened()
+                    .as_flattened(),
+                &kernels::Requantization {
+                    parameters: (bias, multiplier, exponent),
+                    zero_and_range,
+                },
+                y.as_flattened_mut().as_flattened_mut(),
+            );
+        } else {
+            self.forward_rows(x, y);
+        }
+    }
+
+    /// [`forward_sample`](Self::forward_sample) off the SIMD kernel: the dot products of as
+    /// many rows as the buffers hold (`kernels::depthwise_dots_i8`, through a padded copy of
+    /// the rows), then their requantization; planes too wide for the buffers take
+    /// [`forward_plain`](Self::forward_plain). Never inlined: its buffers stay out of the SIMD
+    /// path's frame.
+    #[inline(never)]
+    fn forward_rows(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let rows = Self::PLANE.rows_per_call();
         if rows == 0 {
             self.forward_plain(x, y);
@@ -276,12 +307,21 @@ impl<
 
     type WithStore<S2: Store> = QDepthwiseConv2d<C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S2>;
 
-    /// The kernel's padded rows and dot products; or, for planes too wide for those, a
-    /// chunk's dot products and its per-position parameters.
-    const WORKING_BYTES: usize = if Self::PLANE.rows_per_call() > 0 {
-        kernels::depthwise_i8::PADDED_BYTES + 4 * kernels::depthwise_i8::DOTS
-    } else {
-        4 * 4 * REQUANTIZE_CHUNK
+    /// The larger of the two paths' buffers: the SIMD kernel's padded rows, where it takes
+    /// the planes; the portable loops' padded rows and dot products, or for planes too wide
+    /// for those, a chunk's dot products and its per-position parameters.
+    const WORKING_BYTES: usize = {
+        let simd = if Self::PLANE.rows_per_call_vnni() > 0 {
+            kernels::depthwise_i8::VNNI_PADDED_BYTES
+        } else {
+            0
+        };
+        let portable = if Self::PLANE.rows_per_call() > 0 {
+            kernels::depthwise_i8::PADDED_BYTES + 4 * kernels::depthwise_i8::DOTS
+        } else {
+            4 * 4 * REQUANTIZE_CHUNK
+        };
+        if simd > portable { simd } else { portable }
     };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {

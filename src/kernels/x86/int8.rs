@@ -77,28 +77,47 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
     }
 }
 
-/// Whether this CPU has AVX-512 VBMI (`vpermb`, which [`super::conv_windows_i8_vnni`] lays out
-/// its windows with), detected once (with `std`), or whether the build targets it (without).
-/// Read together with [`detected_isa_i8`], which holds the limits of
-/// [`crate::kernels::instruction_set()`].
+/// Whether this CPU has AVX-512 VBMI (`vpermb`, which [`super::conv_windows_i8_vnni`] and
+/// [`super::depthwise_plane_i8_vnni`] lay out their windows with), detected once (with `std`),
+/// or whether the build targets it (without). Read together with [`detected_isa_i8`], which
+/// holds the limits of [`crate::kernels::instruction_set()`].
 pub(crate) fn has_avx512_vbmi() -> bool {
+    byte_permutes() >= 1
+}
+
+/// Whether this CPU has AVX-512 VBMI and VBMI2 (`vpcompressb`, which
+/// [`super::depthwise_plane_i8_vnni`] gathers a vector's outputs with), as [`has_avx512_vbmi`].
+pub(crate) fn has_avx512_vbmi2() -> bool {
+    byte_permutes() >= 2
+}
+
+/// 0: no AVX-512 VBMI, 1: VBMI, 2: VBMI and VBMI2; detected once (with `std`), else what the
+/// build targets.
+#[inline]
+fn byte_permutes() -> u8 {
     #[cfg(feature = "std")]
     {
         use core::sync::atomic::{AtomicU8, Ordering};
-        // 0: not yet detected, 1: no, 2: yes.
+        // 0: not yet detected, else the answer plus 1.
         static DETECTED: AtomicU8 = AtomicU8::new(0);
         match DETECTED.load(Ordering::Relaxed) {
             0 => {
-                let has = std::is_x86_feature_detected!("avx512vbmi");
-                DETECTED.store(1 + u8::from(has), Ordering::Relaxed);
-                has
+                let vbmi = std::is_x86_feature_detected!("avx512vbmi");
+                let vbmi2 = vbmi && std::is_x86_feature_detected!("avx512vbmi2");
+                let level = u8::from(vbmi) + u8::from(vbmi2);
+                DETECTED.store(level + 1, Ordering::Relaxed);
+                level
             }
-            code => code == 2,
+            code => code - 1,
         }
     }
     #[cfg(not(feature = "std"))]
     {
-        cfg!(target_feature = "avx512vbmi")
+        u8::from(cfg!(target_feature = "avx512vbmi"))
+            + u8::from(cfg!(all(
+                target_feature = "avx512vbmi",
+                target_feature = "avx512vbmi2"
+            )))
     }
 }
 

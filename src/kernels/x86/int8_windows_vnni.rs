@@ -21,7 +21,7 @@ use crate::kernels::int8::{Requantization, WindowShape, windows_kernel_takes};
 
 /// The bits `lo..hi` of a 64-bit mask (none when `hi <= lo`).
 #[inline(always)]
-fn bits(lo: isize, hi: isize) -> u64 {
+pub(super) fn bits(lo: isize, hi: isize) -> u64 {
     let (lo, hi) = (lo.clamp(0, 64) as u32, hi.clamp(0, 64) as u32);
     if hi <= lo {
         0

@@ -25,6 +25,7 @@ mod gemm_unpacked;
 mod input_grad_winograd;
 mod int8;
 mod int8_columns_vnni;
+mod int8_depthwise_vnni;
 mod int8_windows_vnni;
 mod isa;
 mod layout;
@@ -52,9 +53,11 @@ pub(crate) use gemm::{Element, gemm, packed_stack_bytes};
 #[cfg(feature = "std")]
 pub(crate) use input_grad_winograd::winograd_input_gradient;
 pub(crate) use int8::{
-    IsaI8, detected_isa_i8, dot_rows_i8, has_avx512_vbmi, requantize_i8, requantize_uniform_i8,
+    IsaI8, detected_isa_i8, dot_rows_i8, has_avx512_vbmi, has_avx512_vbmi2, requantize_i8,
+    requantize_uniform_i8,
 };
 pub(crate) use int8_columns_vnni::dot_columns_i8_vnni;
+pub(crate) use int8_depthwise_vnni::depthwise_i8_vnni;
 pub(crate) use int8_windows_vnni::conv_windows_i8_vnni;
 pub(crate) use isa::{Isa, detected_isa, lanes, with_isa};
 pub(crate) use layout::copy_rows;

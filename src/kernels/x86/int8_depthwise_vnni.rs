@@ -320,28 +320,38 @@ unsafe fn depthwise_channels(
     unsafe {
         let index: [u8; 64] = core::array::from_fn(|b| ((b / 4) * stride + b % 4) as u8);
         let index = _mm512_loadu_si512(index.as_ptr().cast());
-        // Each filter's weights broadcast and its requantization.
-        let channel = |o: usize, filter: &[i8]| {
-            let mut weights = [_mm512_setzero_si512(); 16];
+        // Each filter's weights broadcast and its requantization, set in place for each
+        // channel (the 1 KiB of vectors are not moved).
+        let mut channel = Channel {
+            weights: [_mm512_setzero_si512(); 16],
+            correction: _mm512_setzero_si512(),
+            bias: 0,
+            multiplier: _mm512_setzero_si512(),
+            exponent: _mm512_setzero_si512(),
+            left_shift: false,
+            range: requantization.zero_and_range,
+        };
+        let set_channel = |channel: &mut Channel, o: usize, filter: &[i8]| {
             for ky in 0..k {
                 for g in 0..groups {
-                    let quad: [u8; 4] = core::array::from_fn(|b| {
-                        let kx = 4 * g + b;
-                        if kx < k { filter[ky * k + kx] as u8 } else { 0 }
-                    });
-                    weights[ky * groups + g] = _mm512_set1_epi32(i32::from_le_bytes(quad));
+                    let mut quad = [0_u8; 4];
+                    for (b, byte) in quad.iter_mut().enumerate() {
+                        if 4 * g + b < k {
+                            *byte = filter[ky * k + 4 * g + b] as u8;
+                        }
+                    }
+                    channel.weights[ky * groups + g] = _mm512_set1_epi32(i32::from_le_bytes(quad));
                 }
             }
-            let sum: i32 = filter.iter().map(|&w| i32::from(w)).sum();
-            Channel {
-                weights,
-                correction: _mm512_set1_epi32(sum.wrapping_mul(128)),
-                bias: bias[o],
-                multiplier: _mm512_set1_epi32(multiplier[o]),
-                exponent: _mm512_set1_epi32(exponent[o]),
-                left_shift: exponent[o] > 0,
-                range: requantization.zero_and_range,
+            let mut sum = 0_i32;
+            for &w in filter {
+                sum += i32::from(w);
             }
+            channel.correction = _mm512_set1_epi32(sum.wrapping_mul(128));
+            channel.bias = bias[o];
+            channel.multiplier = _mm512_set1_epi32(multiplier[o]);
+            channel.exponent = _mm512_set1_epi32(exponent[o]);
+            channel.left_shift = exponent[o] > 0;
         };
         let mut r0 = 0;
         while r0 < oh {
@@ -361,7 +371,7 @@ unsafe fn depthwise_channels(
                     fill,
                     &mut padded,
                 );
-                let channel = channel(o, filter);
+                set_channel(&mut channel, o, filter);
                 let mut cursor = r0 * ow;
                 let mut v = 0;
                 while v + 4 <= vectors_in_block {

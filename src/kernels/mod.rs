@@ -40,6 +40,7 @@ pub use instruction_set::{
 pub use threads::use_threads;
 
 // What the layers call.
+pub(crate) use add_i8::{AddScales, add_i8_fast, add_i8_simd};
 #[cfg(feature = "alloc")]
 pub(crate) use conv::{
     conv2d_input_gradient_stride1, conv2d_weight_and_bias_gradients_through_relu,
@@ -73,6 +74,7 @@ pub(crate) use shape::{Conv, Epilogue, Product};
 
 // The one place a generic slice is reinterpreted as `f32` or `f64` (their `TypeId`s checked),
 // or seen as memory to write into.
+pub(crate) mod add_i8;
 #[allow(unsafe_code)]
 pub(crate) mod cast;
 mod conv;

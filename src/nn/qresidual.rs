@@ -26,7 +26,7 @@ use crate::kernels;
 use crate::quant::{Multiplier, Quantization};
 
 /// The left shift of the summands before scaling: 20 bits of headroom for int8 differences.
-const LEFT_SHIFT: i32 = 20;
+const LEFT_SHIFT: i32 = kernels::add_i8::ADD_LEFT_SHIFT;
 
 /// The values [`QuantizedAdd`]'s table path sums before one call of the requantization
 /// kernels.
@@ -94,10 +94,19 @@ impl QuantizedAdd {
         ]
     }
 
-    fn multiplier(&self, i: usize) -> Multiplier {
-        Multiplier {
-            multiplier: self.multiplier[i],
-            exponent: self.exponent[i],
+    /// The fixed-point parameters of the kernels, with the clamp `low..=high`.
+    fn scales(&self, (low, high): (i8, i8)) -> kernels::AddScales {
+        let input = |i: usize| {
+            (
+                self.quantization[i].zero_point,
+                self.multiplier[i],
+                self.exponent[i],
+            )
+        };
+        kernels::AddScales {
+            inputs: [input(0), input(1)],
+            output: (self.multiplier[2], self.exponent[2]),
+            zero_and_range: (self.quantization[2].zero_point, low, high),
         }
     }
 
@@ -105,44 +114,35 @@ impl QuantizedAdd {
     #[must_use]
     #[inline]
     pub fn apply(&self, b: i8, s: i8, range: (i8, i8)) -> i8 {
-        self.finish(self.scaled(b, 0).saturating_add(self.scaled(s, 1)), range)
+        kernels::add_i8::add_one(b, s, &self.scales(range))
     }
 
-    /// Input `i`'s value `q` (0 the branch, 1 the shortcut) on the sum's common scale.
-    #[inline]
-    fn scaled(&self, q: i8, i: usize) -> i32 {
-        let z = self.quantization[i].zero_point;
-        // Within i32 for multipliers below 1 (TensorFlow Lite's); a file's larger ones saturate.
-        self.multiplier(i)
-            .apply((i32::from(q) - i32::from(z)) << LEFT_SHIFT)
-    }
-
-    /// The output of the sum of two scaled inputs, clamped to `low..=high`.
-    #[inline]
-    fn finish(&self, sum: i32, (low, high): (i8, i8)) -> i8 {
-        let zero = self.quantization[2].zero_point;
-        let q = i32::from(zero).saturating_add(self.multiplier(2).apply(sum));
-        q.clamp(i32::from(low), i32::from(high)) as i8
-    }
-
-    /// `y = y + s` (branch plus shortcut), value by value, clamped by the activation `A`.
+    /// `y = y + s` (branch plus shortcut), value by value, clamped by the activation `A`: on
+    /// the SIMD kernel where the CPU has one (`kernels::add_i8_simd`), else through tables.
     ///
-    /// An input's scaled value depends on that value alone, one of 256: for samples of more
-    /// values than two tables of 256, each input's is looked up in a table made first, which
-    /// leaves one multiplication of the three per value (the ResNet-8's additions took a
-    /// quarter of its prediction).
+    /// An input's scaled value depends on that value alone, one of 256: off the SIMD kernel,
+    /// for samples of more values than two tables of 256, each input's is looked up in a
+    /// table made first, which leaves one multiplication of the three per value (the
+    /// ResNet-8's additions took a quarter of its prediction).
     fn add_into<O: Values<Value = i8>, A: QuantizedActivation, const B: usize>(
         &self,
         y: &mut [O; B],
         s: &[O; B],
     ) {
         let range = A::output_range(self.quantization[2]);
+        let scales = self.scales(range);
         let (y, s) = (bytemuck::bytes_of_mut(y), bytemuck::bytes_of(s));
-        if Self::table_bytes::<[O; B]>() > 0 {
-            self.add_with_tables(y, s, range);
+        if kernels::add_i8_fast(&scales) {
+            kernels::add_i8_simd(
+                bytemuck::cast_slice_mut(y),
+                bytemuck::cast_slice(s),
+                &scales,
+            );
+        } else if Self::table_bytes::<[O; B]>() > 0 {
+            self.add_with_tables(y, s, &scales);
         } else {
             for (y, &s) in y.iter_mut().zip(s) {
-                *y = self.apply(*y as i8, s as i8, range) as u8;
+                *y = kernels::add_i8::add_one(*y as i8, s as i8, &scales) as u8;
             }
         }
     }
@@ -164,19 +164,26 @@ impl QuantizedAdd {
     /// is a requantization with no bias). Never inlined: the tables live in this call's frame
     /// only, after the branch's calls have returned ([`Layer::KERNEL_BYTES`]).
     #[inline(never)]
-    fn add_with_tables(&self, y: &mut [u8], s: &[u8], (low, high): (i8, i8)) {
-        let table = |i| -> [i32; 256] { core::array::from_fn(|q| self.scaled(q as u8 as i8, i)) };
+    fn add_with_tables(&self, y: &mut [u8], s: &[u8], scales: &kernels::AddScales) {
+        let table = |i: usize| -> [i32; 256] {
+            core::array::from_fn(|q| {
+                kernels::add_i8::add_input_scaled(q as u8 as i8, scales.inputs[i])
+            })
+        };
         let (branch, shortcut) = (table(0), table(1));
-        let output = self.multiplier(2);
-        let parameters = (0, output.multiplier, output.exponent);
-        let range = (self.quantization[2].zero_point, low, high);
+        let parameters = (0, scales.output.0, scales.output.1);
         let mut sums = [0_i32; SUMS_CHUNK];
         for (y, s) in y.chunks_mut(SUMS_CHUNK).zip(s.chunks(SUMS_CHUNK)) {
             let sums = &mut sums[..y.len()];
             for ((sum, &y), &s) in sums.iter_mut().zip(&*y).zip(s) {
                 *sum = branch[usize::from(y)].saturating_add(shortcut[usize::from(s)]);
             }
-            kernels::requantize_uniform_i8(sums, parameters, range, bytemuck::cast_slice_mut(y));
+            kernels::requantize_uniform_i8(
+                sums,
+                parameters,
+                scales.zero_and_range,
+                bytemuck::cast_slice_mut(y),
+            );
         }
     }
 
@@ -662,11 +669,12 @@ mod tests {
     use crate::nn::{Identity, QuantizedActivation, Relu, Relu6};
     use crate::quant::Quantization;
 
-    /// The tables of a large sample give what `apply` gives value by value: scales far apart
-    /// and alike, multipliers of 1 or more (a file's, which saturate), every zero point's sign
-    /// and each activation's clamp.
+    /// The tables of a large sample, and the path `add_into` takes on this CPU (the SIMD
+    /// kernel where it has one), give what `apply` gives value by value: scales far apart and
+    /// alike, multipliers of 1 or more (a file's, which saturate), every zero point's sign and
+    /// each activation's clamp.
     #[test]
-    fn the_tables_give_applys_values() {
+    fn the_tables_and_the_kernel_give_applys_values() {
         let q = |scale, zero_point| Quantization { scale, zero_point };
         let mut add = QuantizedAdd::new(q(0.02, -3), q(0.5, 17), q(0.1, -128));
         let mut adds = std::vec![
@@ -695,6 +703,9 @@ mod tests {
             let mut got = [y];
             add.add_into::<_, A, 1>(&mut got, &[s]);
             assert_eq!(got[0].as_slice(), want.as_slice(), "{add:?}");
+            let mut got = y.map(|v| v as u8);
+            add.add_with_tables(&mut got, &s.map(|v| v as u8), &add.scales(range));
+            assert_eq!(got.map(|v| v as i8).as_slice(), want.as_slice(), "{add:?}");
         }
         for add in &adds {
             let (y, s) = (

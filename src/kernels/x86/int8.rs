@@ -449,6 +449,32 @@ pub(super) unsafe fn requantize_group_avx512<const LEFT: bool>(
 ) -> __m512i {
     // SAFETY: the instruction sets are present (the contract); no memory is touched.
     unsafe {
+        let y = multiply_by_multiplier_avx512::<LEFT>((acc, m, e));
+        // zero + y clamped to [low, top], as y clamped to [low - zero, top - zero] (no
+        // overflow), then zero added.
+        let zero = i32::from(zero);
+        let y = _mm512_max_epi32(
+            _mm512_min_epi32(y, _mm512_set1_epi32(i32::from(top) - zero)),
+            _mm512_set1_epi32(i32::from(low) - zero),
+        );
+        _mm512_add_epi32(y, _mm512_set1_epi32(zero))
+    }
+}
+
+/// `M·acc` per lane, `M = (m, e)` in fixed point, rounded as
+/// [`Multiplier::apply`](crate::quant::Multiplier::apply): the fixed-point multiplication of
+/// [`requantize_group_avx512`] and of the int8 addition's inputs. Without `LEFT`, every
+/// exponent is at most 0 (no left shift).
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW and VL; every exponent is in `-31..=30` (at most 0 without `LEFT`).
+#[inline(always)]
+pub(super) unsafe fn multiply_by_multiplier_avx512<const LEFT: bool>(
+    (acc, m, e): (__m512i, __m512i, __m512i),
+) -> __m512i {
+    // SAFETY: the instruction sets are present (the contract); no memory is touched.
+    unsafe {
         // A multiplier of 1 or more (exponent > 0) first shifts acc left, saturating (the
         // shift undone differs from acc exactly when bits or the sign were lost).
         let acc = if LEFT {
@@ -497,15 +523,7 @@ pub(super) unsafe fn requantize_group_avx512<const LEFT: bool>(
         );
         let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
         let shifted = _mm512_srav_epi32(high, r);
-        let y = _mm512_mask_add_epi32(shifted, up, shifted, ones);
-        // zero + y clamped to [low, top], as y clamped to [low - zero, top - zero] (no
-        // overflow), then zero added.
-        let zero = i32::from(zero);
-        let y = _mm512_max_epi32(
-            _mm512_min_epi32(y, _mm512_set1_epi32(i32::from(top) - zero)),
-            _mm512_set1_epi32(i32::from(low) - zero),
-        );
-        _mm512_add_epi32(y, _mm512_set1_epi32(zero))
+        _mm512_mask_add_epi32(shifted, up, shifted, ones)
     }
 }
 

@@ -24,6 +24,7 @@ mod gemm_unpacked;
 #[cfg(feature = "std")]
 mod input_grad_winograd;
 mod int8;
+mod int8_add_avx512;
 mod int8_columns_vnni;
 mod int8_depthwise_vnni;
 mod int8_windows_vnni;
@@ -56,6 +57,7 @@ pub(crate) use int8::{
     IsaI8, detected_isa_i8, dot_rows_i8, has_avx512_vbmi, has_avx512_vbmi2, requantize_i8,
     requantize_uniform_i8,
 };
+pub(crate) use int8_add_avx512::add_i8_avx512;
 pub(crate) use int8_columns_vnni::dot_columns_i8_vnni;
 pub(crate) use int8_depthwise_vnni::depthwise_i8_vnni;
 pub(crate) use int8_windows_vnni::conv_windows_i8_vnni;

@@ -5,6 +5,7 @@ mod conv;
 mod gemm;
 mod guard_pages;
 mod int8;
+mod int8_add;
 mod int8_depthwise;
 mod layout;
 mod pool;

@@ -1,0 +1,98 @@
+//! TensorFlow Lite's int8 addition (`kernels::add_i8`) with AVX-512BW: 16 values of each input
+//! a vector, widened to `i32`, each input's fixed-point multiplication and the output's
+//! requantization the int8 layers' own ([`multiply_by_multiplier_avx512`],
+//! [`requantize_group_avx512`]), so the same integers as the definition, value by value.
+
+use core::arch::x86_64::*;
+
+use super::int8::{multiply_by_multiplier_avx512, requantize_group_avx512};
+use crate::kernels::add_i8::{ADD_LEFT_SHIFT, AddScales};
+
+/// `a[i] = add_one(a[i], b[i], scales)` for every `i` (`kernels::add_i8::add_one`).
+///
+/// # Panics
+///
+/// When the slices' lengths differ, an input's exponent is outside `-31..=0` or the output's
+/// outside `-31..=30`, or (with `std`) the CPU lacks AVX-512BW or VL.
+pub(crate) fn add_i8_avx512(a: &mut [i8], b: &[i8], scales: &AddScales) {
+    assert_eq!(a.len(), b.len(), "the two inputs of an addition");
+    assert!(
+        scales
+            .inputs
+            .iter()
+            .all(|&(_, _, e)| (-31..=0).contains(&e))
+            && (-31..=30).contains(&scales.output.1),
+        "the exponents of the inputs' multipliers are from -31 to 0, the output's from -31 \
+         to 30: {scales:?}"
+    );
+    #[cfg(feature = "std")]
+    assert!(
+        std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512vl"),
+        "the CPU lacks AVX-512BW or AVX-512VL"
+    );
+    // SAFETY: the instruction sets are present (asserted with `std`, the build's target
+    // without: the dispatcher's check); the lengths and exponents are checked above.
+    unsafe {
+        if scales.output.1 > 0 {
+            add::<true>(a, b, scales);
+        } else {
+            add::<false>(a, b, scales);
+        }
+    }
+}
+
+/// [`add_i8_avx512`] once checked; `LEFT` when the output's exponent is above 0.
+///
+/// # Safety
+///
+/// The CPU has AVX-512BW and VL; `a.len() == b.len()`; the inputs' exponents are in
+/// `-31..=0`, the output's in `-31..=30` (above 0 only with `LEFT`).
+#[target_feature(enable = "avx512bw,avx512vl")]
+unsafe fn add<const LEFT: bool>(a: &mut [i8], b: &[i8], scales: &AddScales) {
+    let n = a.len();
+    // SAFETY (whole body): the instruction sets are present (the contract). Each group reads
+    // and writes lanes `i0..i0 + count` of slices of `n` values, `count <= 16` and
+    // `i0 + count <= n`, the other lanes masked off; the exponents are in range.
+    unsafe {
+        let input = |(zero, multiplier, exponent): (i8, i32, i32)| {
+            (
+                _mm512_set1_epi32(i32::from(zero)),
+                _mm512_set1_epi32(multiplier),
+                _mm512_set1_epi32(exponent),
+            )
+        };
+        let (first, second) = (input(scales.inputs[0]), input(scales.inputs[1]));
+        let output = (
+            _mm512_set1_epi32(scales.output.0),
+            _mm512_set1_epi32(scales.output.1),
+        );
+        // An input's 16 values on the common scale: exact, under 2^28 (the exponent is at
+        // most 0), so the two add without saturating.
+        let scaled = |q: __m128i, (zero, m, e): (__m512i, __m512i, __m512i)| {
+            let x = _mm512_slli_epi32::<ADD_LEFT_SHIFT_U32>(_mm512_sub_epi32(
+                _mm512_cvtepi8_epi32(q),
+                zero,
+            ));
+            multiply_by_multiplier_avx512::<false>((x, m, e))
+        };
+        let mut i0 = 0;
+        while i0 < n {
+            let count = 16.min(n - i0);
+            let mask: __mmask16 = if count == 16 {
+                0xFFFF
+            } else {
+                (1 << count) - 1
+            };
+            let x = _mm_maskz_loadu_epi8(mask, a.as_ptr().add(i0));
+            let y = _mm_maskz_loadu_epi8(mask, b.as_ptr().add(i0));
+            let sum = _mm512_add_epi32(scaled(x, first), scaled(y, second));
+            let q =
+                requantize_group_avx512::<LEFT>((sum, output.0, output.1), scales.zero_and_range);
+            _mm_mask_storeu_epi8(a.as_mut_ptr().add(i0), mask, _mm512_cvtepi32_epi8(q));
+            i0 += count;
+        }
+    }
+}
+
+/// [`ADD_LEFT_SHIFT`] as the shift intrinsics' constant.
+const ADD_LEFT_SHIFT_U32: u32 = ADD_LEFT_SHIFT as u32;

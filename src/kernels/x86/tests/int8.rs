@@ -372,20 +372,8 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
                 image.iter_mut().for_each(|x| *x = v);
             }
             let sums = filter_sums(&weight, l);
-            // Biases of both signs and at the extremes (the sum saturates), multipliers
-            // below and above 1 (a left shift, exponents 1 and 2), and a narrow clamp.
-            let bias: Vec<i32> = (0..filters)
-                .map(|f| match f % 4 {
-                    0 => i32::MAX - 5,
-                    1 => i32::MIN + 7,
-                    _ => i32::from(byte()) * 1000,
-                })
-                .collect();
-            let multipliers: Vec<crate::quant::Multiplier> = (0..filters)
-                .map(|f| crate::quant::Multiplier::from_real([0.0007, 0.31, 1.6, 3.9][f % 4]))
-                .collect();
-            let multiplier: Vec<i32> = multipliers.iter().map(|m| m.multiplier).collect();
-            let exponent: Vec<i32> = multipliers.iter().map(|m| m.exponent).collect();
+            // And a narrow clamp.
+            let (bias, multiplier, exponent) = requantization_parameters(filters, 0, byte);
             let requantization = Requantization {
                 parameters: (&bias, &multiplier, &exponent),
                 zero_and_range: (byte() / 2, -100, 90),
@@ -409,13 +397,7 @@ fn windows_match<const C: usize, const KH: usize, const KW: usize>(
                 // The image and the weights end at a page without access, then start where
                 // one ends.
                 for after_guard in [false, true] {
-                    let place = |values: &[i8]| {
-                        if after_guard {
-                            Guarded::after_guard(values)
-                        } else {
-                            Guarded::new(values)
-                        }
-                    };
+                    let place = |values: &[i8]| Guarded::place(values, after_guard);
                     let (mut image, mut weight) = (place(&image), place(&weight));
                     // The positions outside `p0..p0 + n` keep their stale bytes.
                     let mut got = place(&stale);

@@ -50,13 +50,7 @@ fn int8_addition_matches_the_definition_with_avx512() {
                 .map(|(&a, &b)| add_one(a, b, &scales))
                 .collect();
             for after_guard in [false, true] {
-                let place = |values: &[i8]| {
-                    if after_guard {
-                        Guarded::after_guard(values)
-                    } else {
-                        Guarded::new(values)
-                    }
-                };
+                let place = |values: &[i8]| Guarded::place(values, after_guard);
                 let (mut got, mut b) = (place(&a), place(&b));
                 add_i8_avx512(got.slice(), b.slice(), &scales);
                 assert_eq!(got.slice(), &want[..], "{n} values, {scales:?}");

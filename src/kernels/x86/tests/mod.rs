@@ -124,12 +124,8 @@ impl<T: Copy> Guarded<T> {
         Self::place(values, false)
     }
 
-    /// The values, starting where a page without access ends.
-    pub(super) fn after_guard(values: &[T]) -> Self {
-        Self::place(values, true)
-    }
-
-    fn place(values: &[T], after_guard: bool) -> Self {
+    /// The values ending at a page without access, or starting where one ends.
+    pub(super) fn place(values: &[T], after_guard: bool) -> Self {
         const PAGE: usize = 1 << 16; // a multiple of every page size in use
         let bytes = core::mem::size_of_val(values);
         let data = bytes.div_ceil(PAGE) * PAGE;
@@ -181,4 +177,29 @@ impl<T> Drop for Guarded<T> {
         // SAFETY: the mapping made in `new`, not used after this.
         unsafe { libc::munmap(self.map, self.map_len) };
     }
+}
+
+/// Each filter's requantization for the int8 kernels' tests, `(bias, multiplier, exponent)`:
+/// biases of both signs and at the extremes (the sum saturates), multipliers below and above 1
+/// (a left shift, exponents 1 and 2), in turn from the `first`-th.
+pub(super) fn requantization_parameters(
+    filters: usize,
+    first: usize,
+    byte: &mut impl FnMut() -> i8,
+) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
+    let bias = (0..filters)
+        .map(|f| match f % 4 {
+            0 => i32::MAX - 5,
+            1 => i32::MIN + 7,
+            _ => i32::from(byte()) * 1000,
+        })
+        .collect();
+    let multipliers: Vec<crate::quant::Multiplier> = (0..filters)
+        .map(|f| crate::quant::Multiplier::from_real([0.0007, 0.31, 1.6, 3.9][(f + first) % 4]))
+        .collect();
+    (
+        bias,
+        multipliers.iter().map(|m| m.multiplier).collect(),
+        multipliers.iter().map(|m| m.exponent).collect(),
+    )
 }

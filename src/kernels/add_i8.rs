@@ -45,8 +45,8 @@ pub(crate) fn add_one(a: i8, b: i8, scales: &AddScales) -> i8 {
 }
 
 /// Whether [`add_i8_simd`] runs on a SIMD kernel on this CPU for `scales`: AVX-512BW (within
-/// the limit of [`super::instruction_set()`]), inputs' multipliers below 1 (exponents at most
-/// 0: each scaled input then stays under `2^28` in magnitude, so that their sum never
+/// the limit of [`super::instruction_set()`]), inputs' multipliers of magnitude at most 1
+/// (exponents at most 0: each scaled input then stays under `2^28` in magnitude, so that their sum never
 /// saturates; TensorFlow Lite's always are) and exponents from -31 to 30.
 pub(crate) fn add_i8_fast(scales: &AddScales) -> bool {
     let fits = scales

@@ -85,7 +85,12 @@ impl PlaneShape {
     /// [`VNNI_LARGEST_KERNEL`], a stride outside 1 to 4 (16 windows' four bytes then span more
     /// than one 64-byte load), or not one row fitting the buffer. The kernel's own condition.
     pub(crate) const fn rows_per_call_vnni(&self) -> usize {
-        if self.k == 0 || self.k > VNNI_LARGEST_KERNEL || self.stride == 0 || self.stride > 4 {
+        if self.k == 0
+            || self.k > VNNI_LARGEST_KERNEL
+            || self.stride == 0
+            || self.stride > 4
+            || self.ow == 0
+        {
             return 0;
         }
         let mut rows = self.oh;

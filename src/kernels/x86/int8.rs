@@ -78,7 +78,7 @@ pub(crate) fn detected_isa_i8() -> Option<IsaI8> {
 }
 
 /// Whether this CPU has AVX-512 VBMI (`vpermb`, which [`super::conv_windows_i8_vnni`] and
-/// [`super::depthwise_plane_i8_vnni`] lay out their windows with), detected once (with `std`),
+/// [`super::depthwise_i8_vnni`] lay out their windows with), detected once (with `std`),
 /// or whether the build targets it (without). Read together with [`detected_isa_i8`], which
 /// holds the limits of [`crate::kernels::instruction_set()`].
 pub(crate) fn has_avx512_vbmi() -> bool {
@@ -86,7 +86,7 @@ pub(crate) fn has_avx512_vbmi() -> bool {
 }
 
 /// Whether this CPU has AVX-512 VBMI and VBMI2 (`vpcompressb`, which
-/// [`super::depthwise_plane_i8_vnni`] gathers a vector's outputs with), as [`has_avx512_vbmi`].
+/// [`super::depthwise_i8_vnni`] gathers a vector's outputs with), as [`has_avx512_vbmi`].
 pub(crate) fn has_avx512_vbmi2() -> bool {
     byte_permutes() >= 2
 }

@@ -1,6 +1,6 @@
 //! An int8 depthwise convolution's outputs, every channel's plane, with AVX-512 VNNI, VBMI and
 //! VBMI2 (and BW, VL), kernels up to 8 x 8, strides up to 4: 16 outputs of a plane in the
-//! lanes, three or four neighbouring taps of a filter row in each lane's four bytes.
+//! lanes, up to four neighbouring taps of a filter row in each lane's four bytes.
 //!
 //! Each block of output rows reads a padded copy of the input rows it needs (the padding
 //! written out as the pad value, the bytes offset by 128 to be unsigned). Output `(r, ow)`
@@ -32,7 +32,7 @@ fn bits16(lo: isize, hi: isize) -> u16 {
 }
 
 /// The lanes of the 16 wide indices from `j0` that are outputs: those whose column
-/// `(j0 + i) % pw` (`column` is `j0 % pw`) is under `ow`, and `j0 + i < n`.
+/// `(j0 + i) % pw` (`column` is `j0 % pw`) is under `ow`, and `i < left` (`left = n - j0`).
 #[inline(always)]
 fn output_lanes(column: usize, (pw, ow): (usize, usize), left: usize) -> u16 {
     let mut lanes = 0;
@@ -115,8 +115,8 @@ unsafe fn vectors<const V: usize>(
     }
 }
 
-/// The most vectors of 16 wide indices in one block: the last one's loads start below
-/// [`VNNI_PADDED_BYTES`]` - 64`, at `16·v` or more.
+/// The most vectors of 16 wide indices in one block: the last one's loads start at
+/// [`VNNI_PADDED_BYTES`]` - 64` at most, at `16·v` or more.
 const MOST_VECTORS: usize = (VNNI_PADDED_BYTES - 64) / 16 + 1;
 
 /// The output lanes of each vector of a block of `rows` output rows (the same for every
@@ -361,6 +361,15 @@ unsafe fn depthwise_channels(
             let copy = BlockCopy::new(&shape, (r0 * stride, (count - 1) * stride + k));
             let lanes = block_lanes(&shape, count);
             let vectors_in_block = ((count - 1) * pw + ow).div_ceil(16);
+            // The bound `rows_per_call_vnni` keeps: the last vector's loads inside `padded`
+            // (an over-read of the stack buffer would not fault).
+            assert!(
+                stride * 16 * (vectors_in_block - 1) + (k - 1) * pw + 4 * (groups - 1) + 64
+                    <= padded.len()
+                    && copy.chunks <= CHUNKS
+                    && vectors_in_block <= MOST_VECTORS,
+                "a block of {count} rows of {shape:?} outgrows the kernel's buffer"
+            );
             for (o, (filter, out)) in filters
                 .chunks_exact(window)
                 .zip(out.chunks_exact_mut(out_plane))

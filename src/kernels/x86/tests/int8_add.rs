@@ -33,7 +33,21 @@ fn int8_addition_matches_the_definition_with_avx512() {
         scales([(-20, 0.5), (64, 0.499)], 7.5, (127, -128, 127)),
         scales([(0, 0.5), (0, 0.5)], 3.9e-10, (0, -128, 127)),
     ];
-    for scales in cases {
+    // Multipliers no converter writes, which the kernel takes: -1 (`i32::MIN` at exponent 0),
+    // 0, negative ones, the smallest exponent.
+    let fixed = [
+        AddScales {
+            inputs: [(7, i32::MIN, 0), (-9, 0, -3)],
+            output: (1 << 30, -9),
+            zero_and_range: (0, -128, 127),
+        },
+        AddScales {
+            inputs: [(-128, -(3 << 29), -1), (127, i32::MAX, -31)],
+            output: (i32::MIN + 1, -12),
+            zero_and_range: (-3, -60, 100),
+        },
+    ];
+    for scales in cases.into_iter().chain(fixed) {
         assert!(add_i8_fast(&scales), "{scales:?}");
         for n in [1, 15, 16, 17, 33, 100, 1024, 4099] {
             let a: Vec<i8> = (0..n).map(|_| byte()).collect();

@@ -26,8 +26,8 @@ fn int8_depthwise_matches_the_definition_with_avx512_vnni() {
     // in 7 padded columns); MobileNet's first (48 x 48, several blocks and a last one
     // shorter); a depth multiplier of 2 and 3; no padding, padding wider than the filter
     // (whole rows and windows of padding), SAME's; filters 1 to 8 wide (one and two groups
-    // of four columns), strides 1 to 4; one output; rows as wide as the buffer allows, a
-    // block of one row.
+    // of four columns), strides 1 to 4; one output; rows too wide for the buffer (refused),
+    // blocks of one row filling the buffer to its last byte, several blocks at stride 3.
     let shapes = [
         (64, 1, 25, 5, 3, 1, 1),
         (8, 1, 48, 48, 3, 1, 1),
@@ -43,6 +43,8 @@ fn int8_depthwise_matches_the_definition_with_avx512_vnni() {
         (1, 1, 5, 3, 7, 1, 3),
         (2, 1, 40, 150, 3, 1, 1),
         (1, 1, 3, 700, 3, 1, 1),
+        (1, 1, 3, 490, 3, 1, 1),
+        (1, 1, 20, 200, 3, 3, 1),
         (1, 1, 30, 60, 5, 2, 2),
     ];
     for (channels, multiplier, h, w, k, stride, pad) in shapes {

@@ -138,3 +138,55 @@ fn an_arena_can_be_a_static() {
     arena_matches_forward_one(&net, &inputs, &mut arena);
     assert_eq!(format!("{:?}", *arena), "Arena<128>");
 }
+
+/// A convolution whose kernel wants more scratch than the stack buffers hold
+/// (`Layer::PREDICT_SCRATCH` > 0 on x86-64) finds it in the arena, beside its two samples: the
+/// outputs are `forward_with_scratch`'s bit for bit (the same kernel), and `forward_one`'s up to
+/// the rounding of another order of sums.
+#[test]
+fn a_convolutions_scratch_lives_in_the_arena() {
+    type Wide = constmat::net![
+        Input<f32, 16, 32, 32>,
+        Conv2d<16, 16, 3, 1, 1, Relu>,
+        GlobalAvgPool2d,
+        Flatten,
+        Dense<16, 4>,
+    ];
+    type First = constmat::nn::Conv2d<f32, 16, 16, 3, 1, 1, 32, 32, 32, 32, Relu>;
+    let net = Wide::random(&mut StdRng::seed_from_u64(9));
+    let inputs = images::<16, 32, 32>(10, 3);
+    let mut scratch = vec![f32::NAN; Wide::PREDICT_SCRATCH].into_boxed_slice();
+    let scratch: &mut [f32; Wide::PREDICT_SCRATCH] = (&mut *scratch).try_into().unwrap();
+    let mut arena = Box::new(Arena::<{ Wide::ARENA_BYTES }>::new());
+    for (k, x) in inputs.iter().enumerate() {
+        let mut want = [[0.0_f32; 4]];
+        net.forward_with_scratch(
+            core::slice::from_ref(x).try_into().unwrap(),
+            &mut want,
+            scratch,
+        );
+        let mut plain = [0.0_f32; 4];
+        net.forward_one(x, &mut plain);
+        *arena.input(&net) = *x;
+        let got = *arena.run(&net);
+        assert_eq!(got, want[0], "input {k}");
+        for (a, b) in got.iter().zip(&plain) {
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "input {k}: {a} against {b}"
+            );
+        }
+    }
+    assert_eq!(Wide::PREDICT_SCRATCH, First::PREDICT_SCRATCH);
+    // The convolution's input and output (64 KiB each) and its scratch.
+    assert_eq!(
+        Wide::ARENA_BYTES,
+        2 * 65_536 + (4 * First::PREDICT_SCRATCH).next_multiple_of(64_usize)
+    );
+    #[cfg(target_arch = "x86_64")]
+    const {
+        assert!(First::PREDICT_SCRATCH > 4_096)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    assert_eq!(First::PREDICT_SCRATCH, 0);
+}

@@ -5,6 +5,7 @@
 use super::cast::{as_uninit_mut, assume_init_mut, uninit_elements};
 #[cfg(target_arch = "x86_64")]
 use super::im2col::pad;
+use super::plan::ScratchFor;
 #[cfg(target_arch = "x86_64")]
 use super::plan::{ForwardKernel, forward_kernel};
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
@@ -71,11 +72,11 @@ pub(crate) fn conv2d_stride1_uninit<'o, T: Scalar>(
     unsafe { assume_init_mut(out) }
 }
 
-/// [`conv2d_stride1`] with a layer's workspace `scratch` (at least
-/// [`super::plan::conv_forward_workspace_scratch`] elements; any contents): by Winograd's
-/// method down the columns on it where the plan says so
-/// ([`super::plan::workspace_forward_scratch`]), else as [`conv2d_stride1`] (a shorter scratch
-/// too).
+/// [`conv2d_stride1`] with `scratch` from a layer's workspace (training) or for a prediction
+/// (an arena, a caller's), as `purpose` says, at least [`super::plan::forward_scratch_any_isa`]
+/// elements (any contents): the kernel of the plan with no limit
+/// ([`super::plan::scratch_kernel`]) on it where that plan takes more scratch than the stack
+/// buffer holds, else as [`conv2d_stride1`] (a shorter scratch too).
 ///
 /// # Panics
 ///
@@ -91,6 +92,7 @@ pub(crate) fn conv2d_stride1_with_scratch<T: Scalar>(
     out: &mut [T],
     epilogue: Epilogue,
     scratch: &mut [T],
+    purpose: ScratchFor,
 ) {
     #[cfg(target_arch = "x86_64")]
     if !scratch.is_empty()
@@ -103,26 +105,20 @@ pub(crate) fn conv2d_stride1_with_scratch<T: Scalar>(
             super::cast::same_type_slice_mut::<T, f32>(scratch),
         )
     {
-        let needed = super::plan::workspace_forward_scratch(shape, super::x86::lanes::<f32>(isa));
+        let lanes = super::x86::lanes::<f32>(isa);
+        let needed = super::plan::workspace_forward_scratch(shape, lanes, purpose);
         if needed > 0 && scratch.len() >= needed {
+            shape.check_batch(batch, x.len(), w.len(), bias.len(), out.len());
             // SAFETY (both): the kernel writes only initialized values into `out` (its
-            // outputs) and into `scratch` (its transforms), which stay initialized.
+            // outputs) and into `scratch`, which stay initialized.
             let (out, scratch) = unsafe { (as_uninit_mut(out), as_uninit_mut(scratch)) };
-            super::x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
-                isa,
-                shape,
-                batch,
-                x,
-                w,
-                bias,
-                out,
-                &mut scratch[..needed],
-                epilogue,
-            );
+            let kernel = super::plan::scratch_kernel(shape, lanes, purpose);
+            let operands = (shape, batch, x, w, bias);
+            run_forward_kernel(isa, kernel, operands, out, epilogue, scratch);
             return;
         }
     }
-    let _ = scratch;
+    let _ = (scratch, purpose);
     conv2d_stride1(shape, batch, x, w, bias, out, epilogue);
 }
 
@@ -201,7 +197,8 @@ pub(super) fn per_image<T>(x: &[T], batch: usize, len: usize) -> impl Iterator<I
     (0..batch).map(move |b| &x[b * len..(b + 1) * len])
 }
 
-/// [`conv2d_stride1`] on the SIMD kernels, the lengths checked.
+/// [`conv2d_stride1`] on the SIMD kernels, the lengths checked: the stack plan's kernel
+/// ([`forward_kernel`] with [`STACK_SCRATCH`]), its scratch in a stack buffer.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv2d_stride1_simd<E: super::x86::Element + Scalar>(
@@ -214,192 +211,137 @@ pub(super) fn conv2d_stride1_simd<E: super::x86::Element + Scalar>(
     out: &mut [MaybeUninit<E>],
     epilogue: Epilogue,
 ) {
+    let kernel = forward_kernel(shape, super::x86::lanes::<E>(isa), STACK_SCRATCH);
+    let operands = (shape, batch, x, w, bias);
+    match kernel.stack_scratch() {
+        0 => run_forward_kernel(isa, kernel, operands, out, epilogue, &mut []),
+        SMALL_STACK_SCRATCH => {
+            on_stack::<E, SMALL_STACK_SCRATCH>(isa, kernel, operands, out, epilogue);
+        }
+        STACK_SCRATCH => on_stack::<E, STACK_SCRATCH>(isa, kernel, operands, out, epilogue),
+        _ => on_stack::<E, WINOGRAD_STACK_SCRATCH>(isa, kernel, operands, out, epilogue),
+    }
+}
+
+/// A forward pass's inputs: the shape, the number of images, the images, the weights and the
+/// biases.
+#[cfg(target_arch = "x86_64")]
+type Operands<'a, E> = (&'a Conv, usize, &'a [E], &'a [E], &'a [E]);
+
+/// [`run_forward_kernel`] with a stack buffer of `N` elements for its scratch (not zeroed).
+/// Never inlined, so that the buffer is not in the caller's stack frame on the other paths.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn on_stack<E: super::x86::Element + Scalar, const N: usize>(
+    isa: super::x86::Isa,
+    kernel: ForwardKernel,
+    operands: Operands<'_, E>,
+    out: &mut [MaybeUninit<E>],
+    epilogue: Epilogue,
+) {
+    let mut scratch = [const { MaybeUninit::<E>::uninit() }; N];
+    run_forward_kernel(isa, kernel, operands, out, epilogue, &mut scratch);
+}
+
+/// Runs `kernel` (a plan's, for this shape) on `batch` images, its scratch in `scratch`, which
+/// holds at least [`ForwardKernel::scratch`] elements and need not be initialized.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+#[allow(unsafe_code)] // the padded image's zeros, written, then read as initialized
+fn run_forward_kernel<E: super::x86::Element + Scalar>(
+    isa: super::x86::Isa,
+    kernel: ForwardKernel,
+    (shape, batch, x, w, bias): Operands<'_, E>,
+    out: &mut [MaybeUninit<E>],
+    epilogue: Epilogue,
+    scratch: &mut [MaybeUninit<E>],
+) {
+    let len = shape.output_len();
     let padded_len = if shape.padding > 0 {
         shape.padded().image_len()
     } else {
         0
     };
-    match forward_kernel(shape, super::x86::lanes::<E>(isa)) {
+    match kernel {
         ForwardKernel::WinogradRows => {
-            conv2d_stride1_winograd_on_stack(isa, shape, batch, x, w, bias, out, epilogue);
-        }
-        ForwardKernel::FiltersInLanes { stack } if stack == SMALL_STACK_SCRATCH => {
-            conv2d_stride1_filters_in_lanes::<E, SMALL_STACK_SCRATCH>(
-                isa, shape, batch, padded_len, x, w, bias, out, epilogue,
+            super::x86::conv2d_stride1_winograd(
+                isa, shape, batch, x, w, bias, out, scratch, epilogue,
             );
         }
         ForwardKernel::FiltersInLanes { .. } => {
-            conv2d_stride1_filters_in_lanes::<E, STACK_SCRATCH>(
-                isa, shape, batch, padded_len, x, w, bias, out, epilogue,
+            super::x86::with_transposed_filters(
+                scratch,
+                w,
+                shape.filters,
+                padded_len,
+                |wt, padded| {
+                    for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+                        let out = &mut out[b * len..(b + 1) * len];
+                        let image = if padded_len > 0 {
+                            pad(shape, x, padded); // the border stays zero from the start
+                            &*padded
+                        } else {
+                            x
+                        };
+                        super::x86::conv2d_stride1_filters(
+                            isa,
+                            &shape.padded(),
+                            image,
+                            wt,
+                            bias,
+                            out,
+                            epilogue,
+                        );
+                    }
+                },
             );
         }
-        ForwardKernel::WinogradColumns { stack } => {
-            let (Some(x), Some(w), Some(bias), Some(out)) = (
+        ForwardKernel::WinogradColumns { .. } => {
+            let (Some(x), Some(w), Some(bias), Some(out), Some(scratch)) = (
                 super::cast::same_type_slice::<E, f32>(x),
                 super::cast::same_type_slice::<E, f32>(w),
                 super::cast::same_type_slice::<E, f32>(bias),
                 super::cast::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(out),
+                super::cast::same_type_slice_mut::<MaybeUninit<E>, MaybeUninit<f32>>(scratch),
             ) else {
-                unreachable!("the SIMD convolution kernels take f32");
+                unreachable!("Winograd's method down the columns takes f32");
             };
-            if stack == SMALL_STACK_SCRATCH {
-                conv2d_stride1_winograd_columns_on_stack::<SMALL_STACK_SCRATCH>(
-                    isa, shape, batch, x, w, bias, out, epilogue,
-                );
-            } else {
-                conv2d_stride1_winograd_columns_on_stack::<STACK_SCRATCH>(
-                    isa, shape, batch, x, w, bias, out, epilogue,
-                );
-            }
+            super::x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
+                isa, shape, batch, x, w, bias, out, scratch, epilogue,
+            );
         }
         ForwardKernel::Flat => {
-            let len = shape.output_len();
             for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
                 let out = &mut out[b * len..(b + 1) * len];
                 super::x86::conv2d_stride1_flat(isa, shape, x, w, bias, out, epilogue);
             }
         }
-        ForwardKernel::FlatPadded { stack } if stack == SMALL_STACK_SCRATCH => {
-            conv2d_stride1_flat_padded::<E, SMALL_STACK_SCRATCH>(
-                isa, shape, batch, x, w, bias, out, epilogue,
-            );
-        }
         ForwardKernel::FlatPadded { .. } => {
-            conv2d_stride1_flat_padded::<E, STACK_SCRATCH>(
-                isa, shape, batch, x, w, bias, out, epilogue,
-            );
+            let zeros = &mut scratch[..padded_len];
+            zeros.fill(MaybeUninit::new(E::default()));
+            // SAFETY: every element of `zeros` was just written.
+            let padded_image = unsafe { assume_init_mut(zeros) };
+            for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+                pad(shape, x, padded_image); // the border stays zero from the start
+                let out = &mut out[b * len..(b + 1) * len];
+                super::x86::conv2d_stride1_flat(
+                    isa,
+                    &shape.padded(),
+                    padded_image,
+                    w,
+                    bias,
+                    out,
+                    epilogue,
+                );
+            }
         }
         ForwardKernel::Direct => {
-            let len = shape.output_len();
             for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
                 let out = &mut out[b * len..(b + 1) * len];
                 super::x86::conv2d_stride1(isa, shape, x, w, bias, out, epilogue);
             }
         }
     }
-}
-
-/// The Winograd path of [`conv2d_stride1_simd`], its scratch on the stack (not zeroed). Never
-/// inlined, so that its buffer is not in the caller's stack frame on the other paths.
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv2d_stride1_winograd_on_stack<E: super::x86::Element + Scalar>(
-    isa: super::x86::Isa,
-    shape: &Conv,
-    batch: usize,
-    x: &[E],
-    w: &[E],
-    bias: &[E],
-    out: &mut [MaybeUninit<E>],
-    epilogue: Epilogue,
-) {
-    let mut scratch = [const { core::mem::MaybeUninit::<E>::uninit() }; WINOGRAD_STACK_SCRATCH];
-    super::x86::conv2d_stride1_winograd(isa, shape, batch, x, w, bias, out, &mut scratch, epilogue);
-}
-
-/// The path of [`conv2d_stride1_simd`] by Winograd's method down the columns, its scratch (the
-/// filters' transforms and one group of rows' input transforms) on the stack, not zeroed. Never
-/// inlined, so that its buffer is not in the caller's stack frame on the other paths.
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv2d_stride1_winograd_columns_on_stack<const SCRATCH: usize>(
-    isa: super::x86::Isa,
-    shape: &Conv,
-    batch: usize,
-    x: &[f32],
-    w: &[f32],
-    bias: &[f32],
-    out: &mut [MaybeUninit<f32>],
-    epilogue: Epilogue,
-) {
-    let mut scratch = [const { MaybeUninit::<f32>::uninit() }; SCRATCH];
-    super::x86::conv_winograd_columns_f32::conv2d_stride1_winograd_columns(
-        isa,
-        shape,
-        batch,
-        x,
-        w,
-        bias,
-        out,
-        &mut scratch,
-        epilogue,
-    );
-}
-
-/// The flat path of [`conv2d_stride1_simd`] for a padded convolution: each image padded in a
-/// stack buffer first. Never inlined, so that its buffer is not in the caller's stack frame on
-/// the other paths.
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv2d_stride1_flat_padded<E: super::x86::Element + Scalar, const SCRATCH: usize>(
-    isa: super::x86::Isa,
-    shape: &Conv,
-    batch: usize,
-    x: &[E],
-    w: &[E],
-    bias: &[E],
-    out: &mut [MaybeUninit<E>],
-    epilogue: Epilogue,
-) {
-    let mut scratch = [E::default(); SCRATCH];
-    let padded_image = &mut scratch[..shape.padded().image_len()];
-    let len = shape.output_len();
-    for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
-        pad(shape, x, padded_image); // the border stays zero from the start
-        let out = &mut out[b * len..(b + 1) * len];
-        super::x86::conv2d_stride1_flat(isa, &shape.padded(), padded_image, w, bias, out, epilogue);
-    }
-}
-
-/// The filters-in-lanes path of [`conv2d_stride1_simd`]: the weights transposed to
-/// `[C·K·K][filters]` and each image padded (when `padded_len > 0`) in a stack buffer. Never
-/// inlined, so that its buffer is not in the caller's stack frame on the other path.
-#[cfg(target_arch = "x86_64")]
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv2d_stride1_filters_in_lanes<
-    E: super::x86::Element + Scalar,
-    const SCRATCH: usize,
->(
-    isa: super::x86::Isa,
-    shape: &Conv,
-    batch: usize,
-    padded_len: usize,
-    x: &[E],
-    w: &[E],
-    bias: &[E],
-    out: &mut [MaybeUninit<E>],
-    epilogue: Epilogue,
-) {
-    let len = shape.output_len();
-    super::x86::with_transposed_filters::<E, SCRATCH, _>(
-        w,
-        shape.filters,
-        padded_len,
-        |wt, padded| {
-            for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
-                let out = &mut out[b * len..(b + 1) * len];
-                let image = if padded_len > 0 {
-                    pad(shape, x, padded); // the border stays zero from the start
-                    &*padded
-                } else {
-                    x
-                };
-                super::x86::conv2d_stride1_filters(
-                    isa,
-                    &shape.padded(),
-                    image,
-                    wt,
-                    bias,
-                    out,
-                    epilogue,
-                );
-            }
-        },
-    );
 }
 
 /// `dw (+)= Σ over the batch of dZ·X̂ᵀ`, the weight gradient of a stride-1 convolution (see

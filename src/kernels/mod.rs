@@ -61,12 +61,12 @@ pub(crate) use int8::{
     conv_windows_i8_fast, dot_columns_i8, dot_columns_i8_fast, dot_rows_i8, requantize_i8,
     requantize_one, requantize_uniform_i8,
 };
+pub(crate) use plan::{ScratchFor, conv_stack_scratch, forward_scratch_any_isa};
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
     conv_forward_workspace_scratch, conv_input_gradient_scratch, conv_weight_gradient_pads,
     conv_weight_gradient_scratch,
 };
-pub(crate) use plan::{conv_prediction_scratch, conv_stack_scratch};
 #[cfg(feature = "alloc")]
 pub(crate) use pool::max_pool_2x2_backward;
 pub(crate) use pool::{max_pool_2x2, max_pool_2x2_images};

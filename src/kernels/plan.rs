@@ -7,58 +7,62 @@ use super::shape::{
 };
 
 /// The forward kernel of a stride-1 `f32` convolution on x86-64 with vectors of `lanes` (16 for
-/// AVX-512, 8 for AVX2), and the stack buffer it takes: chosen by [`forward_kernel`], the one
-/// rule that both the dispatch ([`super::conv`]) and the memory budget
-/// ([`conv_stack_scratch`]) read.
+/// AVX-512, 8 for AVX2), and the scratch it takes: chosen by [`forward_kernel`], the one rule
+/// that the dispatch ([`super::conv`]), the memory budget ([`conv_stack_scratch`]) and the
+/// scratch of workspaces and predictions ([`forward_scratch_any_isa`]) read.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ForwardKernel {
     /// Winograd's method along the rows, the filters in the lanes; its scratch is a stack
     /// buffer of [`WINOGRAD_STACK_SCRATCH`] elements.
     WinogradRows,
-    /// Direct, the filters in the lanes: the weights transposed, and the image padded, into a
-    /// stack buffer of `stack` elements.
-    FiltersInLanes { stack: usize },
+    /// Direct, the filters in the lanes: the weights transposed, and the image padded, into
+    /// `scratch` elements.
+    FiltersInLanes { scratch: usize },
     /// Winograd's method down the columns, the positions in the lanes: the filters' transforms
-    /// and a group of rows' input transforms in a stack buffer of `stack` elements.
-    WinogradColumns { stack: usize },
+    /// and a group of rows' input transforms in `scratch` elements.
+    WinogradColumns { scratch: usize },
     /// Direct, the output rows laid end to end, on the image as it is (no padding).
     Flat,
-    /// As `Flat`, on the image padded into a stack buffer of `stack` elements first.
-    FlatPadded { stack: usize },
-    /// Direct, row tiles with the padding masked off: any shape, no buffer.
+    /// As `Flat`, on the image padded into `scratch` elements first.
+    FlatPadded { scratch: usize },
+    /// Direct, row tiles with the padding masked off: any shape, no scratch.
     Direct,
 }
 
 #[cfg(target_arch = "x86_64")]
 impl ForwardKernel {
-    /// The elements of stack buffer the kernel takes.
-    pub(crate) const fn stack_scratch(self) -> usize {
+    /// The elements of scratch the kernel takes.
+    pub(crate) const fn scratch(self) -> usize {
         match self {
             Self::WinogradRows => WINOGRAD_STACK_SCRATCH,
-            Self::FiltersInLanes { stack }
-            | Self::WinogradColumns { stack }
-            | Self::FlatPadded { stack } => stack,
+            Self::FiltersInLanes { scratch }
+            | Self::WinogradColumns { scratch }
+            | Self::FlatPadded { scratch } => scratch,
             Self::Flat | Self::Direct => 0,
+        }
+    }
+
+    /// The elements of the stack buffer the kernel takes where its scratch is on the stack:
+    /// the smaller of the two buffers that holds it (a buffer is zeroed or written on every
+    /// call, and the stack of a prediction is smaller with the small one).
+    pub(crate) const fn stack_scratch(self) -> usize {
+        match self.scratch() {
+            0 => 0,
+            WINOGRAD_STACK_SCRATCH if matches!(self, Self::WinogradRows) => WINOGRAD_STACK_SCRATCH,
+            n if n <= SMALL_STACK_SCRATCH => SMALL_STACK_SCRATCH,
+            _ => STACK_SCRATCH,
         }
     }
 }
 
-/// The smaller of the two stack buffers that holds `elements`: a buffer is zeroed or written on
-/// every call, and the stack of a prediction is smaller with the small one.
+/// Which forward kernel takes a stride-1 `f32` convolution of `shape` with vectors of `lanes`
+/// and at most `limit` elements of scratch (beside Winograd's method along the rows, which has
+/// a stack buffer of its own): the first that applies, in the order of the variants of
+/// [`ForwardKernel`]. A prediction on the stack has [`STACK_SCRATCH`]; a workspace or a
+/// prediction's scratch has what [`scratch_kernel`] takes.
 #[cfg(target_arch = "x86_64")]
-const fn stack_buffer(elements: usize) -> usize {
-    if elements <= SMALL_STACK_SCRATCH {
-        SMALL_STACK_SCRATCH
-    } else {
-        STACK_SCRATCH
-    }
-}
-
-/// Which forward kernel takes a stride-1 `f32` convolution of `shape` with vectors of `lanes`:
-/// the first that applies, in the order of the variants of [`ForwardKernel`].
-#[cfg(target_arch = "x86_64")]
-pub(crate) const fn forward_kernel(shape: &Conv, lanes: usize) -> ForwardKernel {
+pub(crate) const fn forward_kernel(shape: &Conv, lanes: usize, limit: usize) -> ForwardKernel {
     use super::x86::conv_winograd_columns_f32 as columns;
     let padded_len = if shape.padding > 0 {
         shape.padded().image_len()
@@ -73,41 +77,83 @@ pub(crate) const fn forward_kernel(shape: &Conv, lanes: usize) -> ForwardKernel 
         && super::x86::winograd_forward_scratch(shape, lanes) <= WINOGRAD_STACK_SCRATCH
     {
         ForwardKernel::WinogradRows
-    } else if filters && shape.output_len() > 0 && weights + padded_len <= STACK_SCRATCH {
+    } else if filters && shape.output_len() > 0 && weights + padded_len <= limit {
         ForwardKernel::FiltersInLanes {
-            stack: stack_buffer(weights + padded_len),
+            scratch: weights + padded_len,
         }
-    } else if columns::applies(shape, lanes) && columns_scratch <= STACK_SCRATCH {
+    } else if columns::applies(shape, lanes) && columns_scratch <= limit {
         ForwardKernel::WinogradColumns {
-            stack: stack_buffer(columns_scratch),
+            scratch: columns_scratch,
         }
     } else if shape.padding == 0 {
         ForwardKernel::Flat
-    } else if padded_len <= STACK_SCRATCH {
+    } else if padded_len <= limit {
         ForwardKernel::FlatPadded {
-            stack: stack_buffer(padded_len),
+            scratch: padded_len,
         }
     } else {
         ForwardKernel::Direct
     }
 }
 
-/// The elements of scratch a stride-1 `f32` convolution of `shape` takes with vectors of
-/// `lanes` when its batch has a layer's workspace (training, `Train::forward_train`): Winograd's
-/// method down the columns on that scratch, where the stack plan ([`forward_kernel`]) takes a
-/// direct kernel only because the columns' scratch exceeds the stack buffer; else 0 (the stack
-/// plan). Measured on 64 images (Xeon, AVX-512 / AVX2): 32→64 filters 3 x 3 on 16 x 16, direct
-/// 4.9 / 7.9 ms, columns 3.0 / 6.3; 64→64 5 x 5 on 16 x 16, 29 / 45 against 15 / 31; 3→64 5 x 5
-/// on 32 x 32 (flat, padded on the stack) 5.7 / 9.4 against 3.1 / 6.5.
+/// What a scratch beyond the stack buffer is for: the kernels that pay differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScratchFor {
+    /// A layer's workspace: a batch of a training step, the filters' transforms shared by its
+    /// images.
+    // Without a heap there is no training.
+    #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+    Training,
+    /// A prediction (`Layer::PREDICT_SCRATCH`, which an arena holds): one image a call, as a
+    /// rule.
+    Prediction,
+}
+
+/// The kernel of a stride-1 `f32` convolution of `shape` with vectors of `lanes` where the
+/// scratch is not the stack's but a workspace's or a prediction's, sized for it: the first that
+/// applies with no limit; but for a prediction with AVX2, where only Winograd's method on
+/// kernels of 5 and more beats the stack plan's kernel.
+///
+/// Measured one image at a time, the stack plan's kernel against this one's: on Zen 4 with
+/// AVX-512 (2026-12-03), the suite's ResNet-8 342-353 -> 302-311 µs, the CIFAR-style CNN
+/// 152-157 -> 141-154, MLPerf Tiny's ResNet-8 imported in `f32` (an arena) 368-438 -> 275-366;
+/// on Zen 3 with AVX2 (2026-12-02), the suite's ResNet-8 501-537 -> 854-934 µs by Winograd's
+/// method down the columns on 3 x 3, 522-533 -> 635-699 by the flat kernel on a padded copy;
+/// on the Xeon (2026-11-29), 64 filters of 64 x 5 x 5 on 16 x 16, 411 -> 279 µs with AVX-512
+/// and 621 -> 444 with AVX2.
 #[cfg(target_arch = "x86_64")]
-pub(crate) const fn workspace_forward_scratch(shape: &Conv, lanes: usize) -> usize {
-    use super::x86::conv_winograd_columns_f32 as columns;
-    match forward_kernel(shape, lanes) {
-        ForwardKernel::Flat | ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct
-            if columns::applies(shape, lanes) =>
-        {
-            columns::scratch_len(shape, lanes)
+pub(crate) const fn scratch_kernel(
+    shape: &Conv,
+    lanes: usize,
+    purpose: ScratchFor,
+) -> ForwardKernel {
+    let unlimited = forward_kernel(shape, lanes, usize::MAX);
+    match (purpose, unlimited) {
+        (ScratchFor::Training, _) => unlimited,
+        (ScratchFor::Prediction, _) if lanes >= 16 => unlimited,
+        (ScratchFor::Prediction, ForwardKernel::WinogradColumns { .. }) if shape.kernel >= 5 => {
+            unlimited
         }
+        (ScratchFor::Prediction, _) => forward_kernel(shape, lanes, STACK_SCRATCH),
+    }
+}
+
+/// The elements of scratch a stride-1 `f32` convolution of `shape` with vectors of `lanes`
+/// takes from a workspace or an arena for `purpose`: [`scratch_kernel`]'s, where it is more
+/// than the stack buffer holds; else 0 (the stack plan). Measured on 64 images (Xeon,
+/// AVX-512 / AVX2): 32→64 filters 3 x 3 on 16 x 16, direct 4.9 / 7.9 ms, columns 3.0 / 6.3;
+/// 64→64 5 x 5 on 16 x 16, 29 / 45 against 15 / 31; 3→64 5 x 5 on 32 x 32 (flat, padded on the
+/// stack) 5.7 / 9.4 against 3.1 / 6.5.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const fn workspace_forward_scratch(
+    shape: &Conv,
+    lanes: usize,
+    purpose: ScratchFor,
+) -> usize {
+    // Winograd's method along the rows has a stack buffer of its own.
+    match scratch_kernel(shape, lanes, purpose) {
+        ForwardKernel::WinogradRows => 0,
+        kernel if kernel.scratch() > STACK_SCRATCH => kernel.scratch(),
         _ => 0,
     }
 }
@@ -115,41 +161,27 @@ pub(crate) const fn workspace_forward_scratch(shape: &Conv, lanes: usize) -> usi
 /// The most elements of scratch [`workspace_forward_scratch`] gives a stride-1 convolution of
 /// `shape` on elements of `element_size` bytes, whichever instruction set runs: on x86-64 in
 /// `f32`, the larger of AVX-512's and AVX2's (an instruction set lowered at run time still finds
-/// enough); else 0.
-const fn forward_scratch_any_isa(shape: &Conv, element_size: usize) -> usize {
+/// enough); else 0. What `Layer::PREDICT_SCRATCH` counts, and a workspace holds.
+pub(crate) const fn forward_scratch_any_isa(
+    shape: &Conv,
+    element_size: usize,
+    purpose: ScratchFor,
+) -> usize {
     // Only `f32` has SIMD convolution kernels (`f64` is the other element type).
     if !cfg!(target_arch = "x86_64") || element_size != 4 {
         return 0;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let avx512 = workspace_forward_scratch(shape, 16);
-        let avx2 = workspace_forward_scratch(shape, 8);
+        let avx512 = workspace_forward_scratch(shape, 16, purpose);
+        let avx2 = workspace_forward_scratch(shape, 8, purpose);
         if avx512 > avx2 { avx512 } else { avx2 }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = shape;
+        let _ = (shape, purpose);
         0
     }
-}
-
-/// From this kernel size on, a prediction takes Winograd's method on a caller's scratch
-/// (`Layer::PREDICT_SCRATCH`) where a workspace would. Measured one image at a time (Xeon,
-/// 2026-11-29, AVX-512 / AVX2): 64 filters of 64 x 5 x 5 on 16 x 16, direct 411 / 621 µs,
-/// Winograd 279 / 444; 64 of 32 x 3 x 3 on 16 x 16, 68 / 108 against 61 / 98 alone but slower
-/// inside the CIFAR-style CNN (its 229 KiB of transforms push the next layers' data out of L2).
-const PREDICTION_MIN_KERNEL: usize = 5;
-
-/// The elements of scratch with which a prediction of a stride-1 convolution of `shape` on
-/// elements of `element_size` bytes takes Winograd's method where the stack plan takes a
-/// direct kernel only for want of scratch: [`forward_scratch_any_isa`] for kernels of
-/// [`PREDICTION_MIN_KERNEL`] and more, else 0. What `Layer::PREDICT_SCRATCH` counts.
-pub(crate) const fn conv_prediction_scratch(shape: &Conv, element_size: usize) -> usize {
-    if shape.kernel < PREDICTION_MIN_KERNEL {
-        return 0;
-    }
-    forward_scratch_any_isa(shape, element_size)
 }
 
 /// The elements of a layer's workspace scratch for the forward pass of a stride-1 convolution
@@ -161,7 +193,7 @@ pub(crate) fn conv_forward_workspace_scratch<T: 'static>(shape: &Conv) -> usize 
     if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
         && super::x86::detected_isa().is_some()
     {
-        return forward_scratch_any_isa(shape, 4);
+        return forward_scratch_any_isa(shape, 4, ScratchFor::Training);
     }
     let _ = shape;
     0
@@ -179,8 +211,8 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let avx512 = forward_kernel(shape, 16).stack_scratch();
-        let avx2 = forward_kernel(shape, 8).stack_scratch();
+        let avx512 = forward_kernel(shape, 16, STACK_SCRATCH).stack_scratch();
+        let avx2 = forward_kernel(shape, 8, STACK_SCRATCH).stack_scratch();
         if avx512 > avx2 { avx512 } else { avx2 }
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -72,7 +72,10 @@ const ALIGN: usize = 64;
 /// (they count in [`Layer::WORKING_BYTES`]); an arena keeps two at a time, three inside a
 /// residual block. For the int8 DS-CNN of the MLPerf Tiny benchmark, `ARENA_BYTES` is 16,000
 /// and [`Layer::KERNEL_BYTES`] 4,864, where `forward` takes a `WORKING_BYTES` of 103,348. The
-/// outputs are the same, bit for bit: the same kernels run.
+/// outputs are `forward_one`'s bit for bit, but where a convolution's fastest kernel needs more
+/// scratch than a prediction's stack buffers hold ([`Layer::PREDICT_SCRATCH`], on x86-64): the
+/// arena holds that scratch too, and the outputs are [`Layer::forward_with_scratch`]'s, bit
+/// for bit.
 ///
 /// `BYTES` is usually the net's own constant, `{ Net::ARENA_BYTES }` (a shorter arena is a
 /// compile error, reported by `cargo build`). An arena can live on the stack, in a `static`
@@ -197,6 +200,19 @@ pub(crate) fn forward_one_at_ends<L: Layer + ?Sized>(layer: &L, arena: &mut [u8]
     let (y, rest) = split(arena, input.other(), region_bytes::<L::Out>());
     let x = sample(region(rest, input, region_bytes::<L::In>()));
     layer.forward_one(x, sample_mut(y));
+}
+
+/// A layer's input at the `input` end of `arena`, its output at the other end, and the bytes
+/// between them: the arena's room for the scratch of a layer whose
+/// [`Layer::ARENA_BYTES`] counts some beside its two samples. The middle starts at a multiple
+/// of 64 bytes from the arena's start, so it is aligned as the arena is.
+pub(crate) fn ends_and_middle<L: Layer + ?Sized>(
+    arena: &mut [u8],
+    input: Side,
+) -> (&L::In, &mut L::Out, &mut [u8]) {
+    let (y, rest) = split(arena, input.other(), region_bytes::<L::Out>());
+    let (x, middle) = split(rest, input, region_bytes::<L::In>());
+    (sample(x), sample_mut(y), middle)
 }
 
 /// Copies the sample of `bytes` at the start of `from` to the start of `to`, as bytes: no

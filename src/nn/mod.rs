@@ -515,9 +515,9 @@ pub trait Layer {
 
     /// The bytes of [`Arena`] a prediction with [`Arena::run`] takes: the samples that are
     /// alive at once, at most, input and output included, each rounded up to a multiple of 64
-    /// ([`arena_region_bytes`]). A layer's own is its input's and its output's; a chain's the
-    /// largest of its layers'; a residual block's adds its input (kept for the shortcut) to its
-    /// branch's.
+    /// ([`arena_region_bytes`]). A layer's own is its input's and its output's, and the
+    /// [`Layer::PREDICT_SCRATCH`] of a convolution that takes some; a chain's the largest of its
+    /// layers'; a residual block's adds its input (kept for the shortcut) to its branch's.
     ///
     /// ```
     /// use constmat::nn::{Dense, Layer, Relu};
@@ -591,14 +591,15 @@ pub trait Layer {
         self.forward(core::array::from_ref(x), core::array::from_mut(y));
     }
 
-    /// The `f32` values of scratch with which [`Layer::forward_with_scratch`] lets a stride-1
-    /// convolution of 5 x 5 or larger take Winograd's method where its transforms do not fit a
-    /// prediction's stack buffers (64 filters of 64 x 5 x 5 on 16 x 16 take 180,224 values);
-    /// [`Layer::forward`] runs a direct kernel there, which computes the same outputs with up to
-    /// twice the multiplications (1.4-1.5x slower for that layer). 0 for every other layer, and
-    /// everywhere off x86-64. A chain takes the largest of its layers': they use the scratch one
-    /// after another. The same on every x86-64 machine: the most either instruction set's
-    /// kernels take.
+    /// The `f32` values of scratch with which a prediction lets a stride-1 convolution take a
+    /// faster kernel than a prediction's stack buffers hold: Winograd's method down the
+    /// columns (64 filters of 64 x 5 x 5 on 16 x 16 take 180,224 values), or a direct kernel on
+    /// the image padded, or on the weights transposed, in the scratch. [`Layer::forward_with_scratch`]
+    /// takes it from the caller, [`Arena::run`] from the arena ([`Layer::ARENA_BYTES`] counts
+    /// it); [`Layer::forward`] runs the stack's direct kernels there (1.1-1.5x slower for such
+    /// a layer). 0 for every other layer, and everywhere off x86-64. A chain takes the largest
+    /// of its layers': they use the scratch one after another. The same on every x86-64
+    /// machine: the most either instruction set's kernels take.
     ///
     /// ```
     /// use constmat::nn::{Conv2d, Dense, Layer};
@@ -613,8 +614,10 @@ pub trait Layer {
     /// [`Layer::forward`] with a caller-provided buffer of at least
     /// [`Layer::PREDICT_SCRATCH`] values (shorter is a compile error, reported by `cargo build`,
     /// not `cargo check`), which the layers that need it use one after another. The outputs
-    /// equal `forward`'s up to rounding (the kernels add in other orders), and equal
-    /// [`Train::forward_train`]'s bit for bit.
+    /// equal `forward`'s up to rounding (the kernels add in other orders), and [`Arena::run`]'s
+    /// bit for bit; [`Train::forward_train`]'s too, but with AVX2 on 3 x 3 convolutions, which
+    /// a prediction leaves to the stack's direct kernels (faster there, one image at a time)
+    /// where training takes Winograd's method.
     ///
     /// The scratch's contents do not matter, before or after; it is working memory the caller
     /// owns, which [`Layer::WORKING_BYTES`] does not count: on the heap for a large net

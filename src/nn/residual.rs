@@ -135,8 +135,11 @@ where
     crate::kernels::with_wide_vectors(
         #[inline(always)]
         || {
+            // One flat loop: nested per row, the rows of 32 values vectorized badly.
             for (y, s) in y.iter_mut().zip(s) {
-                y.zip_with(s, &mut |y, s| *y = A::apply(*y + s));
+                for (y, &s) in y.values_mut().iter_mut().zip(s.values()) {
+                    *y = A::apply(*y + s);
+                }
             }
         },
     );

@@ -8,7 +8,19 @@ use super::Sample;
 #[doc(hidden)]
 pub trait Values: Sample {
     /// The element type: `f32` or `f64` (`i8` in int8 nets).
-    type Value: Copy;
+    type Value: bytemuck::Pod;
+
+    /// All the values, in order, as one slice: for loops that the compiler vectorizes whole.
+    #[inline]
+    fn values_mut(&mut self) -> &mut [Self::Value] {
+        bytemuck::cast_slice_mut(core::slice::from_mut(self))
+    }
+
+    /// All the values, in order, as one slice.
+    #[inline]
+    fn values(&self) -> &[Self::Value] {
+        bytemuck::cast_slice(core::slice::from_ref(self))
+    }
 
     /// Calls `f` on each value of `self` with the value at the same place in `other`.
     fn zip_with(&mut self, other: &Self, f: &mut impl FnMut(&mut Self::Value, Self::Value));

@@ -493,6 +493,7 @@ fn batches_of_convolutions_match_the_per_image_definitions() {
 #[test]
 fn every_planned_forward_kernel_fits_its_stack_buffer() {
     use super::plan::{ForwardKernel, forward_kernel};
+    use super::shape::STACK_SCRATCH;
     let mut seen = std::vec::Vec::new();
     for channels in [1, 3, 6, 16, 32] {
         for filters in [1, 6, 16, 20, 64] {
@@ -517,7 +518,7 @@ fn every_planned_forward_kernel_fits_its_stack_buffer() {
                         };
                         let mut largest = 0;
                         for lanes in [16, 8] {
-                            let plan = forward_kernel(&shape, lanes);
+                            let plan = forward_kernel(&shape, lanes, STACK_SCRATCH);
                             let needed = match plan {
                                 ForwardKernel::WinogradRows => {
                                     x86::winograd_forward_scratch(&shape, lanes)
@@ -532,7 +533,7 @@ fn every_planned_forward_kernel_fits_its_stack_buffer() {
                                 ForwardKernel::Flat | ForwardKernel::Direct => 0,
                             };
                             assert!(
-                                needed <= plan.stack_scratch(),
+                                needed <= plan.scratch() && plan.scratch() <= plan.stack_scratch(),
                                 "{plan:?} for {shape:?} on {lanes} lanes needs {needed}"
                             );
                             largest = largest.max(plan.stack_scratch());
@@ -635,8 +636,11 @@ fn a_workspace_scratch_lets_large_convolutions_take_winograds_method() {
         height: 16,
         width: 16,
     };
-    assert_eq!(forward_kernel(&shape, lanes), ForwardKernel::Direct);
-    let needed = workspace_forward_scratch(&shape, lanes);
+    assert_eq!(
+        forward_kernel(&shape, lanes, STACK_SCRATCH),
+        ForwardKernel::Direct
+    );
+    let needed = workspace_forward_scratch(&shape, lanes, ScratchFor::Training);
     assert!(needed > STACK_SCRATCH, "{needed}");
     let available = conv_forward_workspace_scratch::<f32>(&shape);
     assert!(available >= needed);
@@ -658,6 +662,7 @@ fn a_workspace_scratch_lets_large_convolutions_take_winograds_method() {
             &mut with_scratch,
             epilogue,
             &mut scratch,
+            ScratchFor::Training,
         );
         let mut columns = std::vec![core::mem::MaybeUninit::new(f32::NAN); len];
         let mut columns_scratch = std::vec![core::mem::MaybeUninit::new(0.0_f32); needed];
@@ -696,7 +701,110 @@ fn a_workspace_scratch_lets_large_convolutions_take_winograds_method() {
             &mut fallback,
             epilogue,
             &mut short,
+            ScratchFor::Training,
         );
         assert_eq!(fallback, direct);
+    }
+}
+
+/// With scratch from a workspace, or for a prediction with AVX-512, the plan with no limit
+/// takes the direct kernels the stack buffer is too small for: the filters in the lanes on 64
+/// filters of 8 x 8 outputs with AVX-512 (in training with AVX2's narrower vectors, Winograd's
+/// method down the columns), the flat kernel on a padded 7 x 7 convolution. Each gives the
+/// reference loops' outputs from a scratch full of NaNs. A prediction with AVX2 keeps the
+/// stack plan's kernel for both.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_scratch_lets_direct_kernels_pad_beyond_the_stack_buffer() {
+    use super::plan::{ForwardKernel, forward_kernel, scratch_kernel};
+    use super::shape::STACK_SCRATCH;
+    let Some(isa) = x86::detected_isa() else {
+        std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+        return;
+    };
+    let lanes = x86::lanes::<f32>(isa);
+    let wide_filters = Conv {
+        channels: 64,
+        filters: 64,
+        kernel: 3,
+        padding: 1,
+        height: 8,
+        width: 8,
+    };
+    let wide_kernel = Conv {
+        channels: 32,
+        filters: 16,
+        kernel: 7,
+        padding: 3,
+        height: 16,
+        width: 16,
+    };
+    let filters_kernel = |purpose| match (lanes, purpose) {
+        (16, _) => ForwardKernel::FiltersInLanes {
+            scratch: 64 * 64 * 9 + 64 * 10 * 10,
+        },
+        (_, ScratchFor::Training) => ForwardKernel::WinogradColumns {
+            scratch: x86::conv_winograd_columns_f32::scratch_len(&wide_filters, lanes),
+        },
+        (_, ScratchFor::Prediction) => ForwardKernel::Direct,
+    };
+    let padded_kernel = |purpose| match (lanes, purpose) {
+        (8, ScratchFor::Prediction) => ForwardKernel::Direct,
+        _ => ForwardKernel::FlatPadded {
+            scratch: 32 * 22 * 22,
+        },
+    };
+    for purpose in [ScratchFor::Training, ScratchFor::Prediction] {
+        let cases = [
+            (wide_filters, filters_kernel(purpose)),
+            (wide_kernel, padded_kernel(purpose)),
+        ];
+        for (shape, want) in cases {
+            assert_eq!(
+                forward_kernel(&shape, lanes, STACK_SCRATCH),
+                ForwardKernel::Direct
+            );
+            assert_eq!(scratch_kernel(&shape, lanes, purpose), want, "{shape:?}");
+            assert!(want == ForwardKernel::Direct || want.scratch() > STACK_SCRATCH);
+            assert_eq!(
+                workspace_forward_scratch(&shape, lanes, purpose),
+                want.scratch()
+            );
+            let batch = 2;
+            let x = spread_values(batch * shape.image_len(), 3);
+            let w = spread_values(
+                shape.filters * shape.channels * shape.kernel * shape.kernel,
+                4,
+            );
+            let bias = spread_values(shape.filters, 5);
+            let len = shape.output_len();
+            for epilogue in [Epilogue::Identity, Epilogue::Relu] {
+                let mut scratch = std::vec![f32::NAN; forward_scratch_any_isa(&shape, 4, purpose)];
+                let mut out = std::vec![f32::NAN; batch * len];
+                conv2d_stride1_with_scratch(
+                    &shape,
+                    batch,
+                    &x,
+                    &w,
+                    &bias,
+                    &mut out,
+                    epilogue,
+                    &mut scratch,
+                    purpose,
+                );
+                for b in 0..batch {
+                    let mut want = std::vec![0.0_f32; len];
+                    let image = &x[b * shape.image_len()..(b + 1) * shape.image_len()];
+                    super::reference::conv2d_stride1(&shape, image, &w, &bias, &mut want);
+                    for (i, (&a, &z)) in out[b * len..].iter().zip(&want).enumerate() {
+                        let z = epilogue.apply(z);
+                        assert!(
+                            (a - z).abs() <= 1e-4 * (1.0 + z.abs()),
+                            "{shape:?}, {purpose:?}, image {b}, output {i}: {a} against {z}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -215,19 +215,19 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
 }
 
 /// Runs `f` on the weights `w` (`[filters][C·K·K]`) transposed and on `padded_len` zeros (where
-/// an image is padded), both in a stack buffer of `N` elements that is not zeroed first: the
-/// scratch of the filters-in-lanes forward pass.
+/// an image is padded), both in `scratch`, which need not be initialized: the scratch of the
+/// filters-in-lanes forward pass.
 ///
 /// # Panics
 ///
-/// When `w` and the zeros do not fit in `N` elements, or `filters` does not divide `w.len()`.
-pub(crate) fn with_transposed_filters<E: Element, const N: usize, R>(
+/// When `w` and the zeros do not fit in `scratch`, or `filters` does not divide `w.len()`.
+pub(crate) fn with_transposed_filters<E: Element, R>(
+    scratch: &mut [MaybeUninit<E>],
     w: &[E],
     filters: usize,
     padded_len: usize,
     f: impl FnOnce(&[E], &mut [E]) -> R,
 ) -> R {
-    let mut scratch = [const { MaybeUninit::<E>::uninit() }; N];
     let (wt, rest) = scratch.split_at_mut(w.len());
     let wt = transpose_uninit(w, filters, wt);
     let zeros = &mut rest[..padded_len];

@@ -278,6 +278,7 @@ where
         x: &[[[[T; W]; H]; C]],
         y: &mut [[[[T; OW]; OH]; OC]],
         scratch: &mut [T],
+        purpose: kernels::ScratchFor,
     ) {
         let () = Self::SHAPE;
         let batch = x.len().min(y.len());
@@ -295,8 +296,25 @@ where
             z,
             epilogue,
             scratch,
+            purpose,
         );
         Self::activate_after_kernel(z);
+    }
+
+    /// [`Layer::forward_in_arena`] of a layer whose prediction takes scratch: the arena's
+    /// bytes between the input and the output are that scratch. Never inlined, as
+    /// `arena::forward_one_at_ends`: the kernel's frame is not alive beside the next layer's.
+    #[inline(never)]
+    fn forward_with_arena_scratch(&self, arena: &mut [u8], input: super::Side) {
+        let (x, y, middle) = super::arena::ends_and_middle::<Self>(arena, input);
+        let bytes = core::mem::size_of::<T>() * Self::PREDICT_SCRATCH;
+        let scratch: &mut [T] = bytemuck::cast_slice_mut(&mut middle[..bytes]);
+        self.forward_stride1(
+            core::slice::from_ref(x),
+            core::slice::from_mut(y),
+            scratch,
+            kernels::ScratchFor::Prediction,
+        );
     }
 
     /// What the kernel applies as it stores each output `conv(X, W) + b`: ReLU, or nothing
@@ -386,7 +404,7 @@ where
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
         if !Self::UNROLLS {
             // The direct kernel needs no patches: no 8 KiB on the stack of a baked net.
-            self.forward_stride1(x, y, &mut []);
+            self.forward_stride1(x, y, &mut [], kernels::ScratchFor::Prediction);
             return;
         }
         let mut scratch = [T::ZERO; SCRATCH];
@@ -395,14 +413,33 @@ where
         }
     }
 
-    /// Stride 1 in `f32` on x86-64: the scratch of Winograd's method down the columns where
-    /// the stack plan takes a direct kernel only because that scratch exceeds its buffers
-    /// (`kernels::conv_prediction_scratch`); else 0.
+    /// Stride 1 in `f32` on x86-64: the scratch of the kernel the plan takes where the stack
+    /// buffer would hold too little of it (`kernels::forward_scratch_any_isa`: Winograd's
+    /// method down the columns, or a direct kernel on a padded image); else 0.
     const PREDICT_SCRATCH: usize = if !Self::UNROLLS {
-        kernels::conv_prediction_scratch(&Self::DIRECT, core::mem::size_of::<T>())
+        kernels::forward_scratch_any_isa(
+            &Self::DIRECT,
+            core::mem::size_of::<T>(),
+            kernels::ScratchFor::Prediction,
+        )
     } else {
         0
     };
+
+    /// Its input and output, and beside them the [`Layer::PREDICT_SCRATCH`] values its
+    /// kernel takes in a prediction: the arena holds them, so that [`Arena::run`](super::Arena::run)
+    /// takes the kernel `forward_with_scratch` takes, with no buffer beyond the arena.
+    const ARENA_BYTES: usize = super::arena::region_bytes::<Self::In>()
+        + super::arena::region_bytes::<Self::Out>()
+        + (core::mem::size_of::<T>() * Self::PREDICT_SCRATCH).next_multiple_of(64);
+
+    fn forward_in_arena(&self, arena: &mut [u8], input: super::Side) {
+        if Self::PREDICT_SCRATCH == 0 {
+            super::arena::forward_one_at_ends(self, arena, input);
+        } else {
+            self.forward_with_arena_scratch(arena, input);
+        }
+    }
 
     fn forward_with_scratch<const B: usize, const LEN: usize>(
         &self,
@@ -417,7 +454,7 @@ where
         }
         // PREDICT_SCRATCH > 0 only for `f32`: the scratch is the kernels' own type.
         let scratch = kernels::cast::same_type_slice_mut::<f32, T>(scratch).unwrap_or_default();
-        self.forward_stride1(x, y, scratch);
+        self.forward_stride1(x, y, scratch, kernels::ScratchFor::Prediction);
     }
 
     /// Stride 1: the direct kernel writes every output, so `y` is not zeroed first.

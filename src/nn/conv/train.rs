@@ -165,7 +165,12 @@ where
         // The layer's one forward pass, with room for all of a sample's patches (other strides:
         // of a group of samples').
         if !Self::UNROLLS {
-            self.forward_stride1(x, &mut *ws.output, &mut ws.forward_scratch);
+            self.forward_stride1(
+                x,
+                &mut *ws.output,
+                &mut ws.forward_scratch,
+                kernels::ScratchFor::Training,
+            );
         } else {
             self.forward_images(x, &mut *ws.output, &mut ws.patches);
         }

@@ -391,10 +391,10 @@ fn the_filters_scratch_holds_the_transposed_weights_and_zeros() {
         .iter()
         .map(|&v| v as f32)
         .collect();
-    // Twice: the first call leaves NaNs in the buffer's place on the stack, which the second
-    // must not see.
+    // Twice: the first call leaves NaNs in the buffer, which the second must not see.
+    let mut scratch = [core::mem::MaybeUninit::<f32>::uninit(); 4096];
     for _ in 0..2 {
-        with_transposed_filters::<f32, 4096, _>(&w, 16, 1024, |wt, zeros| {
+        with_transposed_filters(&mut scratch, &w, 16, 1024, |wt, zeros| {
             assert_eq!(wt, &want[..]);
             assert!(
                 zeros.iter().all(|&z| z.to_bits() == 0),

@@ -1,10 +1,11 @@
 //! The memory plan (`nn::Arena`): a prediction in an arena gives `forward_one`'s outputs bit for
-//! bit, for chains of every parity, residual blocks of both kinds, nested chains and blocks
+//! bit (`forward_with_scratch`'s where a convolution takes its scratch from the arena), for chains of every parity, residual blocks of both kinds, nested chains and blocks
 //! (the int8 blocks: `tests/quantize_blocks.rs`; MLPerf Tiny's int8 nets: `tests/mlperf_*.rs`), and an arena reused from one prediction to the next or longer than the
 //! plan; and `ARENA_BYTES` is the most the plan keeps alive at once, worked out here by hand.
 #![cfg(all(feature = "safetensors", feature = "rand"))]
 
 use constmat::embed::Baked;
+use constmat::kernels::{InstructionSet, instruction_set, with_instruction_set};
 use constmat::nn::{Arena, Dense, Layer, RandomInit, Relu, arena_region_bytes};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
@@ -139,15 +140,17 @@ fn an_arena_can_be_a_static() {
     assert_eq!(format!("{:?}", *arena), "Arena<128>");
 }
 
-/// A convolution whose kernel wants more scratch than the stack buffers hold
-/// (`Layer::PREDICT_SCRATCH` > 0 on x86-64) finds it in the arena, beside its two samples: the
+/// Convolutions whose kernel wants more scratch than the stack buffers hold
+/// (`Layer::PREDICT_SCRATCH` > 0 on x86-64) find it in the arena, beside their two samples: the
 /// outputs are `forward_with_scratch`'s bit for bit (the same kernel), and `forward_one`'s up to
 /// the rounding of another order of sums.
 #[test]
 fn a_convolutions_scratch_lives_in_the_arena() {
+    // Two of them: the second finds its input at the arena's far end.
     type Wide = constmat::net![
         Input<f32, 16, 32, 32>,
         Conv2d<16, 16, 3, 1, 1, Relu>,
+        Conv2d<16, 16, 3, 1, 1>,
         GlobalAvgPool2d,
         Flatten,
         Dense<16, 4>,
@@ -158,27 +161,35 @@ fn a_convolutions_scratch_lives_in_the_arena() {
     let mut scratch = vec![f32::NAN; Wide::PREDICT_SCRATCH].into_boxed_slice();
     let scratch: &mut [f32; Wide::PREDICT_SCRATCH] = (&mut *scratch).try_into().unwrap();
     let mut arena = Box::new(Arena::<{ Wide::ARENA_BYTES }>::new());
-    for (k, x) in inputs.iter().enumerate() {
-        let mut want = [[0.0_f32; 4]];
-        net.forward_with_scratch(
-            core::slice::from_ref(x).try_into().unwrap(),
-            &mut want,
-            scratch,
-        );
-        let mut plain = [0.0_f32; 4];
-        net.forward_one(x, &mut plain);
-        *arena.input(&net) = *x;
-        let got = *arena.run(&net);
-        assert_eq!(got, want[0], "input {k}");
-        for (a, b) in got.iter().zip(&plain) {
-            assert!(
-                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
-                "input {k}: {a} against {b}"
-            );
+    // Every instruction set the CPU has: the kernels differ, the arena's plan does not.
+    let best = instruction_set();
+    for isa in [
+        InstructionSet::Avx512,
+        InstructionSet::Avx2,
+        InstructionSet::Portable,
+    ] {
+        if isa > best {
+            continue;
         }
+        with_instruction_set(isa, || {
+            for (k, x) in inputs.iter().enumerate() {
+                let mut want = [[0.0_f32; 4]];
+                let x_one = core::slice::from_ref(x).try_into().unwrap();
+                net.forward_with_scratch(x_one, &mut want, scratch);
+                let mut plain = [0.0_f32; 4];
+                net.forward_one(x, &mut plain);
+                *arena.input(&net) = *x;
+                let got = *arena.run(&net);
+                assert_eq!(got, want[0], "{isa:?}, input {k}");
+                for (a, b) in got.iter().zip(&plain) {
+                    let close = (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+                    assert!(close, "{isa:?}, input {k}: {a} against {b}");
+                }
+            }
+        });
     }
     assert_eq!(Wide::PREDICT_SCRATCH, First::PREDICT_SCRATCH);
-    // The convolution's input and output (64 KiB each) and its scratch.
+    // A convolution's input and output (64 KiB each) and its scratch.
     assert_eq!(
         Wide::ARENA_BYTES,
         2 * 65_536 + (4 * First::PREDICT_SCRATCH).next_multiple_of(64_usize)

@@ -1,8 +1,10 @@
 //! `Layer::forward_with_scratch`: a prediction with a caller-provided scratch of
 //! `Layer::PREDICT_SCRATCH` values takes the kernel the plan gives a scratch (Winograd's
-//! method, or a direct kernel on the padded image) where `Layer::forward`'s stack buffers are
-//! too small for it, so its outputs are `Train::forward_train`'s bit for bit,
-//! whatever the scratch held, on every instruction set, and `Layer::forward`'s up to rounding;
+//! method, or a direct kernel on the padded image or the transposed weights) where
+//! `Layer::forward`'s stack buffers are too small for it. On 5 x 5 layers, which take
+//! Winograd's method down the columns for a prediction and for training alike, its outputs are
+//! `Train::forward_train`'s bit for bit, whatever the scratch held, on every instruction set,
+//! and `Layer::forward`'s up to rounding;
 //! the constant is a chain's largest layer's, and 0 where no kernel needs it.
 #![cfg(all(feature = "alloc", feature = "rand"))]
 

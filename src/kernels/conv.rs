@@ -219,7 +219,10 @@ pub(super) fn conv2d_stride1_simd<E: super::x86::Element + Scalar>(
             on_stack::<E, SMALL_STACK_SCRATCH>(isa, kernel, operands, out, epilogue);
         }
         STACK_SCRATCH => on_stack::<E, STACK_SCRATCH>(isa, kernel, operands, out, epilogue),
-        _ => on_stack::<E, WINOGRAD_STACK_SCRATCH>(isa, kernel, operands, out, epilogue),
+        WINOGRAD_STACK_SCRATCH => {
+            on_stack::<E, WINOGRAD_STACK_SCRATCH>(isa, kernel, operands, out, epilogue);
+        }
+        other => unreachable!("no stack buffer of {other} elements"),
     }
 }
 
@@ -246,7 +249,6 @@ fn on_stack<E: super::x86::Element + Scalar, const N: usize>(
 /// Runs `kernel` (a plan's, for this shape) on `batch` images, its scratch in `scratch`, which
 /// holds at least [`ForwardKernel::scratch`] elements and need not be initialized.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
 #[allow(unsafe_code)] // the padded image's zeros, written, then read as initialized
 fn run_forward_kernel<E: super::x86::Element + Scalar>(
     isa: super::x86::Isa,

@@ -44,12 +44,21 @@ impl ForwardKernel {
     }
 
     /// The elements of the stack buffer the kernel takes where its scratch is on the stack:
-    /// the smaller of the two buffers that holds it (a buffer is zeroed or written on every
-    /// call, and the stack of a prediction is smaller with the small one).
+    /// Winograd's method along the rows its own, the others the smaller of the two buffers that
+    /// holds their scratch (a buffer is zeroed or written on every call, and the stack of a
+    /// prediction is smaller with the small one). Only for the stack plan's kernels
+    /// ([`forward_kernel`] with [`STACK_SCRATCH`]), whose scratch fits.
     pub(crate) const fn stack_scratch(self) -> usize {
-        match self.scratch() {
+        if matches!(self, Self::WinogradRows) {
+            return WINOGRAD_STACK_SCRATCH;
+        }
+        let scratch = self.scratch();
+        debug_assert!(
+            scratch <= STACK_SCRATCH,
+            "a kernel of the plan with no limit"
+        );
+        match scratch {
             0 => 0,
-            WINOGRAD_STACK_SCRATCH if matches!(self, Self::WinogradRows) => WINOGRAD_STACK_SCRATCH,
             n if n <= SMALL_STACK_SCRATCH => SMALL_STACK_SCRATCH,
             _ => STACK_SCRATCH,
         }
@@ -110,9 +119,12 @@ pub(crate) enum ScratchFor {
 }
 
 /// The kernel of a stride-1 `f32` convolution of `shape` with vectors of `lanes` where the
-/// scratch is not the stack's but a workspace's or a prediction's, sized for it: the first that
-/// applies with no limit; but for a prediction with AVX2, where only Winograd's method on
-/// kernels of 5 and more beats the stack plan's kernel.
+/// scratch is not the stack's but a workspace's or a prediction's, sized for it. Where the
+/// stack plan falls to a direct kernel on the image as it is or padded (`Flat`, `FlatPadded`,
+/// `Direct`): Winograd's method down the columns where it applies; else, where the stack
+/// plan pads, the first kernel that applies with no limit (the filters in the lanes, or the
+/// flat kernel on a padded copy); the stack plan's kernel otherwise. A prediction with AVX2
+/// keeps the stack plan's kernel but for Winograd's method on kernels of 5 and more.
 ///
 /// Measured one image at a time, the stack plan's kernel against this one's: on Zen 4 with
 /// AVX-512 (2026-12-03), the suite's ResNet-8 342-353 -> 302-311 µs, the CIFAR-style CNN
@@ -120,21 +132,29 @@ pub(crate) enum ScratchFor {
 /// on Zen 3 with AVX2 (2026-12-02), the suite's ResNet-8 501-537 -> 854-934 µs by Winograd's
 /// method down the columns on 3 x 3, 522-533 -> 635-699 by the flat kernel on a padded copy;
 /// on the Xeon (2026-11-29), 64 filters of 64 x 5 x 5 on 16 x 16, 411 -> 279 µs with AVX-512
-/// and 621 -> 444 with AVX2.
+/// and 621 -> 444 with AVX2. On 64 images (training), see [`workspace_forward_scratch`].
 #[cfg(target_arch = "x86_64")]
 pub(crate) const fn scratch_kernel(
     shape: &Conv,
     lanes: usize,
     purpose: ScratchFor,
 ) -> ForwardKernel {
-    let unlimited = forward_kernel(shape, lanes, usize::MAX);
-    match (purpose, unlimited) {
-        (ScratchFor::Training, _) => unlimited,
-        (ScratchFor::Prediction, _) if lanes >= 16 => unlimited,
-        (ScratchFor::Prediction, ForwardKernel::WinogradColumns { .. }) if shape.kernel >= 5 => {
-            unlimited
+    use super::x86::conv_winograd_columns_f32 as columns;
+    let stack = forward_kernel(shape, lanes, STACK_SCRATCH);
+    let one_image_on_avx2 = matches!(purpose, ScratchFor::Prediction) && lanes < 16;
+    let columns_pay = !one_image_on_avx2 || shape.kernel >= 5;
+    match stack {
+        ForwardKernel::Flat | ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct
+            if columns_pay && columns::applies(shape, lanes) =>
+        {
+            ForwardKernel::WinogradColumns {
+                scratch: columns::scratch_len(shape, lanes),
+            }
         }
-        (ScratchFor::Prediction, _) => forward_kernel(shape, lanes, STACK_SCRATCH),
+        ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct if !one_image_on_avx2 => {
+            forward_kernel(shape, lanes, usize::MAX)
+        }
+        _ => stack,
     }
 }
 

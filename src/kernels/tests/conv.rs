@@ -808,3 +808,56 @@ fn a_scratch_lets_direct_kernels_pad_beyond_the_stack_buffer() {
         }
     }
 }
+
+/// Where the stack plan falls to a direct kernel, a scratch takes Winograd's method down the
+/// columns before any other kernel (a 5 x 5 layer whose filters would fill AVX2's lanes better,
+/// for training and a prediction alike); a layer on the image as it is keeps the flat kernel
+/// (no weights transposed on every call for a 1 x 1 layer of 256 filters).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_scratch_takes_winograds_method_first_and_leaves_the_flat_kernel() {
+    use super::plan::{ForwardKernel, forward_kernel, scratch_kernel};
+    use super::shape::STACK_SCRATCH;
+    let five = Conv {
+        channels: 16,
+        filters: 16,
+        kernel: 5,
+        padding: 2,
+        height: 12,
+        width: 12,
+    };
+    let pointwise = Conv {
+        channels: 256,
+        filters: 256,
+        kernel: 1,
+        padding: 0,
+        height: 7,
+        width: 7,
+    };
+    let columns = ForwardKernel::WinogradColumns {
+        scratch: x86::conv_winograd_columns_f32::scratch_len(&five, 8),
+    };
+    for purpose in [ScratchFor::Training, ScratchFor::Prediction] {
+        assert_eq!(scratch_kernel(&five, 8, purpose), columns, "{purpose:?}");
+        assert_eq!(
+            workspace_forward_scratch(&five, 8, purpose),
+            columns.scratch()
+        );
+        for lanes in [8, 16] {
+            assert_eq!(
+                forward_kernel(&pointwise, lanes, STACK_SCRATCH),
+                ForwardKernel::Flat
+            );
+            assert_eq!(
+                scratch_kernel(&pointwise, lanes, purpose),
+                ForwardKernel::Flat
+            );
+            assert_eq!(workspace_forward_scratch(&pointwise, lanes, purpose), 0);
+        }
+    }
+    // The plan with no limit would transpose the weights.
+    assert!(matches!(
+        forward_kernel(&five, 8, usize::MAX),
+        ForwardKernel::FiltersInLanes { .. }
+    ));
+}

@@ -29,7 +29,10 @@
 //! With the filters in the lanes and a kernel of 3 to 5, it computes the sums by Winograd's
 //! minimal filtering along the rows (`6/m` multiplications per output and kernel row instead
 //! of `K`; `docs/backprop.md`, "The forward pass by Winograd along the rows"). Training and
-//! prediction run the same kernel, so their outputs agree bit for bit.
+//! prediction run the same kernel where the stack buffer holds its scratch, so their outputs
+//! agree bit for bit there; where it does not, a training pass, `forward_with_scratch` and an
+//! arena take a faster kernel on a scratch of their own (`kernels::plan::scratch_kernel`),
+//! whose sums round differently from `forward`'s.
 //! Other strides unroll patches (when not training, in pieces that fit a stack buffer: blocks of
 //! output positions, groups of filters, chunks of large patches' rows; each piece a product on
 //! the SIMD kernels). For `dW`, the

@@ -861,3 +861,69 @@ fn a_scratch_takes_winograds_method_first_and_leaves_the_flat_kernel() {
         ForwardKernel::FiltersInLanes { .. }
     ));
 }
+
+/// Every shape of a sweep whose plan takes a scratch beyond the stack buffer, for training and
+/// for a prediction: the kernel on that scratch (full of NaNs) gives the reference loops'
+/// outputs, for each epilogue.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn every_scratch_kernel_gives_the_reference_outputs() {
+    let Some(isa) = x86::detected_isa() else {
+        std::eprintln!("skipping: no AVX2 or AVX-512 on this CPU");
+        return;
+    };
+    let lanes = x86::lanes::<f32>(isa);
+    let mut checked = 0;
+    for (channels, filters) in [(3, 64), (16, 16), (32, 20), (64, 64)] {
+        for kernel in [1, 3, 5, 7] {
+            for (padding, size) in [(0, 16), (1, 8), (2, 12), (3, 10)] {
+                let shape = Conv {
+                    channels,
+                    filters,
+                    kernel,
+                    padding,
+                    height: size,
+                    width: size,
+                };
+                if kernel > size + 2 * padding {
+                    continue;
+                }
+                for purpose in [ScratchFor::Training, ScratchFor::Prediction] {
+                    if workspace_forward_scratch(&shape, lanes, purpose) == 0 {
+                        continue;
+                    }
+                    checked += 1;
+                    let x = spread_values(shape.image_len(), 11);
+                    let w = spread_values(filters * channels * kernel * kernel, 12);
+                    let bias = spread_values(filters, 13);
+                    let mut want = std::vec![0.0_f32; shape.output_len()];
+                    super::reference::conv2d_stride1(&shape, &x, &w, &bias, &mut want);
+                    for epilogue in [Epilogue::Identity, Epilogue::Relu] {
+                        let len = forward_scratch_any_isa(&shape, 4, purpose);
+                        let mut scratch = std::vec![f32::NAN; len];
+                        let mut out = std::vec![f32::NAN; shape.output_len()];
+                        conv2d_stride1_with_scratch(
+                            &shape,
+                            1,
+                            &x,
+                            &w,
+                            &bias,
+                            &mut out,
+                            epilogue,
+                            &mut scratch,
+                            purpose,
+                        );
+                        for (i, (&a, &z)) in out.iter().zip(&want).enumerate() {
+                            let z = epilogue.apply(z);
+                            assert!(
+                                (a - z).abs() <= 1e-3 * (1.0 + z.abs()),
+                                "{shape:?}, {purpose:?}, output {i}: {a} against {z}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 4, "only {checked} shapes take a scratch");
+}

@@ -87,8 +87,8 @@ fn the_constant_is_the_largest_layers_and_0_where_no_kernel_needs_it() {
     };
     #[cfg(not(target_arch = "x86_64"))]
     assert_eq!(Net::PREDICT_SCRATCH, 0);
-    // Dense layers; f64 (no SIMD convolution kernels); other strides; convolutions whose
-    // kernels fit the stack (LeNet-5's).
+    // Dense layers; f64 (no SIMD convolution kernels); a strided convolution whose kernel's
+    // scratch fits the stack buffer; convolutions whose kernels fit the stack (LeNet-5's).
     assert_eq!(
         <constmat::net![Dense<f32, 784, 128, Relu>, Dense<f32, 128, 10>]>::PREDICT_SCRATCH,
         0
@@ -98,9 +98,18 @@ fn the_constant_is_the_largest_layers_and_0_where_no_kernel_needs_it() {
         0
     );
     assert_eq!(
-        Conv2d::<f32, 64, 64, 5, 2, 2, 16, 16, 8, 8, Relu>::PREDICT_SCRATCH,
+        Conv2d::<f32, 16, 32, 3, 2, 1, 15, 15, 8, 8, Relu>::PREDICT_SCRATCH,
         0
     );
+    // A strided convolution whose weights, transposed, and padded image exceed the stack
+    // buffer of 16,384 values: its windows read in place need them in the scratch.
+    #[cfg(target_arch = "x86_64")]
+    const {
+        assert!(
+            Conv2d::<f32, 64, 64, 5, 2, 2, 16, 16, 8, 8, Relu>::PREDICT_SCRATCH
+                == 64 * 64 * 25 + 64 * 20 * 20
+        )
+    };
     // 3 x 3 kernels too, where Winograd's method down the columns (AVX-512) needs more than the
     // stack buffer (with AVX2 a prediction keeps the stack plan there, but the constant holds
     // for either instruction set).

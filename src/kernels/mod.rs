@@ -47,6 +47,7 @@ pub(crate) use conv::{
     conv2d_weight_gradient_stride1,
 };
 pub(crate) use conv::{conv2d_stride1_images, conv2d_stride1_with_scratch};
+pub(crate) use conv_strided::conv2d_strided_with_scratch;
 pub(crate) use depthwise::{Depthwise, depthwise_conv2d};
 #[cfg(feature = "alloc")]
 pub(crate) use depthwise::{depthwise_conv2d_input_gradient, depthwise_conv2d_weight_gradient};
@@ -61,7 +62,9 @@ pub(crate) use int8::{
     conv_windows_i8_fast, dot_columns_i8, dot_columns_i8_fast, dot_rows_i8, requantize_i8,
     requantize_one, requantize_uniform_i8,
 };
-pub(crate) use plan::{ScratchFor, conv_stack_scratch, forward_scratch_any_isa};
+pub(crate) use plan::{
+    ScratchFor, conv_stack_scratch, forward_scratch_any_isa, strided_forward_scratch_any_isa,
+};
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
     conv_forward_workspace_scratch, conv_input_gradient_scratch, conv_weight_gradient_pads,
@@ -70,7 +73,7 @@ pub(crate) use plan::{
 #[cfg(feature = "alloc")]
 pub(crate) use pool::max_pool_2x2_backward;
 pub(crate) use pool::{max_pool_2x2, max_pool_2x2_images};
-pub(crate) use shape::{Conv, Epilogue, Product};
+pub(crate) use shape::{Conv, Epilogue, Product, UnpaddedConv};
 
 // The one place a generic slice is reinterpreted as `f32` or `f64` (their `TypeId`s checked),
 // or seen as memory to write into.
@@ -78,6 +81,7 @@ pub(crate) mod add_i8;
 #[allow(unsafe_code)]
 pub(crate) mod cast;
 mod conv;
+mod conv_strided;
 mod depthwise;
 pub(crate) mod depthwise_i8;
 mod gemm;

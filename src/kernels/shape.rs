@@ -89,6 +89,102 @@ impl Conv {
     }
 }
 
+/// The sizes of a convolution of one image read as it is, any padding already applied: `channels`
+/// planes of `height x width`, `filters` filters of `channels x kernel_height x kernel_width`,
+/// stride `stride` both ways. The output has `filters` planes of `((height - kernel_height) /
+/// stride + 1) x ((width - kernel_width) / stride + 1)`; rows and columns left over at the end,
+/// in no window, are not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UnpaddedConv {
+    pub channels: usize,
+    pub filters: usize,
+    pub kernel_height: usize,
+    pub kernel_width: usize,
+    pub stride: usize,
+    pub height: usize,
+    pub width: usize,
+}
+
+impl UnpaddedConv {
+    /// The output height, `(height - kernel_height) / stride + 1`; 0 where the kernel does not fit.
+    pub(crate) const fn out_height(&self) -> usize {
+        if self.kernel_height > self.height || self.stride == 0 {
+            0
+        } else {
+            (self.height - self.kernel_height) / self.stride + 1
+        }
+    }
+
+    /// The output width, `(width - kernel_width) / stride + 1`; 0 where the kernel does not fit.
+    pub(crate) const fn out_width(&self) -> usize {
+        if self.kernel_width > self.width || self.stride == 0 {
+            0
+        } else {
+            (self.width - self.kernel_width) / self.stride + 1
+        }
+    }
+
+    /// The elements of the filters, `filters·channels·kernel_height·kernel_width`.
+    pub(crate) const fn weights_len(&self) -> usize {
+        self.filters * self.channels * self.kernel_height * self.kernel_width
+    }
+
+    /// The elements of one input image, `channels·height·width`.
+    pub(crate) const fn image_len(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+
+    /// The elements of one output, `filters·out_height·out_width`.
+    pub(crate) const fn output_len(&self) -> usize {
+        self.filters * self.out_height() * self.out_width()
+    }
+
+    /// Panics unless the kernel fits the image, the stride is not 0 and the slices have the
+    /// lengths the sizes give (the image, the filters `[filters][channels][kernel_height]
+    /// [kernel_width]`, the biases, the output planes).
+    pub(super) fn check_lengths(&self, x: usize, w: usize, bias: usize, out: usize) {
+        assert!(
+            self.stride > 0
+                && self.kernel_height > 0
+                && self.kernel_width > 0
+                && self.kernel_height <= self.height
+                && self.kernel_width <= self.width,
+            "a {}x{} kernel with stride {} does not fit a {}x{} image",
+            self.kernel_height,
+            self.kernel_width,
+            self.stride,
+            self.height,
+            self.width
+        );
+        let expected = (
+            self.image_len(),
+            self.weights_len(),
+            self.filters,
+            self.output_len(),
+        );
+        assert!(
+            (x, w, bias, out) == expected,
+            "convolution operands of {x}, {w}, {bias}, {out} elements do not fit {self:?}, which needs {expected:?}"
+        );
+    }
+}
+
+impl Conv {
+    /// The same stride-1 convolution as an [`UnpaddedConv`] on the image padded beforehand.
+    pub(crate) const fn unpadded(&self) -> UnpaddedConv {
+        let padded = self.padded();
+        UnpaddedConv {
+            channels: self.channels,
+            filters: self.filters,
+            kernel_height: self.kernel,
+            kernel_width: self.kernel,
+            stride: 1,
+            height: padded.height,
+            width: padded.width,
+        }
+    }
+}
+
 /// LeNet-5's first convolution, for the tests of every kernel module.
 #[cfg(test)]
 pub(crate) const LENET_FIRST: Conv = Conv {

@@ -1,8 +1,8 @@
-//! The forward pass of a stride-1 convolution, direct, the filters in the vector lanes: for many
-//! filters on narrow images, where a row of outputs would leave lanes empty. Applies: any kernel
-//! size, an image padded beforehand, `f32`, AVX-512 or AVX2.
+//! The forward pass of a convolution, direct, the filters in the vector lanes: for many filters
+//! on narrow images, where a row of outputs would leave lanes empty, and for strided
+//! convolutions, whose windows it reads in place (no unrolled patches). Applies: any kernel
+//! height and width, stride 1 or 2, an image padded beforehand, `f32`, AVX-512 or AVX2.
 
-use super::conv_direct::conv_forward_entry;
 use super::gemm::Element;
 use super::isa::{Isa, assert_isa};
 use super::layout::transpose_uninit;
@@ -11,28 +11,34 @@ use core::mem::MaybeUninit;
 
 use crate::kernels::cast::assume_init_mut;
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
-use crate::kernels::shape::{Conv, Epilogue};
+use crate::kernels::shape::{Conv, Epilogue, UnpaddedConv};
+
+/// The strides the kernel takes: each is a constant of its own copy, so that the inputs a tile
+/// broadcasts are at fixed offsets.
+pub(crate) const FILTERS_IN_LANES_STRIDES: [usize; 2] = [1, 2];
 
 /// Output positions per tile of [`conv_filters_tile`]: one accumulator each, plus the weights'
-/// vector and a broadcast, within AVX2's 16 registers.
+/// vector and a broadcast, within AVX2's 16 registers. (Two vectors of filters a tile, 12
+/// positions with AVX-512 and 6 with AVX2, were 1.2-2.4x slower on Zen 4 with AVX-512 and no
+/// faster with AVX2.)
 pub(super) const FILTER_TILE_POSITIONS: usize = 12;
 
-/// One tile of a stride-1 convolution without padding, the filters in the lanes: filters
+/// One tile of a convolution without padding, stride `STRIDE`, the filters in the lanes: filters
 /// `f0..f0 + count` (`count <= LANES`) at the `NP` positions `ow0..ow0 + NP` of output row `oh`.
 /// Each step `(c, ky, kx)` loads the step's weights of those filters from the transposed weights
-/// `wt` (`[C·K·K][filters]`) and, per position, broadcasts the input it meets: `NP` fused
+/// `wt` (`[C·KH·KW][filters]`) and, per position, broadcasts the input it meets: `NP` fused
 /// multiply-adds per load, every lane useful. The sums are stored transposed, one lane per
 /// output plane.
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `x` holds `C·H·W` elements, `wt` `C·K·K·filters`, `bias`
-/// `filters`, `out` `filters·OH·OW`; `f0 + count <= filters`, `oh < OH`, `ow0 + NP <= OW`; no
-/// padding.
+/// The CPU has `S`'s instruction set; `shape.stride == STRIDE`; `x` holds `C·H·W` elements,
+/// `wt` `C·KH·KW·filters`, `bias` `filters`, `out` `filters·OH·OW`; `f0 + count <= filters`,
+/// `oh < OH`, `ow0 + NP <= OW`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
-    shape: &Conv,
+unsafe fn conv_filters_tile<S: Simd, const NP: usize, const STRIDE: usize>(
+    shape: &UnpaddedConv,
     x: *const S::E,
     wt: *const S::E,
     bias: *const S::E,
@@ -42,20 +48,22 @@ pub(super) unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
     ow0: usize,
     epilogue: Epilogue,
 ) {
-    let Conv {
+    let UnpaddedConv {
         channels,
         filters,
-        kernel,
+        kernel_height,
+        kernel_width,
         height,
         width,
         ..
     } = *shape;
     let plane_out = shape.out_height() * shape.out_width();
     // SAFETY (whole body): the instruction set is present (the caller's contract). The weight
-    // vectors read are lanes `f0..f0 + count` of rows `step < C·K·K` of `wt` (the others masked
-    // off), the bias lanes `f0..f0 + count`; the inputs broadcast are `(c, oh + ky, ow0 + i +
-    // kx)` with `oh + ky < OH + K - 1 = H` and `ow0 + i + kx < OW + K - 1 = W` (no padding),
-    // inside `x`; the outputs written are `(f0 + lane, oh, ow0 + i)`, inside `out`.
+    // vectors read are lanes `f0..f0 + count` of rows `step < C·KH·KW` of `wt` (the others
+    // masked off), the bias lanes `f0..f0 + count`; the inputs broadcast are `(c, oh·S + ky,
+    // (ow0 + i)·S + kx)` with `oh·S + ky <= (OH - 1)·S + KH - 1 < H` and `(ow0 + i)·S + kx <=
+    // (OW - 1)·S + KW - 1 < W` (the definition of `OH` and `OW`), inside `x`; the outputs
+    // written are `(f0 + lane, oh, ow0 + i)`, inside `out`.
     unsafe {
         let mask = S::mask(count);
         let full = count == S::LANES;
@@ -69,14 +77,14 @@ pub(super) unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
         let mut acc = [load(bias.add(f0)); NP];
         let mut weights = wt.add(f0);
         for c in 0..channels {
-            for ky in 0..kernel {
-                let row = x.add((c * height + oh + ky) * width + ow0);
-                for kx in 0..kernel {
+            for ky in 0..kernel_height {
+                let row = x.add((c * height + oh * STRIDE + ky) * width + ow0 * STRIDE);
+                for kx in 0..kernel_width {
                     let w = load(weights);
                     weights = weights.wrapping_add(filters);
                     let inputs = row.add(kx);
                     for (i, acc_i) in acc.iter_mut().enumerate() {
-                        *acc_i = S::fma(S::splat(*inputs.add(i)), w, *acc_i);
+                        *acc_i = S::fma(S::splat(*inputs.add(i * STRIDE)), w, *acc_i);
                     }
                 }
             }
@@ -87,22 +95,23 @@ pub(super) unsafe fn conv_filters_tile<S: Simd, const NP: usize>(
     }
 }
 
-/// Calls `$tile::<S, N>` for a runtime `$n` in `1..FILTER_TILE_POSITIONS` (or `..STEPS`).
+/// Calls `$tile::<S, N $(, $more)*>` for a runtime `$n` in `1..FILTER_TILE_POSITIONS` (or
+/// `..STEPS`).
 macro_rules! filters_tile_sized {
-    ($tile:ident, $n:expr, below $whole:expr, $($args:expr),*) => {
+    ($tile:ident $(<$($more:ident),*>)?, $n:expr, below $whole:expr, $($args:expr),*) => {
         match $n {
-            1 => $tile::<S, 1>($($args),*),
-            2 => $tile::<S, 2>($($args),*),
-            3 => $tile::<S, 3>($($args),*),
-            4 => $tile::<S, 4>($($args),*),
-            5 => $tile::<S, 5>($($args),*),
-            6 => $tile::<S, 6>($($args),*),
-            7 => $tile::<S, 7>($($args),*),
+            1 => $tile::<S, 1 $($(, $more)*)?>($($args),*),
+            2 => $tile::<S, 2 $($(, $more)*)?>($($args),*),
+            3 => $tile::<S, 3 $($(, $more)*)?>($($args),*),
+            4 => $tile::<S, 4 $($(, $more)*)?>($($args),*),
+            5 => $tile::<S, 5 $($(, $more)*)?>($($args),*),
+            6 => $tile::<S, 6 $($(, $more)*)?>($($args),*),
+            7 => $tile::<S, 7 $($(, $more)*)?>($($args),*),
             // Only the sizes below a whole tile of `$whole` are instantiated.
-            8 if const { $whole > 8 } => $tile::<S, 8>($($args),*),
-            9 if const { $whole > 9 } => $tile::<S, 9>($($args),*),
-            10 if const { $whole > 10 } => $tile::<S, 10>($($args),*),
-            11 if const { $whole > 11 } => $tile::<S, 11>($($args),*),
+            8 if const { $whole > 8 } => $tile::<S, 8 $($(, $more)*)?>($($args),*),
+            9 if const { $whole > 9 } => $tile::<S, 9 $($(, $more)*)?>($($args),*),
+            10 if const { $whole > 10 } => $tile::<S, 10 $($(, $more)*)?>($($args),*),
+            11 if const { $whole > 11 } => $tile::<S, 11 $($(, $more)*)?>($($args),*),
             _ => unreachable!("a partial tile is smaller than a whole one"),
         }
     };
@@ -110,16 +119,16 @@ macro_rules! filters_tile_sized {
 #[allow(unused_imports)]
 pub(super) use filters_tile_sized;
 
-/// The whole stride-1 convolution of one image without padding, the filters in the lanes: per
-/// vector of filters, per output row, tiles of [`FILTER_TILE_POSITIONS`] positions.
+/// The whole convolution of one image without padding, stride `STRIDE`, the filters in the
+/// lanes: per vector of filters, per output row, tiles of [`FILTER_TILE_POSITIONS`] positions.
 ///
 /// # Safety
 ///
 /// As [`conv_filters_tile`], for the whole output; the slices checked by
-/// [`conv2d_stride1_filters`].
+/// [`conv2d_filters_in_lanes`].
 #[inline(always)]
-pub(super) unsafe fn conv_filters_run<S: Simd>(
-    shape: &Conv,
+unsafe fn conv_filters_run<S: Simd, const STRIDE: usize>(
+    shape: &UnpaddedConv,
     x: &[S::E],
     wt: &[S::E],
     bias: &[S::E],
@@ -138,12 +147,14 @@ pub(super) unsafe fn conv_filters_run<S: Simd>(
             unsafe {
                 let mut ow0 = 0;
                 while ow0 + NP <= out_width {
-                    conv_filters_tile::<S, NP>(shape, x, wt, bias, out, filters, oh, ow0, epilogue);
+                    conv_filters_tile::<S, NP, STRIDE>(
+                        shape, x, wt, bias, out, filters, oh, ow0, epilogue,
+                    );
                     ow0 += NP;
                 }
                 if ow0 < out_width {
                     filters_tile_sized!(
-                        conv_filters_tile,
+                        conv_filters_tile<STRIDE>,
                         out_width - ow0,
                         below NP,
                         shape,
@@ -162,31 +173,55 @@ pub(super) unsafe fn conv_filters_run<S: Simd>(
     }
 }
 
-conv_forward_entry!(
-    conv_filters_avx512_f32,
-    conv_filters_run,
-    Avx512F32,
-    f32,
-    "avx512f"
-);
-conv_forward_entry!(
-    conv_filters_avx2_f32,
-    conv_filters_run,
-    Avx2F32,
-    f32,
-    "avx2,fma"
-);
+/// The kernel for one instruction set: one copy for each stride and epilogue, each a
+/// constant there.
+macro_rules! filters_in_lanes_entry {
+    ($name:ident, $simd:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; the sizes and lengths
+        /// checked by [`conv2d_filters_in_lanes`], and the stride one of
+        /// [`FILTERS_IN_LANES_STRIDES`].
+        #[target_feature(enable = $features)]
+        unsafe fn $name(
+            shape: &UnpaddedConv,
+            x: &[f32],
+            wt: &[f32],
+            bias: &[f32],
+            out: &mut [MaybeUninit<f32>],
+            epilogue: Epilogue,
+        ) {
+            use Epilogue::{Identity, Relu};
+            // SAFETY (each): forwarded from this function's contract; the stride matched.
+            match (shape.stride, epilogue) {
+                (1, Identity) => unsafe {
+                    conv_filters_run::<$simd, 1>(shape, x, wt, bias, out, Identity)
+                },
+                (1, Relu) => unsafe { conv_filters_run::<$simd, 1>(shape, x, wt, bias, out, Relu) },
+                (2, Identity) => unsafe {
+                    conv_filters_run::<$simd, 2>(shape, x, wt, bias, out, Identity)
+                },
+                (2, Relu) => unsafe { conv_filters_run::<$simd, 2>(shape, x, wt, bias, out, Relu) },
+                _ => unreachable!("a stride the filters-in-lanes kernel does not take"),
+            }
+        }
+    };
+}
 
-/// A stride-1 convolution of one image without padding, `out = conv(x, w) + bias`, from the
-/// transposed weights `wt` (`[C·K·K][filters]`), the filters in the vector lanes (see
-/// [`filters_in_lanes`]), with `isa`.
+filters_in_lanes_entry!(conv_filters_avx512_f32, Avx512F32, "avx512f");
+filters_in_lanes_entry!(conv_filters_avx2_f32, Avx2F32, "avx2,fma");
+
+/// A convolution of one image read as it is (padded beforehand where it has padding), `out =
+/// conv(x, w) + bias`, from the transposed weights `wt` (`[C·KH·KW][filters]`), the filters in
+/// the vector lanes, with `isa`.
 ///
 /// # Panics
 ///
-/// As [`conv2d_stride1`](super::conv_direct::conv2d_stride1), and when the padding is not 0.
-pub(crate) fn conv2d_stride1_filters<E: Element>(
+/// When the operands do not fit `shape` (see `UnpaddedConv::check_lengths`), the stride is
+/// not one of [`FILTERS_IN_LANES_STRIDES`], `isa` is not present, or `E` is not `f32`.
+pub(crate) fn conv2d_filters_in_lanes<E: Element>(
     isa: Isa,
-    shape: &Conv,
+    shape: &UnpaddedConv,
     x: &[E],
     wt: &[E],
     bias: &[E],
@@ -194,9 +229,10 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
     epilogue: Epilogue,
 ) {
     shape.check_lengths(x.len(), wt.len(), bias.len(), out.len());
-    assert_eq!(
-        shape.padding, 0,
-        "the filters-in-lanes kernel takes a padded image"
+    assert!(
+        FILTERS_IN_LANES_STRIDES.contains(&shape.stride),
+        "the filters-in-lanes kernel takes strides {FILTERS_IN_LANES_STRIDES:?}, not {}",
+        shape.stride
     );
     assert_isa(isa);
     let (Some(x), Some(wt), Some(bias), Some(out)) = (
@@ -207,11 +243,32 @@ pub(crate) fn conv2d_stride1_filters<E: Element>(
     ) else {
         unreachable!("the SIMD convolution kernels take f32");
     };
-    // SAFETY (both): lengths, sizes and instruction set checked above.
+    // SAFETY (both): lengths, sizes, stride and instruction set checked above.
     match isa {
         Isa::Avx512 => unsafe { conv_filters_avx512_f32(shape, x, wt, bias, out, epilogue) },
         Isa::Avx2Fma => unsafe { conv_filters_avx2_f32(shape, x, wt, bias, out, epilogue) },
     }
+}
+
+/// A stride-1 convolution of one image without padding by [`conv2d_filters_in_lanes`].
+///
+/// # Panics
+///
+/// As [`conv2d_filters_in_lanes`], and when the padding is not 0.
+pub(crate) fn conv2d_stride1_filters<E: Element>(
+    isa: Isa,
+    shape: &Conv,
+    x: &[E],
+    wt: &[E],
+    bias: &[E],
+    out: &mut [MaybeUninit<E>],
+    epilogue: Epilogue,
+) {
+    assert_eq!(
+        shape.padding, 0,
+        "the filters-in-lanes kernel takes a padded image"
+    );
+    conv2d_filters_in_lanes(isa, &shape.unpadded(), x, wt, bias, out, epilogue);
 }
 
 /// Runs `f` on the weights `w` (`[filters][C·K·K]`) transposed and on `padded_len` zeros (where

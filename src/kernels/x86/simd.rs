@@ -4,7 +4,9 @@
 
 use core::arch::x86_64::*;
 
-use super::transpose_block::{transpose4_pd, transpose8_pd, transpose8_ps, transpose16_ps};
+use super::transpose_block::{
+    transpose4_pd, transpose8_pd, transpose8_ps, transpose8_registers_ps, transpose16_ps,
+};
 use core::mem::MaybeUninit;
 
 use crate::kernels::shape::Epilogue;
@@ -135,7 +137,7 @@ pub(super) trait Simd {
     /// The CPU has this instruction set.
     unsafe fn outlined<R>(f: impl FnOnce() -> R) -> R;
     /// Stores `rows` transposed: lane `l < count` of `rows[i]` to `out[l·stride + i]`.
-    /// `rows.len() <= LANES`, `count <= LANES`, and those elements must be valid for writing.
+    /// `rows.len() <= 16`, `count <= LANES`, and those elements must be valid for writing.
     #[inline(always)]
     unsafe fn store_transposed(rows: &[Self::V], out: *mut Self::E, stride: usize, count: usize) {
         // SAFETY: the caller's contract.
@@ -469,6 +471,41 @@ pub(super) fn rotate_lanes_avx512_pd(v: __m512d, by: usize) -> __m512d {
 
 /// Four horizontal sums at once: two rounds of 128-bit block shuffles leave each input's partial
 /// sums in one block, two in-block permutes finish them, one permute gathers the four results.
+/// [`Simd::store_transposed`] for `f32` on AVX2: the rows eight at a time (zeros past
+/// `rows.len()`), transposed in registers, each column stored whole or masked to the rows
+/// there are. A lane at a time through a buffer, the filters-in-lanes forward pass spent as
+/// long storing as multiplying on 16 steps.
+///
+/// # Safety
+///
+/// As [`Simd::store_transposed`].
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn store_transposed_avx2_ps(
+    rows: &[__m256],
+    out: *mut f32,
+    stride: usize,
+    count: usize,
+) {
+    for (block, rows) in rows.chunks(8).enumerate() {
+        let r: [__m256; 8] = array_from(|i| rows.get(i).copied().unwrap_or(_mm256_setzero_ps()));
+        let columns = transpose8_registers_ps(r);
+        let mask = mask_avx2_ps(rows.len());
+        for (lane, &column) in columns[..count].iter().enumerate() {
+            // SAFETY: lanes i < rows.len() of column `lane` go to out[lane·stride + 8·block +
+            // i], valid for writing (the caller's contract); the other lanes are masked off.
+            unsafe {
+                let to = out.add(lane * stride + 8 * block);
+                if rows.len() == 8 {
+                    _mm256_storeu_ps(to, column);
+                } else {
+                    _mm256_maskstore_ps(to, mask, column);
+                }
+            }
+        }
+    }
+}
+
 /// [`Simd::store_transposed`] for `f32` on AVX-512: the rows (zeros past `rows.len()`)
 /// transposed as a 16 x 16 block in registers (64 shuffles), then one masked store per column
 /// written, instead of 16 scalar stores per row (which the compiler turns into scatters, slow on
@@ -714,7 +751,7 @@ pub(super) fn mask_avx2_pd(n: usize) -> __m256i {
 }
 
 macro_rules! avx2 {
-    ($name:ident, $e:ty, $v:ty, $lanes:expr, $ops:ident, $sum:ident, $mask:ident, $fma_masked:ident, $rotate:ident, $transpose:ident) => {
+    ($name:ident, $e:ty, $v:ty, $lanes:expr, $ops:ident, $sum:ident, $mask:ident, $fma_masked:ident, $rotate:ident, $transpose:ident, $store_transposed:expr) => {
         #[derive(Clone, Copy)]
         pub(super) struct $name;
 
@@ -795,6 +832,12 @@ macro_rules! avx2 {
             }
             #[inline]
             #[target_feature(enable = "avx2,fma")]
+            unsafe fn store_transposed(rows: &[$v], out: *mut $e, stride: usize, count: usize) {
+                // SAFETY: the caller's contract.
+                unsafe { $store_transposed(rows, out, stride, count) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx2,fma")]
             unsafe fn mask_range(lo: usize, hi: usize) -> __m256i {
                 _mm256_andnot_si256($mask(lo), $mask(hi))
             }
@@ -859,7 +902,8 @@ avx2!(
     mask_avx2_ps,
     fma_masked_avx2_ps,
     rotate_lanes_avx2_ps,
-    transpose8_ps
+    transpose8_ps,
+    store_transposed_avx2_ps
 );
 avx2!(
     Avx2F64,
@@ -871,7 +915,8 @@ avx2!(
     mask_avx2_pd,
     fma_masked_avx2_pd,
     rotate_lanes_avx2_pd,
-    transpose4_pd
+    transpose4_pd,
+    store_transposed_lanes::<Avx2F64>
 );
 
 /// [`Simd::fma_masked`] for `f32` on AVX2: the product, then a blend.

@@ -312,12 +312,28 @@ where
         let (x, y, middle) = super::arena::ends_and_middle::<Self>(arena, input);
         let bytes = core::mem::size_of::<T>() * Self::PREDICT_SCRATCH;
         let scratch: &mut [T] = bytemuck::cast_slice_mut(&mut middle[..bytes]);
-        self.forward_stride1(
+        self.forward_with_prediction_scratch(
             core::slice::from_ref(x),
             core::slice::from_mut(y),
             scratch,
-            kernels::ScratchFor::Prediction,
         );
+    }
+
+    /// A prediction of the images `x` with `scratch` of [`Layer::PREDICT_SCRATCH`] elements
+    /// (more than 0).
+    fn forward_with_prediction_scratch(
+        &self,
+        x: &[[[[T; W]; H]; C]],
+        y: &mut [[[[T; OW]; OH]; OC]],
+        scratch: &mut [T],
+    ) {
+        if Self::UNROLLS {
+            for (x, y) in x.iter().zip(y) {
+                self.forward_sample(x, y, scratch);
+            }
+        } else {
+            self.forward_stride1(x, y, scratch, kernels::ScratchFor::Prediction);
+        }
     }
 
     /// What the kernel applies as it stores each output `conv(X, W) + b`: ReLU, or nothing
@@ -425,6 +441,8 @@ where
             core::mem::size_of::<T>(),
             kernels::ScratchFor::Prediction,
         )
+    } else if Self::WINDOWS_SCRATCH > SCRATCH {
+        Self::WINDOWS_SCRATCH
     } else {
         0
     };
@@ -451,13 +469,13 @@ where
         scratch: &mut [f32; LEN],
     ) {
         const { crate::nn::check_predict_scratch(LEN, Self::PREDICT_SCRATCH) };
-        if Self::UNROLLS || Self::PREDICT_SCRATCH == 0 {
+        if Self::PREDICT_SCRATCH == 0 {
             self.forward(x, y);
             return;
         }
         // PREDICT_SCRATCH > 0 only for `f32`: the scratch is the kernels' own type.
         let scratch = kernels::cast::same_type_slice_mut::<f32, T>(scratch).unwrap_or_default();
-        self.forward_stride1(x, y, scratch, kernels::ScratchFor::Prediction);
+        self.forward_with_prediction_scratch(x, y, scratch);
     }
 
     /// Stride 1: the direct kernel writes every output, so `y` is not zeroed first.

@@ -69,6 +69,9 @@ where
         let weight = self.weight_matrix();
         let bias = S::vector(&self.bias);
         let z = out.as_flattened_mut().as_flattened_mut();
+        if self.forward_windows_in_place(core::slice::from_ref(x), z, scratch) {
+            return;
+        }
         if scratch.len() >= ckk * positions {
             // Z = W·X̂, straight into the output (its rows are the output channels).
             let patches = &mut scratch[..ckk * positions];
@@ -92,6 +95,49 @@ where
                 }
             }
         });
+    }
+
+    /// The layer's shape for the kernel that reads its windows in place, on the padded image.
+    const UNPADDED: kernels::UnpaddedConv = kernels::UnpaddedConv {
+        channels: C,
+        filters: OC,
+        kernel_height: K,
+        kernel_width: KW,
+        stride: STRIDE,
+        height: H + 2 * PAD,
+        width: W + 2 * PAD,
+    };
+
+    /// The elements of scratch the kernel that reads the windows in place takes on any
+    /// instruction set (`kernels::strided_forward_scratch_any_isa`: the weights transposed
+    /// and an image padded), 0 where it does not take the layer.
+    pub(super) const WINDOWS_SCRATCH: usize =
+        kernels::strided_forward_scratch_any_isa(&Self::UNPADDED, PAD, core::mem::size_of::<T>());
+
+    /// The forward pass of the images `x` into `z` (their outputs, flat) by the kernel that
+    /// reads the windows in place, with no unrolled patches, where it takes the layer and
+    /// `scratch` holds [`Self::WINDOWS_SCRATCH`] elements: returns whether it did.
+    fn forward_windows_in_place(
+        &self,
+        x: &[[[[T; W]; H]; C]],
+        z: &mut [T],
+        scratch: &mut [T],
+    ) -> bool {
+        let done = kernels::conv2d_strided_with_scratch(
+            &Self::UNPADDED,
+            PAD,
+            x.len(),
+            x.as_flattened().as_flattened().as_flattened(),
+            self.weight_matrix(),
+            S::vector(&self.bias),
+            z,
+            Self::epilogue(),
+            scratch,
+        );
+        if done {
+            Self::activate_after_kernel(z);
+        }
+        done
     }
 
     /// Images side by side in one product of the training pass ([`Self::forward_images`]): enough
@@ -131,6 +177,10 @@ where
         y: &mut [[[[T; OW]; OH]; OC]],
         scratch: &mut [T],
     ) {
+        let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
+        if self.forward_windows_in_place(x, z, scratch) {
+            return;
+        }
         if Self::IMAGES_PER_PRODUCT == 1 {
             // Wide enough on its own: straight into the output, no copy.
             for (x, y) in x.iter().zip(y) {

@@ -112,7 +112,9 @@ where
                 if !Self::UNROLLS {
                     0
                 } else {
-                    patch_len.max(Self::images_scratch(B))
+                    patch_len
+                        .max(Self::images_scratch(B))
+                        .max(Self::WINDOWS_SCRATCH)
                 }
             ]
             .into_boxed_slice(),

@@ -27,6 +27,34 @@ fn transposed_stores_in_registers_match_the_lane_by_lane_ones() {
     }
 }
 
+/// AVX2's transposed store, eight rows at a time, up to the 16 rows a caller passes (the
+/// filters-in-lanes tile's 12 positions), against the lane-by-lane one; nothing written past
+/// the rows and lanes asked for.
+#[test]
+fn avx2_transposed_stores_in_registers_match_the_lane_by_lane_ones() {
+    if !isa_available(Isa::Avx2Fma) {
+        std::eprintln!("skipping: no AVX2 on this CPU");
+        return;
+    }
+    let values: Vec<f32> = (0..128).map(|i| i as f32 + 0.5).collect();
+    for n in 0..=16 {
+        for count in 0..=8 {
+            let mut want = std::vec![-1.0_f32; 8 * 17];
+            let mut got = want.clone();
+            // SAFETY: AVX2 is present (checked above); the loads read 8 of the 128 values,
+            // and the stores write lanes l < 8 of rows i < 16 at l·17 + i < 8·17.
+            unsafe {
+                let rows: Vec<__m256> = (0..n)
+                    .map(|i| _mm256_loadu_ps(values[8 * i..].as_ptr()))
+                    .collect();
+                store_transposed_lanes::<Avx2F32>(&rows, want.as_mut_ptr(), 17, count);
+                Avx2F32::store_transposed(&rows, got.as_mut_ptr(), 17, count);
+            }
+            assert_eq!(got, want, "{n} rows, {count} lanes");
+        }
+    }
+}
+
 #[test]
 fn col2im_adds_each_patch_value_to_the_input_it_came_from() {
     if detected_isa() != Some(Isa::Avx512) {

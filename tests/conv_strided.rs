@@ -3,7 +3,8 @@
 //! takes them (x86-64, `f32`, at least 8 filters and 64 steps a window; with AVX2 windows of
 //! 25 and more): `Layer::forward` (its stack buffer), `forward_with_scratch`, an arena and a
 //! training pass each give the definition's outputs, on every instruction set the CPU has, and
-//! the ones that share a kernel agree bit for bit.
+//! the unrolled patches' products bit for bit (each output one chain of fused multiply-adds in
+//! the same order, the bias added last).
 #![cfg(all(feature = "alloc", feature = "rand"))]
 // The definition indexes by position, as it is written.
 #![allow(clippy::needless_range_loop)]
@@ -58,7 +59,7 @@ fn check<
 >(
     what: &str,
     seed: u64,
-    beyond_the_stack: bool,
+    reads_in_place: &[InstructionSet],
 ) where
     Conv2d<f32, C, OC, K, S, P, H, W, OH, OW, Relu, Heap, KW>:
         Layer<In = [[[f32; W]; H]; C], Out = [[[f32; OW]; OH]; OC]> + Train<f32, 2>,
@@ -141,14 +142,29 @@ fn check<
             let mut fast = Box::new([[[[f32::NAN; OW]; OH]; OC]; 2]);
             layer.forward_with_scratch(&x, &mut fast, scratch);
             close(&fast[..], "forward_with_scratch", isa);
-            if beyond_the_stack && isa == InstructionSet::Avx512 {
-                // Another kernel than `forward`'s (its stack buffer is too small for the
-                // windows read in place): the scratch is used, not ignored.
-                assert!(
-                    flat(&fast[..]) != flat(&plain[..]),
-                    "{what}: the same kernel as `forward`"
-                );
-            }
+            // The windows read in place are the unrolled patches' product, bit for bit.
+            assert!(
+                flat(&fast[..]) == flat(&plain[..]),
+                "{what}, {isa:?}: forward_with_scratch is not forward bit for bit"
+            );
+            // Where the plan reads the windows in place and the stack buffer is too small for
+            // it, the scratch holds the weights transposed (`[C·K·KW][OC]`) after the call:
+            // that kernel ran (the unrolled patches would hold the patches there; with
+            // `PREDICT_SCRATCH` 0, `forward`'s stack buffer serves and the scratch is not
+            // touched).
+            let transposed = (0..C * K * KW)
+                .flat_map(|step| (0..OC).map(move |o| (o, step)))
+                .map(|(o, step)| weight[o][step / (K * KW)][step / KW % K][step % KW]);
+            let held = scratch
+                .iter()
+                .zip(transposed)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert_eq!(
+                held,
+                reads_in_place.contains(&isa)
+                    && L::<C, OC, K, KW, S, P, H, W, OH, OW>::PREDICT_SCRATCH > 0,
+                "{what}, {isa:?}: whether the windows were read in place"
+            );
             // The scratch and the workspace take the same kernel, one image or a batch.
             assert!(
                 flat(&fast[..]) == flat(&trained[..]),
@@ -160,18 +176,30 @@ fn check<
 
 #[test]
 fn strided_and_rectangular_convolutions_compute_the_definition_by_every_path() {
+    // Where the windows are read in place (on x86-64; elsewhere nowhere).
+    let (avx512, both): (&[InstructionSet], &[InstructionSet]) = if cfg!(target_arch = "x86_64") {
+        (
+            &[InstructionSet::Avx512],
+            &[InstructionSet::Avx512, InstructionSet::Avx2],
+        )
+    } else {
+        (&[], &[])
+    };
     // ResNet's 3 x 3 stride 2 (AVX-512 reads its windows in place, AVX2 unrolls them); odd
     // sizes leave a row and a column in no window.
-    check::<16, 32, 3, 3, 2, 1, 15, 15, 8, 8>("16 -> 32, 3 x 3, stride 2", 1, false);
+    check::<16, 32, 3, 3, 2, 1, 15, 15, 8, 8>("16 -> 32, 3 x 3, stride 2", 1, avx512);
     // Weights and a padded image larger than `forward`'s stack buffer (a scratch of
     // `PREDICT_SCRATCH` holds them).
-    check::<32, 64, 3, 3, 2, 1, 16, 16, 8, 8>("32 -> 64, 3 x 3, stride 2", 2, true);
+    check::<32, 64, 3, 3, 2, 1, 16, 16, 8, 8>("32 -> 64, 3 x 3, stride 2", 2, avx512);
     // A 7 x 7 stem on either instruction set; filters in a vector and a part of one.
-    check::<3, 24, 7, 7, 2, 3, 20, 21, 10, 11>("3 -> 24, 7 x 7, stride 2", 3, false);
+    check::<3, 24, 7, 7, 2, 3, 20, 21, 10, 11>("3 -> 24, 7 x 7, stride 2", 3, both);
     // Stride 1 with a kernel that is not square.
-    check::<4, 16, 5, 7, 1, 1, 12, 13, 10, 9>("4 -> 16, 5 x 7, stride 1", 4, false);
+    check::<4, 16, 5, 7, 1, 1, 12, 13, 10, 9>("4 -> 16, 5 x 7, stride 1", 4, both);
+    // A 7 x 7 kernel whose weights and padded image exceed the stack buffer, on either
+    // instruction set.
+    check::<8, 32, 7, 7, 2, 3, 20, 20, 10, 10>("8 -> 32, 7 x 7, stride 2", 6, both);
     // Too few steps: the unrolled patches on every instruction set.
-    check::<16, 32, 1, 1, 2, 0, 16, 16, 8, 8>("16 -> 32, 1 x 1, stride 2", 5, false);
+    check::<16, 32, 1, 1, 2, 0, 16, 16, 8, 8>("16 -> 32, 1 x 1, stride 2", 5, &[]);
 }
 
 /// The scratch a prediction takes where the weights and the padded image exceed the stack

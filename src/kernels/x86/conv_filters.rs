@@ -27,8 +27,8 @@ pub(super) const FILTER_TILE_POSITIONS: usize = 12;
 /// `f0..f0 + count` (`count <= LANES`) at the `NP` positions `ow0..ow0 + NP` of output row `oh`.
 /// Each step `(c, ky, kx)` loads the step's weights of those filters from the transposed weights
 /// `wt` (`[C·KH·KW][filters]`) and, per position, broadcasts the input it meets: `NP` fused
-/// multiply-adds per load, every lane useful. The sums are stored transposed, one lane per
-/// output plane.
+/// multiply-adds per load, every lane useful. The sums, plus the biases, are stored transposed,
+/// one lane per output plane.
 ///
 /// # Safety
 ///
@@ -74,7 +74,10 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize, const STRIDE: usize>(
                 S::load_masked(p, mask)
             }
         };
-        let mut acc = [load(bias.add(f0)); NP];
+        // The sums start from 0 and take the bias last, as the unrolled patches' products do
+        // (`Z = W·X̂`, then `Z + b`): a strided layer's outputs are the same bits whichever of
+        // the two its plan takes.
+        let mut acc = [S::zero(); NP];
         let mut weights = wt.add(f0);
         for c in 0..channels {
             for ky in 0..kernel_height {
@@ -90,7 +93,8 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize, const STRIDE: usize>(
             }
         }
         let first = out.add(f0 * plane_out + oh * shape.out_width() + ow0);
-        let acc: [S::V; NP] = array_from(|p| finish::<S>(acc[p], epilogue));
+        let b = load(bias.add(f0));
+        let acc: [S::V; NP] = array_from(|p| finish::<S>(S::add(acc[p], b), epilogue));
         S::store_transposed(&acc, first, plane_out, count);
     }
 }

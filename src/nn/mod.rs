@@ -591,13 +591,15 @@ pub trait Layer {
         self.forward(core::array::from_ref(x), core::array::from_mut(y));
     }
 
-    /// The `f32` values of scratch with which a prediction lets a stride-1 convolution take a
-    /// faster kernel than a prediction's stack buffers hold: Winograd's method down the
+    /// The `f32` values of scratch with which a prediction lets a convolution take a faster
+    /// kernel than a prediction's stack buffers hold: for stride 1, Winograd's method down the
     /// columns (64 filters of 64 x 5 x 5 on 16 x 16 take 180,224 values), or a direct kernel on
-    /// the image padded, or on the weights transposed, in the scratch. [`Layer::forward_with_scratch`]
-    /// takes it from the caller, [`Arena::run`] from the arena ([`Layer::ARENA_BYTES`] counts
-    /// it); [`Layer::forward`] runs the stack's direct kernels there (1.1-1.5x slower for such
-    /// a layer). 0 for every other layer, and everywhere off x86-64. A chain takes the largest
+    /// the image padded, or on the weights transposed, in the scratch; for stride 2 (or a
+    /// kernel that is not square), its windows read in place, the weights transposed and the
+    /// image padded in the scratch (64 filters of 32 x 3 x 3 on 16 x 16, padded by 1: 28,800
+    /// values). [`Layer::forward_with_scratch`] takes it from the caller, [`Arena::run`] from
+    /// the arena ([`Layer::ARENA_BYTES`] counts it); [`Layer::forward`] runs the stack's direct
+    /// kernels, or unrolls the patches, there (1.1-1.8x slower for such a layer). 0 for every other layer, and everywhere off x86-64. A chain takes the largest
     /// of its layers': they use the scratch one after another. The same on every x86-64
     /// machine: the most either instruction set's kernels take.
     ///

@@ -10,7 +10,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use constmat::kernels::{InstructionSet, instruction_set, with_instruction_set};
-use constmat::nn::{Arena, Conv2d, Heap, Layer, RandomInit, Relu, Store, Train};
+use constmat::nn::{Arena, Conv2d, Conv2dWorkspace, Heap, Layer, RandomInit, Relu, Store, Train};
 use rand::distr::{Distribution, Uniform};
 use rand::{SeedableRng, rngs::StdRng};
 
@@ -61,8 +61,8 @@ fn check<
     seed: u64,
     reads_in_place: &[InstructionSet],
 ) where
-    Conv2d<f32, C, OC, K, S, P, H, W, OH, OW, Relu, Heap, KW>:
-        Layer<In = [[[f32; W]; H]; C], Out = [[[f32; OW]; OH]; OC]> + Train<f32, 2>,
+    Conv2d<f32, C, OC, K, S, P, H, W, OH, OW, Relu, Heap, KW>: Layer<In = [[[f32; W]; H]; C], Out = [[[f32; OW]; OH]; OC]>
+        + Train<f32, 2, Workspace = Conv2dWorkspace<f32, [[[f32; OW]; OH]; OC], 2>>,
 {
     type L<
         const C: usize,
@@ -78,9 +78,9 @@ fn check<
     > = Conv2d<f32, C, OC, K, S, P, H, W, OH, OW, Relu, Heap, KW>;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut layer = L::<C, OC, K, KW, S, P, H, W, OH, OW>::random(&mut rng);
-    // Biases that are not 0: the kernel that reads the windows in place starts each sum from
-    // its bias, the unrolled patches' product adds it last, so their outputs differ in the
-    // last bits (with biases of 0 they are the same chain of fused multiply-adds).
+    // Biases that are not 0, so that the bit-for-bit checks below would catch a kernel that
+    // took the bias into its sums at another point than the unrolled patches' product, which
+    // adds it last (with biases of 0, either order gives the same bits).
     let uniform = Uniform::new(-0.5_f32, 0.5).unwrap();
     for b in Heap::vector_mut(&mut layer.bias) {
         *b = uniform.sample(&mut rng);
@@ -134,6 +134,27 @@ fn check<
             let mut ws = Train::<f32, 2>::workspace(&layer);
             let trained = layer.forward_train(&x, &mut ws);
             close(&trained[..], "forward_train", isa);
+            let trained = flat(&trained[..]);
+            // The weights transposed (`[C·K·KW][OC]`): what the scratch of the windows read in
+            // place begins with after a call.
+            let transposed: Vec<u32> = (0..C * K * KW)
+                .flat_map(|step| (0..OC).map(move |o| (o, step)))
+                .map(|(o, step)| weight[o][step / (K * KW)][step / KW % K][step % KW].to_bits())
+                .collect();
+            let holds_weights = |scratch: &[f32]| {
+                scratch.len() >= transposed.len()
+                    && scratch
+                        .iter()
+                        .zip(&transposed)
+                        .all(|(a, &b)| a.to_bits() == b)
+            };
+            // The workspace's patches buffer is that scratch in training: it holds the
+            // weights where the plan reads the windows in place (the patches otherwise).
+            assert_eq!(
+                holds_weights(&ws.patches),
+                reads_in_place.contains(&isa),
+                "{what}, {isa:?}: whether training read the windows in place"
+            );
 
             const LEN: usize = 40_000;
             assert!(L::<C, OC, K, KW, S, P, H, W, OH, OW>::PREDICT_SCRATCH <= LEN);
@@ -148,26 +169,19 @@ fn check<
                 "{what}, {isa:?}: forward_with_scratch is not forward bit for bit"
             );
             // Where the plan reads the windows in place and the stack buffer is too small for
-            // it, the scratch holds the weights transposed (`[C·K·KW][OC]`) after the call:
-            // that kernel ran (the unrolled patches would hold the patches there; with
+            // it, the prediction's scratch holds the weights transposed after the call: that
+            // kernel ran (the unrolled patches would hold the patches there; with
             // `PREDICT_SCRATCH` 0, `forward`'s stack buffer serves and the scratch is not
             // touched).
-            let transposed = (0..C * K * KW)
-                .flat_map(|step| (0..OC).map(move |o| (o, step)))
-                .map(|(o, step)| weight[o][step / (K * KW)][step / KW % K][step % KW]);
-            let held = scratch
-                .iter()
-                .zip(transposed)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
             assert_eq!(
-                held,
+                holds_weights(&scratch[..]),
                 reads_in_place.contains(&isa)
                     && L::<C, OC, K, KW, S, P, H, W, OH, OW>::PREDICT_SCRATCH > 0,
                 "{what}, {isa:?}: whether the windows were read in place"
             );
             // The scratch and the workspace take the same kernel, one image or a batch.
             assert!(
-                flat(&fast[..]) == flat(&trained[..]),
+                flat(&fast[..]) == trained,
                 "{what}, {isa:?}: forward_with_scratch is not the training pass bit for bit"
             );
         });
@@ -185,16 +199,19 @@ fn strided_and_rectangular_convolutions_compute_the_definition_by_every_path() {
     } else {
         (&[], &[])
     };
-    // ResNet's 3 x 3 stride 2 (AVX-512 reads its windows in place, AVX2 unrolls them); odd
-    // sizes leave a row and a column in no window.
+    // ResNet's 3 x 3 stride 2 (AVX-512 reads its windows in place, AVX2 unrolls them), on
+    // an odd size.
     check::<16, 32, 3, 3, 2, 1, 15, 15, 8, 8>("16 -> 32, 3 x 3, stride 2", 1, avx512);
     // Weights and a padded image larger than `forward`'s stack buffer (a scratch of
-    // `PREDICT_SCRATCH` holds them).
+    // `PREDICT_SCRATCH` holds them); the padded image's last row and column are in no window.
     check::<32, 64, 3, 3, 2, 1, 16, 16, 8, 8>("32 -> 64, 3 x 3, stride 2", 2, avx512);
     // A 7 x 7 stem on either instruction set; filters in a vector and a part of one.
     check::<3, 24, 7, 7, 2, 3, 20, 21, 10, 11>("3 -> 24, 7 x 7, stride 2", 3, both);
     // Stride 1 with a kernel that is not square.
     check::<4, 16, 5, 7, 1, 1, 12, 13, 10, 9>("4 -> 16, 5 x 7, stride 1", 4, both);
+    // More weights than patches (64 filters, 16 outputs): the workspace is sized for the
+    // weights transposed and the padded image, not only the patches.
+    check::<32, 64, 3, 3, 2, 1, 8, 8, 4, 4>("32 -> 64, 3 x 3, stride 2, on 8 x 8", 7, avx512);
     // A 7 x 7 kernel whose weights and padded image exceed the stack buffer, on either
     // instruction set.
     check::<8, 32, 7, 7, 2, 3, 20, 20, 10, 10>("8 -> 32, 7 x 7, stride 2", 6, both);

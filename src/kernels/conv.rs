@@ -271,31 +271,14 @@ fn run_forward_kernel<E: super::x86::Element + Scalar>(
             );
         }
         ForwardKernel::FiltersInLanes { .. } => {
-            super::x86::with_transposed_filters(
+            super::conv_windows::filters_in_lanes_images(
+                isa,
+                &shape.prepadded(),
+                shape.padding,
+                (batch, x, w, bias),
+                out,
+                epilogue,
                 scratch,
-                w,
-                shape.filters,
-                padded_len,
-                |wt, padded| {
-                    for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
-                        let out = &mut out[b * len..(b + 1) * len];
-                        let image = if padded_len > 0 {
-                            pad(shape, x, padded); // the border stays zero from the start
-                            &*padded
-                        } else {
-                            x
-                        };
-                        super::x86::conv2d_stride1_filters(
-                            isa,
-                            &shape.padded(),
-                            image,
-                            wt,
-                            bias,
-                            out,
-                            epilogue,
-                        );
-                    }
-                },
             );
         }
         ForwardKernel::WinogradColumns { .. } => {

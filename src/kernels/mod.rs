@@ -47,7 +47,7 @@ pub(crate) use conv::{
     conv2d_weight_gradient_stride1,
 };
 pub(crate) use conv::{conv2d_stride1_images, conv2d_stride1_with_scratch};
-pub(crate) use conv_strided::conv2d_strided_with_scratch;
+pub(crate) use conv_windows::conv2d_windows_in_place;
 pub(crate) use depthwise::{Depthwise, depthwise_conv2d};
 #[cfg(feature = "alloc")]
 pub(crate) use depthwise::{depthwise_conv2d_input_gradient, depthwise_conv2d_weight_gradient};
@@ -63,7 +63,7 @@ pub(crate) use int8::{
     requantize_one, requantize_uniform_i8,
 };
 pub(crate) use plan::{
-    ScratchFor, conv_stack_scratch, forward_scratch_any_isa, strided_forward_scratch_any_isa,
+    ScratchFor, conv_stack_scratch, forward_scratch_any_isa, windows_in_place_scratch_any_isa,
 };
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
@@ -73,7 +73,7 @@ pub(crate) use plan::{
 #[cfg(feature = "alloc")]
 pub(crate) use pool::max_pool_2x2_backward;
 pub(crate) use pool::{max_pool_2x2, max_pool_2x2_images};
-pub(crate) use shape::{Conv, Epilogue, Product, UnpaddedConv};
+pub(crate) use shape::{Conv, Epilogue, PrepaddedConv, Product};
 
 // The one place a generic slice is reinterpreted as `f32` or `f64` (their `TypeId`s checked),
 // or seen as memory to write into.
@@ -81,7 +81,7 @@ pub(crate) mod add_i8;
 #[allow(unsafe_code)]
 pub(crate) mod cast;
 mod conv;
-mod conv_strided;
+mod conv_windows;
 mod depthwise;
 pub(crate) mod depthwise_i8;
 mod gemm;

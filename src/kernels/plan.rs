@@ -2,9 +2,10 @@
 //! code where the memory budget needs it, for both the dispatch in [`super::conv`] and the
 //! workspaces' sizes.
 
+use super::shape::{Conv, PrepaddedConv};
+#[cfg(target_arch = "x86_64")]
 use super::shape::{
-    Conv, SMALL_STACK_SCRATCH, STACK_SCRATCH, UnpaddedConv, WINOGRAD_STACK_SCRATCH,
-    filters_fill_lanes_better,
+    SMALL_STACK_SCRATCH, STACK_SCRATCH, WINOGRAD_STACK_SCRATCH, filters_fill_lanes_better,
 };
 
 /// The forward kernel of a stride-1 `f32` convolution on x86-64 with vectors of `lanes` (16 for
@@ -205,37 +206,40 @@ pub(crate) const fn forward_scratch_any_isa(
     }
 }
 
-/// The fewest filters for which [`strided_forward_scratch`] takes the filters-in-lanes kernel:
+/// The fewest filters for which [`windows_in_place_scratch`] takes the filters-in-lanes kernel:
 /// with fewer, most of an AVX-512 vector's lanes would be empty, and the unrolled patches'
 /// products fill them with positions.
-const STRIDED_MIN_FILTERS: usize = 8;
+#[cfg(target_arch = "x86_64")]
+const WINDOWS_MIN_FILTERS: usize = 8;
 
 /// The fewest steps (`channels·kernel_height·kernel_width`) for which
-/// [`strided_forward_scratch`] takes the filters-in-lanes kernel: each tile's sums are
+/// [`windows_in_place_scratch`] takes the filters-in-lanes kernel: each tile's sums are
 /// transposed as they are stored, which fewer steps do not pay for. Measured on Zen 4 with
 /// AVX-512, one image / 64 images against the unrolled patches' products: 1 x 1 stride 2, 16
 /// and 32 steps, 1.2-1.7x slower; DS-CNN's first layer (10 x 4 on one channel, 40 steps, five
 /// outputs a row) 1.1x slower; 3 x 3 stride 2 on 16 and 32 channels (144 and 288 steps)
 /// 1.2-1.8x faster, a 7 x 7 stem on 3 channels (147) 1.5-2x faster.
-const STRIDED_MIN_STEPS: usize = 64;
+#[cfg(target_arch = "x86_64")]
+const WINDOWS_MIN_STEPS: usize = 64;
 
-/// The smallest window (`kernel_height·kernel_width`) for which [`strided_forward_scratch`]
+/// The smallest window (`kernel_height·kernel_width`) for which [`windows_in_place_scratch`]
 /// takes the filters-in-lanes kernel with AVX2, whose broadcasts are loads of their own: on
 /// Zen 4's AVX2 path, the 7 x 7 stem was 1.2-1.3x faster, 3 x 3 stride 2 on 16 and 32
 /// channels 1.0-1.2x slower.
-const STRIDED_MIN_WINDOW_AVX2: usize = 25;
+#[cfg(target_arch = "x86_64")]
+const WINDOWS_MIN_AREA_AVX2: usize = 25;
 
 /// The elements of scratch the forward pass of a convolution that does not take the stride-1
 /// kernels (a stride other than 1, or a kernel that is not square) takes by the filters in the
-/// lanes (`super::conv2d_filters_in_lanes`), which reads its windows in place, with vectors of
+/// lanes (`super::x86::conv2d_filters_in_lanes`), which reads its windows in place, with vectors of
 /// `lanes` `f32`: its weights transposed, and its image padded by `padding` where that is not
 /// 0 (`shape` is on the padded image). `None` where that kernel does not take the shape: a
-/// stride it has no copy for, fewer than [`STRIDED_MIN_FILTERS`] filters or
-/// [`STRIDED_MIN_STEPS`] steps, or with AVX2 a window smaller than
-/// [`STRIDED_MIN_WINDOW_AVX2`] (the layer unrolls patches there).
+/// stride it has no copy for, fewer than [`WINDOWS_MIN_FILTERS`] filters or
+/// [`WINDOWS_MIN_STEPS`] steps, or with AVX2 a window smaller than
+/// [`WINDOWS_MIN_AREA_AVX2`] (the layer unrolls patches there).
 #[cfg(target_arch = "x86_64")]
-pub(crate) const fn strided_forward_scratch(
-    shape: &UnpaddedConv,
+pub(crate) const fn windows_in_place_scratch(
+    shape: &PrepaddedConv,
     padding: usize,
     lanes: usize,
 ) -> Option<usize> {
@@ -248,9 +252,9 @@ pub(crate) const fn strided_forward_scratch(
     }
     let window = shape.kernel_height * shape.kernel_width;
     if !stride_taken
-        || shape.filters < STRIDED_MIN_FILTERS
-        || shape.channels * window < STRIDED_MIN_STEPS
-        || (lanes < 16 && window < STRIDED_MIN_WINDOW_AVX2)
+        || shape.filters < WINDOWS_MIN_FILTERS
+        || shape.channels * window < WINDOWS_MIN_STEPS
+        || (lanes < 16 && window < WINDOWS_MIN_AREA_AVX2)
         || shape.output_len() == 0
     {
         return None;
@@ -259,12 +263,12 @@ pub(crate) const fn strided_forward_scratch(
     Some(shape.weights_len() + padded)
 }
 
-/// The most elements of scratch [`strided_forward_scratch`] takes on elements of
+/// The most elements of scratch [`windows_in_place_scratch`] takes on elements of
 /// `element_size` bytes, whichever instruction set runs: on x86-64 in `f32`, the larger of
 /// AVX-512's and AVX2's; else 0 (no such kernel). What `Layer::PREDICT_SCRATCH` and a
 /// workspace count.
-pub(crate) const fn strided_forward_scratch_any_isa(
-    shape: &UnpaddedConv,
+pub(crate) const fn windows_in_place_scratch_any_isa(
+    shape: &PrepaddedConv,
     padding: usize,
     element_size: usize,
 ) -> usize {
@@ -273,11 +277,11 @@ pub(crate) const fn strided_forward_scratch_any_isa(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let avx512 = match strided_forward_scratch(shape, padding, 16) {
+        let avx512 = match windows_in_place_scratch(shape, padding, 16) {
             Some(len) => len,
             None => 0,
         };
-        let avx2 = match strided_forward_scratch(shape, padding, 8) {
+        let avx2 = match windows_in_place_scratch(shape, padding, 8) {
             Some(len) => len,
             None => 0,
         };

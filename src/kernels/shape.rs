@@ -94,8 +94,10 @@ impl Conv {
 /// stride `stride` both ways. The output has `filters` planes of `((height - kernel_height) /
 /// stride + 1) x ((width - kernel_width) / stride + 1)`; rows and columns left over at the end,
 /// in no window, are not read.
+// Only the x86-64 kernels read it; elsewhere the layers name it for a plan that is empty.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct UnpaddedConv {
+pub(crate) struct PrepaddedConv {
     pub channels: usize,
     pub filters: usize,
     pub kernel_height: usize,
@@ -105,7 +107,8 @@ pub(crate) struct UnpaddedConv {
     pub width: usize,
 }
 
-impl UnpaddedConv {
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+impl PrepaddedConv {
     /// The output height, `(height - kernel_height) / stride + 1`; 0 where the kernel does not fit.
     pub(crate) const fn out_height(&self) -> usize {
         if self.kernel_height > self.height || self.stride == 0 {
@@ -169,11 +172,12 @@ impl UnpaddedConv {
     }
 }
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 impl Conv {
-    /// The same stride-1 convolution as an [`UnpaddedConv`] on the image padded beforehand.
-    pub(crate) const fn unpadded(&self) -> UnpaddedConv {
+    /// The same stride-1 convolution as a [`PrepaddedConv`] on the image padded beforehand.
+    pub(crate) const fn prepadded(&self) -> PrepaddedConv {
         let padded = self.padded();
-        UnpaddedConv {
+        PrepaddedConv {
             channels: self.channels,
             filters: self.filters,
             kernel_height: self.kernel,

@@ -599,9 +599,10 @@ pub trait Layer {
     /// image padded in the scratch (64 filters of 32 x 3 x 3 on 16 x 16, padded by 1: 28,800
     /// values). [`Layer::forward_with_scratch`] takes it from the caller, [`Arena::run`] from
     /// the arena ([`Layer::ARENA_BYTES`] counts it); [`Layer::forward`] runs the stack's direct
-    /// kernels, or unrolls the patches, there (1.1-1.8x slower for such a layer). 0 for every other layer, and everywhere off x86-64. A chain takes the largest
-    /// of its layers': they use the scratch one after another. The same on every x86-64
-    /// machine: the most either instruction set's kernels take.
+    /// kernels, or unrolls the patches, there (1.1-1.8x slower for such a layer). 0 for every
+    /// other layer, and everywhere off x86-64. A chain takes the largest of its layers': they
+    /// use the scratch one after another. The same on every x86-64 machine: the most either
+    /// instruction set's kernels take.
     ///
     /// ```
     /// use constmat::nn::{Conv2d, Dense, Layer};

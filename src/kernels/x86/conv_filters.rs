@@ -11,7 +11,7 @@ use core::mem::MaybeUninit;
 
 use crate::kernels::cast::assume_init_mut;
 use crate::kernels::cast::{same_type_slice, same_type_slice_mut};
-use crate::kernels::shape::{Conv, Epilogue, UnpaddedConv};
+use crate::kernels::shape::{Epilogue, PrepaddedConv};
 
 /// The strides the kernel takes: each is a constant of its own copy, so that the inputs a tile
 /// broadcasts are at fixed offsets.
@@ -38,7 +38,7 @@ pub(super) const FILTER_TILE_POSITIONS: usize = 12;
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn conv_filters_tile<S: Simd, const NP: usize, const STRIDE: usize>(
-    shape: &UnpaddedConv,
+    shape: &PrepaddedConv,
     x: *const S::E,
     wt: *const S::E,
     bias: *const S::E,
@@ -48,7 +48,7 @@ unsafe fn conv_filters_tile<S: Simd, const NP: usize, const STRIDE: usize>(
     ow0: usize,
     epilogue: Epilogue,
 ) {
-    let UnpaddedConv {
+    let PrepaddedConv {
         channels,
         filters,
         kernel_height,
@@ -132,7 +132,7 @@ pub(super) use filters_tile_sized;
 /// [`conv2d_filters_in_lanes`].
 #[inline(always)]
 unsafe fn conv_filters_run<S: Simd, const STRIDE: usize>(
-    shape: &UnpaddedConv,
+    shape: &PrepaddedConv,
     x: &[S::E],
     wt: &[S::E],
     bias: &[S::E],
@@ -177,6 +177,9 @@ unsafe fn conv_filters_run<S: Simd, const STRIDE: usize>(
     }
 }
 
+// The entries below have a copy for each of these strides, and no other.
+const _: () = assert!(matches!(FILTERS_IN_LANES_STRIDES, [1, 2]));
+
 /// The kernel for one instruction set: one copy for each stride and epilogue, each a
 /// constant there.
 macro_rules! filters_in_lanes_entry {
@@ -188,7 +191,7 @@ macro_rules! filters_in_lanes_entry {
         /// [`FILTERS_IN_LANES_STRIDES`].
         #[target_feature(enable = $features)]
         unsafe fn $name(
-            shape: &UnpaddedConv,
+            shape: &PrepaddedConv,
             x: &[f32],
             wt: &[f32],
             bias: &[f32],
@@ -221,11 +224,11 @@ filters_in_lanes_entry!(conv_filters_avx2_f32, Avx2F32, "avx2,fma");
 ///
 /// # Panics
 ///
-/// When the operands do not fit `shape` (see `UnpaddedConv::check_lengths`), the stride is
+/// When the operands do not fit `shape` (see `PrepaddedConv::check_lengths`), the stride is
 /// not one of [`FILTERS_IN_LANES_STRIDES`], `isa` is not present, or `E` is not `f32`.
 pub(crate) fn conv2d_filters_in_lanes<E: Element>(
     isa: Isa,
-    shape: &UnpaddedConv,
+    shape: &PrepaddedConv,
     x: &[E],
     wt: &[E],
     bias: &[E],
@@ -252,27 +255,6 @@ pub(crate) fn conv2d_filters_in_lanes<E: Element>(
         Isa::Avx512 => unsafe { conv_filters_avx512_f32(shape, x, wt, bias, out, epilogue) },
         Isa::Avx2Fma => unsafe { conv_filters_avx2_f32(shape, x, wt, bias, out, epilogue) },
     }
-}
-
-/// A stride-1 convolution of one image without padding by [`conv2d_filters_in_lanes`].
-///
-/// # Panics
-///
-/// As [`conv2d_filters_in_lanes`], and when the padding is not 0.
-pub(crate) fn conv2d_stride1_filters<E: Element>(
-    isa: Isa,
-    shape: &Conv,
-    x: &[E],
-    wt: &[E],
-    bias: &[E],
-    out: &mut [MaybeUninit<E>],
-    epilogue: Epilogue,
-) {
-    assert_eq!(
-        shape.padding, 0,
-        "the filters-in-lanes kernel takes a padded image"
-    );
-    conv2d_filters_in_lanes(isa, &shape.unpadded(), x, wt, bias, out, epilogue);
 }
 
 /// Runs `f` on the weights `w` (`[filters][C·K·K]`) transposed and on `padded_len` zeros (where

@@ -47,8 +47,7 @@ mod tests;
 
 pub(crate) use conv_direct::{conv2d_stride1, conv2d_stride1_flat};
 pub(crate) use conv_filters::{
-    FILTERS_IN_LANES_STRIDES, conv2d_filters_in_lanes, conv2d_stride1_filters,
-    with_transposed_filters,
+    FILTERS_IN_LANES_STRIDES, conv2d_filters_in_lanes, with_transposed_filters,
 };
 pub(crate) use conv_winograd_rows::{
     conv2d_stride1_winograd, winograd_forward_applies, winograd_forward_scratch,

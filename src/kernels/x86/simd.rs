@@ -469,8 +469,6 @@ pub(super) fn rotate_lanes_avx512_pd(v: __m512d, by: usize) -> __m512d {
     _mm512_permutexvar_pd(_mm512_and_si512(turned, _mm512_set1_epi64(7)), v)
 }
 
-/// Four horizontal sums at once: two rounds of 128-bit block shuffles leave each input's partial
-/// sums in one block, two in-block permutes finish them, one permute gathers the four results.
 /// [`Simd::store_transposed`] for `f32` on AVX2: the rows eight at a time (zeros past
 /// `rows.len()`), transposed in registers, each column stored whole or masked to the rows
 /// there are. A lane at a time through a buffer, the filters-in-lanes forward pass spent as
@@ -569,6 +567,8 @@ pub(super) unsafe fn store_transposed_avx512_ps(
     }
 }
 
+/// Four horizontal sums at once: two rounds of 128-bit block shuffles leave each input's partial
+/// sums in one block, two in-block permutes finish them, one permute gathers the four results.
 /// About 9 instructions instead of 4 separate reductions' 32.
 #[inline]
 #[target_feature(enable = "avx512f")]

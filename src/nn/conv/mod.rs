@@ -33,9 +33,12 @@
 //! agree bit for bit there; where it does not, a training pass, `forward_with_scratch` and an
 //! arena take a faster kernel on a scratch of their own (`kernels::plan::scratch_kernel`),
 //! whose sums round differently from `forward`'s.
-//! Other strides unroll patches (when not training, in pieces that fit a stack buffer: blocks of
-//! output positions, groups of filters, chunks of large patches' rows; each piece a product on
-//! the SIMD kernels). For `dW`, the
+//! Other strides, and kernels that are not square, read their windows in place with the filters
+//! in the lanes where the plan takes them (`kernels::conv2d_windows_in_place`: `f32` on x86-64,
+//! enough filters and steps; the same bits as the products below), and otherwise unroll
+//! patches (when not training, in pieces that fit a stack buffer: blocks of output positions,
+//! groups of filters, chunks of large patches' rows; each piece a product on the SIMD
+//! kernels). For `dW`, the
 //! backward pass of a stride-1 convolution pads the batch's inputs once into the workspace and
 //! sums over the whole batch in one call (`kernels::conv2d_weight_gradient_stride1`, no
 //! patches); other strides unroll the patches of one sample at a time. For `dX` of a stride-1
@@ -109,7 +112,8 @@ pub const fn conv_output_size(input: usize, kernel: usize, stride: usize, paddin
 ///
 /// A square kernel with stride 1 runs on direct kernels that need no unrolled patches; any
 /// other stride, or a kernel whose height and width differ (DS-CNN's 10 x 4 first layer),
-/// multiplies unrolled patches (below). In [`net!`](crate::net), `Conv2d<C, OC, (KH, KW), S, P>`.
+/// reads its windows in place where the kernel plan takes it, and otherwise multiplies
+/// unrolled patches (below). In [`net!`](crate::net), `Conv2d<C, OC, (KH, KW), S, P>`.
 ///
 /// The output size is in the type (`OH`, `OW`): stable Rust cannot compute it from `H`, `K`,
 /// `STRIDE` and `PAD` in a type. [`net!`](crate::net) computes it for you (with
@@ -239,9 +243,10 @@ where
             .as_flattened()
     }
 
-    /// Whether the layer multiplies unrolled patches (a stride other than 1, or a kernel whose
-    /// height and width differ) rather than taking the direct kernels of a stride-1
-    /// convolution with a square kernel, which need no patches.
+    /// Whether the layer takes the path of `patches.rs` (a stride other than 1, or a kernel
+    /// whose height and width differ): its windows read in place where the plan takes them,
+    /// else unrolled patches multiplied; rather than the direct kernels of a stride-1
+    /// convolution with a square kernel.
     const UNROLLS: bool = STRIDE != 1 || K != KW;
 
     /// Whether the layer is pointwise: a 1 x 1 kernel with stride 1 and no padding, whose
@@ -328,9 +333,7 @@ where
         scratch: &mut [T],
     ) {
         if Self::UNROLLS {
-            for (x, y) in x.iter().zip(y) {
-                self.forward_sample(x, y, scratch);
-            }
+            self.forward_unrolling_layer(x, y, scratch);
         } else {
             self.forward_stride1(x, y, scratch, kernels::ScratchFor::Prediction);
         }
@@ -427,14 +430,14 @@ where
             return;
         }
         let mut scratch = [T::ZERO; SCRATCH];
-        for (x, y) in x.iter().zip(y) {
-            self.forward_sample(x, y, &mut scratch);
-        }
+        self.forward_unrolling_layer(x, y, &mut scratch);
     }
 
-    /// Stride 1 in `f32` on x86-64: the scratch of the kernel the plan takes where the stack
-    /// buffer would hold too little of it (`kernels::forward_scratch_any_isa`: Winograd's
-    /// method down the columns, or a direct kernel on a padded image); else 0.
+    /// In `f32` on x86-64, the scratch of the kernel the plan takes where the stack buffer
+    /// would hold too little of it: with stride 1, `kernels::forward_scratch_any_isa`
+    /// (Winograd's method down the columns, or a direct kernel on a padded image); otherwise
+    /// the windows read in place (`Self::WINDOWS_SCRATCH`) where that is more than the
+    /// 16,384-value stack buffer. Else 0.
     const PREDICT_SCRATCH: usize = if !Self::UNROLLS {
         kernels::forward_scratch_any_isa(
             &Self::DIRECT,

@@ -1,7 +1,8 @@
 //! A convolution with a stride other than 1, or a kernel whose height and width differ
-//! (`Conv2d::UNROLLS`): its patches unrolled (`im2col`) and multiplied on
-//! the matrix kernels, whole (training) or in pieces that fit a stack buffer (predictions), and
-//! the patches' gradients folded back (`col2im`).
+//! (`Conv2d::UNROLLS`): its forward pass reads the windows in place where the kernel plan takes
+//! it (`kernels::conv2d_windows_in_place`), else its patches are unrolled (`im2col`) and
+//! multiplied on the matrix kernels, whole (training) or in pieces that fit a stack buffer
+//! (predictions); the patches' gradients are folded back (`col2im`).
 
 use num_traits::Float;
 
@@ -55,9 +56,10 @@ where
     A: Activation,
     S: Store,
 {
-    /// The forward pass of one sample of a layer that unrolls patches: patches unrolled into
-    /// `scratch`, the whole `C·K·K x OH·OW` matrix when it fits (the training workspace's
-    /// does), else in pieces that fit (see [`Self::split`]).
+    /// The forward pass of one sample of a layer of this path: its windows read in place where
+    /// the plan takes it and `scratch` holds [`Self::WINDOWS_SCRATCH`]; else patches unrolled
+    /// into `scratch`, the whole `C·K·K x OH·OW` matrix when it fits (the training
+    /// workspace's does), else in pieces that fit (see [`Self::split`]).
     pub(super) fn forward_sample(
         &self,
         x: &[[[T; W]; H]; C],
@@ -98,7 +100,7 @@ where
     }
 
     /// The layer's shape for the kernel that reads its windows in place, on the padded image.
-    const UNPADDED: kernels::UnpaddedConv = kernels::UnpaddedConv {
+    const PREPADDED: kernels::PrepaddedConv = kernels::PrepaddedConv {
         channels: C,
         filters: OC,
         kernel_height: K,
@@ -109,10 +111,10 @@ where
     };
 
     /// The elements of scratch the kernel that reads the windows in place takes on any
-    /// instruction set (`kernels::strided_forward_scratch_any_isa`: the weights transposed
+    /// instruction set (`kernels::windows_in_place_scratch_any_isa`: the weights transposed
     /// and an image padded), 0 where it does not take the layer.
     pub(super) const WINDOWS_SCRATCH: usize =
-        kernels::strided_forward_scratch_any_isa(&Self::UNPADDED, PAD, core::mem::size_of::<T>());
+        kernels::windows_in_place_scratch_any_isa(&Self::PREPADDED, PAD, core::mem::size_of::<T>());
 
     /// The forward pass of the images `x` into `z` (their outputs, flat) by the kernel that
     /// reads the windows in place, with no unrolled patches, where it takes the layer and
@@ -123,8 +125,8 @@ where
         z: &mut [T],
         scratch: &mut [T],
     ) -> bool {
-        let done = kernels::conv2d_strided_with_scratch(
-            &Self::UNPADDED,
+        let done = kernels::conv2d_windows_in_place(
+            &Self::PREPADDED,
             PAD,
             x.len(),
             x.as_flattened().as_flattened().as_flattened(),
@@ -138,6 +140,27 @@ where
             Self::activate_after_kernel(z);
         }
         done
+    }
+
+    /// A prediction of the images `x` of a layer of this path, with `scratch`: the windows
+    /// read in place for the whole batch at once (the weights transposed once) where the plan
+    /// takes them and `scratch` holds their scratch, else one image at a time
+    /// ([`Self::forward_sample`]).
+    pub(super) fn forward_unrolling_layer(
+        &self,
+        x: &[[[[T; W]; H]; C]],
+        y: &mut [[[[T; OW]; OH]; OC]],
+        scratch: &mut [T],
+    ) {
+        let batch = x.len().min(y.len());
+        let (x, y) = (&x[..batch], &mut y[..batch]);
+        let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
+        if self.forward_windows_in_place(x, z, scratch) {
+            return;
+        }
+        for (x, y) in x.iter().zip(y) {
+            self.forward_sample(x, y, scratch);
+        }
     }
 
     /// Images side by side in one product of the training pass ([`Self::forward_images`]): enough

@@ -23,7 +23,8 @@ pub struct Conv2dWorkspace<T, Out, const B: usize> {
     pub d_pre_activation: Box<[Out; B]>,
     /// The unrolled patches `X̂` of one sample (`C·K·K x OH·OW`): built from the input by
     /// the backward pass for the weight gradient (and by the forward pass of a convolution
-    /// with a stride other than 1).
+    /// with a stride other than 1, or the scratch of its windows read in place: the weights
+    /// transposed and a padded image).
     pub patches: Box<[T]>,
     /// `Wᵀ·dZ` of one sample, before `col2im` adds it into `dX`.
     pub d_patches: Box<[T]>,

@@ -204,9 +204,9 @@ fn convolutions_of_padded_images_match_the_definition() {
                 let (x, weights, bias) = (f32s(&x), f32s(weights), f32s(&bias));
                 let mut got = f32s(&values(shape.output_len(), 110));
                 match kernel {
-                    "filters" => conv2d_stride1_filters(
+                    "filters" => conv2d_filters_in_lanes(
                         isa,
-                        &shape,
+                        &shape.prepadded(),
                         &x,
                         &weights,
                         &bias,
@@ -331,7 +331,15 @@ fn every_convolution_kernel_applies_relu_as_it_stores_bit_for_bit() {
                 len,
                 from,
                 |x, wt, b, out, e| {
-                    conv2d_stride1_filters(isa, &shape, &x[..image], wt, b, as_output(out), e)
+                    conv2d_filters_in_lanes(
+                        isa,
+                        &shape.prepadded(),
+                        &x[..image],
+                        wt,
+                        b,
+                        as_output(out),
+                        e,
+                    )
                 },
                 seen,
             );

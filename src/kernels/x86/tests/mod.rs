@@ -2,7 +2,7 @@
 //! loops here), on every instruction set the CPU has, and between pages without access.
 
 mod conv;
-mod conv_strided;
+mod conv_windows;
 mod gemm;
 mod guard_pages;
 mod int8;

@@ -5,9 +5,13 @@
 #![cfg(all(feature = "safetensors", feature = "rand"))]
 
 use constmat::embed::Baked;
-use constmat::kernels::{InstructionSet, instruction_set, with_instruction_set};
+use constmat::kernels::with_instruction_set;
 use constmat::nn::{Arena, Dense, Layer, RandomInit, Relu, arena_region_bytes};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
+
+#[path = "common/instruction_sets.rs"]
+mod instruction_sets;
+use instruction_sets::instruction_sets;
 
 /// Runs `net` on `inputs`, one arena for all, each output against `forward_one`'s.
 fn arena_matches_forward_one<N: Layer, const BYTES: usize>(
@@ -162,15 +166,7 @@ fn a_convolutions_scratch_lives_in_the_arena() {
     let scratch: &mut [f32; Wide::PREDICT_SCRATCH] = (&mut *scratch).try_into().unwrap();
     let mut arena = Box::new(Arena::<{ Wide::ARENA_BYTES }>::new());
     // Every instruction set the CPU has: the kernels differ, the arena's plan does not.
-    let best = instruction_set();
-    for isa in [
-        InstructionSet::Avx512,
-        InstructionSet::Avx2,
-        InstructionSet::Portable,
-    ] {
-        if isa > best {
-            continue;
-        }
+    for isa in instruction_sets() {
         with_instruction_set(isa, || {
             for (k, x) in inputs.iter().enumerate() {
                 let mut want = [[0.0_f32; 4]];

@@ -9,23 +9,14 @@
 // The definition indexes by position, as it is written.
 #![allow(clippy::needless_range_loop)]
 
-use constmat::kernels::{InstructionSet, instruction_set, with_instruction_set};
+use constmat::kernels::{InstructionSet, with_instruction_set};
 use constmat::nn::{Arena, Conv2d, Conv2dWorkspace, Heap, Layer, RandomInit, Relu, Store, Train};
 use rand::distr::{Distribution, Uniform};
 use rand::{SeedableRng, rngs::StdRng};
 
-/// The instruction sets to run on: each this CPU has, from its best down.
-fn instruction_sets() -> Vec<InstructionSet> {
-    let best = instruction_set();
-    [
-        InstructionSet::Avx512,
-        InstructionSet::Avx2,
-        InstructionSet::Portable,
-    ]
-    .into_iter()
-    .filter(|&isa| isa <= best)
-    .collect()
-}
+#[path = "common/instruction_sets.rs"]
+mod instruction_sets;
+use instruction_sets::instruction_sets;
 
 /// `B` images of values in [-1, 1).
 fn images<const C: usize, const H: usize, const W: usize, const B: usize>(

@@ -8,10 +8,14 @@
 //! the constant is a chain's largest layer's, and 0 where no kernel needs it.
 #![cfg(all(feature = "alloc", feature = "rand"))]
 
-use constmat::kernels::{InstructionSet, instruction_set, with_instruction_set};
+use constmat::kernels::{InstructionSet, with_instruction_set};
 use constmat::nn::{Conv2d, Dense, Layer, RandomInit, Relu, Train};
 use rand::distr::{Distribution, Uniform};
 use rand::{SeedableRng, rngs::StdRng};
+
+#[path = "common/instruction_sets.rs"]
+mod instruction_sets;
+use instruction_sets::instruction_sets;
 
 /// 64 filters of 3 x 5 x 5 on 32 x 32, padded: on x86-64, Winograd's method down the columns
 /// needs more scratch than a prediction's stack buffers.
@@ -60,19 +64,6 @@ fn flat<const C: usize, const H: usize, const W: usize>(batch: &[[[[f32; W]; H];
 
 fn scratch<const LEN: usize>(fill: f32) -> Box<[f32; LEN]> {
     vec![fill; LEN].into_boxed_slice().try_into().unwrap()
-}
-
-/// The instruction sets to run on: each this CPU has, from its best down.
-fn instruction_sets() -> Vec<InstructionSet> {
-    let best = instruction_set();
-    [
-        InstructionSet::Avx512,
-        InstructionSet::Avx2,
-        InstructionSet::Portable,
-    ]
-    .into_iter()
-    .filter(|&isa| isa <= best)
-    .collect()
 }
 
 #[test]

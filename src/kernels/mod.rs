@@ -58,9 +58,10 @@ pub(crate) use gemm::{gemm_slices, gemm_stack_bytes};
 #[cfg(feature = "alloc")]
 pub(crate) use im2col::{col2im_stride1, pad};
 pub(crate) use int8::{
-    DOT_ROWS_TILE, Requantization, WindowShape, conv_windows_i8, conv_windows_i8_applies,
-    conv_windows_i8_fast, dot_columns_i8, dot_columns_i8_fast, dot_rows_i8, requantize_i8,
-    requantize_one, requantize_uniform_i8,
+    DOT_ROWS_TILE, QUADS_SCRATCH_QUADS, Requantization, WindowShape, conv_quads_i8,
+    conv_quads_i8_applies, conv_quads_i8_fast, conv_windows_i8, conv_windows_i8_applies,
+    conv_windows_i8_fast, dot_columns_i8, dot_columns_i8_fast, dot_rows_i8, quads_plan,
+    requantize_i8, requantize_one, requantize_uniform_i8,
 };
 pub(crate) use plan::{
     ScratchFor, conv_stack_scratch, forward_scratch_any_isa, windows_in_place_scratch_any_isa,

@@ -152,7 +152,9 @@ impl<
     /// requantization another; larger windows take plain loops.
     fn forward_sample(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let () = Self::SHAPE;
-        if Self::POINTWISE && kernels::dot_columns_i8_fast() {
+        if kernels::conv_quads_i8_fast(&Self::WINDOWS, OC).is_some() {
+            self.forward_quads(x, y);
+        } else if Self::POINTWISE && kernels::dot_columns_i8_fast() {
             self.forward_pointwise(x, y);
         } else if kernels::conv_windows_i8_fast(STRIDE, KW, OC) {
             self.forward_windows(x, y);
@@ -223,6 +225,42 @@ impl<
             }
             p0 += n;
         }
+    }
+
+    /// The layer's sizes, as the int8 convolution kernels take them.
+    const WINDOWS: kernels::WindowShape = kernels::WindowShape {
+        channels: C,
+        height: H,
+        width: W,
+        kernel: (K, KW),
+        stride: STRIDE,
+        padding: PAD,
+    };
+
+    /// [`forward_sample`](Self::forward_sample) on the kernel that reads four channels a lane
+    /// (`kernels::conv_quads_i8`), laying a band of the image's rows and a tile's weights out
+    /// in a stack buffer of [`kernels::QUADS_SCRATCH_QUADS`] quads, in one call.
+    fn forward_quads(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
+        let (weight, sums) = self.filters_and_sums();
+        let ((bias, multiplier, exponent), zero_and_range) = kernel_requantization::<A, S, OC>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
+        );
+        let mut scratch = [0_u32; kernels::QUADS_SCRATCH_QUADS];
+        kernels::conv_quads_i8::<C, K, KW>(
+            (weight, &sums),
+            &kernels::Requantization {
+                parameters: (bias, multiplier, exponent),
+                zero_and_range,
+            },
+            (
+                x.as_flattened().as_flattened(),
+                &Self::WINDOWS,
+                self.input.zero_point,
+            ),
+            &mut scratch,
+            y.as_flattened_mut().as_flattened_mut(),
+        );
     }
 
     /// [`forward_sample`](Self::forward_sample) on the kernel that reads the windows in place
@@ -421,6 +459,11 @@ impl<
         } else {
             0
         };
+        let quads = if kernels::conv_quads_i8_applies(&Self::WINDOWS, OC) {
+            4 * kernels::QUADS_SCRATCH_QUADS + 4 * OC
+        } else {
+            0
+        };
         let columns = if Self::POINTWISE {
             4 * COLUMN_DOTS + 4 * OC
         } else if kernels::conv_windows_i8_applies(STRIDE, KW, OC) {
@@ -428,7 +471,8 @@ impl<
         } else {
             0
         };
-        if windows > columns { windows } else { columns }
+        let most = if windows > columns { windows } else { columns };
+        if quads > most { quads } else { most }
     };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {

@@ -27,6 +27,7 @@ mod int8;
 mod int8_add_avx512;
 mod int8_columns_vnni;
 mod int8_depthwise_vnni;
+mod int8_quads_vnni;
 mod int8_windows_vnni;
 mod isa;
 mod layout;
@@ -62,6 +63,7 @@ pub(crate) use int8::{
 pub(crate) use int8_add_avx512::add_i8_avx512;
 pub(crate) use int8_columns_vnni::dot_columns_i8_vnni;
 pub(crate) use int8_depthwise_vnni::depthwise_i8_vnni;
+pub(crate) use int8_quads_vnni::conv_quads_i8_vnni;
 pub(crate) use int8_windows_vnni::conv_windows_i8_vnni;
 pub(crate) use isa::{Isa, detected_isa, lanes, with_isa};
 pub(crate) use layout::copy_rows;

@@ -8,6 +8,7 @@ mod guard_pages;
 mod int8;
 mod int8_add;
 mod int8_depthwise;
+mod int8_quads;
 mod layout;
 mod pool;
 mod weight_grad;
@@ -17,8 +18,9 @@ use super::gemm_packed::Path;
 #[allow(unused_imports)]
 use super::{
     conv_direct::*, conv_filters::*, conv_winograd_rows::*, gemm::*, input_grad_winograd::*,
-    int8::*, int8_columns_vnni::*, int8_windows_vnni::*, isa::*, layout::*, max_pool_2x2_avx512::*,
-    simd::*, weight_grad_filters::*, weight_grad_positions::*, weight_grad_winograd_rows::*,
+    int8::*, int8_columns_vnni::*, int8_quads_vnni::*, int8_windows_vnni::*, isa::*, layout::*,
+    max_pool_2x2_avx512::*, simd::*, weight_grad_filters::*, weight_grad_positions::*,
+    weight_grad_winograd_rows::*,
 };
 #[allow(unused_imports)]
 use super::{conv_winograd_columns_f32, weight_grad_winograd_5x5_narrow_avx512};

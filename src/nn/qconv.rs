@@ -181,6 +181,18 @@ impl<
         (weight, sums)
     }
 
+    /// Each filter's requantization as the int8 kernels take it.
+    fn kernel_requantization(&self) -> kernels::Requantization<'_> {
+        let ((bias, multiplier, exponent), zero_and_range) = kernel_requantization::<A, S, OC>(
+            (&self.bias, &self.multiplier, &self.exponent),
+            self.output,
+        );
+        kernels::Requantization {
+            parameters: (bias, multiplier, exponent),
+            zero_and_range,
+        }
+    }
+
     /// A 1 x 1 convolution of stride 1 without padding: its windows are the image's columns,
     /// so its dot products are the filters' product with the image as it lies, channels
     /// first (no window is copied).
@@ -242,17 +254,10 @@ impl<
     /// in a stack buffer of [`kernels::QUADS_SCRATCH_QUADS`] quads, in one call.
     fn forward_quads(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let (weight, sums) = self.filters_and_sums();
-        let ((bias, multiplier, exponent), zero_and_range) = kernel_requantization::<A, S, OC>(
-            (&self.bias, &self.multiplier, &self.exponent),
-            self.output,
-        );
         let mut scratch = [0_u32; kernels::QUADS_SCRATCH_QUADS];
         kernels::conv_quads_i8::<C, K, KW>(
             (weight, &sums),
-            &kernels::Requantization {
-                parameters: (bias, multiplier, exponent),
-                zero_and_range,
-            },
+            &self.kernel_requantization(),
             (
                 x.as_flattened().as_flattened(),
                 &Self::WINDOWS,
@@ -268,27 +273,12 @@ impl<
     /// in one call.
     fn forward_windows(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
         let (weight, sums) = self.filters_and_sums();
-        let ((bias, multiplier, exponent), zero_and_range) = kernel_requantization::<A, S, OC>(
-            (&self.bias, &self.multiplier, &self.exponent),
-            self.output,
-        );
-        let shape = kernels::WindowShape {
-            channels: C,
-            height: H,
-            width: W,
-            kernel: (K, KW),
-            stride: STRIDE,
-            padding: PAD,
-        };
         kernels::conv_windows_i8::<C, K, KW>(
             (weight, &sums),
-            &kernels::Requantization {
-                parameters: (bias, multiplier, exponent),
-                zero_and_range,
-            },
+            &self.kernel_requantization(),
             (
                 x.as_flattened().as_flattened(),
-                &shape,
+                &Self::WINDOWS,
                 self.input.zero_point,
             ),
             (0, OH * OW),

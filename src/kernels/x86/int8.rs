@@ -505,16 +505,30 @@ pub(super) unsafe fn multiply_by_multiplier_avx512<const LEFT: bool>(
         let both_min = _mm512_cmpeq_epi32_mask(acc, _mm512_set1_epi32(i32::MIN))
             & _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(i32::MIN));
         let high = _mm512_mask_blend_epi32(both_min, high, _mm512_set1_epi32(i32::MAX));
-        // The rounding right shift by r = max(-exponent, 0): (x >> r) + (remainder >
-        // threshold).
+        // The rounding right shift by r = max(-exponent, 0).
         let r = _mm512_max_epi32(
             _mm512_sub_epi32(_mm512_setzero_si512(), e),
             _mm512_setzero_si512(),
         );
+        rounding_shift_right_lanes(high, r)
+    }
+}
+
+/// `x / 2^r` per lane, rounded to the nearest, ties away from zero (gemmlowp's
+/// `RoundingDivideByPOT`): `(x >> r) + (remainder > threshold)`, the threshold half of `2^r`
+/// rounded down, one more for a negative `x`. `r` from 0 to 31 in every lane.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[inline(always)]
+pub(super) unsafe fn rounding_shift_right_lanes(x: __m512i, r: __m512i) -> __m512i {
+    // SAFETY: the instruction set is present (the contract); no memory is touched.
+    unsafe {
         let ones = _mm512_set1_epi32(1);
         let low_bits = _mm512_sub_epi32(_mm512_sllv_epi32(ones, r), ones);
-        let remainder = _mm512_and_si512(high, low_bits);
-        let negative = _mm512_cmplt_epi32_mask(high, _mm512_setzero_si512());
+        let remainder = _mm512_and_si512(x, low_bits);
+        let negative = _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512());
         let threshold = _mm512_mask_add_epi32(
             _mm512_srai_epi32(low_bits, 1),
             negative,
@@ -522,9 +536,20 @@ pub(super) unsafe fn multiply_by_multiplier_avx512<const LEFT: bool>(
             ones,
         );
         let up = _mm512_cmpgt_epi32_mask(remainder, threshold);
-        let shifted = _mm512_srav_epi32(high, r);
+        let shifted = _mm512_srav_epi32(x, r);
         _mm512_mask_add_epi32(shifted, up, shifted, ones)
     }
+}
+
+/// [`rounding_shift_right_lanes`] by the same `r` (from 0 to 31) in every lane.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[inline(always)]
+pub(super) unsafe fn rounding_shift_right(x: __m512i, r: i32) -> __m512i {
+    // SAFETY: the instruction set is present (the contract); no memory is touched.
+    unsafe { rounding_shift_right_lanes(x, _mm512_set1_epi32(r)) }
 }
 
 /// [`requantize_i8_avx512`] with the same parameters for every output: they are broadcast

@@ -1,11 +1,12 @@
 //! TensorFlow Lite's int8 addition (`kernels::add_i8`) with AVX-512BW: 16 values of each input
-//! a vector, widened to `i32`, each input's fixed-point multiplication and the output's
-//! requantization the int8 layers' own ([`multiply_by_multiplier_avx512`],
-//! [`requantize_group_avx512`]), so the same integers as the definition, value by value.
+//! a vector, widened to `i32`, each input's fixed-point multiplication in 32-bit lanes (its
+//! value has 9 bits: the product splits into two that fit), the output's requantization the
+//! int8 layers' own ([`requantize_group_avx512`]), so the same integers as the definition,
+//! value by value.
 
 use core::arch::x86_64::*;
 
-use super::int8::{multiply_by_multiplier_avx512, requantize_group_avx512};
+use super::int8::{requantize_group_avx512, rounding_shift_right};
 use crate::kernels::add_i8::{ADD_LEFT_SHIFT, AddScales};
 
 /// `a[i] = add_one(a[i], b[i], scales)` for every `i` (`kernels::add_i8::add_one`).
@@ -54,11 +55,14 @@ unsafe fn add<const LEFT: bool>(a: &mut [i8], b: &[i8], scales: &AddScales) {
     // and writes lanes `i0..i0 + count` of slices of `n` values, `count <= 16` and
     // `i0 + count <= n`, the other lanes masked off; the exponents are in range.
     unsafe {
+        // An input's parameters: its zero point, its multiplier's high bits `m >> 11` and
+        // low bits `m & 0x7FF`, and its right shift `-exponent`.
         let input = |(zero, multiplier, exponent): (i8, i32, i32)| {
             (
                 _mm512_set1_epi32(i32::from(zero)),
-                _mm512_set1_epi32(multiplier),
-                _mm512_set1_epi32(exponent),
+                _mm512_set1_epi32(multiplier >> 11),
+                _mm512_set1_epi32(multiplier & 0x7FF),
+                -exponent,
             )
         };
         let (first, second) = (input(scales.inputs[0]), input(scales.inputs[1]));
@@ -66,14 +70,23 @@ unsafe fn add<const LEFT: bool>(a: &mut [i8], b: &[i8], scales: &AddScales) {
             _mm512_set1_epi32(scales.output.0),
             _mm512_set1_epi32(scales.output.1),
         );
-        // An input's 16 values on the common scale: exact, under 2^28 (the exponent is at
+        // An input's 16 values on the common scale, in 32-bit lanes: the doubling high product
+        // of `d·2^20` (`d = q - zero`, `|d| <= 255`) and `m` is `⌊(d·m + 2^10) / 2^11⌋` (the
+        // numerator and the denominator of `⌊(d·2^20·m + 2^30) / 2^31⌋` divided by `2^20`),
+        // and with `m = 2^11·high + low` that is `d·high + ⌊(d·low + 2^10) / 2^11⌋`: both
+        // products under `2^28` in magnitude. Then the rounding right shift, as
+        // [`multiply_by_multiplier_avx512`]'s. Exact, and under `2^28` (the exponent is at
         // most 0), so the two add without saturating.
-        let scaled = |q: __m128i, (zero, m, e): (__m512i, __m512i, __m512i)| {
-            let x = _mm512_slli_epi32::<ADD_LEFT_SHIFT_U32>(_mm512_sub_epi32(
-                _mm512_cvtepi8_epi32(q),
-                zero,
-            ));
-            multiply_by_multiplier_avx512::<false>((x, m, e))
+        let scaled = |q: __m128i, (zero, high, low, shift): (__m512i, __m512i, __m512i, i32)| {
+            let d = _mm512_sub_epi32(_mm512_cvtepi8_epi32(q), zero);
+            let product = _mm512_add_epi32(
+                _mm512_mullo_epi32(d, high),
+                _mm512_srai_epi32::<11>(_mm512_add_epi32(
+                    _mm512_mullo_epi32(d, low),
+                    _mm512_set1_epi32(1 << 10),
+                )),
+            );
+            rounding_shift_right(product, shift)
         };
         let mut i0 = 0;
         while i0 < n {
@@ -94,5 +107,7 @@ unsafe fn add<const LEFT: bool>(a: &mut [i8], b: &[i8], scales: &AddScales) {
     }
 }
 
-/// [`ADD_LEFT_SHIFT`] as the shift intrinsics' constant.
-const ADD_LEFT_SHIFT_U32: u32 = ADD_LEFT_SHIFT as u32;
+const _: () = assert!(
+    ADD_LEFT_SHIFT == 20,
+    "the inputs' scaling assumes 20 bits of headroom"
+);

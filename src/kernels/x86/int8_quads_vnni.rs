@@ -22,6 +22,7 @@
 use core::arch::x86_64::*;
 
 use super::int8::{add_bias_saturating_avx512, requantize_group_avx512};
+use super::int8_windows_vnni::check_filters;
 use crate::kernels::int8::{QuadsPlan, Requantization, WindowShape};
 
 /// One vector of a tile: `rows` output rows from `(oh, ow)`, `len` positions of each
@@ -104,33 +105,8 @@ pub(crate) fn conv_quads_i8_vnni<const C: usize, const KH: usize, const KW: usiz
         plan.scratch_quads(shape)
     );
     let l = shape.window_len();
+    check_filters((weight, weight_sums), requantization, filters, l);
     let (bias, multiplier, exponent) = requantization.parameters;
-    assert!(
-        weight.len() >= filters * l
-            && weight_sums.len() >= filters
-            && bias.len() >= filters
-            && multiplier.len() >= filters
-            && exponent.len() >= filters,
-        "{filters} filters of {l} weights, {} given, {} sums, {} biases, {} multipliers, {} \
-         exponents",
-        weight.len(),
-        weight_sums.len(),
-        bias.len(),
-        multiplier.len(),
-        exponent.len(),
-    );
-    assert!(
-        exponent[..filters].iter().all(|e| (-31..=30).contains(e)),
-        "a multiplier's exponent is from -31 to 30"
-    );
-    #[cfg(feature = "std")]
-    assert!(
-        std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("avx512vnni")
-            && std::is_x86_feature_detected!("avx512vbmi"),
-        "the CPU lacks AVX-512BW, AVX-512VL, AVX-512 VNNI or AVX-512 VBMI"
-    );
     let stride = shape.stride;
     let phase = plan.phase_quads(shape);
     let (packed, rows) = scratch.split_at_mut(plan.filters * C.div_ceil(4) * KH * KW);

@@ -294,33 +294,8 @@ pub(crate) fn conv_windows_i8_vnni<const C: usize, const KH: usize, const KW: us
     );
     let filters = out.len() / out_plane;
     let l = shape.window_len();
+    check_filters((weight, weight_sums), requantization, filters, l);
     let (bias, multiplier, exponent) = requantization.parameters;
-    assert!(
-        weight.len() >= filters * l
-            && weight_sums.len() >= filters
-            && bias.len() >= filters
-            && multiplier.len() >= filters
-            && exponent.len() >= filters,
-        "{filters} filters of {l} weights, {} given, {} sums, {} biases, {} multipliers, {} \
-         exponents",
-        weight.len(),
-        weight_sums.len(),
-        bias.len(),
-        multiplier.len(),
-        exponent.len(),
-    );
-    assert!(
-        exponent[..filters].iter().all(|e| (-31..=30).contains(e)),
-        "a multiplier's exponent is from -31 to 30"
-    );
-    #[cfg(feature = "std")]
-    assert!(
-        std::is_x86_feature_detected!("avx512bw")
-            && std::is_x86_feature_detected!("avx512vl")
-            && std::is_x86_feature_detected!("avx512vnni")
-            && std::is_x86_feature_detected!("avx512vbmi"),
-        "the CPU lacks AVX-512BW, AVX-512VL, AVX-512 VNNI or AVX-512 VBMI"
-    );
     let mut i0 = 0;
     while i0 < n {
         // The next one or two vectors of positions.
@@ -411,4 +386,47 @@ pub(crate) fn conv_windows_i8_vnni<const C: usize, const KH: usize, const KW: us
             .map(|run| run.rows * run.len)
             .sum::<usize>();
     }
+}
+
+/// Checks what the int8 convolution kernels of AVX-512 VNNI and VBMI (the windows' and the
+/// quads' kernels) need of their `filters` filters of `l` weights: the weights, their sums
+/// and the requantization's slices long enough, the exponents in `-31..=30`, and (with `std`)
+/// the CPU's instruction sets.
+///
+/// # Panics
+///
+/// When one of them does not hold, with a message naming it.
+pub(super) fn check_filters(
+    (weight, weight_sums): (&[i8], &[i32]),
+    requantization: &Requantization,
+    filters: usize,
+    l: usize,
+) {
+    let (bias, multiplier, exponent) = requantization.parameters;
+    assert!(
+        weight.len() >= filters * l
+            && weight_sums.len() >= filters
+            && bias.len() >= filters
+            && multiplier.len() >= filters
+            && exponent.len() >= filters,
+        "{filters} filters of {l} weights, {} given, {} sums, {} biases, {} multipliers, {} \
+         exponents",
+        weight.len(),
+        weight_sums.len(),
+        bias.len(),
+        multiplier.len(),
+        exponent.len(),
+    );
+    assert!(
+        exponent[..filters].iter().all(|e| (-31..=30).contains(e)),
+        "a multiplier's exponent is from -31 to 30"
+    );
+    #[cfg(feature = "std")]
+    assert!(
+        std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx512vnni")
+            && std::is_x86_feature_detected!("avx512vbmi"),
+        "the CPU lacks AVX-512BW, AVX-512VL, AVX-512 VNNI or AVX-512 VBMI"
+    );
 }

@@ -70,6 +70,16 @@ fn int8_addition_matches_the_definition_with_avx512() {
                 assert_eq!(got.slice(), &want[..], "{n} values, {scales:?}");
             }
         }
+        // Every pair of values.
+        let mut a: Vec<i8> = (0..1 << 16).map(|i: u32| i as u8 as i8).collect();
+        let b: Vec<i8> = (0..1 << 16).map(|i: u32| (i >> 8) as u8 as i8).collect();
+        let want: Vec<i8> = a
+            .iter()
+            .zip(&b)
+            .map(|(&a, &b)| add_one(a, b, &scales))
+            .collect();
+        add_i8_avx512(&mut a, &b, &scales);
+        assert_eq!(a, want, "every pair, {scales:?}");
     }
 }
 

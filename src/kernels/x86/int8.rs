@@ -4,6 +4,8 @@
 use super::simd::array_from;
 use core::arch::x86_64::*;
 
+use super::int8_requantize_avx512::UniformRequantization;
+
 // ---------------------------------------------------------------------------------------------
 // Int8 dot products: the hot loop of the int8 layers.
 // ---------------------------------------------------------------------------------------------
@@ -579,7 +581,7 @@ pub(super) unsafe fn requantize_uniform_i8_avx512(
     // writes lanes `o0..o0 + count` of slices of `n` elements, `count <= 16` and
     // `o0 + count <= n`, the other lanes masked off; the exponent is checked above.
     unsafe {
-        let (m, e) = (_mm512_set1_epi32(multiplier), _mm512_set1_epi32(exponent));
+        let requantization = UniformRequantization::new((multiplier, exponent), range);
         let mut o0 = 0;
         while o0 < n {
             let count = 16.min(n - o0);
@@ -590,11 +592,7 @@ pub(super) unsafe fn requantize_uniform_i8_avx512(
             };
             let d = _mm512_maskz_loadu_epi32(mask, dots.as_ptr().add(o0));
             let acc = add_bias_saturating_avx512(d, bias);
-            let q = if exponent > 0 {
-                requantize_group_avx512::<true>((acc, m, e), range)
-            } else {
-                requantize_group_avx512::<false>((acc, m, e), range)
-            };
+            let q = requantization.apply(acc);
             _mm_mask_storeu_epi8(out.as_mut_ptr().add(o0), mask, _mm512_cvtepi32_epi8(q));
             o0 += count;
         }

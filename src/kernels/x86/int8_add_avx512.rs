@@ -1,12 +1,13 @@
 //! TensorFlow Lite's int8 addition (`kernels::add_i8`) with AVX-512BW: 16 values of each input
 //! a vector, widened to `i32`, each input's fixed-point multiplication in 32-bit lanes (its
 //! value has 9 bits: the product splits into two that fit), the output's requantization the
-//! int8 layers' own ([`requantize_group_avx512`]), so the same integers as the definition,
+//! int8 layers' own ([`UniformRequantization`]), so the same integers as the definition,
 //! value by value.
 
 use core::arch::x86_64::*;
 
-use super::int8::{requantize_group_avx512, rounding_shift_right};
+use super::int8::rounding_shift_right;
+use super::int8_requantize_avx512::UniformRequantization;
 use crate::kernels::add_i8::{ADD_LEFT_SHIFT, AddScales};
 
 /// `a[i] = add_one(a[i], b[i], scales)` for every `i` (`kernels::add_i8::add_one`).
@@ -33,23 +34,17 @@ pub(crate) fn add_i8_avx512(a: &mut [i8], b: &[i8], scales: &AddScales) {
     );
     // SAFETY: the instruction sets are present (asserted with `std`, the build's target
     // without: the dispatcher's check); the lengths and exponents are checked above.
-    unsafe {
-        if scales.output.1 > 0 {
-            add::<true>(a, b, scales);
-        } else {
-            add::<false>(a, b, scales);
-        }
-    }
+    unsafe { add(a, b, scales) }
 }
 
-/// [`add_i8_avx512`] once checked; `LEFT` when the output's exponent is above 0.
+/// [`add_i8_avx512`] once checked.
 ///
 /// # Safety
 ///
 /// The CPU has AVX-512BW and VL; `a.len() == b.len()`; the inputs' exponents are in
-/// `-31..=0`, the output's in `-31..=30` (above 0 only with `LEFT`).
+/// `-31..=0`, the output's in `-31..=30`.
 #[target_feature(enable = "avx512bw,avx512vl")]
-unsafe fn add<const LEFT: bool>(a: &mut [i8], b: &[i8], scales: &AddScales) {
+unsafe fn add(a: &mut [i8], b: &[i8], scales: &AddScales) {
     let n = a.len();
     // SAFETY (whole body): the instruction sets are present (the contract). Each group reads
     // and writes lanes `i0..i0 + count` of slices of `n` values, `count <= 16` and
@@ -66,10 +61,7 @@ unsafe fn add<const LEFT: bool>(a: &mut [i8], b: &[i8], scales: &AddScales) {
             )
         };
         let (first, second) = (input(scales.inputs[0]), input(scales.inputs[1]));
-        let output = (
-            _mm512_set1_epi32(scales.output.0),
-            _mm512_set1_epi32(scales.output.1),
-        );
+        let output = UniformRequantization::new(scales.output, scales.zero_and_range);
         // An input's 16 values on the common scale, in 32-bit lanes: the doubling high product
         // of `d·2^20` (`d = q - zero`, `|d| <= 255`) and `m` is `⌊(d·m + 2^10) / 2^11⌋` (the
         // numerator and the denominator of `⌊(d·2^20·m + 2^30) / 2^31⌋` divided by `2^20`),
@@ -99,8 +91,7 @@ unsafe fn add<const LEFT: bool>(a: &mut [i8], b: &[i8], scales: &AddScales) {
             let x = _mm_maskz_loadu_epi8(mask, a.as_ptr().add(i0));
             let y = _mm_maskz_loadu_epi8(mask, b.as_ptr().add(i0));
             let sum = _mm512_add_epi32(scaled(x, first), scaled(y, second));
-            let q =
-                requantize_group_avx512::<LEFT>((sum, output.0, output.1), scales.zero_and_range);
+            let q = output.apply(sum);
             _mm_mask_storeu_epi8(a.as_mut_ptr().add(i0), mask, _mm512_cvtepi32_epi8(q));
             i0 += count;
         }

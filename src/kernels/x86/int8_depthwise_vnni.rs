@@ -16,7 +16,8 @@
 
 use core::arch::x86_64::*;
 
-use super::int8::{add_bias_saturating_avx512, requantize_group_avx512};
+use super::int8::add_bias_saturating_avx512;
+use super::int8_requantize_avx512::UniformRequantization;
 use crate::kernels::depthwise_i8::{PlaneShape, VNNI_PADDED_BYTES};
 use crate::kernels::shape::Requantization;
 
@@ -52,10 +53,7 @@ struct Channel {
     weights: [__m512i; 16],
     correction: __m512i,
     bias: i32,
-    multiplier: __m512i,
-    exponent: __m512i,
-    left_shift: bool,
-    range: (i8, i8, i8),
+    requantization: UniformRequantization,
 }
 
 /// `V` vectors of wide indices from vector `v`: their sums over the filter, requantized, the
@@ -97,12 +95,7 @@ unsafe fn vectors<const V: usize>(
         for (acc, &lanes) in acc.iter().zip(lanes) {
             let dot = _mm512_sub_epi32(*acc, channel.correction);
             let sum = add_bias_saturating_avx512(dot, channel.bias);
-            let parameters = (sum, channel.multiplier, channel.exponent);
-            let q = if channel.left_shift {
-                requantize_group_avx512::<true>(parameters, channel.range)
-            } else {
-                requantize_group_avx512::<false>(parameters, channel.range)
-            };
+            let q = channel.requantization.apply(sum);
             let outputs = _mm_maskz_compress_epi8(lanes, _mm512_cvtepi32_epi8(q));
             let count = lanes.count_ones();
             _mm_mask_storeu_epi8(
@@ -326,10 +319,7 @@ unsafe fn depthwise_channels(
             weights: [_mm512_setzero_si512(); 16],
             correction: _mm512_setzero_si512(),
             bias: 0,
-            multiplier: _mm512_setzero_si512(),
-            exponent: _mm512_setzero_si512(),
-            left_shift: false,
-            range: requantization.zero_and_range,
+            requantization: UniformRequantization::new((0, 0), requantization.zero_and_range),
         };
         let set_channel = |channel: &mut Channel, o: usize, filter: &[i8]| {
             for ky in 0..k {
@@ -349,9 +339,10 @@ unsafe fn depthwise_channels(
             }
             channel.correction = _mm512_set1_epi32(sum.wrapping_mul(128));
             channel.bias = bias[o];
-            channel.multiplier = _mm512_set1_epi32(multiplier[o]);
-            channel.exponent = _mm512_set1_epi32(exponent[o]);
-            channel.left_shift = exponent[o] > 0;
+            channel.requantization = UniformRequantization::new(
+                (multiplier[o], exponent[o]),
+                requantization.zero_and_range,
+            );
         };
         let mut r0 = 0;
         while r0 < oh {

@@ -21,7 +21,8 @@
 
 use core::arch::x86_64::*;
 
-use super::int8::{add_bias_saturating_avx512, requantize_group_avx512};
+use super::int8::add_bias_saturating_avx512;
+use super::int8_requantize_avx512::UniformRequantization;
 use super::int8_windows_vnni::check_filters;
 use crate::kernels::int8::{QuadsPlan, Requantization, WindowShape};
 
@@ -495,21 +496,14 @@ unsafe fn tile<
         let range = requantization.zero_and_range;
         for (f, acc) in acc.iter().enumerate().take(count) {
             let correction = _mm512_set1_epi32(weight_sums[f].wrapping_mul(128));
-            let (m, e) = (
-                _mm512_set1_epi32(multiplier[f]),
-                _mm512_set1_epi32(exponent[f]),
-            );
+            let requantize = UniformRequantization::new((multiplier[f], exponent[f]), range);
             for (vector, (acc, &mask)) in vectors.iter().zip(acc.iter().zip(&masks)) {
                 if mask == 0 {
                     continue;
                 }
                 let dot = _mm512_sub_epi32(*acc, correction);
                 let sum = add_bias_saturating_avx512(dot, bias[f]);
-                let q = if exponent[f] > 0 {
-                    requantize_group_avx512::<true>((sum, m, e), range)
-                } else {
-                    requantize_group_avx512::<false>((sum, m, e), range)
-                };
+                let q = requantize.apply(sum);
                 _mm_mask_storeu_epi8(
                     out.as_mut_ptr()
                         .add(f * out_plane + vector.oh * out_width + vector.ow),

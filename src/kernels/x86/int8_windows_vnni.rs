@@ -16,7 +16,8 @@
 
 use core::arch::x86_64::*;
 
-use super::int8::{add_bias_saturating_avx512, requantize_group_avx512};
+use super::int8::add_bias_saturating_avx512;
+use super::int8_requantize_avx512::UniformRequantization;
 use crate::kernels::int8::{Requantization, WindowShape, windows_kernel_takes};
 
 /// The bits `lo..hi` of a 64-bit mask (none when `hi <= lo`).
@@ -225,18 +226,11 @@ unsafe fn conv_windows_tile<
         let range = requantization.zero_and_range;
         for (f, acc) in acc.iter().enumerate() {
             let correction = _mm512_set1_epi32(weight_sums[f].wrapping_mul(128));
-            let (m, e) = (
-                _mm512_set1_epi32(multiplier[f]),
-                _mm512_set1_epi32(exponent[f]),
-            );
+            let requantize = UniformRequantization::new((multiplier[f], exponent[f]), range);
             for (run, acc) in runs.iter().zip(acc) {
                 let dot = _mm512_sub_epi32(*acc, correction);
                 let sum = add_bias_saturating_avx512(dot, bias[f]);
-                let q = if exponent[f] > 0 {
-                    requantize_group_avx512::<true>((sum, m, e), range)
-                } else {
-                    requantize_group_avx512::<false>((sum, m, e), range)
-                };
+                let q = requantize.apply(sum);
                 let lanes = run.rows * run.len;
                 let mask: __mmask16 = (((1_u32 << lanes) - 1) & 0xFFFF) as u16;
                 _mm_mask_storeu_epi8(

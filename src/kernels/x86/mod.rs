@@ -28,6 +28,7 @@ mod int8_add_avx512;
 mod int8_columns_vnni;
 mod int8_depthwise_vnni;
 mod int8_quads_vnni;
+mod int8_requantize_avx512;
 mod int8_windows_vnni;
 mod isa;
 mod layout;

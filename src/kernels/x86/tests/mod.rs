@@ -9,6 +9,7 @@ mod int8;
 mod int8_add;
 mod int8_depthwise;
 mod int8_quads;
+mod int8_requantize;
 mod layout;
 mod pool;
 mod weight_grad;

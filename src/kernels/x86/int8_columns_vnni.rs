@@ -6,7 +6,7 @@
 use core::arch::x86_64::*;
 
 /// The filters of one tile of [`dot_columns_i8_vnni`].
-pub(crate) const COLUMNS_TILE: usize = 8;
+pub(crate) const COLUMNS_TILE: usize = 16;
 
 /// `dots[f·n + p] = Σ_c weight[f·l + c] · x[c·stride + p]` for the `R` filters `f` of a tile
 /// and the positions `p < n`, with AVX-512 VNNI: the product of int8 filters with images laid
@@ -102,7 +102,8 @@ unsafe fn dot_columns_tile_i8_vnni<const R: usize>(
 
 /// `dots[f·n + p] = Σ_c weight[f·l + c] · x[c·stride + p]` for every filter `f <
 /// dots.len() / n` and position `p < n`: [`dot_columns_tile_i8_vnni`] on tiles of
-/// [`COLUMNS_TILE`] filters, then single filters.
+/// [`COLUMNS_TILE`] filters (each interleaved quad of channels is shared by 16 filters), then
+/// of 8, then single filters.
 ///
 /// # Panics
 ///
@@ -140,10 +141,10 @@ pub(crate) fn dot_columns_i8_vnni(
     );
     let mut f0 = 0;
     while f0 < filters {
-        let tile = if filters - f0 >= COLUMNS_TILE {
-            COLUMNS_TILE
-        } else {
-            1
+        let tile = match filters - f0 {
+            COLUMNS_TILE.. => COLUMNS_TILE,
+            8.. => 8,
+            _ => 1,
         };
         let (w, d) = (&weight[f0 * l..], &mut dots[f0 * n..]);
         // SAFETY: the instruction sets are present (detected, or checked above with std;
@@ -154,6 +155,9 @@ pub(crate) fn dot_columns_i8_vnni(
                 let sums: &[i32; COLUMNS_TILE] =
                     weight_sums[f0..f0 + COLUMNS_TILE].try_into().unwrap();
                 dot_columns_tile_i8_vnni::<COLUMNS_TILE>((w, sums), (x, stride), (l, n), d);
+            } else if tile == 8 {
+                let sums: &[i32; 8] = weight_sums[f0..f0 + 8].try_into().unwrap();
+                dot_columns_tile_i8_vnni::<8>((w, sums), (x, stride), (l, n), d);
             } else {
                 let sums = [weight_sums[f0]];
                 dot_columns_tile_i8_vnni::<1>((w, &sums), (x, stride), (l, n), d);

@@ -277,9 +277,10 @@ fn int8_columns_match_the_definition_with_avx512_vnni() {
         state ^= state << 17;
         (state >> 24) as u8 as i8
     };
-    // Filters: whole tiles, single filters after them; channels: whole groups of 4 and
-    // tails; positions: whole groups of 16, tails, and rows longer than `n` (a stride).
-    for filters in [1, 7, 8, 9, 17] {
+    // Filters: whole tiles of 16 and of 8, single filters after them; channels: whole groups
+    // of 4 and tails; positions: whole groups of 16, tails, and rows longer than `n` (a
+    // stride).
+    for filters in [1, 7, 8, 9, 16, 17, 25, 33] {
         for l in [1, 3, 4, 5, 64, 67] {
             for (n, stride) in [(1, 1), (15, 15), (16, 16), (17, 20), (64, 64), (125, 125)] {
                 for extreme in [None, Some((-128, -128)), Some((127, -128))] {

@@ -6,8 +6,7 @@
 
 use core::arch::x86_64::*;
 
-use super::int8::rounding_shift_right;
-use super::int8_requantize_avx512::UniformRequantization;
+use super::int8_requantize_avx512::{UniformRequantization, rounding_shift_right};
 use crate::kernels::add_i8::{ADD_LEFT_SHIFT, AddScales};
 
 /// `a[i] = add_one(a[i], b[i], scales)` for every `i` (`kernels::add_i8::add_one`).

@@ -293,6 +293,8 @@ pub(crate) const fn quads_plan(shape: &WindowShape, filters: usize) -> Option<Qu
     let (out_height, out_width) = shape.output();
     if shape.stride == 0
         || shape.stride > 4
+        || shape.kernel.0 == 0
+        || shape.kernel.1 == 0
         || shape.kernel.0 * shape.kernel.1 > 16
         || shape.channels == 0
         || filters == 0
@@ -340,12 +342,10 @@ pub(crate) const fn quads_plan(shape: &WindowShape, filters: usize) -> Option<Qu
 
 /// Whether the int8 convolution takes [`conv_quads_i8`]'s kernel for `filters` filters on
 /// `shape` where the CPU has it: the kernel has a [plan](quads_plan) for it, the stride is 1
-/// and the kernel more than 1 x 1. On MLPerf Tiny's int8 ResNet-8 (Zen 4), its 3 x 3
-/// stride-1 layers took 4.6 µs less (the first, 3 channels), 12 µs (the two of 16 channels)
-/// and 3 µs (32 channels) than on the windows' kernel; its stride-2 layers and 1 x 1 ones
-/// took as long or longer (DS-CNN's 1 x 1 layers, on the columns' kernel, 24 µs less): a
-/// band of stride-2 rows is laid out once per tile of filters, and a 1 x 1 window is too
-/// short to pay for laying its rows out.
+/// and the kernel more than 1 x 1. Where it measured faster than the kernels that read the
+/// windows in place (`int8_windows_vnni.rs`) and the 1 x 1 columns (`int8_columns_vnni.rs`):
+/// a band of stride-2 rows is laid out again for each tile of filters, and a 1 x 1 window is
+/// too short to pay for laying its rows out.
 pub(crate) const fn conv_quads_i8_applies(shape: &WindowShape, filters: usize) -> bool {
     shape.stride == 1 && shape.kernel.0 * shape.kernel.1 > 1 && quads_plan(shape, filters).is_some()
 }
@@ -375,7 +375,7 @@ pub(crate) fn conv_quads_i8_fast(shape: &WindowShape, filters: usize) -> Option<
 /// As [`conv_windows_i8`]; and when `scratch` is shorter than the plan's
 /// [`scratch_quads`](QuadsPlan::scratch_quads) (never with [`QUADS_SCRATCH_QUADS`]).
 pub(crate) fn conv_quads_i8<const C: usize, const KH: usize, const KW: usize>(
-    weights: (&[i8], &[i32]),
+    weight: &[i8],
     requantization: &Requantization,
     image: (&[i8], &WindowShape, i8),
     scratch: &mut [u32],
@@ -394,7 +394,7 @@ pub(crate) fn conv_quads_i8<const C: usize, const KH: usize, const KW: usize>(
         && let Some(plan) = conv_quads_i8_fast(image.1, out.len() / out_plane)
     {
         super::x86::conv_quads_i8_vnni::<C, KH, KW>(
-            weights,
+            weight,
             requantization,
             image,
             (plan, scratch),
@@ -403,7 +403,7 @@ pub(crate) fn conv_quads_i8<const C: usize, const KH: usize, const KW: usize>(
         return;
     }
     let _ = scratch;
-    super::reference::conv_windows_i8(weights.0, requantization, image, (0, out_plane), out);
+    super::reference::conv_windows_i8(weight, requantization, image, (0, out_plane), out);
 }
 
 /// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the

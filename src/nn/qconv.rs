@@ -143,9 +143,11 @@ impl<
     /// The outputs of one image: per filter and position, the window's dot product (the
     /// padding read as `z_in`), the bias, the requantization, the clamp.
     ///
-    /// Where the CPU has AVX-512 VNNI, a 1 x 1 convolution multiplies the image as it lies
-    /// ([`forward_pointwise`](Self::forward_pointwise)); with VBMI too, 8 filters or more
-    /// read their windows in place ([`forward_windows`](Self::forward_windows)). Otherwise
+    /// Where the CPU has AVX-512 VNNI and VBMI, a convolution of stride 1 with a kernel larger
+    /// than 1 x 1 reads four channels a lane when its tile and band fit the kernel's buffer
+    /// ([`forward_quads`](Self::forward_quads)); with VNNI, a 1 x 1 convolution multiplies the
+    /// image as it lies ([`forward_pointwise`](Self::forward_pointwise)); with VBMI too, 8
+    /// filters or more read their windows in place ([`forward_windows`](Self::forward_windows)). Otherwise
     /// windows of up to [`PATCH_BYTES`] values are copied, a block of positions at a time, into
     /// a stack buffer of rows (one per position), so that each filter's dot products with a
     /// whole block are one call of the int8 kernels (`kernels::dot_rows_i8`) and their
@@ -165,13 +167,18 @@ impl<
         }
     }
 
+    /// The filters one after another, `[OC][C][K][KW]` flattened.
+    fn filters(&self) -> &[i8] {
+        S::matrix(&self.weight)
+            .as_flattened()
+            .as_flattened()
+            .as_flattened()
+    }
+
     /// The filters one after another (`[OC][C][K][KW]` flattened) and each filter's sum of
     /// weights: the SIMD kernels' offset terms.
     fn filters_and_sums(&self) -> (&[i8], [i32; OC]) {
-        let weight = S::matrix(&self.weight)
-            .as_flattened()
-            .as_flattened()
-            .as_flattened();
+        let weight = self.filters();
         let sums = core::array::from_fn(|o| {
             weight[o * C * K * KW..(o + 1) * C * K * KW]
                 .iter()
@@ -253,10 +260,9 @@ impl<
     /// (`kernels::conv_quads_i8`), laying a band of the image's rows and a tile's weights out
     /// in a stack buffer of [`kernels::QUADS_SCRATCH_QUADS`] quads, in one call.
     fn forward_quads(&self, x: &[[[i8; W]; H]; C], y: &mut [[[i8; OW]; OH]; OC]) {
-        let (weight, sums) = self.filters_and_sums();
         let mut scratch = [0_u32; kernels::QUADS_SCRATCH_QUADS];
         kernels::conv_quads_i8::<C, K, KW>(
-            (weight, &sums),
+            self.filters(),
             &self.kernel_requantization(),
             (
                 x.as_flattened().as_flattened(),
@@ -441,8 +447,9 @@ impl<
 
     /// The windows' buffer and a block's dot products (when the window takes the int8
     /// kernels); for a 1 x 1 convolution, at least the columns' kernel's dot products and the
-    /// filters' sums, and for the shapes the in-place windows' kernel takes, the filters' sums
-    /// (the CPU decides at run time which runs).
+    /// filters' sums; for the shapes the in-place windows' kernel takes, the filters' sums; for
+    /// those the channel quads' kernel takes, its buffer (the CPU decides at run time which
+    /// runs).
     const WORKING_BYTES: usize = {
         let windows = if C * K * KW <= PATCH_BYTES {
             PATCH_BYTES + 4 * PATCH_POSITIONS
@@ -450,7 +457,7 @@ impl<
             0
         };
         let quads = if kernels::conv_quads_i8_applies(&Self::WINDOWS, OC) {
-            4 * kernels::QUADS_SCRATCH_QUADS + 4 * OC
+            4 * kernels::QUADS_SCRATCH_QUADS
         } else {
             0
         };
@@ -676,8 +683,8 @@ mod tests {
     use crate::nn::{Inline, Relu};
     use crate::quant::{Multiplier, Quantization};
 
-    /// The two ways of computing a convolution (windows as rows of the int8 kernels, plain
-    /// loops) give the same integers.
+    /// The ways of computing a convolution (windows as rows of the int8 kernels, plain loops,
+    /// and the channel quads' kernel where the CPU has it) give the same integers.
     #[test]
     fn every_path_computes_the_same_outputs() {
         fn check<const C: usize, const S: usize, const P: usize, const OH: usize>(seed: u32) {
@@ -711,6 +718,15 @@ mod tests {
             let mut blocks = [[[1; OH]; OH]; 5];
             layer.forward_blocks(&x, &mut blocks);
             assert_eq!(blocks, plain, "windows as rows, {C} channels");
+            // The SIMD kernels the CPU has: the layer's weights, sums, pad value and
+            // requantization as they take them.
+            type Layer<const C: usize, const S: usize, const P: usize, const OH: usize> =
+                QConv2d<C, 5, 3, S, P, 9, 9, OH, OH, Relu, Inline>;
+            if crate::kernels::conv_quads_i8_fast(&Layer::<C, S, P, OH>::WINDOWS, 5).is_some() {
+                let mut quads = [[[2; OH]; OH]; 5];
+                layer.forward_quads(&x, &mut quads);
+                assert_eq!(quads, plain, "channel quads, {C} channels");
+            }
         }
         // A kernel 3 high and 2 wide: windows as rows against plain loops.
         let q = Quantization {

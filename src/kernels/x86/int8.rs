@@ -439,8 +439,8 @@ unsafe fn saturating_add_avx512(d: __m512i, b: __m512i) -> __m512i {
 }
 
 /// [`requantize_i8_avx512`] with the same parameters for every output: they are broadcast
-/// once, the exponent checked once, and without a left shift (exponent at most 0, the usual
-/// case) its steps are left out.
+/// once, the exponent checked once, and the requantization takes one fused step
+/// ([`UniformRequantization`]).
 ///
 /// # Safety
 ///

@@ -15,7 +15,8 @@
 //!   16 consecutive quads at every tap, whatever the stride;
 //! - a tile's filters as `[filter][channel quad][ky][kx]` quads, once per tile of filters.
 //!
-//! The offset's term `128·Σ w[f]` is `128·weight_sums[f]`, subtracted at the end (exact modulo
+//! The offset's term `128·Σ w[f]`, each filter's sum taken as its weights are laid out, is
+//! subtracted at the end (exact modulo
 //! `2^32`). Each filter's sums are requantized in the registers that hold them and stored as
 //! bytes.
 
@@ -72,10 +73,10 @@ fn lanes(lo: usize, hi: usize) -> u16 {
 /// the shape and the filters, `shape`'s channels and kernel are not `C` and `KH x KW`, an
 /// exponent is outside `-31..=30`, or the sizes do not fit: `image` not
 /// `channels·height·width` long, `out` not whole planes of the output, `scratch` shorter than
-/// the plan's [`scratch_quads`](QuadsPlan::scratch_quads), or `weight`, `weight_sums` or the requantization's slices shorter
-/// than the filters need.
+/// the plan's [`scratch_quads`](QuadsPlan::scratch_quads), or `weight` or the
+/// requantization's slices shorter than the filters need.
 pub(crate) fn conv_quads_i8_vnni<const C: usize, const KH: usize, const KW: usize>(
-    (weight, weight_sums): (&[i8], &[i32]),
+    weight: &[i8],
     requantization: &Requantization,
     (image, shape, pad): (&[i8], &WindowShape, i8),
     (plan, scratch): (QuadsPlan, &mut [u32]),
@@ -106,7 +107,7 @@ pub(crate) fn conv_quads_i8_vnni<const C: usize, const KH: usize, const KW: usiz
         plan.scratch_quads(shape)
     );
     let l = shape.window_len();
-    check_filters((weight, weight_sums), requantization, filters, l);
+    check_filters((weight, None), requantization, filters, l);
     let (bias, multiplier, exponent) = requantization.parameters;
     let stride = shape.stride;
     let phase = plan.phase_quads(shape);
@@ -118,7 +119,8 @@ pub(crate) fn conv_quads_i8_vnni<const C: usize, const KH: usize, const KW: usiz
         // without std, the build targets them); the weights from `f0·l` hold `count` filters
         // of `l = C·KH·KW` (checked above); `packed` holds `plan.filters` filters' quads (the
         // plan's split); the plan takes kernels of at most 16 taps.
-        unsafe { pack_weights::<C, KH, KW>(&weight[f0 * l..], count, packed) };
+        let mut sums = [0_i32; 16];
+        unsafe { pack_weights::<C, KH, KW>(&weight[f0 * l..], count, packed, &mut sums) };
         let tile_requantization = Requantization {
             parameters: (&bias[f0..], &multiplier[f0..], &exponent[f0..]),
             zero_and_range: requantization.zero_and_range,
@@ -188,7 +190,7 @@ pub(crate) fn conv_quads_i8_vnni<const C: usize, const KH: usize, const KW: usiz
                 vectors[filled] = vector;
                 filled += 1;
                 if filled == plan.vectors || oh == oh0 + band_rows {
-                    let o = (&tile_requantization, &weight_sums[f0..]);
+                    let o = (&tile_requantization, &sums[..]);
                     let out = (&mut out[f0 * out_plane..], out_plane, out_width);
                     macro_rules! tile {
                         ($r:literal, $v:literal) => {{
@@ -240,16 +242,19 @@ pub(crate) fn conv_quads_i8_vnni<const C: usize, const KH: usize, const KW: usiz
 /// `packed[f·lq + (q·KH + ky)·KW + kx]` = the weights of filter `f`, channels `4q..4q + 4`, at
 /// `(ky, kx)`, one byte each (`lq = ⌈C/4⌉·KH·KW`), for the `count` filters from the start of
 /// `weight` (`[filter][channel][ky][kx]`); zero for channels past `C` and for the filters
-/// from `count` to `packed.len() / lq`.
+/// from `count` to `packed.len() / lq`. `sums[f]` = filter `f`'s sum of weights (0 past
+/// `count`).
 ///
 /// # Safety
 ///
-/// The CPU has AVX-512BW, VL and VBMI; `KH·KW <= 16`; `weight.len() >= count·C·KH·KW`.
-#[target_feature(enable = "avx512bw,avx512vl,avx512vbmi")]
+/// The CPU has AVX-512BW, VL, VNNI and VBMI; `KH·KW <= 16`; `weight.len() >=
+/// count·C·KH·KW`; `packed.len() / lq <= 16`.
+#[target_feature(enable = "avx512bw,avx512vl,avx512vnni,avx512vbmi")]
 unsafe fn pack_weights<const C: usize, const KH: usize, const KW: usize>(
     weight: &[i8],
     count: usize,
     packed: &mut [u32],
+    sums: &mut [i32; 16],
 ) {
     let taps = KH * KW;
     let lq = C.div_ceil(4) * taps;
@@ -263,8 +268,11 @@ unsafe fn pack_weights<const C: usize, const KH: usize, const KW: usize>(
     unsafe {
         let index = _mm512_loadu_si512(index.as_ptr().cast());
         let quads_mask = lanes(0, taps);
+        let ones = _mm512_set1_epi8(1);
         let filters = packed.len() / lq;
-        for f in 0..filters {
+        for (f, sum) in sums.iter_mut().enumerate().take(filters) {
+            // The filter's weights four a lane, each lane's four summed by `vpdpbusd`.
+            let mut total = _mm512_setzero_si512();
             for q in 0..C.div_ceil(4) {
                 let to = packed.as_mut_ptr().add(f * lq + q * taps);
                 if f >= count {
@@ -276,9 +284,11 @@ unsafe fn pack_weights<const C: usize, const KH: usize, const KW: usize>(
                 let mask = u64::MAX >> (64 - bytes);
                 let from = weight.as_ptr().add(f * l + 4 * q * taps);
                 let raw = _mm512_maskz_loadu_epi8(mask, from);
+                total = _mm512_dpbusd_epi32(total, ones, raw);
                 let quads = _mm512_permutexvar_epi8(index, raw);
                 _mm512_mask_storeu_epi32(to.cast(), quads_mask, quads);
             }
+            *sum = _mm512_reduce_add_epi32(total);
         }
     }
 }
@@ -287,8 +297,9 @@ unsafe fn pack_weights<const C: usize, const KH: usize, const KW: usize>(
 /// rows before `from` are there already): row `r` (image row `oh0·S + r - padding`) at
 /// `r·band.row`, its channel quad `q` at `q·band.quad`, its padded column `xp` (image column
 /// `xp - padding`) in phase `xp % S` at `xp / S`, each quad the four channels' bytes offset
-/// by 128, `pad + 128` outside the image and 0 for channels past `C`. Rows no tap reads (a
-/// kernel shorter than the stride) are left as they are.
+/// by 128, `pad + 128` outside the image; the bytes of channels past `C` are 128 in the
+/// image's columns and `pad + 128` in the padding (their weights are 0, so they add
+/// nothing). Rows no tap reads (a kernel shorter than the stride) are left as they are.
 ///
 /// # Safety
 ///
@@ -314,9 +325,10 @@ unsafe fn lay_out_rows<const C: usize, const S: usize>(
     // Lanes `k ≡ 0 (mod S)` of 16.
     let every: u16 = (0..16).step_by(S).fold(0, |m, k| m | 1 << k);
     // SAFETY (whole body): the instruction sets are present (the contract). Writes go to
-    // row `r < in_rows`, quad `q < ⌈C/4⌉`, phase `ph < S`, index `j < band.phase` (for the
-    // padding: `j·S + ph < read`; for a chunk's quad `k`: `xp = padding + x0 + k < padding +
-    // columns <= read`), inside the row, inside `rows`. Image row `iy < height` of channel
+    // row `r < in_rows`, quad `q < ⌈C/4⌉`, phase `ph < S`, index `j < band.phase` (the
+    // padding's loop stops there; a chunk's quad `k` has `xp = padding + x0 + k < padding +
+    // columns <= read`, so `j = xp / S <= (read - 1) / S < band.phase`), inside the row,
+    // inside `rows`. Image row `iy < height` of channel
     // `c < C` is read at the columns `x0..x0 + n`, `x0 + n <= columns <= width`, inside
     // `image`.
     unsafe {

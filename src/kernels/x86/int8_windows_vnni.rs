@@ -288,7 +288,7 @@ pub(crate) fn conv_windows_i8_vnni<const C: usize, const KH: usize, const KW: us
     );
     let filters = out.len() / out_plane;
     let l = shape.window_len();
-    check_filters((weight, weight_sums), requantization, filters, l);
+    check_filters((weight, Some(weight_sums)), requantization, filters, l);
     let (bias, multiplier, exponent) = requantization.parameters;
     let mut i0 = 0;
     while i0 < n {
@@ -384,29 +384,29 @@ pub(crate) fn conv_windows_i8_vnni<const C: usize, const KH: usize, const KW: us
 
 /// Checks what the int8 convolution kernels of AVX-512 VNNI and VBMI (the windows' and the
 /// quads' kernels) need of their `filters` filters of `l` weights: the weights, their sums
-/// and the requantization's slices long enough, the exponents in `-31..=30`, and (with `std`)
+/// (where the caller gives them) and the requantization's slices long enough, the exponents in `-31..=30`, and (with `std`)
 /// the CPU's instruction sets.
 ///
 /// # Panics
 ///
 /// When one of them does not hold, with a message naming it.
 pub(super) fn check_filters(
-    (weight, weight_sums): (&[i8], &[i32]),
+    (weight, weight_sums): (&[i8], Option<&[i32]>),
     requantization: &Requantization,
     filters: usize,
     l: usize,
 ) {
     let (bias, multiplier, exponent) = requantization.parameters;
+    let sums = weight_sums.map_or(filters, <[i32]>::len);
     assert!(
         weight.len() >= filters * l
-            && weight_sums.len() >= filters
+            && sums >= filters
             && bias.len() >= filters
             && multiplier.len() >= filters
             && exponent.len() >= filters,
-        "{filters} filters of {l} weights, {} given, {} sums, {} biases, {} multipliers, {} \
-         exponents",
+        "{filters} filters of {l} weights, {} given, {sums} sums, {} biases, {} multipliers, \
+         {} exponents",
         weight.len(),
-        weight_sums.len(),
         bias.len(),
         multiplier.len(),
         exponent.len(),

@@ -22,7 +22,8 @@ fn int8_quads_match_the_definition_with_avx512_vnni() {
     let mut byte = move || (next() >> 24) as u8 as i8;
     // MLPerf Tiny's ResNet-8 and DS-CNN layers; channels that do not fill their last quad
     // (1, 2, 3, 5, 6, 7, 9); strides 1 to 4; no padding, some, and more than the kernel
-    // (rows and columns of padding only); rows of 8 or fewer positions (several a vector),
+    // (rows and columns of padding only, at stride 1 too); 16 taps on whole channel quads;
+    // rows of 8 or fewer positions (several a vector),
     // of 9 to 16 (one vector, partly filled) and longer (two or more vectors a row); kernels
     // not square; bands of one row and of several, and a last band shorter.
     macro_rules! shapes {
@@ -47,6 +48,9 @@ fn int8_quads_match_the_definition_with_avx512_vnni() {
         (3, 17, 9, (3, 2), 1, 1),
         (4, 12, 20, (3, 3), 1, 1),
         (8, 5, 70, (1, 3), 1, 0),
+        (5, 9, 9, (4, 4), 1, 1),
+        (4, 10, 10, (2, 8), 1, 0),
+        (3, 6, 6, (1, 2), 1, 3),
     );
 }
 
@@ -88,10 +92,6 @@ fn quads_match<const C: usize, const KH: usize, const KW: usize>(
                 weight.iter_mut().for_each(|x| *x = w);
                 image.iter_mut().for_each(|x| *x = v);
             }
-            let sums: Vec<i32> = weight
-                .chunks_exact(l)
-                .map(|f| f.iter().map(|&w| i32::from(w)).sum())
-                .collect();
             let (bias, multiplier, exponent) = requantization_parameters(filters, 0, byte);
             let requantization = Requantization {
                 parameters: (&bias, &multiplier, &exponent),
@@ -117,7 +117,7 @@ fn quads_match<const C: usize, const KH: usize, const KW: usize>(
                 let mut scratch = Guarded::place(&garbage, after_guard);
                 let mut got = Guarded::place(&stale, after_guard);
                 conv_quads_i8_vnni::<C, KH, KW>(
-                    (weight.slice(), &sums),
+                    weight.slice(),
                     &requantization,
                     (image.slice(), &shape, pad),
                     (plan, scratch.slice()),

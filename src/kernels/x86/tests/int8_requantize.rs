@@ -44,9 +44,11 @@ fn the_fused_requantization_matches_the_definition_with_avx512() {
     for &multiplier in &multipliers {
         for exponent in -31..=30 {
             // The sums around `a·m = -2^30` for this multiplier.
-            let near: Vec<i32> = if multiplier > 0 {
+            let near: Vec<i32> = if multiplier != 0 {
                 let a = -((1_i64 << 30) / i64::from(multiplier));
-                (a - 3..=a + 3).map(|a| a as i32).collect()
+                (a - 3..=a + 3)
+                    .filter_map(|a| i32::try_from(a).ok())
+                    .collect()
             } else {
                 Vec::new()
             };

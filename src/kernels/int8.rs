@@ -341,13 +341,12 @@ pub(crate) const fn quads_plan(shape: &WindowShape, filters: usize) -> Option<Qu
 }
 
 /// Whether the int8 convolution takes [`conv_quads_i8`]'s kernel for `filters` filters on
-/// `shape` where the CPU has it: the kernel has a [plan](quads_plan) for it, the stride is 1
-/// and the kernel more than 1 x 1. Where it measured faster than the kernels that read the
-/// windows in place (`int8_windows_vnni.rs`) and the 1 x 1 columns (`int8_columns_vnni.rs`):
-/// a band of stride-2 rows is laid out again for each tile of filters, and a 1 x 1 window is
-/// too short to pay for laying its rows out.
+/// `shape` where the CPU has it: the kernel has a [plan](quads_plan) for it, and the shape is
+/// not a 1 x 1 convolution of stride 1, whose windows are the image's columns as it lies
+/// (`int8_columns_vnni.rs` multiplies them without laying the rows out, and measured faster).
 pub(crate) const fn conv_quads_i8_applies(shape: &WindowShape, filters: usize) -> bool {
-    shape.stride == 1 && shape.kernel.0 * shape.kernel.1 > 1 && quads_plan(shape, filters).is_some()
+    let pointwise = shape.stride == 1 && shape.kernel.0 == 1 && shape.kernel.1 == 1;
+    !pointwise && quads_plan(shape, filters).is_some()
 }
 
 /// The plan [`conv_quads_i8`] runs on this CPU for `filters` filters on `shape`: the

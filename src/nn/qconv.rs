@@ -143,8 +143,8 @@ impl<
     /// The outputs of one image: per filter and position, the window's dot product (the
     /// padding read as `z_in`), the bias, the requantization, the clamp.
     ///
-    /// Where the CPU has AVX-512 VNNI and VBMI, a convolution of stride 1 with a kernel larger
-    /// than 1 x 1 reads four channels a lane when its tile and band fit the kernel's buffer
+    /// Where the CPU has AVX-512 VNNI and VBMI, a convolution other than 1 x 1 of stride 1
+    /// reads four channels a lane when its tile and band fit the kernel's buffer
     /// ([`forward_quads`](Self::forward_quads)); with VNNI, a 1 x 1 convolution multiplies the
     /// image as it lies ([`forward_pointwise`](Self::forward_pointwise)); with VBMI too, 8
     /// filters or more read their windows in place ([`forward_windows`](Self::forward_windows)). Otherwise

@@ -299,7 +299,8 @@ unsafe fn pack_weights<const C: usize, const KH: usize, const KW: usize>(
 /// `xp - padding`) in phase `xp % S` at `xp / S`, each quad the four channels' bytes offset
 /// by 128, `pad + 128` outside the image; the bytes of channels past `C` are 128 in the
 /// image's columns and `pad + 128` in the padding (their weights are 0, so they add
-/// nothing). Rows no tap reads (a kernel shorter than the stride) are left as they are.
+/// nothing). Rows and phases no tap reads (a kernel shorter or narrower than the stride) are
+/// left as they are.
 ///
 /// # Safety
 ///
@@ -314,7 +315,7 @@ unsafe fn lay_out_rows<const C: usize, const S: usize>(
     rows: &mut [u32],
 ) {
     let (height, width) = (shape.height, shape.width);
-    let (kh, padding) = (shape.kernel.0, shape.padding);
+    let (kh, kw, padding) = (shape.kernel.0, shape.kernel.1, shape.padding);
     let plane = height * width;
     let in_rows = (band_rows - 1) * S + kh;
     // The padded columns the windows read, `xp < read`; the image's among them,
@@ -359,7 +360,7 @@ unsafe fn lay_out_rows<const C: usize, const S: usize>(
             for q in 0..C.div_ceil(4) {
                 let quad = row.add(q * band.quad);
                 // The padding's columns, before and after the image's.
-                for ph in 0..S {
+                for ph in 0..S.min(kw) {
                     let phase = quad.add(ph * band.phase);
                     let before = padding.saturating_sub(ph).div_ceil(S);
                     let after = (padding + columns).saturating_sub(ph).div_ceil(S);
@@ -394,7 +395,7 @@ unsafe fn lay_out_rows<const C: usize, const S: usize>(
                     if S == 1 {
                         _mm512_mask_storeu_epi32(quad.add(xp0).cast(), mask, quads);
                     } else {
-                        for ph in 0..S {
+                        for ph in 0..S.min(kw) {
                             // The chunk's quads in phase `ph`: `k ≡ ph - xp0 (mod S)`.
                             let first = (ph + S - xp0 % S) % S;
                             let picked = (every << first) & mask;

@@ -6,7 +6,7 @@
 
 use core::arch::x86_64::*;
 
-use super::int8_requantize_avx512::{UniformRequantization, rounding_shift_right};
+use super::int8_requantize_avx512::UniformRequantization;
 use crate::kernels::add_i8::{ADD_LEFT_SHIFT, AddScales};
 
 /// `a[i] = add_one(a[i], b[i], scales)` for every `i` (`kernels::add_i8::add_one`).
@@ -50,34 +50,48 @@ unsafe fn add(a: &mut [i8], b: &[i8], scales: &AddScales) {
     // `i0 + count <= n`, the other lanes masked off; the exponents are in range.
     unsafe {
         // An input's parameters: its zero point, its multiplier's high bits `m >> 11` and
-        // low bits `m & 0x7FF`, and its right shift `-exponent`.
+        // low bits `m & 0x7FF`, the rounding's addends for values of either sign, and its
+        // right shift `r = -exponent`.
         let input = |(zero, multiplier, exponent): (i8, i32, i32)| {
+            let r = -exponent;
+            let half = ((1_i64 << r) >> 1) as i32;
+            let below_half = (((1_i64 << r) - 1) >> 1) as i32;
             (
                 _mm512_set1_epi32(i32::from(zero)),
-                _mm512_set1_epi32(multiplier >> 11),
-                _mm512_set1_epi32(multiplier & 0x7FF),
-                -exponent,
+                (
+                    _mm512_set1_epi32(multiplier >> 11),
+                    _mm512_set1_epi32(multiplier & 0x7FF),
+                ),
+                (_mm512_set1_epi32(half), _mm512_set1_epi32(below_half)),
+                _mm_cvtsi32_si128(r),
             )
         };
         let (first, second) = (input(scales.inputs[0]), input(scales.inputs[1]));
         let output = UniformRequantization::new(scales.output, scales.zero_and_range);
         // An input's 16 values on the common scale, in 32-bit lanes: the doubling high product
-        // of `d·2^20` (`d = q - zero`, `|d| <= 255`) and `m` is `⌊(d·m + 2^10) / 2^11⌋` (the
-        // numerator and the denominator of `⌊(d·2^20·m + 2^30) / 2^31⌋` divided by `2^20`),
-        // and with `m = 2^11·high + low` that is `d·high + ⌊(d·low + 2^10) / 2^11⌋`: both
-        // products under `2^28` in magnitude. Then the rounding right shift, as
-        // [`multiply_by_multiplier_avx512`]'s. Exact, and under `2^28` (the exponent is at
-        // most 0), so the two add without saturating.
-        let scaled = |q: __m128i, (zero, high, low, shift): (__m512i, __m512i, __m512i, i32)| {
+        // of `d·2^20` (`d = q - zero`, `|d| <= 255`) and `m` is `p = ⌊(d·m + 2^10) / 2^11⌋`
+        // (the numerator and the denominator of `⌊(d·2^20·m + 2^30) / 2^31⌋` divided by
+        // `2^20`), and with `m = 2^11·high + low` that is `d·high + ⌊(d·low + 2^10) / 2^11⌋`:
+        // both products under `2^28` in magnitude. Then the division by `2^r` rounded half
+        // away from zero, `⌊(p + b) / 2^r⌋` with `b = ⌊2^r / 2⌋` for `p >= 0` and `⌊(2^r - 1) /
+        // 2⌋` below (`p + b` under `2^31`). Exact, and under `2^28` (the exponent is at most
+        // 0), so the two add without saturating.
+        type Input = (__m512i, (__m512i, __m512i), (__m512i, __m512i), __m128i);
+        let scaled = |q: __m128i, (zero, (high, low), (half, below_half), r): Input| {
             let d = _mm512_sub_epi32(_mm512_cvtepi8_epi32(q), zero);
-            let product = _mm512_add_epi32(
+            let p = _mm512_add_epi32(
                 _mm512_mullo_epi32(d, high),
                 _mm512_srai_epi32::<11>(_mm512_add_epi32(
                     _mm512_mullo_epi32(d, low),
                     _mm512_set1_epi32(1 << 10),
                 )),
             );
-            rounding_shift_right(product, shift)
+            let b = _mm512_mask_blend_epi32(
+                _mm512_cmpge_epi32_mask(p, _mm512_setzero_si512()),
+                below_half,
+                half,
+            );
+            _mm512_sra_epi32(_mm512_add_epi32(p, b), r)
         };
         let mut i0 = 0;
         while i0 < n {

@@ -216,14 +216,3 @@ pub(super) unsafe fn rounding_shift_right_lanes(x: __m512i, r: __m512i) -> __m51
         _mm512_mask_add_epi32(shifted, up, shifted, ones)
     }
 }
-
-/// [`rounding_shift_right_lanes`] by the same `r` (from 0 to 31) in every lane.
-///
-/// # Safety
-///
-/// The CPU has AVX-512F.
-#[inline(always)]
-pub(super) unsafe fn rounding_shift_right(x: __m512i, r: i32) -> __m512i {
-    // SAFETY: the instruction set is present (the contract); no memory is touched.
-    unsafe { rounding_shift_right_lanes(x, _mm512_set1_epi32(r)) }
-}

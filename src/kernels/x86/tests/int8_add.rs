@@ -46,6 +46,18 @@ fn int8_addition_matches_the_definition_with_avx512() {
             output: (i32::MIN + 1, -12),
             zero_and_range: (-3, -60, 100),
         },
+        // The output's multiplier 1 (each unit of the scaled sum shows), the inputs' at the
+        // largest shifts, of both signs.
+        AddScales {
+            inputs: [(0, i32::MAX, -31), (3, -(1 << 30), -30)],
+            output: (1 << 30, 1),
+            zero_and_range: (0, -128, 127),
+        },
+        AddScales {
+            inputs: [(-5, 1 << 30, -29), (0, i32::MAX, -28)],
+            output: (1 << 30, 1),
+            zero_and_range: (1, -128, 127),
+        },
     ];
     for scales in cases.into_iter().chain(fixed) {
         assert!(add_i8_fast(&scales), "{scales:?}");

@@ -206,12 +206,7 @@ pub(crate) fn conv_windows_i8<const C: usize, const KH: usize, const KW: usize>(
     positions: (usize, usize),
     out: &mut [i8],
 ) {
-    assert_eq!(
-        (image.1.channels, image.1.kernel),
-        (C, (KH, KW)),
-        "the windows of {:?} with the kernel compiled for {C} channels of {KH} x {KW}",
-        image.1
-    );
+    assert_compiled_for::<C, KH, KW>(image.1);
     #[cfg(target_arch = "x86_64")]
     if windows_kernel_takes(image.1.stride, KW)
         && super::x86::detected_isa_i8() == Some(super::x86::IsaI8::Avx512Vnni)
@@ -380,12 +375,7 @@ pub(crate) fn conv_quads_i8<const C: usize, const KH: usize, const KW: usize>(
     scratch: &mut [u32],
     out: &mut [i8],
 ) {
-    assert_eq!(
-        (image.1.channels, image.1.kernel),
-        (C, (KH, KW)),
-        "the windows of {:?} with the kernel compiled for {C} channels of {KH} x {KW}",
-        image.1
-    );
+    assert_compiled_for::<C, KH, KW>(image.1);
     let (out_height, out_width) = image.1.output();
     let out_plane = out_height * out_width;
     #[cfg(target_arch = "x86_64")]
@@ -403,6 +393,20 @@ pub(crate) fn conv_quads_i8<const C: usize, const KH: usize, const KW: usize>(
     }
     let _ = scratch;
     super::reference::conv_windows_i8(weight, requantization, image, (0, out_plane), out);
+}
+
+/// Checks that `shape` has the channels and kernel an int8 convolution kernel was compiled
+/// for.
+///
+/// # Panics
+///
+/// When they differ (a bug in the caller), naming both.
+fn assert_compiled_for<const C: usize, const KH: usize, const KW: usize>(shape: &WindowShape) {
+    assert_eq!(
+        (shape.channels, shape.kernel),
+        (C, (KH, KW)),
+        "the windows of {shape:?} with the kernel compiled for {C} channels of {KH} x {KW}",
+    );
 }
 
 /// One output of [`requantize_i8`]: `clamp(zero + M·(dot + bias), low, 127)`, `M` the

@@ -13,12 +13,13 @@
 //!   128 to be unsigned, the padding written as the pad value, and the columns of a row split
 //!   by their remainder modulo the stride (the phase): the 16 positions of a vector then read
 //!   16 consecutive quads at every tap, whatever the stride;
-//! - a tile's filters as `[filter][channel quad][ky][kx]` quads, once per tile of filters.
+//! - a tile's filters as `[filter][channel quad][ky][kx]` quads, once per tile of filters
+//!   (the band's rows are laid out again for each tile; a band reuses the rows the last one
+//!   laid out that it reads too).
 //!
 //! The offset's term `128·Σ w[f]`, each filter's sum taken as its weights are laid out, is
-//! subtracted at the end (exact modulo
-//! `2^32`). Each filter's sums are requantized in the registers that hold them and stored as
-//! bytes.
+//! subtracted at the end (exact modulo `2^32`). Each filter's sums are requantized in the
+//! registers that hold them and stored as bytes.
 
 use core::arch::x86_64::*;
 

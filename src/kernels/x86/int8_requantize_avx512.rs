@@ -101,13 +101,7 @@ impl UniformRequantization {
                 self.multiplier,
             ));
             let y = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64::<32>(odd));
-            let (zero, low, high) = self.range;
-            let zero = i32::from(zero);
-            let y = _mm512_max_epi32(
-                _mm512_min_epi32(y, _mm512_set1_epi32(i32::from(high) - zero)),
-                _mm512_set1_epi32(i32::from(low) - zero),
-            );
-            _mm512_add_epi32(y, _mm512_set1_epi32(zero))
+            onto_range(y, self.range)
         }
     }
 }
@@ -126,8 +120,20 @@ pub(super) unsafe fn requantize_group_avx512<const LEFT: bool>(
     // SAFETY: the instruction sets are present (the contract); no memory is touched.
     unsafe {
         let y = multiply_by_multiplier_avx512::<LEFT>((acc, m, e));
-        // zero + y clamped to [low, top], as y clamped to [low - zero, top - zero] (no
-        // overflow), then zero added.
+        onto_range(y, (zero, low, top))
+    }
+}
+
+/// `zero + y` clamped to `[low, top]` per lane: `y` clamped to `[low - zero, top - zero]` (no
+/// overflow), then `zero` added.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[inline(always)]
+unsafe fn onto_range(y: __m512i, (zero, low, top): (i8, i8, i8)) -> __m512i {
+    // SAFETY: the instruction set is present (the contract); no memory is touched.
+    unsafe {
         let zero = i32::from(zero);
         let y = _mm512_max_epi32(
             _mm512_min_epi32(y, _mm512_set1_epi32(i32::from(top) - zero)),

@@ -949,28 +949,33 @@ fn memory_budgets_of_the_shipped_nets() {
     const _: () = constmat::embed::check_memory_budget::<Baked<LeNet>>(256 * 1024, 80 * 1024);
 }
 
-/// A strided convolution's prediction unrolls its patches into a stack buffer (16,384 values on
-/// x86-64, 2,048 elsewhere) and multiplies them in pieces; on x86-64 a piece with 40 filters or
-/// more (and more than 32 steps) takes the packed products, whose 48 KiB block of `B` is on the
+/// A strided convolution's prediction without the caller's scratch takes a stack buffer of what
+/// its kernel reads, rounded up to a multiple of 1,024 values and at most 16,384 on x86-64
+/// (2,048 elsewhere): the whole patches, or on x86-64 the weights transposed and the image
+/// padded where the windows are read in place. On x86-64 a product with 40 filters or more
+/// (and more than 32 steps) takes the packed products, whose 48 KiB block of `B` is on the
 /// stack too: both are in `WORKING_BYTES`.
 #[test]
-fn strided_convolutions_count_the_packed_products_buffer() {
+fn strided_convolutions_count_their_stack_buffer_and_the_packed_products_buffer() {
     use constmat::nn::{Conv2d, Relu};
-    let (packed, scratch) = if cfg!(target_arch = "x86_64") {
-        (48 * 1024, 16 * 1024 * 4)
-    } else {
-        (0, 2048 * 4)
-    };
+    let x86 = cfg!(target_arch = "x86_64");
+    let (packed, other) = if x86 { (48 * 1024, 0) } else { (0, 2048 * 4) };
+    let or_other = |x86_bytes: usize| if x86 { x86_bytes } else { other };
     // 64 filters of 16 x 3 x 3 on 14 x 14: products of 64 filters x 144 steps (whole patches
-    // on x86-64, pieces elsewhere), packed.
+    // on x86-64, pieces elsewhere), packed. The windows in place: 64 x 144 weights and a padded
+    // image of 16 x 16 x 16, 13,312 values (the whole patches are 144 x 49 = 7,056).
     type Many = Conv2d<f32, 16, 64, 3, 2, 1, 14, 14, 7, 7, Relu>;
-    assert_eq!(<Many as Layer>::WORKING_BYTES, scratch + packed);
-    // 16 filters of 1 x 3 x 3 on 28 x 28: one product of 16 x 196 x 9, too few rows to pack;
-    // 32 of 16 x 3 x 3 (below the 40 rows from which products pack): neither takes it.
+    let many = or_other(13 * 1024 * 4);
+    assert_eq!(<Many as Layer>::WORKING_BYTES, many + packed);
+    // 16 filters of 1 x 3 x 3 on 28 x 28: one product of 16 x 196 x 9 (1,764 values of
+    // patches, too few steps to read the windows in place), too few rows to pack;
     type Few = Conv2d<f32, 1, 16, 3, 2, 1, 28, 28, 14, 14, Relu>;
-    assert_eq!(<Few as Layer>::WORKING_BYTES, scratch);
+    let few = or_other(2 * 1024 * 4);
+    assert_eq!(<Few as Layer>::WORKING_BYTES, few);
+    // 32 of 16 x 3 x 3 (below the 40 rows from which products pack): 32 x 144 weights and the
+    // padded image, 8,704 values.
     type ThirtyTwo = Conv2d<f32, 16, 32, 3, 2, 1, 14, 14, 7, 7, Relu>;
-    assert_eq!(<ThirtyTwo as Layer>::WORKING_BYTES, scratch);
+    assert_eq!(<ThirtyTwo as Layer>::WORKING_BYTES, or_other(9 * 1024 * 4));
     // A net of both adds them up with its layers' outputs.
     type Net = constmat::net![
         Input<f32, 1, 28, 28>,
@@ -979,6 +984,6 @@ fn strided_convolutions_count_the_packed_products_buffer() {
     ];
     assert_eq!(
         <Net as Layer>::WORKING_BYTES,
-        16 * 14 * 14 * 4 + scratch + scratch + packed
+        16 * 14 * 14 * 4 + few + many + packed
     );
 }

@@ -266,7 +266,7 @@ fn resnet8_memory_budget() {
     assert_eq!(<Int8 as Layer>::PARAMETER_BYTES, 81_528);
     assert_eq!(<Int8 as Layer>::WORKING_BYTES, 116_712);
     if cfg!(target_arch = "x86_64") {
-        assert_eq!(<Folded as Layer>::WORKING_BYTES, 612_096);
+        assert_eq!(<Folded as Layer>::WORKING_BYTES, 505_600);
     }
 }
 

@@ -420,7 +420,7 @@ where
         core::mem::size_of::<T>()
             * kernels::conv_stack_scratch(&Self::DIRECT, core::mem::size_of::<T>())
     } else {
-        core::mem::size_of::<T>() * SCRATCH + Self::product_stack_bytes()
+        core::mem::size_of::<T>() * Self::STACK_SCRATCH + Self::product_stack_bytes()
     };
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
@@ -429,8 +429,16 @@ where
             self.forward_stride1(x, y, &mut [], kernels::ScratchFor::Prediction);
             return;
         }
-        let mut scratch = [T::ZERO; SCRATCH];
-        self.forward_unrolling_layer(x, y, &mut scratch);
+        // The stack buffer the layer's kernel reads, not more: each element is zeroed first.
+        macro_rules! in_kib {
+            ($($k:literal)*) => {
+                match Self::STACK_SCRATCH {
+                    $(n if n == $k * 1024 => self.forward_on_stack::<B, { $k * 1024 }>(x, y),)*
+                    _ => self.forward_on_stack::<B, SCRATCH>(x, y),
+                }
+            };
+        }
+        in_kib!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
     }
 
     /// In `f32` on x86-64, the scratch of the kernel the plan takes where the stack buffer

@@ -218,7 +218,7 @@ fn no_kernel_reads_or_writes_past_the_end_of_its_slices() {
         }
     }
     for rows in [1, 2, 5] {
-        for width in [1, 3, 15, 16, 17, 28, 33] {
+        for width in [1, 3, 7, 8, 9, 15, 16, 17, 28, 33] {
             let (from_stride, to_stride) = (width + 1, width + 2);
             let from = values((rows - 1) * from_stride + width);
             let to_len = (rows - 1) * to_stride + width;
@@ -232,13 +232,24 @@ fn no_kernel_reads_or_writes_past_the_end_of_its_slices() {
             }
         }
     }
-    for rows in [1, 15, 16, 17, 32, 33] {
-        for columns in [1, 3, 4, 5, 7, 150] {
+    for rows in [1, 7, 8, 9, 15, 16, 17, 32, 33] {
+        for columns in [1, 3, 4, 5, 7, 8, 9, 150] {
             let from = values(rows * columns);
             let (mut from, mut to) = (
                 Guarded::new(&from),
                 Guarded::new(&std::vec![0.0; rows * columns]),
             );
+            for isa in [Isa::Avx512, Isa::Avx2Fma]
+                .into_iter()
+                .filter(|&i| isa_available(i))
+            {
+                crate::kernels::x86::layout::transpose_on(
+                    Some(isa),
+                    from.slice(),
+                    rows,
+                    to.slice(),
+                );
+            }
             transpose(from.slice(), rows, to.slice());
             assert_eq!(
                 to.slice()[..],

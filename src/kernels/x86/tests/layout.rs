@@ -134,11 +134,34 @@ fn col2im_adds_each_patch_value_to_the_input_it_came_from() {
     assert!(dx.iter().all(|&v| v == 0.0));
 }
 
-/// The SIMD blocks (16 rows of `f32`, four columns at a time) and the element-by-element
-/// rest against the definition, for row counts around the block's 16 and column counts
-/// around its 4, into a zeroed buffer and into one never initialized.
+/// The SIMD blocks (16 rows of `f32`, four columns at a time, with AVX-512; 8 rows, eight
+/// columns at a time, with AVX2) and the element-by-element rest against the definition, on
+/// each instruction set here and without one, for row counts around the blocks' 8 and 16 and
+/// column counts around their 4 and 8; through the detected instruction set, into a zeroed
+/// buffer and into one never initialized.
 #[test]
 fn transposes_match_the_definition_for_every_block_edge() {
+    for rows in [1, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 48] {
+        for columns in [0, 1, 3, 4, 5, 7, 8, 9, 16, 150, 151] {
+            let from: Vec<f32> = values(rows * columns, (rows * 1000 + columns) as u64)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let want = transposed(
+                &from.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+                rows,
+            );
+            for isa in [None, Some(Isa::Avx512), Some(Isa::Avx2Fma)] {
+                if isa.is_some_and(|isa| !isa_available(isa)) {
+                    continue;
+                }
+                let mut to = std::vec![f32::NAN; from.len()];
+                crate::kernels::x86::layout::transpose_on(isa, &from, rows, &mut to);
+                let to: Vec<f64> = to.iter().map(|&v| f64::from(v)).collect();
+                assert_eq!(to, want, "{isa:?}: {rows} x {columns}");
+            }
+        }
+    }
     for rows in [1, 5, 15, 16, 17, 31, 32, 48] {
         for columns in [0, 1, 3, 4, 5, 8, 150, 151] {
             let from64 = values(rows * columns, (rows * 1000 + columns) as u64);

@@ -393,7 +393,8 @@ pub fn transpose_into<T: Copy, const H: usize, const W: usize>(
 }
 
 /// `to = fromᵀ` for `from` of `rows` rows, row-major slices of run-time sizes (`to` as long as
-/// `from`): the SIMD blocks for `f32` on AVX-512 (`x86::transpose`), else element by element.
+/// `from`): the SIMD blocks for `f32` on AVX-512 or AVX2 (`x86::transpose`), else element by
+/// element.
 ///
 /// # Panics
 ///

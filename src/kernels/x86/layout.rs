@@ -3,6 +3,7 @@
 
 use super::isa::{Isa, assert_isa, detected_isa};
 use super::simd::{Avx2F32, Avx2F64, Avx512F32, Avx512F64, Simd};
+use super::transpose_block::transpose8_ps;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
 
@@ -31,8 +32,9 @@ pub(super) unsafe fn copy_rows_run<S: Simd>(
     let (from, to) = (from.as_ptr(), to.as_mut_ptr());
     // SAFETY (whole body): the instruction set is present (the caller's contract); row `i`
     // reads `from[i·from_stride..][..width]` and writes `to[i·to_stride..][..width]`, both in
-    // bounds (checked by `copy_rows`): the whole vectors start at `v + lanes < width` and at
-    // `width - lanes >= 0`, the masked ones cover `..width`.
+    // bounds (checked by `copy_rows`): the whole vectors start at each `v` with `v + lanes <
+    // width`, and at `width - lanes` (>= 0, as `width >= lanes`); the masked ones cover
+    // `..width`.
     unsafe {
         for i in 0..rows {
             let (source, target) = (from.add(i * from_stride), to.add(i * to_stride));
@@ -80,9 +82,10 @@ copy_rows_entry!(copy_rows_avx2_f32, Avx2F32, f32, "avx2,fma");
 copy_rows_entry!(copy_rows_avx2_f64, Avx2F64, f64, "avx2,fma");
 
 /// Copies `rows` rows of `width` elements, row `i` from `from[i·from_stride..]` to
-/// `to[i·to_stride..]`, with `isa`, leaving the rest of each stride as it was. Masked vector
-/// moves: `copy_from_slice` called `memmove` once per row,
-/// and for rows of 28 `f32`s (LeNet-5's first layer) the calls cost more than the copies.
+/// `to[i·to_stride..]`, with `isa`, leaving the rest of each stride as it was. Vector moves,
+/// masked only for rows narrower than a vector (see [`copy_rows_run`]): `copy_from_slice`
+/// called `memmove` once per row, and for rows of 28 `f32`s (LeNet-5's first layer) the calls
+/// cost more than the copies.
 /// Returns `false`, writing nothing, unless `E` is `f32` or `f64`.
 ///
 /// # Panics
@@ -219,11 +222,11 @@ unsafe fn transpose_raw_on<E: Copy + 'static>(
             Isa::Avx2Fma => 8,
         };
         while done + block <= rows {
-            let (from, to) = (from.wrapping_add(done * columns), to.wrapping_add(done));
-            // SAFETY (both): the instruction set is present (asserted); `E` is `f32`, so the
-            // pointers are to `f32`s; rows `done..done + block` are inside `from`, and the
-            // block writes their elements' places in `to` (the caller's contract covers all
-            // of them).
+            // SAFETY (all): the instruction set is present (asserted); `E` is `f32`, so the
+            // pointers are to `f32`s; rows `done..done + block` are inside `from` (`done +
+            // block <= rows`), and the block writes their elements' places in `to` (the
+            // caller's contract covers all of them).
+            let (from, to) = unsafe { (from.add(done * columns), to.add(done)) };
             match isa {
                 Isa::Avx512 => unsafe { transpose_16_rows_avx512(from, columns, rows, to) },
                 Isa::Avx2Fma => unsafe { transpose_8_rows_avx2(from, columns, rows, to) },
@@ -314,10 +317,9 @@ pub(super) unsafe fn transpose_16_rows_avx512(
 }
 
 /// Transposes 8 rows of `columns` `f32`s at `from` into `to`, where column `c` of them goes to
-/// `to[c·stride..][..8]`, with AVX2: eight columns at a time, an 8 x 8 block loaded as eight
-/// rows and turned into eight columns by three rounds of shuffles (unpacking pairs of rows,
-/// pairs of pairs, then the 128-bit halves), 24 shuffles per 64 elements; the last columns
-/// element by element.
+/// `to[c·stride..][..8]`, with AVX2: eight columns at a time, each 8 x 8 block transposed in
+/// registers (`transpose_block::transpose8_ps`, as the packed products pack `Bᵀ`); the last
+/// columns element by element.
 ///
 /// # Safety
 ///
@@ -330,47 +332,13 @@ pub(super) unsafe fn transpose_8_rows_avx2(
     stride: usize,
     to: *mut f32,
 ) {
-    // SAFETY (whole body): the instruction set is present (the contract); the loads read
-    // elements `r·columns + c .. + 8` with `r < 8`, `c + 8 <= columns` (then single elements
-    // for the last columns); the stores write `c·stride .. + 8` for `c < columns`.
+    // SAFETY (whole body): the instruction set is present (the contract); a block reads
+    // elements `r·columns + c .. + 8` with `r < 8`, `c + 8 <= columns`, and writes
+    // `(c + k)·stride .. + 8` for `k < 8` (then single elements for the last columns).
     unsafe {
         let mut c = 0;
         while c + 8 <= columns {
-            let row = |r: usize| _mm256_loadu_ps(from.add(r * columns + c));
-            // Pairs of rows: [r0c0 r1c0 r0c1 r1c1 | r0c4 r1c4 r0c5 r1c5] and the odd columns'.
-            let pairs = |r: usize| {
-                let (a, b) = (row(r), row(r + 1));
-                (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b))
-            };
-            let ((p01l, p01h), (p23l, p23h)) = (pairs(0), pairs(2));
-            let ((p45l, p45h), (p67l, p67h)) = (pairs(4), pairs(6));
-            // Four rows of a column in each half: columns 0 | 4, 1 | 5, 2 | 6, 3 | 7.
-            let q = [
-                (
-                    _mm256_shuffle_ps::<0x44>(p01l, p23l),
-                    _mm256_shuffle_ps::<0x44>(p45l, p67l),
-                ),
-                (
-                    _mm256_shuffle_ps::<0xEE>(p01l, p23l),
-                    _mm256_shuffle_ps::<0xEE>(p45l, p67l),
-                ),
-                (
-                    _mm256_shuffle_ps::<0x44>(p01h, p23h),
-                    _mm256_shuffle_ps::<0x44>(p45h, p67h),
-                ),
-                (
-                    _mm256_shuffle_ps::<0xEE>(p01h, p23h),
-                    _mm256_shuffle_ps::<0xEE>(p45h, p67h),
-                ),
-            ];
-            let out = to.add(c * stride);
-            for (k, &(top, bottom)) in q.iter().enumerate() {
-                // Rows 0-3 and 4-7 of column k (the low halves) and of column k + 4.
-                let low = _mm256_permute2f128_ps::<0x20>(top, bottom);
-                let high = _mm256_permute2f128_ps::<0x31>(top, bottom);
-                _mm256_storeu_ps(out.add(k * stride), low);
-                _mm256_storeu_ps(out.add((k + 4) * stride), high);
-            }
+            transpose8_ps(from.add(c), columns, to.add(c * stride), stride);
             c += 8;
         }
         for c in c..columns {

@@ -430,11 +430,19 @@ where
             return;
         }
         // The stack buffer the layer's kernel reads, not more: each element is zeroed first.
+        // Every size below `SCRATCH` is a multiple of 1,024 that an arm below names.
+        const {
+            assert!(
+                Self::STACK_SCRATCH == SCRATCH
+                    || (Self::STACK_SCRATCH <= 15 * 1024
+                        && Self::STACK_SCRATCH.is_multiple_of(1024))
+            )
+        };
         macro_rules! in_kib {
             ($($k:literal)*) => {
                 match Self::STACK_SCRATCH {
                     $(n if n == $k * 1024 => self.forward_on_stack::<B, { $k * 1024 }>(x, y),)*
-                    _ => self.forward_on_stack::<B, SCRATCH>(x, y),
+                    _ => self.forward_on_stack::<B, SCRATCH>(x, y), // STACK_SCRATCH == SCRATCH
                 }
             };
         }
@@ -444,8 +452,8 @@ where
     /// In `f32` on x86-64, the scratch of the kernel the plan takes where the stack buffer
     /// would hold too little of it: with stride 1, `kernels::forward_scratch_any_isa`
     /// (Winograd's method down the columns, or a direct kernel on a padded image); otherwise
-    /// the windows read in place (`Self::WINDOWS_SCRATCH`) where that is more than the
-    /// 16,384-value stack buffer. Else 0.
+    /// the windows read in place (`Self::WINDOWS_SCRATCH`) where that is more than the largest
+    /// stack buffer (16,384 values, `SCRATCH`). Else 0.
     const PREDICT_SCRATCH: usize = if !Self::UNROLLS {
         kernels::forward_scratch_any_isa(
             &Self::DIRECT,

@@ -11,9 +11,9 @@ use crate::format::Element;
 use crate::kernels::{self, Product};
 use crate::nn::{Activation, Sample, Store};
 
-/// The elements of the stack buffer a convolution that unrolls patches unrolls them into
-/// in [`Layer::forward`]. Larger convolutions are done in blocks of output positions that fit.
-/// 2,048 (8 KiB of `f32`), which a microcontroller can afford; on x86-64, 16,384 (64 KiB), where
+/// The most elements of the stack buffer a convolution that unrolls patches unrolls them into
+/// in [`Layer::forward`] (each layer takes what it reads, `Conv2d::STACK_SCRATCH`, up to this).
+/// Larger convolutions are done in blocks of output positions that fit. 2,048 (8 KiB of `f32`), which a microcontroller can afford; on x86-64, 16,384 (64 KiB), where
 /// the products of larger blocks run 2-3x faster (whole output rows, full packed panels: the
 /// prediction of a net whose first layer is 32 filters of 3 x 7 x 7, stride 2, on 64 x 64, 500
 /// µs with 2,048 against 174 on AVX-512) and the stack is a desktop's or a server's.

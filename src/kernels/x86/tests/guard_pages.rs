@@ -218,17 +218,31 @@ fn no_kernel_reads_or_writes_past_the_end_of_its_slices() {
         }
     }
     for rows in [1, 2, 5] {
-        for width in [1, 3, 7, 8, 9, 15, 16, 17, 28, 33] {
+        for width in [1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 28, 33] {
             let (from_stride, to_stride) = (width + 1, width + 2);
             let from = values((rows - 1) * from_stride + width);
             let to_len = (rows - 1) * to_stride + width;
             let (mut from, mut to) = (Guarded::new(&from), Guarded::new(&std::vec![0.0; to_len]));
+            // And in `f64`, whose vectors hold half as many.
+            let from64: Vec<f64> = from.slice().iter().map(|&v| f64::from(v)).collect();
+            let (mut from64, mut to64) = (
+                Guarded::new(&from64),
+                Guarded::new(&std::vec![0.0_f64; to_len]),
+            );
             let size = (rows, width);
             for isa in [Isa::Avx512, Isa::Avx2Fma]
                 .into_iter()
                 .filter(|&i| isa_available(i))
             {
                 copy_rows(isa, from.slice(), from_stride, to.slice(), to_stride, size);
+                copy_rows(
+                    isa,
+                    from64.slice(),
+                    from_stride,
+                    to64.slice(),
+                    to_stride,
+                    size,
+                );
             }
         }
     }

@@ -188,7 +188,7 @@ fn transposes_match_the_definition_for_every_block_edge() {
 fn row_copies_move_each_row_and_nothing_else() {
     fn check<E: Element + PartialEq + std::fmt::Debug>(isa: Isa, from_f64: impl Fn(f64) -> E) {
         let stale = from_f64(7.5);
-        for width in [0, 1, 3, 7, 8, 15, 16, 17, 28, 33] {
+        for width in [0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 28, 33] {
             for (rows, from_gap, to_gap) in [(0, 0, 0), (1, 0, 0), (3, 0, 4), (5, 2, 0), (4, 3, 17)]
             {
                 {

@@ -7,7 +7,7 @@ use core::mem::MaybeUninit;
 /// channels one after the other) into planes of `height / 2 x width / 2`: `out[j]` is the first
 /// maximum of `top[2j], top[2j + 1], bottom[2j], bottom[2j + 1]` of each pair of rows (a NaN,
 /// the first, if there is one). Returns `false`, writing nothing, unless `T` is `f32` and the
-/// CPU has AVX-512 (the caller then pools with its generic code, which gives the same values).
+/// CPU has AVX2 or AVX-512 (the caller then pools with its generic code, which gives the same values).
 ///
 /// # Panics
 ///
@@ -58,7 +58,7 @@ pub(super) fn max_pool_2x2_dispatch<T: 'static>(
     out: &mut [MaybeUninit<T>],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa @ super::x86::Isa::Avx512) = super::x86::detected_isa()
+    if let Some(isa) = super::x86::detected_isa()
         && let (Some(x), Some(out)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice_mut::<MaybeUninit<T>, MaybeUninit<f32>>(out),
@@ -74,7 +74,7 @@ pub(super) fn max_pool_2x2_dispatch<T: 'static>(
 /// The backward pass of [`max_pool_2x2`]: each window's gradient `dy[j]` to the first maximum
 /// of its window (`0 + dy[j]`), 0 to its other inputs, in `dx` (planes like `x`'s; an odd last
 /// row or column is not written). Returns `false`, writing nothing, unless `T` is `f32` and the
-/// CPU has AVX-512.
+/// CPU has AVX2 or AVX-512.
 ///
 /// # Panics
 ///
@@ -87,7 +87,7 @@ pub(crate) fn max_pool_2x2_backward<T: 'static>(
     dx: &mut [T],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa @ super::x86::Isa::Avx512) = super::x86::detected_isa()
+    if let Some(isa) = super::x86::detected_isa()
         && let (Some(x), Some(dy), Some(dx)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice::<T, f32>(dy),

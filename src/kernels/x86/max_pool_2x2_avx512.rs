@@ -1,7 +1,9 @@
-//! Max pooling over 2 x 2 windows with stride 2, forward and backward. Applies: `f32`, AVX-512F;
-//! other cases take the portable loops.
+//! Max pooling over 2 x 2 windows with stride 2, forward and backward, and the entry points of
+//! both instruction sets' kernels (AVX2's in `max_pool_2x2_avx2.rs`). Applies: `f32`, AVX-512F;
+//! other element types take the portable loops.
 
 use super::isa::{Isa, assert_isa};
+use super::max_pool_2x2_avx2::{max_pool_2x2_backward_planes_avx2, max_pool_2x2_planes_avx2};
 use super::simd::array_from;
 use core::arch::x86_64::*;
 use core::mem::MaybeUninit;
@@ -19,8 +21,7 @@ use core::mem::MaybeUninit;
 ///
 /// # Panics
 ///
-/// When `x` is not whole planes, `out` not as many pooled planes, or `isa` is not AVX-512 or
-/// not present.
+/// When `x` is not whole planes, `out` not as many pooled planes, or `isa` is not present.
 pub(crate) fn max_pool_2x2_f32(
     isa: Isa,
     x: &[f32],
@@ -28,10 +29,13 @@ pub(crate) fn max_pool_2x2_f32(
     out: &mut [MaybeUninit<f32>],
 ) {
     let planes = pooled_planes(x.len(), (height, width), out.len());
-    assert!(isa == Isa::Avx512, "max pooling has an AVX-512 kernel only");
     assert_isa(isa);
-    // SAFETY: AVX-512F is present (`assert_isa`); the slices are `planes` whole planes.
-    unsafe { max_pool_2x2_planes_avx512(x, (height, width), out, planes) }
+    // SAFETY (both): the instruction set is present (`assert_isa`); the slices are `planes`
+    // whole planes.
+    match isa {
+        Isa::Avx512 => unsafe { max_pool_2x2_planes_avx512(x, (height, width), out, planes) },
+        Isa::Avx2Fma => unsafe { max_pool_2x2_planes_avx2(x, (height, width), out, planes) },
+    }
 }
 
 /// The number of planes of `height x width` in `len` values, checked to be whole and to match
@@ -375,7 +379,7 @@ pub(super) unsafe fn max_pool_2x2_avx512(
 /// # Panics
 ///
 /// When `x` and `dx` are not whole planes, `dy` not as many pooled planes, or `isa` is not
-/// AVX-512 or not present.
+/// present.
 #[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) fn max_pool_2x2_backward_f32(
     isa: Isa,
@@ -390,10 +394,14 @@ pub(crate) fn max_pool_2x2_backward_f32(
         x.len(),
         "the input gradient is not the input's size"
     );
-    assert!(isa == Isa::Avx512, "max pooling has an AVX-512 kernel only");
     assert_isa(isa);
-    // SAFETY: AVX-512F is present (`assert_isa`); the slices are `planes` whole planes.
-    unsafe { max_pool_2x2_backward_planes_avx512(x, (height, width), dy, dx, planes) }
+    let size = (height, width);
+    // SAFETY (both): the instruction set is present (`assert_isa`); the slices are `planes`
+    // whole planes.
+    match isa {
+        Isa::Avx512 => unsafe { max_pool_2x2_backward_planes_avx512(x, size, dy, dx, planes) },
+        Isa::Avx2Fma => unsafe { max_pool_2x2_backward_planes_avx2(x, size, dy, dx, planes) },
+    }
 }
 
 /// # Safety

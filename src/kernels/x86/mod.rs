@@ -32,6 +32,7 @@ mod int8_requantize_avx512;
 mod int8_windows_vnni;
 mod isa;
 mod layout;
+mod max_pool_2x2_avx2;
 mod max_pool_2x2_avx512;
 mod simd;
 mod transpose_block;

@@ -15,25 +15,23 @@ fn no_kernel_reads_or_writes_past_the_end_of_its_slices() {
             .map(|_| (next() % 1000) as f32 / 100.0 - 5.0)
             .collect()
     };
-    if detected_isa() == Some(Isa::Avx512) {
+    for isa in [Isa::Avx512, Isa::Avx2Fma]
+        .into_iter()
+        .filter(|&i| isa_available(i))
+    {
         for planes in 1..4 {
             for height in 2..9 {
                 for width in 2..41 {
                     let x = values(planes * height * width);
                     let n = planes * (height / 2) * (width / 2);
                     let (mut x, mut out) = (Guarded::new(&x), Guarded::new(&std::vec![0.0; n]));
-                    max_pool_2x2_f32(
-                        Isa::Avx512,
-                        x.slice(),
-                        (height, width),
-                        as_output(out.slice()),
-                    );
+                    max_pool_2x2_f32(isa, x.slice(), (height, width), as_output(out.slice()));
                     // The backward pass: the input, the gradients and the input gradient
                     // each end at the guard page.
                     let mut dy = Guarded::new(&values(n));
                     let mut dx = Guarded::new(&std::vec![0.0; planes * height * width]);
                     max_pool_2x2_backward_f32(
-                        Isa::Avx512,
+                        isa,
                         x.slice(),
                         (height, width),
                         dy.slice(),

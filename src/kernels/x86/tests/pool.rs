@@ -17,6 +17,13 @@ const POOLED_WITH_NANS: [f32; 9] = [
 ];
 const POOLED_WITHOUT_NANS: [f32; 7] = [0.0, -0.0, 1.0, -1.0, 2.5, f32::INFINITY, f32::NEG_INFINITY];
 
+/// The instruction sets here that have max pooling kernels: AVX-512 and AVX2.
+fn pooling_instruction_sets() -> impl Iterator<Item = Isa> {
+    [Isa::Avx512, Isa::Avx2Fma]
+        .into_iter()
+        .filter(|&i| isa_available(i))
+}
+
 /// Max pooling's rule: the window's first maximum in its row-major order, or its first NaN.
 fn first_maximum(window: [f32; 4]) -> f32 {
     window[1..].iter().fold(window[0], |m, &v| {
@@ -48,10 +55,12 @@ fn window_gradient_bits(window: [f32; 4], dy: f32) -> [u32; 4] {
 /// for the last step.
 #[test]
 fn max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit() {
-    if detected_isa() != Some(Isa::Avx512) {
-        std::eprintln!("skipping: no AVX-512 on this CPU");
-        return;
+    for isa in pooling_instruction_sets() {
+        max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit_on(isa);
     }
+}
+
+fn max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit_on(isa: Isa) {
     let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     for choices in [&POOLED_WITH_NANS[..], &POOLED_WITHOUT_NANS[..]] {
         for width in (2..=16).step_by(2) {
@@ -70,7 +79,7 @@ fn max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit() {
                     }
                     let mut out = std::vec![7.0_f32; want.len() + 1];
                     let n = want.len();
-                    max_pool_2x2_f32(Isa::Avx512, &x, (height, width), as_output(&mut out[..n]));
+                    max_pool_2x2_f32(isa, &x, (height, width), as_output(&mut out[..n]));
                     let got: Vec<u32> = out[..n].iter().map(|v| v.to_bits()).collect();
                     assert_eq!(got, want, "{planes} planes of {height} x {width}");
                     assert_eq!(out[n], 7.0, "nothing written past the output");
@@ -91,13 +100,7 @@ fn max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit() {
                     }
                     let mut dx = std::vec![9.0_f32; x.len() + 1];
                     let len = x.len();
-                    max_pool_2x2_backward_f32(
-                        Isa::Avx512,
-                        &x,
-                        (height, width),
-                        &dy,
-                        &mut dx[..len],
-                    );
+                    max_pool_2x2_backward_f32(isa, &x, (height, width), &dy, &mut dx[..len]);
                     let got: Vec<u32> = dx[..len].iter().map(|v| v.to_bits()).collect();
                     assert_eq!(got, want, "backward, {planes} planes of {height} x {width}");
                     assert_eq!(dx[len], 9.0, "nothing written past the input gradient");
@@ -111,22 +114,26 @@ fn max_pooling_of_narrow_planes_matches_the_definition_bit_for_bit() {
 /// wide rows once cut its output into chunks of 0 elements and panicked).
 #[test]
 fn max_pooling_of_planes_too_short_for_a_window_writes_nothing() {
-    if detected_isa() != Some(Isa::Avx512) {
-        std::eprintln!("skipping: no AVX-512 on this CPU");
-        return;
+    for isa in pooling_instruction_sets() {
+        max_pooling_of_planes_too_short_for_a_window_writes_nothing_on(isa);
     }
+}
+
+fn max_pooling_of_planes_too_short_for_a_window_writes_nothing_on(isa: Isa) {
     for (planes, height, width) in [(1, 1, 32), (3, 1, 40), (2, 0, 21), (1, 1, 3), (0, 4, 40)] {
         let x = std::vec![1.0_f32; planes * height * width];
-        max_pool_2x2_f32(Isa::Avx512, &x, (height, width), as_output(&mut []));
+        max_pool_2x2_f32(isa, &x, (height, width), as_output(&mut []));
     }
 }
 
 #[test]
 fn max_pooling_keeps_the_first_maximum_and_the_first_nan_bit_for_bit() {
-    if detected_isa() != Some(Isa::Avx512) {
-        std::eprintln!("skipping: no AVX-512 on this CPU");
-        return;
+    for isa in pooling_instruction_sets() {
+        max_pooling_keeps_the_first_maximum_and_the_first_nan_bit_for_bit_on(isa);
     }
+}
+
+fn max_pooling_keeps_the_first_maximum_and_the_first_nan_bit_for_bit_on(isa: Isa) {
     let mut next = xorshift(0x0123_4567_89ab_cdef);
     for choices in [&POOLED_WITH_NANS[..], &POOLED_WITHOUT_NANS[..]] {
         for n in 0..40 {
@@ -145,13 +152,13 @@ fn max_pooling_keeps_the_first_maximum_and_the_first_nan_bit_for_bit() {
                 let plane = [&top[..], &bottom[..], &third[..]].concat();
                 let size = (3, 2 * n + 1);
                 let mut out = std::vec![7.0_f32; n];
-                max_pool_2x2_f32(Isa::Avx512, &plane, size, as_output(&mut out));
+                max_pool_2x2_f32(isa, &plane, size, as_output(&mut out));
                 let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
                 assert_eq!(got, want, "{n} windows: {top:?} / {bottom:?}");
                 // Two planes in one call: each pooled on its own.
                 let mut two = std::vec![7.0_f32; 2 * n];
                 max_pool_2x2_f32(
-                    Isa::Avx512,
+                    isa,
                     &[&plane[..], &plane[..]].concat(),
                     size,
                     as_output(&mut two),
@@ -177,7 +184,7 @@ fn max_pooling_keeps_the_first_maximum_and_the_first_nan_bit_for_bit() {
                     (want_bottom[2 * j], want_bottom[2 * j + 1]) = (b0, b1);
                 }
                 let mut d_plane = std::vec![9.0_f32; plane.len()];
-                max_pool_2x2_backward_f32(Isa::Avx512, &plane, size, &dy, &mut d_plane);
+                max_pool_2x2_backward_f32(isa, &plane, size, &dy, &mut d_plane);
                 let (d_top, rest) = d_plane.split_at(2 * n + 1);
                 let (d_bottom, d_third) = rest.split_at(2 * n + 1);
                 assert!(

@@ -152,9 +152,12 @@ pub(super) unsafe fn output_transform<S: Simd, const M: usize>(
     }
 }
 
-/// One tile: filters `f0..f0 + N` at the vector of output columns from `x0` (`valid` of them)
-/// and rows `oy0..oy0 + rows` (`rows <= M`). Per channel and kernel column `kx`: 8 loads of
-/// `V` shifted by `kx`, and `8·N` multiply-adds with the filters' `U` broadcast.
+/// One tile: filters `f0..f0 + N` at `COLS` vectors of output columns from `x0` (the last
+/// holding `valid` of them) and rows `oy0..oy0 + rows` (`rows <= M`). The 8 points' sums are
+/// taken `NU` at a time, `N·COLS·NU` of them in registers: per pass, channel, kernel column
+/// `kx` and point, `COLS` loads of `V` shifted by `kx` and `N` broadcasts of `U`, each
+/// multiplied into every column vector. Each sum adds its terms in the same order whatever the
+/// tile's shape (channels, then kernel columns).
 ///
 /// # Safety
 ///
@@ -162,7 +165,14 @@ pub(super) unsafe fn output_transform<S: Simd, const M: usize>(
 /// rows and columns exist; `out` holds the image's `F·OH·OW` outputs.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile<S: Simd, const R: usize, const M: usize, const N: usize>(
+unsafe fn tile<
+    S: Simd,
+    const R: usize,
+    const M: usize,
+    const N: usize,
+    const COLS: usize,
+    const NU: usize,
+>(
     shape: &Conv,
     u: *const S::E,
     v: *const S::E,
@@ -175,37 +185,62 @@ unsafe fn tile<S: Simd, const R: usize, const M: usize, const N: usize>(
     let (channels, out_height, out_width) = (shape.channels, shape.out_height(), shape.out_width());
     let row = transformed_row(shape, S::LANES);
     // SAFETY (whole body): the instruction set is present (the caller's contract). `u` is read
-    // at ((f0 + i)·C + c)·8·R + ν·R + kx < F·C·8·R; `v` at (c·8 + ν)·row + x0 + kx + lane <
-    // C·8·row, as x0 + LANES <= OW rounded up to vectors and kx < R <= LANES; the stores are at
-    // rows oy0 + r < OH, columns x0 + lane < OW (the rest masked off) of filters f0 + i < F.
+    // at ((f0 + i)·C + c)·8·R + ν·R + kx < F·C·8·R; `v` at (c·8 + ν)·row + x0 + k·LANES + kx +
+    // lane < C·8·row, as x0 + COLS·LANES <= OW rounded up to vectors and kx < R <= LANES; the
+    // stores are at rows oy0 + r < OH, columns x0 + k·LANES + lane < OW (the rest of the last
+    // vector masked off) of filters f0 + i < F.
     unsafe {
-        // The bias starts the sums at the point 1, whose column of `Aᵀ` is all ones (1ⁱ).
-        let mut acc = [[S::zero(); TILE]; N];
-        for (i, acc_i) in acc.iter_mut().enumerate() {
-            acc_i[1] = S::splat(*bias.add(f0 + i));
-        }
-        for c in 0..channels {
-            let u_c: [*const S::E; N] = array_from(|i| u.add(((f0 + i) * channels + c) * TILE * R));
-            let v_c = v.add(c * TILE * row + x0);
-            for kx in 0..R {
-                for nu in 0..TILE {
-                    let input = S::load(v_c.add(nu * row + kx));
-                    for (acc_i, u_i) in acc.iter_mut().zip(&u_c) {
-                        acc_i[nu] = S::fma(S::splat(*u_i.add(nu * R + kx)), input, acc_i[nu]);
+        let mut sums = [[[S::zero(); TILE]; COLS]; N];
+        for nu0 in (0..TILE).step_by(NU) {
+            let mut acc = [[[S::zero(); NU]; COLS]; N];
+            // The bias starts the sums at the point 1, whose column of `Aᵀ` is all ones (1ⁱ).
+            if (nu0..nu0 + NU).contains(&1) {
+                for (i, acc_i) in acc.iter_mut().enumerate() {
+                    let b = S::splat(*bias.add(f0 + i));
+                    for acc_ik in acc_i.iter_mut() {
+                        acc_ik[1 - nu0] = b;
                     }
+                }
+            }
+            for c in 0..channels {
+                let u_c: [*const S::E; N] =
+                    array_from(|i| u.add((((f0 + i) * channels + c) * TILE + nu0) * R));
+                let v_c = v.add((c * TILE + nu0) * row + x0);
+                for kx in 0..R {
+                    for nu in 0..NU {
+                        let mut inputs = [S::zero(); COLS];
+                        for (k, input) in inputs.iter_mut().enumerate() {
+                            *input = S::load(v_c.add(nu * row + kx + k * S::LANES));
+                        }
+                        for (acc_i, u_i) in acc.iter_mut().zip(&u_c) {
+                            let weight = S::splat(*u_i.add(nu * R + kx));
+                            for (acc_ik, &input) in acc_i.iter_mut().zip(&inputs) {
+                                acc_ik[nu] = S::fma(weight, input, acc_ik[nu]);
+                            }
+                        }
+                    }
+                }
+            }
+            for (sums_i, acc_i) in sums.iter_mut().zip(&acc) {
+                for (sums_ik, acc_ik) in sums_i.iter_mut().zip(acc_i) {
+                    sums_ik[nu0..nu0 + NU].copy_from_slice(acc_ik);
                 }
             }
         }
         let mask = S::mask(valid);
-        for (i, sums) in acc.iter().enumerate() {
-            let outputs = output_transform::<S, M>(sums, at);
-            let plane = out.add(((f0 + i) * out_height + oy0) * out_width + x0);
-            for (r, &y) in outputs.iter().enumerate().take(rows) {
-                let y = finish::<S>(y, epilogue);
-                if valid == S::LANES {
-                    S::store(plane.add(r * out_width), y);
-                } else {
-                    S::store_masked(plane.add(r * out_width), mask, y);
+        for (i, sums_i) in sums.iter().enumerate() {
+            for (k, sums_ik) in sums_i.iter().enumerate() {
+                let outputs = output_transform::<S, M>(sums_ik, at);
+                let column = x0 + k * S::LANES;
+                let plane = out.add(((f0 + i) * out_height + oy0) * out_width + column);
+                let whole = k + 1 < COLS || valid == S::LANES;
+                for (r, &y) in outputs.iter().enumerate().take(rows) {
+                    let y = finish::<S>(y, epilogue);
+                    if whole {
+                        S::store(plane.add(r * out_width), y);
+                    } else {
+                        S::store_masked(plane.add(r * out_width), mask, y);
+                    }
                 }
             }
         }
@@ -223,7 +258,14 @@ unsafe fn tile<S: Simd, const R: usize, const M: usize, const N: usize>(
 /// [`conv2d_stride1_winograd_columns`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn run<S: Simd, const R: usize, const M: usize, const TF: usize>(
+unsafe fn run<
+    S: Simd,
+    const R: usize,
+    const M: usize,
+    const TF: usize,
+    const COLS: usize,
+    const NU: usize,
+>(
     shape: &Conv,
     batch: usize,
     x: &[S::E],
@@ -305,20 +347,36 @@ unsafe fn run<S: Simd, const R: usize, const M: usize, const TF: usize>(
                 }
                 let rows = M.min(out_height - oy0);
                 let v = v.cast_const();
-                for x0 in (0..out_width).step_by(lanes) {
-                    let valid = lanes.min(out_width - x0);
-                    let mut f0 = 0;
-                    while f0 < filters {
-                        let n = TF.min(filters - f0);
+                // `COLS` vectors of columns a tile while as many are left, then one; `TF`
+                // filters a tile while as many are left, then one.
+                let vectors = out_width.div_ceil(lanes);
+                let mut k0 = 0;
+                while k0 < vectors {
+                    let cols = if vectors - k0 >= COLS { COLS } else { 1 };
+                    let x0 = k0 * lanes;
+                    let valid = lanes.min(out_width - x0 - (cols - 1) * lanes);
+                    let bias = bias.as_ptr();
+                    for f0 in 0..filters {
                         let at_tile = (f0, oy0, rows, x0, valid);
-                        let bias = bias.as_ptr();
-                        match n {
-                            3 => tile::<S, R, M, 3>(shape, u, v, bias, out, at_tile, at, epilogue),
-                            2 => tile::<S, R, M, 2>(shape, u, v, bias, out, at_tile, at, epilogue),
-                            _ => tile::<S, R, M, 1>(shape, u, v, bias, out, at_tile, at, epilogue),
+                        let whole = f0 % TF == 0 && f0 + TF <= filters;
+                        let single = f0 >= filters - filters % TF;
+                        match (whole, single, cols == COLS) {
+                            (true, _, true) => tile::<S, R, M, TF, COLS, NU>(
+                                shape, u, v, bias, out, at_tile, at, epilogue,
+                            ),
+                            (true, _, false) => tile::<S, R, M, TF, 1, NU>(
+                                shape, u, v, bias, out, at_tile, at, epilogue,
+                            ),
+                            (_, true, true) => tile::<S, R, M, 1, COLS, NU>(
+                                shape, u, v, bias, out, at_tile, at, epilogue,
+                            ),
+                            (_, true, false) => tile::<S, R, M, 1, 1, NU>(
+                                shape, u, v, bias, out, at_tile, at, epilogue,
+                            ),
+                            _ => {} // inside a tile of `TF` filters
                         }
-                        f0 += n;
                     }
+                    k0 += cols;
                 }
             }
         }
@@ -345,7 +403,7 @@ pub(super) const fn tables_f32(r: usize) -> [[[f32; TILE]; TILE]; 3] {
 }
 
 macro_rules! entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal, $filters:literal) => {
+    ($name:ident, $simd:ty, $e:ty, $features:literal, $filters:literal, $cols:literal, $points:literal) => {
         /// # Safety
         ///
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
@@ -365,18 +423,23 @@ macro_rules! entry {
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 match shape.kernel {
-                    3 => run::<$simd, 3, 6, $filters>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
-                    4 => run::<$simd, 4, 5, $filters>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
-                    _ => run::<$simd, 5, 4, $filters>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
+                    3 => run::<$simd, 3, 6, $filters, $cols, $points>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
+                    4 => run::<$simd, 4, 5, $filters, $cols, $points>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
+                    _ => run::<$simd, 5, 4, $filters, $cols, $points>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
                 }
             }
         }
     };
 }
 
-// Three filters' 24 sums in the 32 registers of AVX-512, one filter's 8 in AVX2's 16.
-entry!(avx512_f32, Avx512F32, f32, "avx512f", 3);
-entry!(avx2_f32, Avx2F32, f32, "avx2,fma", 1);
+// The tile's shape per instruction set (filters, vectors of columns, points a pass), measured
+// on the suite's nets. AVX-512: 4 x 1 x 4, 16 sums of the 32 registers, a load of `V` for four
+// broadcasts, and 16 to 64 filters leave no tail of single filters. AVX2: 3 x 2 x 2, 12 sums,
+// two loads and a broadcast of AVX2's 16 registers, so that a load of `V` serves three filters
+// and a broadcast of `U` two vectors (a tile of one filter's 8 points takes two loads per
+// multiply-add, and AVX2 leaves the multipliers idle half the time).
+entry!(avx512_f32, Avx512F32, f32, "avx512f", 4, 1, 4);
+entry!(avx2_f32, Avx2F32, f32, "avx2,fma", 3, 2, 2);
 
 /// A batch of stride-1 convolutions in `f32`, `out = conv(x, w) + bias` image by image (see
 /// [`Conv`]), by Winograd's minimal filtering down the columns, the output positions in the

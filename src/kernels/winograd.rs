@@ -566,14 +566,49 @@ fn sized<T: Float + 'static, const R: usize, const M: usize, const J: usize>(
     }
 }
 
+/// The filters whose rows of `dM` are evaluated at a time into a stack buffer (6 KiB in
+/// `f32`), for kernels of 3 and 4 (see [`row_of_d_v`]).
+const EVALUATED_FILTERS: usize = 16;
+
+/// A filter's row of `dM` as a pass reads it: evaluated already ([`Evaluated`]), or `A dY`
+/// (`[6][m]`), whose row `i` it evaluates where it is read.
+trait RowOfDm<T> {
+    /// Row `i` at the tile's 6 positions.
+    fn positions(&self, i: usize) -> [Lanes<T>; TILE];
+}
+
+/// A row of `dM` evaluated at the tile's 6 positions.
+#[derive(Clone, Copy)]
+struct Evaluated<T>([Lanes<T>; TILE]);
+
+impl<T: Float> RowOfDm<T> for Evaluated<T> {
+    #[inline(always)]
+    fn positions(&self, _: usize) -> [Lanes<T>; TILE] {
+        self.0
+    }
+}
+
+impl<T: Float, const M: usize> RowOfDm<T> for [[Lanes<T>; M]; TILE] {
+    #[inline(always)]
+    fn positions(&self, i: usize) -> [Lanes<T>; TILE] {
+        evaluate(self[i])
+    }
+}
+
 /// Row `i` of `dV_c = Σ_f U_fc ⊙ dM_f` for every channel `c`, at the row's 6 positions, from
-/// each filter's `A dY` (`a_dy_all`, `[f][6][m]`): `dM_f`'s row `i`, `(A dY)[i]` evaluated at
-/// the points, is computed as the sums need it rather than stored and loaded back (for LeNet's
-/// second layer that was 96 vectors stored and loaded again per row of a tile, as many memory
-/// operations as a fifth of its multiply-adds). A pass takes `J` positions by 6 channels, so
-/// that `6·J` vectors of sums stay in registers while each filter's row of `A dY` is loaded
+/// each filter's `A dY` (`a_dy_all`, `[f][6][m]`). A pass takes `J` positions by 6 channels,
+/// so that `6·J` vectors of sums stay in registers while each filter's row of `dM` is read
 /// once per pass; `u` is position-major (`u[(ξ·F + f)·C + c]`). The sums over the filters are
-/// taken from `f = 0` up whatever `J`.
+/// taken from `f = 0` up whatever `J` (a pass after the first block of filters starts from the
+/// sums it stored), so the bits do not depend on how rows are evaluated.
+///
+/// `dM_f`'s row `i`, `(A dY)[i]` evaluated at the points: for kernels of 3 and 4 (`m` of 4
+/// and 3) evaluated once for [`EVALUATED_FILTERS`] filters at a time into a stack buffer that
+/// every pass reads (evaluated in each pass, it was evaluated again for every 6 channels: 40%
+/// of the multiply-adds of a 3 x 3 layer on 32 channels with AVX2); for 5 x 5 (`m` = 2, a
+/// position one addition) evaluated where it is read, which measured faster (stored and loaded
+/// again, LeNet's second layer spent as many memory operations as a fifth of its
+/// multiply-adds).
 #[cfg(feature = "std")]
 #[inline(always)]
 fn row_of_d_v<T: Float, const M: usize, const J: usize>(
@@ -589,48 +624,67 @@ fn row_of_d_v<T: Float, const M: usize, const J: usize>(
         )
     };
     let channels = d_v.len() / POSITIONS;
-    // The positions of a pass are constants (`S`): the evaluated row is then indexed by
-    // constants, and stays in registers.
+    let filters = a_dy_all.len();
+    // The passes of J positions over every channel, for the rows of filters `f0..`. The
+    // positions of a pass are constants (`S`), and so its reads of a row.
     macro_rules! passes {
-        ($($start:literal)*) => {$(
+        ($rows:expr, $f0:expr; $($start:literal)*) => {$(
             if $start % J == 0 {
                 let mut c0 = 0;
                 while c0 < channels {
+                    let at = (i, c0, $f0, filters);
                     match channels - c0 {
-                        1 => pass::<T, M, J, 1, $start>(i, c0, u, a_dy_all, d_v),
-                        2 => pass::<T, M, J, 2, $start>(i, c0, u, a_dy_all, d_v),
-                        3 => pass::<T, M, J, 3, $start>(i, c0, u, a_dy_all, d_v),
-                        4 => pass::<T, M, J, 4, $start>(i, c0, u, a_dy_all, d_v),
-                        5 => pass::<T, M, J, 5, $start>(i, c0, u, a_dy_all, d_v),
-                        _ => pass::<T, M, J, 6, $start>(i, c0, u, a_dy_all, d_v),
+                        1 => pass::<T, _, J, 1, $start>(at, u, $rows, d_v),
+                        2 => pass::<T, _, J, 2, $start>(at, u, $rows, d_v),
+                        3 => pass::<T, _, J, 3, $start>(at, u, $rows, d_v),
+                        4 => pass::<T, _, J, 4, $start>(at, u, $rows, d_v),
+                        5 => pass::<T, _, J, 5, $start>(at, u, $rows, d_v),
+                        _ => pass::<T, _, J, 6, $start>(at, u, $rows, d_v),
                     }
                     c0 += 6;
                 }
             }
         )*};
     }
-    passes!(0 1 2 3 4 5);
+    if M > 2 {
+        let mut evaluated = [Evaluated([[T::zero(); LANES]; TILE]); EVALUATED_FILTERS];
+        for f0 in (0..filters).step_by(EVALUATED_FILTERS) {
+            let block = &a_dy_all[f0..filters.min(f0 + EVALUATED_FILTERS)];
+            for (d_m, a_dy) in evaluated.iter_mut().zip(block) {
+                *d_m = Evaluated(evaluate(a_dy[i]));
+            }
+            let rows = &evaluated[..block.len()];
+            passes!(rows, f0; 0 1 2 3 4 5);
+        }
+    } else {
+        passes!(a_dy_all, 0; 0 1 2 3 4 5);
+    }
 
-    /// The sums of positions `S..S + J` of row `i` and channels `c0..c0 + N`. Inlined in
-    /// optimized builds, into the caller compiled with the wide vectors (a call would be
-    /// compiled for the baseline). In unoptimized builds a call: inlined there, the locals of
-    /// its 36 copies each kept a slot of their own, and the caller's frame overflowed a test
-    /// thread's 2 MiB stack.
+    /// The sums of positions `S..S + J` of row `i` and channels `c0..c0 + N` over filters
+    /// `f0..f0 + rows.len()` (of `filters`), added to those of the filters before `f0`.
+    /// Inlined in optimized builds, into the caller compiled with the wide vectors (a call
+    /// would be compiled for the baseline). In unoptimized builds a call: inlined there, the
+    /// locals of its copies each kept a slot of their own, and the caller's frame overflowed a
+    /// test thread's 2 MiB stack.
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[cfg_attr(debug_assertions, inline(never))]
-    fn pass<T: Float, const M: usize, const J: usize, const N: usize, const S: usize>(
-        i: usize,
-        c0: usize,
+    fn pass<T: Float, R: RowOfDm<T>, const J: usize, const N: usize, const S: usize>(
+        (i, c0, f0, filters): (usize, usize, usize, usize),
         u: &[T],
-        a_dy_all: &[[[Lanes<T>; M]; TILE]],
+        rows: &[R],
         d_v: &mut [Lanes<T>],
     ) {
-        let (filters, channels) = (a_dy_all.len(), d_v.len() / POSITIONS);
+        let channels = d_v.len() / POSITIONS;
         let mut sums = [[[T::zero(); LANES]; N]; J];
-        for (f, a_dy) in a_dy_all.iter().enumerate() {
-            let d_m = evaluate(a_dy[i]);
+        if f0 > 0 {
             for (j, sums) in sums.iter_mut().enumerate() {
-                let u = &u[((i * TILE + S + j) * filters + f) * channels + c0..][..N];
+                sums.copy_from_slice(&d_v[(i * TILE + S + j) * channels + c0..][..N]);
+            }
+        }
+        for (f, row) in rows.iter().enumerate() {
+            let d_m = row.positions(i);
+            for (j, sums) in sums.iter_mut().enumerate() {
+                let u = &u[((i * TILE + S + j) * filters + f0 + f) * channels + c0..][..N];
                 for (sum, &u) in sums.iter_mut().zip(u) {
                     for (s, &x) in sum.iter_mut().zip(&d_m[S + j]) {
                         *s = u.mul_add(x, *s);
@@ -820,6 +874,9 @@ mod tests {
             (1, 1, 5, 0, 5, 5),
             (10, 7, 3, 1, 8, 8),
             (2, 3, 3, 3, 1, 2),
+            // More filters than a block of evaluated rows (`EVALUATED_FILTERS`).
+            (7, 20, 3, 1, 6, 6),
+            (3, 17, 4, 1, 5, 5),
             (1, 2, 5, 5, 3, 3),
         ];
         for (i, &(channels, filters, kernel, padding, height, width)) in shapes.iter().enumerate() {
@@ -884,6 +941,8 @@ mod tests {
             (11, 2, 5, 1),
             (2, 7, 3, 0),
             (9, 2, 3, 0),
+            (8, 35, 3, 1),
+            (7, 18, 4, 0),
         ] {
             let shape = Conv {
                 channels,

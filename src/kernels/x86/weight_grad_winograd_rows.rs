@@ -43,23 +43,30 @@ pub(crate) const fn weight_gradient_winograd_scratch(
 }
 
 /// One tile of the weight gradient by Winograd's method along the rows: the sums of `NP` pairs
-/// `(c, ky)` (from `pair0`) at the 6 points, one vector of filters, over `images` images. Per
-/// output row `oh` and tile `t`: 6 vectors of the gradients evaluated at the points, `e`, and
-/// per pair and point the input's transform `V[c][t][ν][oh + ky]`, broadcast: `6·NP` fused
-/// multiply-adds per 6 loads, where the direct kernel does `(7 - K)·K·NP` per `7 - K`.
+/// `(c, ky)` (from `pair0`) at the 6 points, for `G` vectors of filters, over `images` images,
+/// `NU` points a pass. Per output row `oh`, tile `t` and point `ν`: `G` vectors of the
+/// gradients evaluated at the point (`e`), and per pair the input's transform `V[c][t][ν][oh +
+/// ky]`, broadcast and multiplied into each: `G·NP` fused multiply-adds per `G + NP` loads,
+/// where the direct kernel does `(7 - K)·K·NP` per `7 - K`. Each sum adds its terms in the same
+/// order whatever the tile's shape (images, rows, tiles).
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; `e` holds the group's `images·OH·tiles·6` vectors, `v`
-/// the images' transforms (`images` blocks of `C·tiles·6·rows`, `[c][t][ν][row]`), `sums` the
-/// group's `C·K·6` vectors; `pair0 + NP <= C·K`.
+/// The CPU has `S`'s instruction set; each `e[g]` holds its group's `images·OH·tiles·6`
+/// vectors, `v` the images' transforms (`images` blocks of `C·tiles·6·rows`,
+/// `[c][t][ν][row]`), each `sums[g]` its group's `C·K·6` vectors; `pair0 + NP <= C·K`.
 #[inline(always)]
-pub(super) unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
+pub(super) unsafe fn weight_grad_winograd_tile<
+    S: Simd,
+    const G: usize,
+    const NP: usize,
+    const NU: usize,
+>(
     shape: &Conv,
     images: usize,
-    e: *const S::E,
+    e: [*const S::E; G],
     v: *const S::E,
-    sums: *mut S::E,
+    sums: [*mut S::E; G],
     pair0: usize,
 ) {
     const TILE: usize = crate::kernels::winograd::TILE;
@@ -73,33 +80,54 @@ pub(super) unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
         c * tiles * TILE * stride + ky
     });
     // SAFETY (whole body): the instruction set is present (the caller's contract). The sums
-    // read and written are the pairs pair0..pair0 + NP < C·K at the 6 points; the vectors of
-    // `e` read are the images·OH·tiles·6 it holds, in order; the transforms of `v` read are of
-    // image i < images, pair (c, ky), tile t < tiles, point ν, row oh + ky < OH + K - 1 =
-    // rows.
+    // read and written are the pairs pair0..pair0 + NP < C·K at the 6 points of each group;
+    // the vectors of each `e[g]` read are the images·OH·tiles·6 it holds, in order; the
+    // transforms of `v` read are of image i < images, pair (c, ky), tile t < tiles, point ν,
+    // row oh + ky < OH + K - 1 = rows.
     unsafe {
-        let mut acc: [[S::V; TILE]; NP] =
-            array_from(|p| array_from(|nu| S::load(sums.add(((pair0 + p) * TILE + nu) * lanes))));
-        let mut e = e;
-        for i in 0..images {
-            let v_image = v.add(i * image);
-            for oh in 0..shape.out_height() {
-                for t in 0..tiles {
-                    let v_t = v_image.add(t * TILE * stride + oh);
-                    for nu in 0..TILE {
-                        let g = S::load(e.add(nu * lanes));
-                        let v_nu = v_t.add(nu * stride);
-                        for (acc_p, &offset) in acc.iter_mut().zip(&offsets) {
-                            acc_p[nu] = S::fma(S::splat(*v_nu.add(offset)), g, acc_p[nu]);
-                        }
+        for nu0 in (0..TILE).step_by(NU) {
+            let at =
+                |g: usize, p: usize, k: usize| sums[g].add(((pair0 + p) * TILE + nu0 + k) * lanes);
+            let mut acc: [[[S::V; NU]; NP]; G] = [[[S::zero(); NU]; NP]; G];
+            for (g, acc_g) in acc.iter_mut().enumerate() {
+                for (p, acc_gp) in acc_g.iter_mut().enumerate() {
+                    for (k, sum) in acc_gp.iter_mut().enumerate() {
+                        *sum = S::load(at(g, p, k));
                     }
-                    e = e.add(TILE * lanes);
                 }
             }
-        }
-        for (p, acc_p) in acc.iter().enumerate() {
-            for (nu, &sum) in acc_p.iter().enumerate() {
-                S::store(sums.add(((pair0 + p) * TILE + nu) * lanes), sum);
+            let mut e = e;
+            for i in 0..images {
+                let v_image = v.add(i * image);
+                for oh in 0..shape.out_height() {
+                    for t in 0..tiles {
+                        let v_t = v_image.add(t * TILE * stride + oh);
+                        for k in 0..NU {
+                            let nu = nu0 + k;
+                            let mut gradients = [S::zero(); G];
+                            for (gradient, e) in gradients.iter_mut().zip(&e) {
+                                *gradient = S::load(e.add(nu * lanes));
+                            }
+                            let v_nu = v_t.add(nu * stride);
+                            for (p, &offset) in offsets.iter().enumerate() {
+                                let input = S::splat(*v_nu.add(offset));
+                                for (acc_g, &gradient) in acc.iter_mut().zip(&gradients) {
+                                    acc_g[p][k] = S::fma(input, gradient, acc_g[p][k]);
+                                }
+                            }
+                        }
+                        for e in e.iter_mut() {
+                            *e = e.add(TILE * lanes);
+                        }
+                    }
+                }
+            }
+            for (g, acc_g) in acc.iter().enumerate() {
+                for (p, acc_gp) in acc_g.iter().enumerate() {
+                    for (k, &sum) in acc_gp.iter().enumerate() {
+                        S::store(at(g, p, k), sum);
+                    }
+                }
             }
         }
     }
@@ -123,7 +151,13 @@ pub(super) unsafe fn weight_grad_winograd_tile<S: Simd, const NP: usize>(
 /// says).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: usize>(
+pub(super) unsafe fn weight_grad_winograd_run<
+    S: Simd,
+    const R: usize,
+    const M: usize,
+    const NP2: usize,
+    const NU2: usize,
+>(
     shape: &Conv,
     batch: usize,
     x: &[S::E],
@@ -218,24 +252,59 @@ pub(super) unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: 
                     }
                 }
             }
-            for group in 0..groups {
-                let (e, sums) = (
-                    e.add(group * e_len).cast_const(),
-                    sums.add(group * pairs * TILE * lanes),
-                );
-                let v = v.cast_const();
+            // Two vectors of filters a tile where there are two (`NP2` pairs, `NU2` points a
+            // pass), one otherwise (`S::WINOGRAD_GRADIENT_PAIRS` pairs, 6 points); the last
+            // pairs of a row of tiles one at a time, or as many as are left.
+            let v = v.cast_const();
+            let mut group = 0;
+            while group < groups {
+                let e_of = |g: usize| e.add(g * e_len).cast_const();
+                let sums_of = |g: usize| sums.add(g * pairs * TILE * lanes);
                 let mut pair = 0;
+                if NP2 > 0 && group + 1 < groups {
+                    let (e, sums) = (
+                        [e_of(group), e_of(group + 1)],
+                        [sums_of(group), sums_of(group + 1)],
+                    );
+                    while pair < pairs {
+                        if pairs - pair >= NP2 {
+                            weight_grad_winograd_tile::<S, 2, NP2, NU2>(
+                                shape, images, e, v, sums, pair,
+                            );
+                            pair += NP2;
+                        } else {
+                            weight_grad_winograd_tile::<S, 2, 1, NU2>(
+                                shape, images, e, v, sums, pair,
+                            );
+                            pair += 1;
+                        }
+                    }
+                    group += 2;
+                    continue;
+                }
+                let (e, sums) = ([e_of(group)], [sums_of(group)]);
                 while pair < pairs {
                     let n = S::WINOGRAD_GRADIENT_PAIRS.min(pairs - pair);
                     match n {
-                        5 => weight_grad_winograd_tile::<S, 5>(shape, images, e, v, sums, pair),
-                        4 => weight_grad_winograd_tile::<S, 4>(shape, images, e, v, sums, pair),
-                        3 => weight_grad_winograd_tile::<S, 3>(shape, images, e, v, sums, pair),
-                        2 => weight_grad_winograd_tile::<S, 2>(shape, images, e, v, sums, pair),
-                        _ => weight_grad_winograd_tile::<S, 1>(shape, images, e, v, sums, pair),
+                        5 => weight_grad_winograd_tile::<S, 1, 5, TILE>(
+                            shape, images, e, v, sums, pair,
+                        ),
+                        4 => weight_grad_winograd_tile::<S, 1, 4, TILE>(
+                            shape, images, e, v, sums, pair,
+                        ),
+                        3 => weight_grad_winograd_tile::<S, 1, 3, TILE>(
+                            shape, images, e, v, sums, pair,
+                        ),
+                        2 => weight_grad_winograd_tile::<S, 1, 2, TILE>(
+                            shape, images, e, v, sums, pair,
+                        ),
+                        _ => weight_grad_winograd_tile::<S, 1, 1, TILE>(
+                            shape, images, e, v, sums, pair,
+                        ),
                     }
                     pair += n;
                 }
+                group += 1;
             }
         }
         // dw[f][c][ky][kx] = Σ_ν finish[kx][ν] · sums[c][ky][ν][f].
@@ -265,7 +334,7 @@ pub(super) unsafe fn weight_grad_winograd_run<S: Simd, const R: usize, const M: 
 }
 
 macro_rules! weight_grad_winograd_entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal) => {
+    ($name:ident, $simd:ty, $e:ty, $features:literal, $two_group_pairs:literal, $two_group_points:literal) => {
         /// # Safety
         ///
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
@@ -296,9 +365,9 @@ macro_rules! weight_grad_winograd_entry {
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 match shape.kernel {
-                    3 => weight_grad_winograd_run::<$simd, 3, 4>(shape, batch, x, dz, scratch, dw, accumulate, &const { tables(3) }),
-                    4 => weight_grad_winograd_run::<$simd, 4, 3>(shape, batch, x, dz, scratch, dw, accumulate, &const { tables(4) }),
-                    _ => weight_grad_winograd_run::<$simd, 5, 2>(shape, batch, x, dz, scratch, dw, accumulate, &const { tables(5) }),
+                    3 => weight_grad_winograd_run::<$simd, 3, 4, $two_group_pairs, $two_group_points>(shape, batch, x, dz, scratch, dw, accumulate, &const { tables(3) }),
+                    4 => weight_grad_winograd_run::<$simd, 4, 3, $two_group_pairs, $two_group_points>(shape, batch, x, dz, scratch, dw, accumulate, &const { tables(4) }),
+                    _ => weight_grad_winograd_run::<$simd, 5, 2, $two_group_pairs, $two_group_points>(shape, batch, x, dz, scratch, dw, accumulate, &const { tables(5) }),
                 }
             }
         }
@@ -307,8 +376,22 @@ macro_rules! weight_grad_winograd_entry {
 #[allow(unused_imports)]
 pub(super) use weight_grad_winograd_entry;
 
-weight_grad_winograd_entry!(weight_grad_winograd_avx512_f32, Avx512F32, f32, "avx512f");
-weight_grad_winograd_entry!(weight_grad_winograd_avx2_f32, Avx2F32, f32, "avx2,fma");
+weight_grad_winograd_entry!(
+    weight_grad_winograd_avx512_f32,
+    Avx512F32,
+    f32,
+    "avx512f",
+    0,
+    6
+);
+weight_grad_winograd_entry!(
+    weight_grad_winograd_avx2_f32,
+    Avx2F32,
+    f32,
+    "avx2,fma",
+    6,
+    1
+);
 
 /// The weight gradient of a batch of stride-1 convolutions without padding, `dw (+)= Σ over the
 /// batch of dZ·X̂ᵀ` (`dz` as the layer has it, `[image][filter][position]`), by Winograd's

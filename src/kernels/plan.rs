@@ -126,15 +126,19 @@ pub(crate) enum ScratchFor {
 /// `Direct`): Winograd's method down the columns where it applies; else, where the stack
 /// plan pads, the first kernel that applies with no limit (the filters in the lanes, or the
 /// flat kernel on a padded copy); the stack plan's kernel otherwise. A prediction with AVX2
-/// keeps the stack plan's kernel but for Winograd's method on kernels of 5 and more.
+/// takes Winograd's method only where a filter has 4 tiles or more
+/// ([`tiles_per_filter`](super::x86::conv_winograd_columns_f32::tiles_per_filter)), and no
+/// padded copy: it keeps the stack plan's direct kernel elsewhere.
 ///
 /// Measured one image at a time, the stack plan's kernel against this one's: on Zen 4 with
-/// AVX-512 (2026-12-03), the suite's ResNet-8 342-353 -> 302-311 µs, the CIFAR-style CNN
-/// 152-157 -> 141-154, MLPerf Tiny's ResNet-8 imported in `f32` (an arena) 368-438 -> 275-366;
-/// on Zen 3 with AVX2 (2026-12-02), the suite's ResNet-8 501-537 -> 854-934 µs by Winograd's
-/// method down the columns on 3 x 3, 522-533 -> 635-699 by the flat kernel on a padded copy;
-/// on the Xeon (2026-11-29), 64 filters of 64 x 5 x 5 on 16 x 16, 411 -> 279 µs with AVX-512
-/// and 621 -> 444 with AVX2. On 64 images (training), see [`workspace_forward_scratch`].
+/// AVX-512, the suite's ResNet-8 342-353 -> 302-311 µs, the CIFAR-style CNN 152-157 -> 141-154,
+/// MLPerf Tiny's ResNet-8 imported in `f32` (an arena) 368-438 -> 275-366; with AVX2 the
+/// CIFAR-style CNN 174-179 -> 121-124 µs and ResNet-8 271-278 -> 237-240 by Winograd's method
+/// down the columns on the layers of 4 tiles a filter or more (on its 7 x 7 layers too,
+/// 258-259), while the flat kernel on a padded copy made ResNet-8 slower (on Zen 3,
+/// 522-533 -> 635-699); 64 filters of 64 x 5 x 5 on 16 x 16 (Xeon), 411 -> 279 µs with
+/// AVX-512 and 621 -> 444 with AVX2. On 64 images (training), see
+/// [`workspace_forward_scratch`].
 #[cfg(target_arch = "x86_64")]
 pub(crate) const fn scratch_kernel(
     shape: &Conv,
@@ -144,7 +148,10 @@ pub(crate) const fn scratch_kernel(
     use super::x86::conv_winograd_columns_f32 as columns;
     let stack = forward_kernel(shape, lanes, STACK_SCRATCH);
     let one_image_on_avx2 = matches!(purpose, ScratchFor::Prediction) && lanes < 16;
-    let columns_pay = !one_image_on_avx2 || shape.kernel >= 5;
+    // One image with AVX2: the filters' transforms, once per call, take as many multiply-adds
+    // as a tile; with fewer than 4 tiles a filter (an 8 x 8 image) the stack plan's direct
+    // kernel measured as fast, without the scratch.
+    let columns_pay = !one_image_on_avx2 || columns::tiles_per_filter(shape, lanes) >= 4;
     match stack {
         ForwardKernel::Flat | ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct
             if columns_pay && columns::applies(shape, lanes) =>

@@ -618,9 +618,9 @@ pub trait Layer {
     /// [`Layer::PREDICT_SCRATCH`] values (shorter is a compile error, reported by `cargo build`,
     /// not `cargo check`), which the layers that need it use one after another. The outputs
     /// equal `forward`'s up to rounding (the kernels add in other orders), and [`Arena::run`]'s
-    /// bit for bit; [`Train::forward_train`]'s too, but with AVX2, where a prediction leaves
-    /// every kernel but Winograd's method on kernels of 5 and more to the stack plan (faster
-    /// there, one image at a time) and training does not.
+    /// bit for bit; [`Train::forward_train`]'s too, but with AVX2, where a prediction keeps
+    /// the stack plan's direct kernel on some shapes that training gives another kernel
+    /// (faster there one image at a time, and without scratch).
     ///
     /// The scratch's contents do not matter, before or after; it is working memory the caller
     /// owns, which [`Layer::WORKING_BYTES`] does not count: on the heap for a large net

@@ -712,7 +712,8 @@ fn a_workspace_scratch_lets_large_convolutions_take_winograds_method() {
 /// filters of 8 x 8 outputs with AVX-512 (in training with AVX2's narrower vectors, Winograd's
 /// method down the columns), the flat kernel on a padded 7 x 7 convolution. Each gives the
 /// reference loops' outputs from a scratch full of NaNs. A prediction with AVX2 keeps the
-/// stack plan's kernel for both.
+/// stack plan's kernel for both (8 x 8 outputs are 2 tiles a filter for Winograd's method
+/// down the columns, too few to repay the filters' transforms).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn a_scratch_lets_direct_kernels_pad_beyond_the_stack_buffer() {
@@ -806,6 +807,52 @@ fn a_scratch_lets_direct_kernels_pad_beyond_the_stack_buffer() {
                 }
             }
         }
+    }
+}
+
+/// A prediction with AVX2 takes Winograd's method down the columns on a 3 x 3 layer where a
+/// filter has at least 4 tiles (the CIFAR-style net's second layer, 16 x 16 outputs: 3 groups
+/// of rows by 2 vectors), and keeps the stack plan's direct kernel where it has fewer (7 x 7
+/// outputs: 2 by 1); training takes it on both.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_prediction_with_avx2_takes_winograds_columns_where_a_filter_has_four_tiles() {
+    use super::plan::{ForwardKernel, forward_kernel, scratch_kernel};
+    use super::shape::STACK_SCRATCH;
+    use x86::conv_winograd_columns_f32::{scratch_len, tiles_per_filter};
+    let conv = |channels, filters, size| Conv {
+        channels,
+        filters,
+        kernel: 3,
+        padding: 1,
+        height: size,
+        width: size,
+    };
+    let (sixteen, seven) = (conv(32, 64, 16), conv(64, 64, 7));
+    assert_eq!(
+        (tiles_per_filter(&sixteen, 8), tiles_per_filter(&seven, 8)),
+        (6, 2)
+    );
+    for shape in [sixteen, seven] {
+        assert_eq!(
+            forward_kernel(&shape, 8, STACK_SCRATCH),
+            ForwardKernel::Direct,
+            "{shape:?}"
+        );
+        let columns = ForwardKernel::WinogradColumns {
+            scratch: scratch_len(&shape, 8),
+        };
+        assert_eq!(scratch_kernel(&shape, 8, ScratchFor::Training), columns);
+        let prediction = if shape == sixteen {
+            columns
+        } else {
+            ForwardKernel::Direct
+        };
+        assert_eq!(
+            scratch_kernel(&shape, 8, ScratchFor::Prediction),
+            prediction,
+            "{shape:?}"
+        );
     }
 }
 

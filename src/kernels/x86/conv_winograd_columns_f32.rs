@@ -59,6 +59,18 @@ pub(crate) const fn scratch_len(shape: &Conv, lanes: usize) -> usize {
     filters * channels * TILE * kernel + channels * TILE * transformed_row(shape, lanes)
 }
 
+/// The tiles of one filter on one image with vectors of `lanes`: groups of `9 - r` output rows
+/// times vectors of output columns. Each tile takes as many multiply-adds as the filter's
+/// transforms (`U`), which are computed once per call: for one image the tiles repay them only
+/// where there are several.
+pub(crate) const fn tiles_per_filter(shape: &Conv, lanes: usize) -> usize {
+    let rows_per_group = (TILE + 1).saturating_sub(shape.kernel);
+    if rows_per_group == 0 {
+        return 0;
+    }
+    shape.out_height().div_ceil(rows_per_group) * shape.out_width().div_ceil(lanes)
+}
+
 /// Whether [`conv2d_stride1_winograd_columns`] computes `shape`'s forward pass with vectors of
 /// `lanes`: stride 1 (the caller's), kernels of 3 to 5 (no wider than a vector, whose lanes
 /// hold a kernel row while `U` is computed), at least one output, and output rows that fill at
@@ -292,18 +304,31 @@ unsafe fn run<
     let (u, v) = scratch.split_at_mut(filters * channels * TILE * R);
     let (u, v) = (u.as_mut_ptr().cast::<S::E>(), v.as_mut_ptr().cast::<S::E>());
     // SAFETY (whole body): the instruction set is present (the caller's contract).
-    // - `U`: the taps read are (fc·R + ky)·R + kx < F·C·R·R (kx < R lanes); the rows written,
-    //   R lanes at (fc·8 + ν)·R, inside its F·C·8·R elements, every one of them.
+    // - `U`: the taps read are (fc·R + ky)·R + kx < F·C·R·R (kx < R lanes, or all lanes where
+    //   they are inside `w`); the rows written, R lanes at (fc·8 + ν)·R (all lanes where they
+    //   are inside `U`), inside its F·C·8·R elements, every one of them, in increasing order,
+    //   so that the lanes past a row's R are written again with their values.
     // - `V`: the image is read at rows 0 <= oy0 + j - P < H and columns 0 <= col0 + lane - P <
     //   W only (the other lanes masked off, their addresses formed with wrapping arithmetic);
     //   written whole ((c·8 + ν)·row + col0 + LANES <= C·8·row) before `tile` reads it.
     // - `out`: each image's F·OH·OW outputs, every one written by the tiles (all filters, rows
     //   and columns), as `tile` says.
     unsafe {
-        let taps_mask = S::mask(R);
+        // Whole vectors where they stay inside `w` and `U` (masked loads and stores are slow on
+        // AMD's cores): a row's lanes past its `R` taps are the next taps, and the lanes past
+        // its `R` values of `U` are written over by the next row's store, or the next
+        // (filter, channel)'s, later.
+        let (taps_mask, u_len) = (S::mask(R), filters * channels * TILE * R);
         for fc in 0..filters * channels {
-            let taps: [S::V; R] =
-                array_from(|ky| S::load_masked(w.as_ptr().add((fc * R + ky) * R), taps_mask));
+            let mut taps = [S::zero(); R];
+            for (ky, tap) in taps.iter_mut().enumerate() {
+                let at = (fc * R + ky) * R;
+                *tap = if at + lanes <= w.len() {
+                    S::load(w.as_ptr().add(at))
+                } else {
+                    S::load_masked(w.as_ptr().add(at), taps_mask)
+                };
+            }
             for (nu, g_nu) in g.iter().enumerate() {
                 let mut sum = S::zero();
                 for (&tap, &g) in taps.iter().zip(g_nu) {
@@ -311,7 +336,12 @@ unsafe fn run<
                         sum = S::fma(S::splat(g), tap, sum);
                     }
                 }
-                S::store_masked(u.add((fc * TILE + nu) * R), taps_mask, sum);
+                let at = (fc * TILE + nu) * R;
+                if at + lanes <= u_len {
+                    S::store(u.add(at), sum);
+                } else {
+                    S::store_masked(u.add(at), taps_mask, sum);
+                }
             }
         }
         let u = u.cast_const();

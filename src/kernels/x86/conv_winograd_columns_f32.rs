@@ -164,9 +164,20 @@ pub(super) unsafe fn output_transform<S: Simd, const M: usize>(
     }
 }
 
+/// The most points of a tile's 8 (1, 2, 4 or 8, so that they divide them) whose sums for
+/// `vectors` (filters times vectors of columns) take at most `sums` registers.
+const fn points_per_pass(vectors: usize, sums: usize) -> usize {
+    let mut points = TILE;
+    while points > 1 && points * vectors > sums {
+        points /= 2;
+    }
+    points
+}
+
 /// One tile: filters `f0..f0 + N` at `COLS` vectors of output columns from `x0` (the last
 /// holding `valid` of them) and rows `oy0..oy0 + rows` (`rows <= M`). The 8 points' sums are
-/// taken `NU` at a time, `N·COLS·NU` of them in registers: per pass, channel, kernel column
+/// taken a few points at a time, `N·COLS` sums a point in registers (the most points, 1, 2, 4
+/// or 8, whose sums fit `SUMS`: [`points_per_pass`]): per pass, channel, kernel column
 /// `kx` and point, `COLS` loads of `V` shifted by `kx` and `N` broadcasts of `U`, each
 /// multiplied into every column vector. Each sum adds its terms in the same order whatever the
 /// tile's shape (channels, then kernel columns).
@@ -183,7 +194,7 @@ unsafe fn tile<
     const M: usize,
     const N: usize,
     const COLS: usize,
-    const NU: usize,
+    const SUMS: usize,
 >(
     shape: &Conv,
     u: *const S::E,
@@ -203,10 +214,13 @@ unsafe fn tile<
     // vector masked off) of filters f0 + i < F.
     unsafe {
         let mut sums = [[[S::zero(); TILE]; COLS]; N];
-        for nu0 in (0..TILE).step_by(NU) {
-            let mut acc = [[[S::zero(); NU]; COLS]; N];
+        const { assert!(N * COLS <= SUMS, "a tile's sums at one point fit") };
+        let points = const { points_per_pass(N * COLS, SUMS) };
+        for nu0 in (0..TILE).step_by(points) {
+            // `TILE` points' room, `points` of them used (the others optimized away).
+            let mut acc = [[[S::zero(); TILE]; COLS]; N];
             // The bias starts the sums at the point 1, whose column of `Aᵀ` is all ones (1ⁱ).
-            if (nu0..nu0 + NU).contains(&1) {
+            if (nu0..nu0 + points).contains(&1) {
                 for (i, acc_i) in acc.iter_mut().enumerate() {
                     let b = S::splat(*bias.add(f0 + i));
                     for acc_ik in acc_i.iter_mut() {
@@ -219,7 +233,7 @@ unsafe fn tile<
                     array_from(|i| u.add((((f0 + i) * channels + c) * TILE + nu0) * R));
                 let v_c = v.add((c * TILE + nu0) * row + x0);
                 for kx in 0..R {
-                    for nu in 0..NU {
+                    for nu in 0..points {
                         let mut inputs = [S::zero(); COLS];
                         for (k, input) in inputs.iter_mut().enumerate() {
                             *input = S::load(v_c.add(nu * row + kx + k * S::LANES));
@@ -235,7 +249,7 @@ unsafe fn tile<
             }
             for (sums_i, acc_i) in sums.iter_mut().zip(&acc) {
                 for (sums_ik, acc_ik) in sums_i.iter_mut().zip(acc_i) {
-                    sums_ik[nu0..nu0 + NU].copy_from_slice(acc_ik);
+                    sums_ik[nu0..nu0 + points].copy_from_slice(&acc_ik[..points]);
                 }
             }
         }
@@ -276,7 +290,7 @@ unsafe fn run<
     const M: usize,
     const TF: usize,
     const COLS: usize,
-    const NU: usize,
+    const SUMS: usize,
 >(
     shape: &Conv,
     batch: usize,
@@ -290,6 +304,7 @@ unsafe fn run<
 ) where
     S::E: PartialEq,
 {
+    const { assert!(TF >= 1 && TF <= 4, "tiles of 1 to 4 filters") };
     let lanes = S::LANES;
     let Conv {
         channels,
@@ -377,34 +392,42 @@ unsafe fn run<
                 }
                 let rows = M.min(out_height - oy0);
                 let v = v.cast_const();
-                // `COLS` vectors of columns a tile while as many are left, then one; `TF`
-                // filters a tile while as many are left, then one.
+                // `COLS` vectors of columns a tile while as many are left, then one. The
+                // filters in as few tiles of at most `TF` (at most 4) as they need, of sizes
+                // that differ by one at most (LeNet's 6 filters as 3 and 3, not 4, 1 and 1).
                 let vectors = out_width.div_ceil(lanes);
+                let tiles = filters.div_ceil(TF);
+                let (size, larger) = (filters / tiles, filters % tiles);
                 let mut k0 = 0;
                 while k0 < vectors {
                     let cols = if vectors - k0 >= COLS { COLS } else { 1 };
                     let x0 = k0 * lanes;
                     let valid = lanes.min(out_width - x0 - (cols - 1) * lanes);
                     let bias = bias.as_ptr();
-                    for f0 in 0..filters {
+                    let mut f0 = 0;
+                    for t in 0..tiles {
+                        let n = size + usize::from(t < larger);
                         let at_tile = (f0, oy0, rows, x0, valid);
-                        let whole = f0 % TF == 0 && f0 + TF <= filters;
-                        let single = f0 >= filters - filters % TF;
-                        match (whole, single, cols == COLS) {
-                            (true, _, true) => tile::<S, R, M, TF, COLS, NU>(
-                                shape, u, v, bias, out, at_tile, at, epilogue,
-                            ),
-                            (true, _, false) => tile::<S, R, M, TF, 1, NU>(
-                                shape, u, v, bias, out, at_tile, at, epilogue,
-                            ),
-                            (_, true, true) => tile::<S, R, M, 1, COLS, NU>(
-                                shape, u, v, bias, out, at_tile, at, epilogue,
-                            ),
-                            (_, true, false) => tile::<S, R, M, 1, 1, NU>(
-                                shape, u, v, bias, out, at_tile, at, epilogue,
-                            ),
-                            _ => {} // inside a tile of `TF` filters
+                        macro_rules! tile {
+                            ($n:literal) => {
+                                if cols == COLS {
+                                    tile::<S, R, M, $n, COLS, SUMS>(
+                                        shape, u, v, bias, out, at_tile, at, epilogue,
+                                    )
+                                } else {
+                                    tile::<S, R, M, $n, 1, SUMS>(
+                                        shape, u, v, bias, out, at_tile, at, epilogue,
+                                    )
+                                }
+                            };
                         }
+                        match n {
+                            4 => tile!(4),
+                            3 => tile!(3),
+                            2 => tile!(2),
+                            _ => tile!(1),
+                        }
+                        f0 += n;
                     }
                     k0 += cols;
                 }
@@ -433,7 +456,7 @@ pub(super) const fn tables_f32(r: usize) -> [[[f32; TILE]; TILE]; 3] {
 }
 
 macro_rules! entry {
-    ($name:ident, $simd:ty, $e:ty, $features:literal, $filters:literal, $cols:literal, $points:literal) => {
+    ($name:ident, $simd:ty, $e:ty, $features:literal, $filters:literal, $cols:literal, $sums:literal) => {
         /// # Safety
         ///
         /// The CPU has the instruction set named in `target_feature`; sizes checked by
@@ -453,23 +476,24 @@ macro_rules! entry {
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 match shape.kernel {
-                    3 => run::<$simd, 3, 6, $filters, $cols, $points>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
-                    4 => run::<$simd, 4, 5, $filters, $cols, $points>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
-                    _ => run::<$simd, 5, 4, $filters, $cols, $points>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
+                    3 => run::<$simd, 3, 6, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
+                    4 => run::<$simd, 4, 5, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
+                    _ => run::<$simd, 5, 4, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
                 }
             }
         }
     };
 }
 
-// The tile's shape per instruction set (filters, vectors of columns, points a pass), measured
-// on the suite's nets. AVX-512: 4 x 1 x 4, 16 sums of the 32 registers, a load of `V` for four
-// broadcasts, and 16 to 64 filters leave no tail of single filters. AVX2: 3 x 2 x 2, 12 sums,
-// two loads and a broadcast of AVX2's 16 registers, so that a load of `V` serves three filters
-// and a broadcast of `U` two vectors (a tile of one filter's 8 points takes two loads per
-// multiply-add, and AVX2 leaves the multipliers idle half the time).
-entry!(avx512_f32, Avx512F32, f32, "avx512f", 4, 1, 4);
-entry!(avx2_f32, Avx2F32, f32, "avx2,fma", 3, 2, 2);
+// The tile's shape per instruction set (at most filters, vectors of columns, sums in
+// registers), measured on the suite's nets. AVX-512: 4 filters x 1 vector, 24 sums of the 32
+// registers (4 points a pass; 3 filters, LeNet's first layer, 8); 16 to 64 filters in whole
+// tiles of 4. AVX2: 3 filters x 2 vectors, 12 sums (2 points a pass), two loads and a
+// broadcast of its 16 registers, so that a load of `V` serves three filters and a broadcast
+// of `U` two vectors (a tile of one filter's 8 points takes two loads per multiply-add, and
+// AVX2 leaves the multipliers idle half the time).
+entry!(avx512_f32, Avx512F32, f32, "avx512f", 4, 1, 24);
+entry!(avx2_f32, Avx2F32, f32, "avx2,fma", 3, 2, 12);
 
 /// A batch of stride-1 convolutions in `f32`, `out = conv(x, w) + bias` image by image (see
 /// [`Conv`]), by Winograd's minimal filtering down the columns, the output positions in the

@@ -444,7 +444,7 @@ pub(crate) fn conv2d_weight_and_bias_gradients_through_relu<T: 'static>(
 }
 
 /// `dx = col2im(Wᵀ·dZ)` of each of `batch` images of a stride-1 convolution of `shape`
-/// (padding included), by Winograd's minimal filtering (`kernels/winograd.rs`): `dz` is
+/// (padding included), by Winograd's minimal filtering (`kernels/winograd/`): `dz` is
 /// `batch x filters x OH x OW`, `w` the filters, `dx` (written) `batch x channels x H x W`,
 /// `scratch` [`conv_input_gradient_scratch`] elements. Returns `false`, changing nothing, when it
 /// does not apply (see [`conv_input_gradient_scratch`]; the caller then takes the product and

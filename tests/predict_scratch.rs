@@ -101,9 +101,8 @@ fn the_constant_is_the_largest_layers_and_0_where_no_kernel_needs_it() {
                 == 64 * 64 * 25 + 64 * 20 * 20
         )
     };
-    // 3 x 3 kernels too, where Winograd's method down the columns (AVX-512) needs more than the
-    // stack buffer (with AVX2 a prediction keeps the stack plan there, but the constant holds
-    // for either instruction set).
+    // 3 x 3 kernels too, where Winograd's method down the columns needs more than the stack
+    // buffer (with either instruction set: 6 tiles a filter with AVX2, 3 with AVX-512).
     #[cfg(target_arch = "x86_64")]
     const {
         assert!(

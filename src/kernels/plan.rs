@@ -134,8 +134,8 @@ pub(crate) enum ScratchFor {
 /// AVX-512, the suite's ResNet-8 342-353 -> 302-311 µs, the CIFAR-style CNN 152-157 -> 141-154,
 /// MLPerf Tiny's ResNet-8 imported in `f32` (an arena) 368-438 -> 275-366; with AVX2 the
 /// CIFAR-style CNN 174-179 -> 121-124 µs and ResNet-8 271-278 -> 237-240 by Winograd's method
-/// down the columns on the layers of 4 tiles a filter or more (on its 7 x 7 layers too,
-/// 258-259), while the flat kernel on a padded copy made ResNet-8 slower (on Zen 3,
+/// down the columns on the layers of 4 tiles a filter or more (taking its 7 x 7 layers too
+/// measured 258-259 µs), while the flat kernel on a padded copy made ResNet-8 slower (on Zen 3,
 /// 522-533 -> 635-699); 64 filters of 64 x 5 x 5 on 16 x 16 (Xeon), 411 -> 279 µs with
 /// AVX-512 and 621 -> 444 with AVX2. On 64 images (training), see
 /// [`workspace_forward_scratch`].
@@ -149,8 +149,9 @@ pub(crate) const fn scratch_kernel(
     let stack = forward_kernel(shape, lanes, STACK_SCRATCH);
     let one_image_on_avx2 = matches!(purpose, ScratchFor::Prediction) && lanes < 16;
     // One image with AVX2: the filters' transforms, once per call, take as many multiply-adds
-    // as a tile; with fewer than 4 tiles a filter (an 8 x 8 image) the stack plan's direct
-    // kernel measured as fast, without the scratch.
+    // as a tile; with fewer than 4 tiles a filter (an image of 8 x 8 or smaller) the stack
+    // plan's direct kernel measured faster (the suite's ResNet-8 and its 7 x 7 layers), and
+    // needs no scratch.
     let columns_pay = !one_image_on_avx2 || columns::tiles_per_filter(shape, lanes) >= 4;
     match stack {
         ForwardKernel::Flat | ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct

@@ -7,7 +7,8 @@ use core::mem::MaybeUninit;
 /// channels one after the other) into planes of `height / 2 x width / 2`: `out[j]` is the first
 /// maximum of `top[2j], top[2j + 1], bottom[2j], bottom[2j + 1]` of each pair of rows (a NaN,
 /// the first, if there is one). Returns `false`, writing nothing, unless `T` is `f32` and the
-/// CPU has AVX2 or AVX-512 (the caller then pools with its generic code, which gives the same values).
+/// CPU has AVX2 or AVX-512 (the caller then pools with its generic code, which gives the same
+/// values).
 ///
 /// # Panics
 ///

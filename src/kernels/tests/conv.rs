@@ -810,44 +810,47 @@ fn a_scratch_lets_direct_kernels_pad_beyond_the_stack_buffer() {
     }
 }
 
-/// A prediction with AVX2 takes Winograd's method down the columns on a 3 x 3 layer where a
-/// filter has at least 4 tiles (the CIFAR-style net's second layer, 16 x 16 outputs: 3 groups
-/// of rows by 2 vectors), and keeps the stack plan's direct kernel where it has fewer (7 x 7
-/// outputs: 2 by 1); training takes it on both.
+/// A prediction with AVX2 takes Winograd's method down the columns where a filter has at
+/// least 4 tiles (groups of output rows times vectors of columns) and keeps the stack plan's
+/// direct kernel where it has fewer, whatever the kernel; training takes the method on all of
+/// them. 3 x 3 layers (groups of 6 rows) on 16 x 16 (3 x 2 tiles), 12 x 16 (2 x 2), 18 x 8
+/// (3 x 1) and 7 x 7 (2 x 1) outputs, a 5 x 5 layer (groups of 4 rows) on 8 x 8 (2 x 1).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn a_prediction_with_avx2_takes_winograds_columns_where_a_filter_has_four_tiles() {
     use super::plan::{ForwardKernel, forward_kernel, scratch_kernel};
     use super::shape::STACK_SCRATCH;
     use x86::conv_winograd_columns_f32::{scratch_len, tiles_per_filter};
-    let conv = |channels, filters, size| Conv {
-        channels,
-        filters,
-        kernel: 3,
-        padding: 1,
-        height: size,
-        width: size,
+    let conv = |kernel, (height, width)| Conv {
+        channels: 64,
+        filters: 64,
+        kernel,
+        padding: kernel / 2,
+        height,
+        width,
     };
-    let (sixteen, seven) = (conv(32, 64, 16), conv(64, 64, 7));
-    assert_eq!(
-        (tiles_per_filter(&sixteen, 8), tiles_per_filter(&seven, 8)),
-        (6, 2)
-    );
-    for shape in [sixteen, seven] {
-        assert_eq!(
-            forward_kernel(&shape, 8, STACK_SCRATCH),
-            ForwardKernel::Direct,
-            "{shape:?}"
+    let cases = [
+        (conv(3, (16, 16)), 6),
+        (conv(3, (12, 16)), 4),
+        (conv(3, (18, 8)), 3),
+        (conv(3, (7, 7)), 2),
+        (conv(5, (8, 8)), 2),
+    ];
+    for (shape, tiles) in cases {
+        assert_eq!(tiles_per_filter(&shape, 8), tiles, "{shape:?}");
+        let stack = forward_kernel(&shape, 8, STACK_SCRATCH);
+        assert!(
+            matches!(
+                stack,
+                ForwardKernel::Flat | ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct
+            ),
+            "{shape:?}: {stack:?}"
         );
         let columns = ForwardKernel::WinogradColumns {
             scratch: scratch_len(&shape, 8),
         };
         assert_eq!(scratch_kernel(&shape, 8, ScratchFor::Training), columns);
-        let prediction = if shape == sixteen {
-            columns
-        } else {
-            ForwardKernel::Direct
-        };
+        let prediction = if tiles >= 4 { columns } else { stack };
         assert_eq!(
             scratch_kernel(&shape, 8, ScratchFor::Prediction),
             prediction,

@@ -604,11 +604,10 @@ impl<T: Float, const M: usize> RowOfDm<T> for [[Lanes<T>; M]; TILE] {
 ///
 /// `dM_f`'s row `i`, `(A dY)[i]` evaluated at the points: for kernels of 3 and 4 (`m` of 4
 /// and 3) evaluated once for [`EVALUATED_FILTERS`] filters at a time into a stack buffer that
-/// every pass reads (evaluated in each pass, it was evaluated again for every 6 channels: 40%
-/// of the multiply-adds of a 3 x 3 layer on 32 channels with AVX2); for 5 x 5 (`m` = 2, a
-/// position one addition) evaluated where it is read, which measured faster (stored and loaded
-/// again, LeNet's second layer spent as many memory operations as a fifth of its
-/// multiply-adds).
+/// every pass reads, since a pass per 6 channels evaluating it would evaluate each row `C / 6`
+/// times (with AVX2, 40% of the multiply-adds of a 3 x 3 layer on 32 channels); for 5 x 5 (`m`
+/// = 2, a position one addition) evaluated where it is read, which measured faster: a store
+/// and a load per position cost more than the addition.
 #[cfg(feature = "std")]
 #[inline(always)]
 fn row_of_d_v<T: Float, const M: usize, const J: usize>(

@@ -394,7 +394,8 @@ unsafe fn run<
                 let v = v.cast_const();
                 // `COLS` vectors of columns a tile while as many are left, then one. The
                 // filters in as few tiles of at most `TF` (at most 4) as they need, of sizes
-                // that differ by one at most (LeNet's 6 filters as 3 and 3, not 4, 1 and 1).
+                // that differ by one at most (6 filters as 3 and 3), so that no tile has too
+                // few sums to hide the multiply-adds' latency.
                 let vectors = out_width.div_ceil(lanes);
                 let tiles = filters.div_ceil(TF);
                 let (size, larger) = (filters / tiles, filters % tiles);
@@ -486,12 +487,13 @@ macro_rules! entry {
 }
 
 // The tile's shape per instruction set (at most filters, vectors of columns, sums in
-// registers), measured on the suite's nets. AVX-512: 4 filters x 1 vector, 24 sums of the 32
-// registers (4 points a pass; 3 filters, LeNet's first layer, 8); 16 to 64 filters in whole
-// tiles of 4. AVX2: 3 filters x 2 vectors, 12 sums (2 points a pass), two loads and a
-// broadcast of its 16 registers, so that a load of `V` serves three filters and a broadcast
-// of `U` two vectors (a tile of one filter's 8 points takes two loads per multiply-add, and
-// AVX2 leaves the multipliers idle half the time).
+// registers), measured on the suite's nets. AVX-512: up to 4 filters x 1 vector, at most 24
+// sums of the 32 registers (4 filters: 16 sums, 4 points a pass; 3 filters, LeNet's first
+// layer: 24 sums, all 8 points); 16 to 64 filters in whole tiles of 4. AVX2: up to 3 filters x
+// 2 vectors, at most 12 sums (2 points a pass), two loads and a broadcast of its 16 registers,
+// so that a load of `V` serves three filters and a broadcast of `U` two vectors (a tile of one
+// filter's 8 points takes two loads per multiply-add, and AVX2 leaves the multipliers idle
+// half the time).
 entry!(avx512_f32, Avx512F32, f32, "avx512f", 4, 1, 24);
 entry!(avx2_f32, Avx2F32, f32, "avx2,fma", 3, 2, 12);
 
@@ -621,7 +623,7 @@ mod tests {
     }
 
     /// LeNet-5's first layer and shapes around the kernel's sizes, then random ones: 1 to 8
-    /// filters (tiles of 3 and their rest), kernels of 3 to 5 (groups of 6, 5 and 4 rows, the
+    /// filters (balanced tiles of at most 4 or 3: 4 + 4, 4 + 3, 3 + 3 + 2, ...), kernels of 3 to 5 (groups of 6, 5 and 4 rows, the
     /// last one partial), padding 0 to 4 (wider than the kernel), rows of one vector or more.
     fn shapes() -> Vec<Conv> {
         let mut shapes: Vec<Conv> = [
@@ -776,7 +778,10 @@ mod tests {
                 let mut x = Guarded::new(&to_f32(values(batch * shape.image_len(), 1)));
                 let mut out = Guarded::new(&std::vec![0.0; batch * shape.output_len()]);
                 let (filters, kernel) = (shape.filters, shape.kernel);
-                let w = to_f32(values(filters * shape.channels * kernel * kernel, 2));
+                let mut w = Guarded::new(&to_f32(values(
+                    filters * shape.channels * kernel * kernel,
+                    2,
+                )));
                 let b = to_f32(values(filters, 3));
                 let lanes = super::lanes::<f32>(isa);
                 let mut scratch = std::vec![MaybeUninit::uninit(); scratch_len(&shape, lanes)];
@@ -785,7 +790,7 @@ mod tests {
                     &shape,
                     batch,
                     x.slice(),
-                    &w,
+                    w.slice(),
                     &b,
                     as_output(out.slice()),
                     &mut scratch,

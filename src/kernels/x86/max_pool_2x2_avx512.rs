@@ -1,6 +1,6 @@
-//! Max pooling over 2 x 2 windows with stride 2, forward and backward, and the entry points of
-//! both instruction sets' kernels (AVX2's in `max_pool_2x2_avx2.rs`). Applies: `f32`, AVX-512F;
-//! other element types take the portable loops.
+//! Max pooling over 2 x 2 windows with stride 2, forward and backward, with AVX-512F (`f32`),
+//! and the checked entry points that run it or AVX2's kernel (`max_pool_2x2_avx2.rs`) by the
+//! instruction set they are given. Other element types take the portable loops.
 
 use super::isa::{Isa, assert_isa};
 use super::max_pool_2x2_avx2::{max_pool_2x2_backward_planes_avx2, max_pool_2x2_planes_avx2};

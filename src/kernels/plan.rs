@@ -363,14 +363,16 @@ pub(crate) fn conv_input_gradient_scratch(shape: &Conv) -> usize {
 pub(super) enum WeightGradientKernel {
     /// The patches unrolled a chunk at a time and multiplied by `dZ` with the packed products
     /// (`super::weight_grad_patches`): any kernel size and padding, at least
-    /// `super::weight_grad_patches::MIN_FILTERS` filters. The scratch holds the sums and a
+    /// `super::weight_grad_patches::MIN_FILTERS` filters, where Winograd's method along the
+    /// rows is not faster ([`winograd_rows_beat_patches`]). The scratch holds the sums and a
     /// chunk of patches.
     Patches,
     /// The filters in the lanes: `dz` transposed into the scratch, `[position][filter]`.
     FiltersInLanes,
     /// The filters in the lanes, by Winograd's method along the rows
-    /// (`super::x86::conv2d_weight_gradient_winograd`), for the kernel sizes it has tiles for: the
-    /// scratch holds a few images' transforms and the sums at the tiles' points.
+    /// (`super::x86::conv2d_weight_gradient_winograd`), for the kernel sizes it has tiles for,
+    /// where the filters fill the lanes or where it beats the patches' products: the scratch
+    /// holds a few images' transforms and the sums at the tiles' points.
     WinogradRows,
     /// The positions in the lanes: `dz` as it is, the images copied into the scratch once per
     /// kernel column, shifted (`super::x86::shifted_image_len`), a few at a time.
@@ -387,7 +389,11 @@ pub(super) fn weight_gradient_kernel<E: 'static>(
     shape: &Conv,
 ) -> WeightGradientKernel {
     if super::weight_grad_patches::applies(shape) {
-        WeightGradientKernel::Patches
+        if winograd_rows_beat_patches::<E>(isa, shape) {
+            WeightGradientKernel::WinogradRows
+        } else {
+            WeightGradientKernel::Patches
+        }
     } else if filters_fill_lanes_better(shape, super::x86::lanes::<E>(isa)) {
         if super::winograd::applies(shape) && shape.out_height() > 0 && shape.out_width() > 0 {
             WeightGradientKernel::WinogradRows
@@ -402,6 +408,23 @@ pub(super) fn weight_gradient_kernel<E: 'static>(
     } else {
         WeightGradientKernel::PositionsInLanes
     }
+}
+
+/// Whether Winograd's method along the rows is faster than the patches' products on a shape
+/// without padding that both take (at least `super::weight_grad_patches::MIN_FILTERS`
+/// filters). Measured on `f32` at batch 64: with AVX-512, 1.2-2.5x faster on every shape tried
+/// (3 to 128 channels, kernels of 3 to 5, images of 4 x 4 to 32 x 32); with AVX2, 1.1-2x
+/// faster on kernels of 3 and 4 from 8 channels, but 1.4x slower on 3 channels (its
+/// transforms of `dZ` are shared by too few channels) and 1.3-1.7x slower on 5 x 5 kernels
+/// (two outputs a tile of six points).
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+fn winograd_rows_beat_patches<E: 'static>(isa: super::x86::Isa, shape: &Conv) -> bool {
+    let f32_only = core::any::TypeId::of::<E>() == core::any::TypeId::of::<f32>();
+    let on_this_isa = match isa {
+        super::x86::Isa::Avx512 => true,
+        super::x86::Isa::Avx2Fma => shape.kernel <= 4 && shape.channels >= 8,
+    };
+    f32_only && on_this_isa && super::winograd::applies(shape)
 }
 
 /// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`

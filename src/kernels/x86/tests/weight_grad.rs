@@ -183,6 +183,9 @@ fn winograd_gradient_shapes() -> impl Iterator<Item = Conv> {
                 (1, 5, 3, 3, 3),
                 (4, 16, 3, 9, 13),
                 (3, 20, 3, 5, 8),
+                // Many channels and filters, as the plan gives them this kernel.
+                (32, 64, 3, 10, 10),
+                (40, 33, 5, 9, 12),
             ]
             .map(shape),
         )

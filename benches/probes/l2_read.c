@@ -1,7 +1,9 @@
 /* How fast one thread reads the MLP's weights (109,386 f32s, 427 KiB) from L2: the floor of a
  * batch-1 forward pass, which reads each weight once. Eight independent 512-bit accumulators.
+ * An argument gives another count of f32s: the wide MLP's 669,706 (2.6 MB) are read from L3.
  *
  *   gcc -O3 -funroll-all-loops -mavx512f -o /tmp/l2_read benches/probes/l2_read.c && /tmp/l2_read
+ *   /tmp/l2_read 669706
  */
 #include <immintrin.h>
 #include <stdio.h>
@@ -14,14 +16,15 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-int main(void) {
-    const size_t n = 109386 / 128 * 128; /* whole groups of 8 vectors */
+int main(int argc, char **argv) {
+    const size_t count = argc > 1 ? strtoul(argv[1], NULL, 10) : 109386;
+    const size_t n = count / 128 * 128; /* whole groups of 8 vectors */
     float *a = aligned_alloc(64, n * sizeof(float));
     for (size_t i = 0; i < n; i++) a[i] = 1e-3f * (float)(i % 7);
     __m512 s[8];
     for (int k = 0; k < 8; k++) s[k] = _mm512_setzero_ps();
     for (int rep = 0; rep < 3; rep++) {
-        const int passes = 20000;
+        const int passes = (int)(2000000000 / (n * 4)) + 1;
         double t0 = now();
         for (int p = 0; p < passes; p++)
             for (size_t i = 0; i < n; i += 128)

@@ -66,9 +66,9 @@ Options:
                    measured: it is the reference), e.g. --only numpy; with --imported, litert
                    or tflm
   --raw            also print every round's figure
-  --peak GFLOPS    the machine's one-thread peak, for the CNN's share-of-peak table (default
-                   148, the project's first machine; measure yours with the probe in
-                   docs/performance.md, section The machine's peak)
+  --peak GFLOPS    the machine's one-thread peak, for the CNN's share-of-peak table and the
+                   suite's ratio at peak (default 148, the project's first machine; measure
+                   yours with the probe in docs/performance.md, section The machine's peak)
   -h, --help       print this help
 
 Environment: MNIST_DIR (the epoch workload and the checks use MNIST's training images from

@@ -448,7 +448,7 @@ where
     /// the columns of each patch row that read inside the image are the same for every output
     /// row, so they are found once per patch row, and each output row is zeros, a strided copy
     /// and zeros.
-    fn im2col_whole_rows(
+    pub(super) fn im2col_whole_rows(
         x: &[[[T; W]; H]; C],
         rows: core::ops::Range<usize>,
         out_rows: core::ops::Range<usize>,
@@ -531,16 +531,21 @@ where
         }
     }
 
-    /// `dX += col2im(dX̂)`: each entry of `dX̂` (`C·K·K x OH·OW`) added to the input position
-    /// it was copied from; padding positions dropped.
+    /// `dX += col2im(dX̂)`: each entry of `dX̂` (`C·K·K x OH·OW`, row `i` at
+    /// `d_patches[i·row_stride..]`: one sample's columns of a group's side by side) added to
+    /// the input position it was copied from; padding positions dropped.
     #[cfg(feature = "alloc")]
-    pub(super) fn col2im(d_patches: &[T], dx: &mut [[[T; W]; H]; C]) {
+    pub(super) fn col2im(d_patches: &[T], row_stride: usize, dx: &mut [[[T; W]; H]; C]) {
+        let positions = OH * OW;
         let flat = dx.as_flattened_mut().as_flattened_mut();
-        if !Self::UNROLLS && kernels::col2im_stride1(&Self::DIRECT, d_patches, flat) {
+        if !Self::UNROLLS
+            && row_stride == positions
+            && kernels::col2im_stride1(&Self::DIRECT, d_patches, flat)
+        {
             return;
         }
-        let positions = OH * OW;
-        for (row, patch_row) in d_patches.chunks_exact(positions).enumerate() {
+        let rows = (0..C * K * KW).map(|row| &d_patches[row * row_stride..][..positions]);
+        for (row, patch_row) in rows.enumerate() {
             let (c, kh, kw) = (row / (K * KW), row / KW % K, row % KW);
             // With stride 1, outputs `first..last` of a row meet input columns `first + kw - P..`
             // in order: a plain vectorizable add of two slices.

@@ -21,12 +21,14 @@ pub struct Conv2dWorkspace<T, Out, const B: usize> {
     /// ReLU layer asked for no `dX` (a net's first) has a kernel that forms `dZ` as it reads
     /// `dA` and `A` (LeNet-5's first layer, `f32` on AVX-512): then it is left as it was.
     pub d_pre_activation: Box<[Out; B]>,
-    /// The unrolled patches `X̂` of one sample (`C·K·K x OH·OW`): built from the input by
-    /// the backward pass for the weight gradient (and by the forward pass of a convolution
-    /// with a stride other than 1, or the scratch of its windows read in place: the weights
-    /// transposed and a padded image).
+    /// The unrolled patches `X̂` (`C·K·K x OH·OW` a sample) of a convolution with a stride
+    /// other than 1 (or a kernel that is not square): a group of samples' side by side, and
+    /// their `Z` (forward pass) or `dZ` (backward pass) side by side after them; or the
+    /// scratch of its windows read in place (the weights transposed and a padded image).
+    /// Empty for the others.
     pub patches: Box<[T]>,
-    /// `Wᵀ·dZ` of one sample, before `col2im` adds it into `dX`.
+    /// `Wᵀ·dZ` of one sample (of a group of samples side by side, for a convolution with a
+    /// stride other than 1), before `col2im` adds it into `dX`.
     pub d_patches: Box<[T]>,
     /// The batch's inputs with their zero padding (`B x C x (H + 2P) x (W + 2P)`), for the
     /// weight gradient of a padded stride-1 convolution whose kernel does not pad the
@@ -123,6 +125,9 @@ where
                 T::ZERO;
                 if winograd > 0 || Self::POINTWISE {
                     0
+                } else if Self::UNROLLS {
+                    // A group of samples' side by side (see `backward_unrolled`).
+                    patch_len * Self::IMAGES_PER_PRODUCT.min(B).max(1)
                 } else {
                     patch_len
                 }
@@ -246,70 +251,56 @@ where
                 }
             },
         );
+        if Self::UNROLLS {
+            self.backward_unrolled(x, ws, d_input, d_weight);
+            return;
+        }
         let weight = self.weight_matrix();
-        if !Self::UNROLLS {
-            // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X where it lies (padded first, unless the
-            // kernel pads as it reads): no patches.
-            let (shape, images) = if kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
-                (
-                    &Self::DIRECT,
-                    x.as_flattened().as_flattened().as_flattened(),
-                )
-            } else {
-                let padded = &mut ws.padded_input;
-                let len = padded.len() / B.max(1);
-                for (x, padded) in x.iter().zip(padded.chunks_exact_mut(len.max(1))) {
-                    let x = x.as_flattened().as_flattened();
-                    kernels::pad(&Self::DIRECT, x, padded);
-                }
-                (&Self::PADDED, &ws.padded_input[..])
-            };
-            kernels::conv2d_weight_gradient_stride1(
-                shape,
+        // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X where it lies (padded first, unless the
+        // kernel pads as it reads): no patches.
+        let (shape, images) = if kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
+            (
+                &Self::DIRECT,
+                x.as_flattened().as_flattened().as_flattened(),
+            )
+        } else {
+            let padded = &mut ws.padded_input;
+            let len = padded.len() / B.max(1);
+            for (x, padded) in x.iter().zip(padded.chunks_exact_mut(len.max(1))) {
+                let x = x.as_flattened().as_flattened();
+                kernels::pad(&Self::DIRECT, x, padded);
+            }
+            (&Self::PADDED, &ws.padded_input[..])
+        };
+        kernels::conv2d_weight_gradient_stride1(
+            shape,
+            B,
+            images,
+            ws.d_pre_activation
+                .as_flattened()
+                .as_flattened()
+                .as_flattened(),
+            &mut ws.weight_gradient_scratch,
+            d_weight,
+            false,
+        );
+        let mut d_input = d_input;
+        // dX by Winograd's method, the whole batch at once, where it applies.
+        let d_input_done = d_input.as_deref_mut().is_some_and(|dx| {
+            kernels::conv2d_input_gradient_stride1(
+                &Self::DIRECT,
                 B,
-                images,
                 ws.d_pre_activation
                     .as_flattened()
                     .as_flattened()
                     .as_flattened(),
-                &mut ws.weight_gradient_scratch,
-                d_weight,
-                false,
-            );
-        }
-        let mut d_input = d_input;
-        // dX by Winograd's method, the whole batch at once, where it applies.
-        let d_input_done = !Self::UNROLLS
-            && d_input.as_deref_mut().is_some_and(|dx| {
-                kernels::conv2d_input_gradient_stride1(
-                    &Self::DIRECT,
-                    B,
-                    ws.d_pre_activation
-                        .as_flattened()
-                        .as_flattened()
-                        .as_flattened(),
-                    weight,
-                    dx.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
-                    &mut ws.winograd,
-                )
-            });
-        for (b, (dz, x)) in ws.d_pre_activation.iter().zip(x).enumerate() {
+                weight,
+                dx.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
+                &mut ws.winograd,
+            )
+        });
+        for (b, dz) in ws.d_pre_activation.iter().enumerate() {
             let dz = dz.as_flattened().as_flattened();
-            if Self::UNROLLS {
-                let patches = &mut ws.patches[..ckk * positions];
-                Self::im2col(x, 0..C * K * KW, 0, positions, patches);
-                // dWᵀ += X̂·dZᵀ             (C·K·K x OH·OW)(OH·OW x OC) -> C·K·K x OC
-                // (this way round the long side, C·K·K, is the rows read in place and only
-                // dZ is packed, as `kernels::weight_grad_patches` does for stride 1)
-                kernels::gemm_slices(
-                    Product::TransposeRhs,
-                    (ckk, OC, positions),
-                    patches,
-                    dz,
-                    &mut ws.weight_gradient_scratch,
-                    b > 0,
-                );
-            }
             // A 1 x 1 kernel, stride 1, no padding: the patches are the image, so Wᵀ·dZ is dX.
             if Self::POINTWISE
                 && !d_input_done
@@ -337,15 +328,104 @@ where
                 );
                 let dx = &mut dx[b];
                 *dx = [[[T::zero(); W]; H]; C];
-                Self::col2im(&ws.d_patches, dx);
+                Self::col2im(&ws.d_patches, positions, dx);
             }
         }
-        if Self::UNROLLS {
-            if B == 0 {
-                d_weight.fill(T::zero());
-            } else {
-                kernels::transpose_slice(&ws.weight_gradient_scratch, ckk, d_weight);
+    }
+}
+
+impl<
+    T,
+    const C: usize,
+    const OC: usize,
+    const K: usize,
+    const STRIDE: usize,
+    const PAD: usize,
+    const H: usize,
+    const W: usize,
+    const OH: usize,
+    const OW: usize,
+    A,
+    S,
+    const KW: usize,
+> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
+where
+    T: Element + Sample + Float,
+    A: Activation,
+    S: Store,
+{
+    /// `dW` and `dX` of a convolution that unrolls patches (`Conv2d::UNROLLS`), from `dZ` in
+    /// the workspace: the samples in groups of [`Self::IMAGES_PER_PRODUCT`], as the forward
+    /// pass takes them, each group's patches and `dZ` side by side, so that each product has
+    /// enough columns to fill the packed kernel's panels (one sample's 49 positions filled two
+    /// panels of 32 to 77%):
+    ///
+    /// ```text
+    /// dWᵀ += X̂·dZᵀ     (C·K·K x group·OH·OW)(group·OH·OW x OC)
+    /// dX̂ = Wᵀ·dZ       (C·K·K x OC)(OC x group·OH·OW), then col2im per sample
+    /// ```
+    ///
+    /// (this way round the long side, C·K·K, is the rows read in place and only dZ is packed,
+    /// as `kernels::weight_grad_patches` does for stride 1).
+    fn backward_unrolled<const B: usize>(
+        &self,
+        x: &[[[[T; W]; H]; C]; B],
+        ws: &mut Conv2dWorkspace<T, [[[T; OW]; OH]; OC], B>,
+        mut d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
+        d_weight: &mut [T],
+    ) {
+        let (ckk, positions) = (C * K * KW, OH * OW);
+        let group = Self::IMAGES_PER_PRODUCT.min(B).max(1);
+        let weight = self.weight_matrix();
+        let (patches, side_by_side) = ws.patches.split_at_mut(group * positions * ckk);
+        let samples = x.chunks(group).zip(ws.d_pre_activation.chunks(group));
+        for (g, (x, dz)) in samples.enumerate() {
+            let columns = x.len() * positions;
+            let patches = &mut patches[..ckk * columns];
+            for (i, x) in x.iter().enumerate() {
+                Self::im2col_whole_rows(x, 0..ckk, 0..OH, &mut patches[i * positions..], columns);
             }
+            // The group's dZ side by side, as its patches: OC x group·OH·OW.
+            let dz: &[T] = if let [one] = dz {
+                one.as_flattened().as_flattened()
+            } else {
+                let side = &mut side_by_side[..OC * columns];
+                for (i, dz) in dz.iter().enumerate() {
+                    let planes = dz.as_flattened().as_flattened().chunks_exact(positions);
+                    for (row, plane) in side.chunks_exact_mut(columns).zip(planes) {
+                        row[i * positions..][..positions].copy_from_slice(plane);
+                    }
+                }
+                side
+            };
+            kernels::gemm_slices(
+                Product::TransposeRhs,
+                (ckk, OC, columns),
+                patches,
+                dz,
+                &mut ws.weight_gradient_scratch,
+                g > 0,
+            );
+            if let Some(dx) = d_input.as_deref_mut() {
+                let d_patches = &mut ws.d_patches[..ckk * columns];
+                kernels::gemm_slices(
+                    Product::TransposeLhs,
+                    (ckk, columns, OC),
+                    weight,
+                    dz,
+                    d_patches,
+                    false,
+                );
+                for (i, dx) in dx[g * group..][..x.len()].iter_mut().enumerate() {
+                    *dx = [[[T::zero(); W]; H]; C];
+                    Self::col2im(&d_patches[i * positions..], columns, dx);
+                }
+            }
+        }
+        if B == 0 {
+            d_weight.fill(T::zero());
+        } else {
+            kernels::transpose_slice(&ws.weight_gradient_scratch, ckk, d_weight);
         }
     }
 }

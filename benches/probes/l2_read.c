@@ -19,6 +19,10 @@ static double now(void) {
 int main(int argc, char **argv) {
     const size_t count = argc > 1 ? strtoul(argv[1], NULL, 10) : 109386;
     const size_t n = count / 128 * 128; /* whole groups of 8 vectors */
+    if (n == 0) {
+        fprintf(stderr, "expected a count of at least 128 f32s, found `%s`\n", argc > 1 ? argv[1] : "");
+        return 2;
+    }
     float *a = aligned_alloc(64, n * sizeof(float));
     for (size_t i = 0; i < n; i++) a[i] = 1e-3f * (float)(i % 7);
     __m512 s[8];

@@ -447,8 +447,8 @@ pub(crate) fn conv2d_weight_and_bias_gradients_through_relu<T: 'static>(
 /// (padding included), by Winograd's minimal filtering (`kernels/winograd/`): `dz` is
 /// `batch x filters x OH x OW`, `w` the filters, `dx` (written) `batch x channels x H x W`,
 /// `scratch` [`conv_input_gradient_scratch`] elements. Returns `false`, changing nothing, when it
-/// does not apply (see [`conv_input_gradient_scratch`]; the caller then takes the product and
-/// `col2im`).
+/// does not apply (see [`conv_input_gradient_scratch`]), the thread has no SIMD kernels, or
+/// `scratch` is shorter: the caller then takes the product and `col2im`.
 ///
 /// # Panics
 ///
@@ -465,6 +465,7 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if let Some(isa) = super::x86::detected_isa()
         && super::winograd::applies(shape)
+        && scratch.len() >= super::winograd::scratch_len(shape)
     {
         super::x86::winograd_input_gradient(isa, shape, batch, dz, w, dx, scratch);
         return true;

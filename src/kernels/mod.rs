@@ -69,7 +69,8 @@ pub(crate) use plan::{
 #[cfg(feature = "alloc")]
 pub(crate) use plan::{
     conv_forward_workspace_scratch, conv_input_gradient_scratch, conv_weight_gradient_pads,
-    conv_weight_gradient_scratch,
+    conv_weight_gradient_pads_on_every_isa, conv_weight_gradient_scratch,
+    conv_weight_gradient_scratch_any_isa,
 };
 #[cfg(feature = "alloc")]
 pub(crate) use pool::max_pool_2x2_backward;

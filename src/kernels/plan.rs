@@ -340,14 +340,16 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
     }
 }
 
-/// The elements of the scratch [`conv2d_input_gradient_stride1`] uses for `shape`: 0 when it
-/// does not apply, which it decides the same way: a kernel of 3 to 5 (`super::winograd::applies`), on
-/// a CPU with fused multiply-adds in hardware, which `mul_add` needs to be fast (x86-64 with
-/// AVX2 or AVX-512, detected at run time, so `std`).
+/// The elements of the scratch a workspace holds for [`conv2d_input_gradient_stride1`] on
+/// `shape`: 0 where it never applies, which it decides the same way: a kernel of 3 to 5
+/// (`super::winograd::applies`), on x86-64 with `std` (where AVX2 or AVX-512, detected at run
+/// time, give `mul_add` in hardware). Not what the thread's instruction set is now: a
+/// workspace made while `with_instruction_set` holds the portable loops serves the SIMD
+/// kernels later too.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_input_gradient_scratch(shape: &Conv) -> usize {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if super::x86::detected_isa().is_some() && super::winograd::applies(shape) {
+    if super::winograd::applies(shape) {
         return super::winograd::scratch_len(shape);
     }
     let _ = shape;
@@ -371,8 +373,9 @@ pub(super) enum WeightGradientKernel {
     FiltersInLanes,
     /// The filters in the lanes, by Winograd's method along the rows
     /// (`super::x86::conv2d_weight_gradient_winograd`), for the kernel sizes it has tiles for,
-    /// where the filters fill the lanes or where it beats the patches' products: the scratch
-    /// holds a few images' transforms and the sums at the tiles' points.
+    /// where it beats the patches' products (at least 32 filters) or where fewer filters fill
+    /// the lanes better: the scratch holds a few images' transforms and the sums at the
+    /// tiles' points.
     WinogradRows,
     /// The positions in the lanes: `dz` as it is, the images copied into the scratch once per
     /// kernel column, shifted (`super::x86::shifted_image_len`), a few at a time.
@@ -428,44 +431,77 @@ fn winograd_rows_beat_patches<E: 'static>(isa: super::x86::Isa, shape: &Conv) ->
 }
 
 /// The elements of the scratch [`conv2d_weight_gradient_stride1`] uses for a batch of `batch`
-/// ([`WeightGradientKernel`]): `dz`'s length with the filters in the lanes (by Winograd's
-/// method, `super::x86::weight_gradient_winograd_scratch`), the column-shifted
-/// copies of the images of one pass with the positions in the lanes, 0 without SIMD kernels.
+/// on this thread's instruction set ([`WeightGradientKernel`]): `dz`'s length with the filters
+/// in the lanes (by Winograd's method, `super::x86::weight_gradient_winograd_scratch`), the
+/// column-shifted copies of the images of one pass with the positions in the lanes, 0 without
+/// SIMD kernels. A workspace holds [`conv_weight_gradient_scratch_any_isa`] and passes this
+/// much of it.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_scratch<T: 'static>(shape: &Conv, batch: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = super::x86::detected_isa() {
-        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
-        let padded = shape.padded();
-        if simd_type {
-            return match weight_gradient_kernel::<T>(isa, &padded) {
-                WeightGradientKernel::Patches => super::weight_grad_patches::scratch_len(&padded),
-                WeightGradientKernel::FiltersInLanes => batch * shape.output_len(),
-                WeightGradientKernel::WinogradRows => super::x86::weight_gradient_winograd_scratch(
-                    &padded,
-                    batch,
-                    super::x86::lanes::<T>(isa),
-                ),
-                WeightGradientKernel::PositionsInLanes => {
-                    super::x86::weight_grad_images_per_pass::<T>(&padded, batch)
-                        * super::x86::shifted_image_len(&padded)
-                }
-                WeightGradientKernel::RowTilesInLanes => {
-                    super::x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(
-                        &padded,
-                    )
-                }
-            };
-        }
+        return weight_gradient_scratch_on::<T>(isa, shape, batch);
     }
     let _ = (shape, batch);
     0
 }
 
+/// The most [`conv_weight_gradient_scratch`] asks for on any instruction set (AVX-512, AVX2):
+/// what a layer's workspace holds, so that it serves whichever set `with_instruction_set`
+/// gives the thread that trains with it.
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_weight_gradient_scratch_any_isa<T: 'static>(
+    shape: &Conv,
+    batch: usize,
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx512 = weight_gradient_scratch_on::<T>(super::x86::Isa::Avx512, shape, batch);
+        let avx2 = weight_gradient_scratch_on::<T>(super::x86::Isa::Avx2Fma, shape, batch);
+        avx512.max(avx2)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (shape, batch);
+        0
+    }
+}
+
+/// [`conv_weight_gradient_scratch`] on `isa`.
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+fn weight_gradient_scratch_on<T: 'static>(
+    isa: super::x86::Isa,
+    shape: &Conv,
+    batch: usize,
+) -> usize {
+    if core::any::TypeId::of::<T>() != core::any::TypeId::of::<f32>() {
+        return 0;
+    }
+    let padded = shape.padded();
+    match weight_gradient_kernel::<T>(isa, &padded) {
+        WeightGradientKernel::Patches => super::weight_grad_patches::scratch_len(&padded),
+        WeightGradientKernel::FiltersInLanes => batch * shape.output_len(),
+        WeightGradientKernel::WinogradRows => super::x86::weight_gradient_winograd_scratch(
+            &padded,
+            batch,
+            super::x86::lanes::<T>(isa),
+        ),
+        WeightGradientKernel::PositionsInLanes => {
+            super::x86::weight_grad_images_per_pass::<T>(&padded, batch)
+                * super::x86::shifted_image_len(&padded)
+        }
+        WeightGradientKernel::RowTilesInLanes => {
+            super::x86::weight_grad_winograd_5x5_narrow_avx512::weight_gradient_scratch(&padded)
+        }
+    }
+}
+
 /// Whether [`conv2d_weight_gradient_stride1`] is fast on `shape`'s images as they are, without
-/// their padding (always when the padding is 0): where its SIMD kernel puts the positions in
-/// the lanes, which pads the images as it copies them. Otherwise a padded convolution pads its
-/// images first and passes `shape.padded()`.
+/// their padding, on this thread's instruction set (always when the padding is 0): where its
+/// SIMD kernel unrolls the patches or puts the positions in the lanes, which pad the images as
+/// they copy them. Otherwise a padded convolution pads its images first and passes
+/// `shape.padded()`, where its workspace holds them
+/// ([`conv_weight_gradient_pads_on_every_isa`]); the generic loops take either.
 #[cfg(feature = "alloc")]
 pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
     if shape.padding == 0 {
@@ -473,14 +509,35 @@ pub(crate) fn conv_weight_gradient_pads<T: 'static>(shape: &Conv) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = super::x86::detected_isa() {
-        let simd_type = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
-        return simd_type
-            && matches!(
-                weight_gradient_kernel::<T>(isa, &shape.padded()),
-                WeightGradientKernel::Patches
-                    | WeightGradientKernel::PositionsInLanes
-                    | WeightGradientKernel::RowTilesInLanes
-            );
+        return weight_gradient_pads_on::<T>(isa, shape);
     }
     false
+}
+
+/// Whether [`conv_weight_gradient_pads`] holds on every instruction set (AVX-512, AVX2): where
+/// it does not, a layer's workspace holds its padded images.
+#[cfg(feature = "alloc")]
+pub(crate) fn conv_weight_gradient_pads_on_every_isa<T: 'static>(shape: &Conv) -> bool {
+    if shape.padding == 0 {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        weight_gradient_pads_on::<T>(super::x86::Isa::Avx512, shape)
+            && weight_gradient_pads_on::<T>(super::x86::Isa::Avx2Fma, shape)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`conv_weight_gradient_pads`] on `isa`, for a padded `shape`.
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+fn weight_gradient_pads_on<T: 'static>(isa: super::x86::Isa, shape: &Conv) -> bool {
+    core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+        && matches!(
+            weight_gradient_kernel::<T>(isa, &shape.padded()),
+            WeightGradientKernel::Patches
+                | WeightGradientKernel::PositionsInLanes
+                | WeightGradientKernel::RowTilesInLanes
+        )
 }

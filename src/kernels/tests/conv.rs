@@ -577,34 +577,9 @@ fn many_filters_weight_gradients_take_the_patches_products() {
     let batch = 2;
     let scratch_len = conv_weight_gradient_scratch::<f32>(&shape, batch);
     assert_eq!(scratch_len, weight_grad_patches::scratch_len(&shape));
-    let (x, dz) = (
-        spread_values(batch * shape.image_len(), 5),
-        spread_values(batch * shape.output_len(), 6),
-    );
-    let taps = shape.channels * 49;
-    let mut scratch = std::vec![f32::NAN; scratch_len];
-    let mut by_dispatch = std::vec![0.0_f32; shape.filters * taps];
-    conv2d_weight_gradient_stride1(
-        &shape,
-        batch,
-        &x,
-        &dz,
-        &mut scratch,
-        &mut by_dispatch,
-        false,
-    );
-    let mut by_kernel = std::vec![0.0_f32; shape.filters * taps];
-    weight_grad_patches::conv2d_weight_gradient(
-        isa,
-        &shape,
-        batch,
-        &x,
-        &dz,
-        &mut scratch,
-        &mut by_kernel,
-        false,
-    );
-    assert_eq!(by_dispatch, by_kernel);
+    dispatch_gives_the_kernels_bits(&shape, batch, scratch_len, |x, dz, scratch, dw| {
+        weight_grad_patches::conv2d_weight_gradient(isa, &shape, batch, x, dz, scratch, dw, false);
+    });
     let fewer = Conv {
         filters: weight_grad_patches::MIN_FILTERS - 1,
         ..shape
@@ -617,10 +592,10 @@ fn many_filters_weight_gradients_take_the_patches_products() {
 
 /// Where Winograd's method applies, a convolution of 32 filters or more takes it along the
 /// rows for its weight gradient in `f32` instead of the patches' products, as measured: with
-/// AVX-512 on every such shape, with AVX2 on kernels of 3 and 4 from 8 channels. The image is
-/// padded first (the kernel reads no padding), the scratch is the kernel's, and the bits are
-/// the kernel's called directly. The CIFAR-style net's second layer (32 x 16 x 16, 64
-/// filters, 3 x 3, padding 1); `f64` keeps the patches.
+/// AVX-512 on every such shape, with AVX2 on kernels of 3 and 4 from 8 channels (not 7, nor
+/// 5 x 5). The image is padded first (the kernel reads no padding), the scratch is the
+/// kernel's, and the bits are the kernel's called directly. The CIFAR-style net's second
+/// layer (32 x 16 x 16, 64 filters, 3 x 3, padding 1).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn many_filters_weight_gradients_take_winograds_method_where_it_measured_faster() {
@@ -643,12 +618,19 @@ fn many_filters_weight_gradients_take_winograds_method_where_it_measured_faster(
             WeightGradientKernel::WinogradRows,
             "{isa:?}"
         );
+        // A 4 x 4 kernel on 8 channels: both.
+        let four = Conv {
+            channels: 8,
+            kernel: 4,
+            padding: 0,
+            ..shape
+        };
         assert_eq!(
-            weight_gradient_kernel::<f64>(isa, &padded),
-            WeightGradientKernel::Patches,
+            weight_gradient_kernel::<f32>(isa, &four.padded()),
+            WeightGradientKernel::WinogradRows,
             "{isa:?}"
         );
-        // A 5 x 5 kernel, and 3 channels: AVX-512 only.
+        // A 5 x 5 kernel, and 7 channels: AVX-512 only.
         for other in [
             Conv {
                 kernel: 5,
@@ -656,7 +638,7 @@ fn many_filters_weight_gradients_take_winograds_method_where_it_measured_faster(
                 ..shape
             },
             Conv {
-                channels: 3,
+                channels: 7,
                 ..shape
             },
         ] {
@@ -678,34 +660,31 @@ fn many_filters_weight_gradients_take_winograds_method_where_it_measured_faster(
         scratch_len,
         x86::weight_gradient_winograd_scratch(&padded, batch, x86::lanes::<f32>(isa))
     );
+    dispatch_gives_the_kernels_bits(&padded, batch, scratch_len, |x, dz, scratch, dw| {
+        x86::conv2d_weight_gradient_winograd(isa, &padded, batch, x, dz, scratch, dw, false);
+    });
+}
+
+/// [`conv2d_weight_gradient_stride1`] on `shape` (a scratch of `scratch_len`, NaN-filled)
+/// gives the bits of `kernel` (`x, dz, scratch, dw`) on the same operands.
+#[cfg(target_arch = "x86_64")]
+fn dispatch_gives_the_kernels_bits(
+    shape: &Conv,
+    batch: usize,
+    scratch_len: usize,
+    kernel: impl Fn(&[f32], &[f32], &mut [f32], &mut [f32]),
+) {
     let (x, dz) = (
-        spread_values(batch * padded.image_len(), 5),
-        spread_values(batch * padded.output_len(), 6),
+        spread_values(batch * shape.image_len(), 5),
+        spread_values(batch * shape.output_len(), 6),
     );
-    let taps = shape.channels * 9;
+    let weights = shape.filters * shape.channels * shape.kernel * shape.kernel;
     let mut scratch = std::vec![f32::NAN; scratch_len];
-    let mut by_dispatch = std::vec![0.0_f32; shape.filters * taps];
-    conv2d_weight_gradient_stride1(
-        &padded,
-        batch,
-        &x,
-        &dz,
-        &mut scratch,
-        &mut by_dispatch,
-        false,
-    );
-    let mut by_kernel = std::vec![0.0_f32; shape.filters * taps];
-    x86::conv2d_weight_gradient_winograd(
-        isa,
-        &padded,
-        batch,
-        &x,
-        &dz,
-        &mut scratch,
-        &mut by_kernel,
-        false,
-    );
-    assert_eq!(by_dispatch, by_kernel);
+    let mut by_dispatch = std::vec![0.0_f32; weights];
+    conv2d_weight_gradient_stride1(shape, batch, &x, &dz, &mut scratch, &mut by_dispatch, false);
+    let mut by_kernel = std::vec![0.0_f32; weights];
+    kernel(&x, &dz, &mut scratch, &mut by_kernel);
+    assert_eq!(by_dispatch, by_kernel, "{shape:?}");
 }
 
 /// With a workspace's scratch, a convolution whose Winograd transforms exceed the stack buffer

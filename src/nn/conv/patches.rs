@@ -2,7 +2,8 @@
 //! (`Conv2d::UNROLLS`): its forward pass reads the windows in place where the kernel plan takes
 //! it (`kernels::conv2d_windows_in_place`), else its patches are unrolled (`im2col`) and
 //! multiplied on the matrix kernels, whole (training) or in pieces that fit a stack buffer
-//! (predictions); the patches' gradients are folded back (`col2im`).
+//! (predictions). Its backward pass multiplies the training pass's groups of samples again
+//! (`backward_unrolled`), and folds the patches' gradients back (`col2im`).
 
 use num_traits::Float;
 
@@ -528,6 +529,82 @@ where
                 *o = step[0];
             }
             out_last[0] = tail[0];
+        }
+    }
+
+    /// `dW` and `dX` of a convolution that unrolls patches (`Conv2d::UNROLLS`), from `dZ` in
+    /// the workspace: the samples in groups of [`Self::IMAGES_PER_PRODUCT`], as the forward
+    /// pass takes them, each group's patches and `dZ` side by side, so that each product has
+    /// enough columns to fill the packed kernel's panels (one sample's 49 positions filled two
+    /// panels of 32 to 77%):
+    ///
+    /// ```text
+    /// dWᵀ += X̂·dZᵀ     (C·K·K x group·OH·OW)(group·OH·OW x OC)
+    /// dX̂ = Wᵀ·dZ       (C·K·K x OC)(OC x group·OH·OW), then col2im per sample
+    /// ```
+    ///
+    /// (this way round the long side, C·K·K, is the rows read in place and only dZ is packed,
+    /// as `kernels::weight_grad_patches` does for stride 1).
+    #[cfg(feature = "alloc")]
+    pub(super) fn backward_unrolled<const B: usize>(
+        &self,
+        x: &[[[[T; W]; H]; C]; B],
+        ws: &mut super::Conv2dWorkspace<T, [[[T; OW]; OH]; OC], B>,
+        mut d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
+        d_weight: &mut [T],
+    ) {
+        let (ckk, positions) = (C * K * KW, OH * OW);
+        let group = Self::IMAGES_PER_PRODUCT.min(B).max(1);
+        let weight = self.weight_matrix();
+        let (patches, side_by_side) = ws.patches.split_at_mut(group * positions * ckk);
+        let samples = x.chunks(group).zip(ws.d_pre_activation.chunks(group));
+        for (g, (x, dz)) in samples.enumerate() {
+            let columns = x.len() * positions;
+            let patches = &mut patches[..ckk * columns];
+            for (i, x) in x.iter().enumerate() {
+                Self::im2col_whole_rows(x, 0..ckk, 0..OH, &mut patches[i * positions..], columns);
+            }
+            // The group's dZ side by side, as its patches: OC x group·OH·OW.
+            let dz: &[T] = if let [one] = dz {
+                one.as_flattened().as_flattened()
+            } else {
+                let side = &mut side_by_side[..OC * columns];
+                for (i, dz) in dz.iter().enumerate() {
+                    let planes = dz.as_flattened().as_flattened().chunks_exact(positions);
+                    for (row, plane) in side.chunks_exact_mut(columns).zip(planes) {
+                        row[i * positions..][..positions].copy_from_slice(plane);
+                    }
+                }
+                side
+            };
+            kernels::gemm_slices(
+                Product::TransposeRhs,
+                (ckk, OC, columns),
+                patches,
+                dz,
+                &mut ws.weight_gradient_scratch,
+                g > 0,
+            );
+            if let Some(dx) = d_input.as_deref_mut() {
+                let d_patches = &mut ws.d_patches[..ckk * columns];
+                kernels::gemm_slices(
+                    Product::TransposeLhs,
+                    (ckk, columns, OC),
+                    weight,
+                    dz,
+                    d_patches,
+                    false,
+                );
+                for (i, dx) in dx[g * group..][..x.len()].iter_mut().enumerate() {
+                    *dx = [[[T::zero(); W]; H]; C];
+                    Self::col2im(&d_patches[i * positions..], columns, dx);
+                }
+            }
+        }
+        if B == 0 {
+            d_weight.fill(T::zero());
+        } else {
+            kernels::transpose_slice(&ws.weight_gradient_scratch, ckk, d_weight);
         }
     }
 

@@ -32,11 +32,11 @@ pub struct Conv2dWorkspace<T, Out, const B: usize> {
     pub d_patches: Box<[T]>,
     /// The batch's inputs with their zero padding (`B x C x (H + 2P) x (W + 2P)`), for the
     /// weight gradient of a padded stride-1 convolution whose kernel does not pad the
-    /// images itself (empty where it does: LeNet-5's first layer); the border is never
-    /// written.
+    /// images itself on some instruction set (empty where every one does: LeNet-5's first
+    /// layer); the border is never written.
     pub padded_input: Box<[T]>,
-    /// The operands of the weight-gradient kernel of a stride-1 convolution, laid out for
-    /// it: `dZ` of the batch position-major (`OH·OW x OC` per sample) where it puts the
+    /// The operands of the weight-gradient kernel of a stride-1 convolution (as many as the
+    /// most any instruction set's kernel takes), laid out for it: `dZ` of the batch position-major (`OH·OW x OC` per sample) where it puts the
     /// filters in the vector lanes; with a kernel of 3 to 5 there, the operands of
     /// Winograd's method instead (a few samples' input transforms and gradients, and the
     /// sums at the tiles' points: 161 KiB for LeNet-5's second layer in `f32` on AVX-512,
@@ -121,9 +121,11 @@ where
                 }
             ]
             .into_boxed_slice(),
+            // Also where Winograd's method takes dX: a thread limited to the portable loops
+            // (`kernels::with_instruction_set`) takes the product and col2im.
             d_patches: vec![
                 T::ZERO;
-                if winograd > 0 || Self::POINTWISE {
+                if Self::POINTWISE {
                     0
                 } else if Self::UNROLLS {
                     // A group of samples' side by side (see `backward_unrolled`).
@@ -135,7 +137,9 @@ where
             .into_boxed_slice(),
             padded_input: vec![
                 T::ZERO;
-                if !Self::UNROLLS && !kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
+                if !Self::UNROLLS
+                    && !kernels::conv_weight_gradient_pads_on_every_isa::<T>(&Self::DIRECT)
+                {
                     B * C * (H + 2 * PAD) * (W + 2 * PAD)
                 } else {
                     0
@@ -145,7 +149,7 @@ where
             weight_gradient_scratch: vec![
                 T::ZERO;
                 if !Self::UNROLLS {
-                    kernels::conv_weight_gradient_scratch::<T>(&Self::PADDED, B)
+                    kernels::conv_weight_gradient_scratch_any_isa::<T>(&Self::PADDED, B)
                 } else {
                     // dWᵀ, summed over the batch (see `backward`).
                     C * K * KW * OC
@@ -203,6 +207,14 @@ where
             .as_flattened_mut()
             .as_flattened_mut();
         let d_bias = S::vector_mut(&mut gradients.bias);
+        // The workspace holds the weight-gradient scratch of every instruction set's kernel;
+        // this thread's takes its part.
+        let scratch = if Self::UNROLLS {
+            0
+        } else {
+            kernels::conv_weight_gradient_scratch::<T>(&Self::PADDED, B)
+                .min(ws.weight_gradient_scratch.len())
+        };
         // A first layer (no dX) of ReLU: a kernel that forms dZ as it reads dA and A, and
         // sums db, where there is one; dZ is then never written.
         if !Self::UNROLLS
@@ -214,7 +226,7 @@ where
                 x.as_flattened().as_flattened().as_flattened(),
                 ws.output.as_flattened().as_flattened().as_flattened(),
                 d_output.as_flattened().as_flattened().as_flattened(),
-                &mut ws.weight_gradient_scratch,
+                &mut ws.weight_gradient_scratch[..scratch],
                 d_weight,
                 d_bias,
             )
@@ -257,8 +269,10 @@ where
         }
         let weight = self.weight_matrix();
         // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X where it lies (padded first, unless the
-        // kernel pads as it reads): no patches.
-        let (shape, images) = if kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) {
+        // kernel pads as it reads, or the workspace holds no padded images): no patches.
+        let pads_as_it_reads =
+            kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) || ws.padded_input.is_empty();
+        let (shape, images) = if pads_as_it_reads {
             (
                 &Self::DIRECT,
                 x.as_flattened().as_flattened().as_flattened(),
@@ -280,7 +294,7 @@ where
                 .as_flattened()
                 .as_flattened()
                 .as_flattened(),
-            &mut ws.weight_gradient_scratch,
+            &mut ws.weight_gradient_scratch[..scratch],
             d_weight,
             false,
         );
@@ -330,102 +344,6 @@ where
                 *dx = [[[T::zero(); W]; H]; C];
                 Self::col2im(&ws.d_patches, positions, dx);
             }
-        }
-    }
-}
-
-impl<
-    T,
-    const C: usize,
-    const OC: usize,
-    const K: usize,
-    const STRIDE: usize,
-    const PAD: usize,
-    const H: usize,
-    const W: usize,
-    const OH: usize,
-    const OW: usize,
-    A,
-    S,
-    const KW: usize,
-> Conv2d<T, C, OC, K, STRIDE, PAD, H, W, OH, OW, A, S, KW>
-where
-    T: Element + Sample + Float,
-    A: Activation,
-    S: Store,
-{
-    /// `dW` and `dX` of a convolution that unrolls patches (`Conv2d::UNROLLS`), from `dZ` in
-    /// the workspace: the samples in groups of [`Self::IMAGES_PER_PRODUCT`], as the forward
-    /// pass takes them, each group's patches and `dZ` side by side, so that each product has
-    /// enough columns to fill the packed kernel's panels (one sample's 49 positions filled two
-    /// panels of 32 to 77%):
-    ///
-    /// ```text
-    /// dWᵀ += X̂·dZᵀ     (C·K·K x group·OH·OW)(group·OH·OW x OC)
-    /// dX̂ = Wᵀ·dZ       (C·K·K x OC)(OC x group·OH·OW), then col2im per sample
-    /// ```
-    ///
-    /// (this way round the long side, C·K·K, is the rows read in place and only dZ is packed,
-    /// as `kernels::weight_grad_patches` does for stride 1).
-    fn backward_unrolled<const B: usize>(
-        &self,
-        x: &[[[[T; W]; H]; C]; B],
-        ws: &mut Conv2dWorkspace<T, [[[T; OW]; OH]; OC], B>,
-        mut d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
-        d_weight: &mut [T],
-    ) {
-        let (ckk, positions) = (C * K * KW, OH * OW);
-        let group = Self::IMAGES_PER_PRODUCT.min(B).max(1);
-        let weight = self.weight_matrix();
-        let (patches, side_by_side) = ws.patches.split_at_mut(group * positions * ckk);
-        let samples = x.chunks(group).zip(ws.d_pre_activation.chunks(group));
-        for (g, (x, dz)) in samples.enumerate() {
-            let columns = x.len() * positions;
-            let patches = &mut patches[..ckk * columns];
-            for (i, x) in x.iter().enumerate() {
-                Self::im2col_whole_rows(x, 0..ckk, 0..OH, &mut patches[i * positions..], columns);
-            }
-            // The group's dZ side by side, as its patches: OC x group·OH·OW.
-            let dz: &[T] = if let [one] = dz {
-                one.as_flattened().as_flattened()
-            } else {
-                let side = &mut side_by_side[..OC * columns];
-                for (i, dz) in dz.iter().enumerate() {
-                    let planes = dz.as_flattened().as_flattened().chunks_exact(positions);
-                    for (row, plane) in side.chunks_exact_mut(columns).zip(planes) {
-                        row[i * positions..][..positions].copy_from_slice(plane);
-                    }
-                }
-                side
-            };
-            kernels::gemm_slices(
-                Product::TransposeRhs,
-                (ckk, OC, columns),
-                patches,
-                dz,
-                &mut ws.weight_gradient_scratch,
-                g > 0,
-            );
-            if let Some(dx) = d_input.as_deref_mut() {
-                let d_patches = &mut ws.d_patches[..ckk * columns];
-                kernels::gemm_slices(
-                    Product::TransposeLhs,
-                    (ckk, columns, OC),
-                    weight,
-                    dz,
-                    d_patches,
-                    false,
-                );
-                for (i, dx) in dx[g * group..][..x.len()].iter_mut().enumerate() {
-                    *dx = [[[T::zero(); W]; H]; C];
-                    Self::col2im(&d_patches[i * positions..], columns, dx);
-                }
-            }
-        }
-        if B == 0 {
-            d_weight.fill(T::zero());
-        } else {
-            kernels::transpose_slice(&ws.weight_gradient_scratch, ckk, d_weight);
         }
     }
 }

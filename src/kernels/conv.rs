@@ -95,8 +95,7 @@ pub(crate) fn conv2d_stride1_with_scratch<T: Scalar>(
     purpose: ScratchFor,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if !scratch.is_empty()
-        && let Some(isa) = super::x86::detected_isa()
+    if let Some(isa) = super::x86::detected_isa()
         && let (Some(x), Some(w), Some(bias), Some(out), Some(scratch)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice::<T, f32>(w),
@@ -107,12 +106,12 @@ pub(crate) fn conv2d_stride1_with_scratch<T: Scalar>(
     {
         let lanes = super::x86::lanes::<f32>(isa);
         let needed = super::plan::workspace_forward_scratch(shape, lanes, purpose);
-        if needed > 0 && scratch.len() >= needed {
+        let kernel = super::plan::scratch_kernel(shape, lanes, purpose);
+        if (needed > 0 && scratch.len() >= needed) || kernel == ForwardKernel::PointwiseProducts {
             shape.check_batch(batch, x.len(), w.len(), bias.len(), out.len());
             // SAFETY (both): the kernel writes only initialized values into `out` (its
             // outputs) and into `scratch`, which stay initialized.
             let (out, scratch) = unsafe { (as_uninit_mut(out), as_uninit_mut(scratch)) };
-            let kernel = super::plan::scratch_kernel(shape, lanes, purpose);
             let operands = (shape, batch, x, w, bias);
             run_forward_kernel(isa, kernel, operands, out, epilogue, scratch);
             return;
@@ -326,6 +325,32 @@ fn run_forward_kernel<E: super::x86::Element + Scalar>(
                 super::x86::conv2d_stride1(isa, shape, x, w, bias, out, epilogue);
             }
         }
+        ForwardKernel::PointwiseProducts => {
+            let positions = shape.out_height() * shape.out_width();
+            for (b, x) in per_image(x, batch, shape.image_len()).enumerate() {
+                let out = &mut out[b * len..(b + 1) * len];
+                // Each filter's plane starts as its bias: the product adds into it.
+                for (plane, &bias) in out.chunks_exact_mut(positions.max(1)).zip(bias) {
+                    plane.fill(MaybeUninit::new(bias));
+                }
+                // SAFETY: every element of `out` was just written (`filters` planes of
+                // `positions`, the output's length).
+                let out = unsafe { assume_init_mut(out) };
+                super::gemm_slices(
+                    super::Product::Plain,
+                    (shape.filters, positions, shape.channels),
+                    w,
+                    x,
+                    out,
+                    true,
+                );
+                if epilogue != Epilogue::Identity {
+                    for z in out.iter_mut() {
+                        *z = epilogue.apply(*z);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -444,11 +469,13 @@ pub(crate) fn conv2d_weight_and_bias_gradients_through_relu<T: 'static>(
 }
 
 /// `dx = col2im(Wᵀ·dZ)` of each of `batch` images of a stride-1 convolution of `shape`
-/// (padding included), by Winograd's minimal filtering (`kernels/winograd/`): `dz` is
-/// `batch x filters x OH x OW`, `w` the filters, `dx` (written) `batch x channels x H x W`,
-/// `scratch` [`conv_input_gradient_scratch`] elements. Returns `false`, changing nothing, when it
-/// does not apply (see [`conv_input_gradient_scratch`]), the thread has no SIMD kernels, or
-/// `scratch` is shorter: the caller then takes the product and `col2im`.
+/// (padding included), by the kernel the plan takes ([`super::plan::input_gradient_kernel`]):
+/// the forward pass of the transposed convolution on `dZ` ([`Conv::transposed`]), or
+/// Winograd's minimal filtering for the gradient (`kernels/winograd/`). `dz` is `batch x
+/// filters x OH x OW`, `w` the filters, `dx` (written) `batch x channels x H x W`, `scratch`
+/// [`conv_input_gradient_scratch`](super::conv_input_gradient_scratch) elements. Returns
+/// `false`, changing nothing, when no kernel takes the shape, the thread has no SIMD kernels,
+/// or `scratch` is shorter: the caller then takes the product and `col2im`.
 ///
 /// # Panics
 ///
@@ -463,15 +490,68 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
     scratch: &mut [T],
 ) -> bool {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(isa) = super::x86::detected_isa()
-        && super::winograd::applies(shape)
-        && scratch.len() >= super::winograd::scratch_len(shape)
-    {
-        super::x86::winograd_input_gradient(isa, shape, batch, dz, w, dx, scratch);
-        return true;
+    if let Some(isa) = super::x86::detected_isa() {
+        use super::plan::{InputGradientKernel, input_gradient_kernel, input_gradient_scratch};
+        let lanes = super::x86::lanes::<f32>(isa);
+        let kernel = input_gradient_kernel(shape, lanes);
+        if scratch.len() < input_gradient_scratch::<T>(shape, lanes) {
+            return false;
+        }
+        match kernel {
+            Some(InputGradientKernel::TransposedForward)
+                if let (Some(transposed), Some(dz), Some(w), Some(dx), Some(scratch)) = (
+                    shape.transposed(),
+                    super::cast::same_type_slice::<T, f32>(dz),
+                    super::cast::same_type_slice::<T, f32>(w),
+                    super::cast::same_type_slice_mut::<T, f32>(dx),
+                    super::cast::same_type_slice_mut::<T, f32>(scratch),
+                ) =>
+            {
+                shape.check_batch(batch, dx.len(), w.len(), shape.filters, dz.len());
+                let (flipped, rest) = scratch.split_at_mut(w.len());
+                let (zeros, rest) = rest.split_at_mut(shape.channels);
+                flip_transposed(shape, w, flipped);
+                zeros.fill(0.0);
+                conv2d_stride1_with_scratch(
+                    &transposed,
+                    batch,
+                    dz,
+                    flipped,
+                    zeros,
+                    dx,
+                    Epilogue::Identity,
+                    rest,
+                    ScratchFor::Training,
+                );
+                return true;
+            }
+            Some(_) => {
+                super::x86::winograd_input_gradient(isa, shape, batch, dz, w, dx, scratch);
+                return true;
+            }
+            None => {}
+        }
     }
     let _ = (shape, batch, dz, w, dx, scratch);
     false
+}
+
+/// The filters of [`Conv::transposed`] from `w`, `shape`'s: `flipped[c][o][ky][kx] =
+/// w[o][c][kernel - 1 - ky][kernel - 1 - kx]`.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+fn flip_transposed(shape: &Conv, w: &[f32], flipped: &mut [f32]) {
+    let area = shape.kernel * shape.kernel;
+    for (o, filter) in w.chunks_exact(shape.channels * area).enumerate() {
+        for (c, kernel) in filter.chunks_exact(area).enumerate() {
+            let start = (c * shape.filters + o) * area;
+            for (to, &from) in flipped[start..start + area]
+                .iter_mut()
+                .zip(kernel.iter().rev())
+            {
+                *to = from;
+            }
+        }
+    }
 }
 
 /// [`conv2d_weight_gradient_stride1`] on the SIMD kernels, the lengths checked.

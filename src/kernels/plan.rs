@@ -30,6 +30,10 @@ pub(crate) enum ForwardKernel {
     FlatPadded { scratch: usize },
     /// Direct, row tiles with the padding masked off: any shape, no scratch.
     Direct,
+    /// A 1 x 1 kernel without padding, a batch of images (training): each image's output is
+    /// the product `W·X` (`filters x channels` by `channels x positions`) on the matrix
+    /// kernels, added to the biases; no scratch.
+    PointwiseProducts,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -41,7 +45,7 @@ impl ForwardKernel {
             Self::FiltersInLanes { scratch }
             | Self::WinogradColumns { scratch }
             | Self::FlatPadded { scratch } => scratch,
-            Self::Flat | Self::Direct => 0,
+            Self::Flat | Self::Direct | Self::PointwiseProducts => 0,
         }
     }
 
@@ -128,7 +132,10 @@ pub(crate) enum ScratchFor {
 /// flat kernel on a padded copy); the stack plan's kernel otherwise. A prediction with AVX2
 /// takes Winograd's method only where a filter has 4 tiles or more
 /// ([`tiles_per_filter`](super::x86::conv_winograd_columns_f32::tiles_per_filter)), and no
-/// padded copy: it keeps the stack plan's direct kernel elsewhere.
+/// padded copy: it keeps the stack plan's direct kernel elsewhere. A training pass's batch
+/// through a 1 x 1 kernel without padding takes the products
+/// ([`ForwardKernel::PointwiseProducts`]: DS-CNN's 64 -> 64 filters on 25 x 5, 64 images,
+/// Zen 4 with AVX-512, 0.73-0.79 ms against 1.09-1.24 with the filters in the lanes).
 ///
 /// Measured one image at a time, the stack plan's kernel against this one's: on Zen 4 with
 /// AVX-512, the suite's ResNet-8 342-353 -> 302-311 µs, the CIFAR-style CNN 152-157 -> 141-154,
@@ -153,6 +160,9 @@ pub(crate) const fn scratch_kernel(
     // plan's direct kernel measured faster (the suite's ResNet-8 and its 7 x 7 layers), and
     // needs no scratch.
     let columns_pay = !one_image_on_avx2 || columns::tiles_per_filter(shape, lanes) >= 4;
+    if matches!(purpose, ScratchFor::Training) && shape.kernel == 1 && shape.padding == 0 {
+        return ForwardKernel::PointwiseProducts;
+    }
     match stack {
         ForwardKernel::Flat | ForwardKernel::FlatPadded { .. } | ForwardKernel::Direct
             if columns_pay && columns::applies(shape, lanes) =>
@@ -340,20 +350,103 @@ pub(crate) const fn conv_stack_scratch(shape: &Conv, element_size: usize) -> usi
     }
 }
 
-/// The elements of the scratch a workspace holds for [`conv2d_input_gradient_stride1`] on
-/// `shape`: 0 where it never applies, which it decides the same way: a kernel of 3 to 5
-/// (`super::winograd::applies`), on x86-64 with `std` (where AVX2 or AVX-512, detected at run
-/// time, give `mul_add` in hardware). Not what the thread's instruction set is now: a
-/// workspace made while `with_instruction_set` holds the portable loops serves the SIMD
-/// kernels later too.
-#[cfg(feature = "alloc")]
-pub(crate) fn conv_input_gradient_scratch(shape: &Conv) -> usize {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if super::winograd::applies(shape) {
-        return super::winograd::scratch_len(shape);
+/// How the SIMD kernels compute the input gradient of a stride-1 convolution (`dX`, see
+/// [`conv2d_input_gradient_stride1`](super::conv2d_input_gradient_stride1)): decided by
+/// [`input_gradient_kernel`], for both the dispatch and the workspace's scratch
+/// ([`conv_input_gradient_scratch`]).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InputGradientKernel {
+    /// The forward pass of the transposed convolution ([`Conv::transposed`]) on `dZ`, by the
+    /// forward plan's kernel for that shape ([`scratch_kernel`]): the filters flipped and
+    /// transposed, and a zero bias, in the scratch before the forward kernel's own.
+    TransposedForward,
+    /// Winograd's method for the gradient (`super::winograd`): the portable code compiled for
+    /// the instruction set.
+    Winograd,
+}
+
+/// Which kernel takes the input gradient of a stride-1 `f32` convolution of `shape` with
+/// vectors of `lanes`, or `None` where none does (the caller multiplies `Wᵀ·dZ` and adds the
+/// patches back). The transposed forward pass where the forward kernels measured faster than
+/// Winograd's method for the gradient (its transforms compiled from portable code): kernels
+/// of 3 to 5 whose padding keeps the output the input's size or larger (`2·padding ≥ kernel -
+/// 1`, so that the transposed pass pads as much or less), with AVX-512, and with AVX2 for 5 x
+/// 5 kernels. On 64 images, Zen 4, the two alternated twice, the transposed forward pass
+/// against Winograd's gradient, with AVX-512: 16 → 16 filters 3 x 3 on 28 x 28, 1.7-2.2
+/// against 3.4-3.7 ms; 32 → 32 on 28 x 28, 7.3 against 8.9; 32 → 64 on 16 x 16, 4.3 against
+/// 5.5; 64 → 64 on 7 x 7, 2.2 both; 64 → 64 5 x 5 on 16 x 16, 14.5 against 17.9. With AVX2,
+/// that 5 x 5 layer 16.5-16.7 against 20.9-21.3 ms, but the 3 x 3 layers 1.0-1.4x slower
+/// (32 → 64 on 16 x 16, 4.5-5.7 against 4.1-4.3; 64 → 64 on 7 x 7, 3.0-3.1 against 2.2-2.3).
+/// Without padding (LeNet-5's second layer, whose transposed pass pads by 4), the transposed
+/// forward pass was 2x slower.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) const fn input_gradient_kernel(
+    shape: &Conv,
+    lanes: usize,
+) -> Option<InputGradientKernel> {
+    if !super::winograd::applies(shape) {
+        return None;
     }
-    let _ = shape;
-    0
+    match shape.transposed() {
+        Some(_) if (lanes >= 16 || shape.kernel >= 5) && 2 * shape.padding + 1 >= shape.kernel => {
+            Some(InputGradientKernel::TransposedForward)
+        }
+        _ => Some(InputGradientKernel::Winograd),
+    }
+}
+
+/// The elements of scratch [`InputGradientKernel::TransposedForward`] takes for `shape` with
+/// vectors of `lanes`: the flipped filters, a zero bias, and the forward kernel's scratch for
+/// the transposed shape; 0 where there is no transposed convolution.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) const fn transposed_forward_scratch(shape: &Conv, lanes: usize) -> usize {
+    match shape.transposed() {
+        Some(transposed) => {
+            shape.filters * shape.channels * shape.kernel * shape.kernel
+                + shape.channels
+                + workspace_forward_scratch(&transposed, lanes, ScratchFor::Training)
+        }
+        None => 0,
+    }
+}
+
+/// The elements of the scratch [`input_gradient_kernel`]'s kernel takes for `shape` on
+/// elements `T` with vectors of `lanes`.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) fn input_gradient_scratch<T: 'static>(shape: &Conv, lanes: usize) -> usize {
+    let f32 = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
+    match input_gradient_kernel(shape, lanes) {
+        Some(InputGradientKernel::TransposedForward) if f32 => {
+            transposed_forward_scratch(shape, lanes)
+        }
+        Some(_) => super::winograd::scratch_len(shape),
+        None => 0,
+    }
+}
+
+/// The elements of the scratch a workspace holds for
+/// [`conv2d_input_gradient_stride1`](super::conv2d_input_gradient_stride1) on `shape` and
+/// elements `T`: the most [`input_gradient_scratch`] takes with AVX-512 or AVX2, on x86-64 with
+/// `std` (where the instruction set is detected at run time); else 0. Not what the thread's
+/// instruction set is now: a workspace made while `with_instruction_set` holds the portable
+/// loops serves the SIMD kernels later too.
+#[cfg(feature = "alloc")]
+// `T` is read only where the SIMD kernels are (x86-64 with `std`).
+#[cfg_attr(
+    not(all(feature = "std", target_arch = "x86_64")),
+    allow(clippy::extra_unused_type_parameters)
+)]
+pub(crate) fn conv_input_gradient_scratch<T: 'static>(shape: &Conv) -> usize {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        input_gradient_scratch::<T>(shape, 16).max(input_gradient_scratch::<T>(shape, 8))
+    }
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    {
+        let _ = shape;
+        0
+    }
 }
 
 /// Which SIMD weight-gradient kernel takes a shape without padding (a padded convolution's

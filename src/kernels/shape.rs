@@ -78,6 +78,27 @@ impl Conv {
         }
     }
 
+    /// The convolution whose forward pass is this one's input gradient, where there is one (a
+    /// padding of at most `kernel - 1`): on the output planes (`filters` channels of `out_height x
+    /// out_width`), `channels` filters, padded by `kernel - 1 - padding`, so that its output
+    /// has this one's input size. Its filter `c` reads channel `o` through this one's filter
+    /// `o`, channel `c`, turned by half a turn: `dX = conv(dZ, flip(Wᵀ))` (docs/backprop.md).
+    // Only the x86-64 plan with `std` takes it (its SIMD forward kernels are what pays).
+    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+    pub(super) const fn transposed(&self) -> Option<Conv> {
+        if self.padding >= self.kernel {
+            return None;
+        }
+        Some(Conv {
+            channels: self.filters,
+            filters: self.channels,
+            kernel: self.kernel,
+            padding: self.kernel - 1 - self.padding,
+            height: self.out_height(),
+            width: self.out_width(),
+        })
+    }
+
     /// Panics unless `x` and `out` hold `batch` images and outputs (and the other operands fit,
     /// see [`Conv::check_lengths`]).
     pub(super) fn check_batch(&self, batch: usize, x: usize, w: usize, bias: usize, out: usize) {

@@ -8,7 +8,8 @@
 //! in the rows of `C`, read in place, and packs only the small `dZ_b`; the other one
 //! (`dW += dZ_b·X̂_bᵀ`, `filters` rows) packs every patch and measured 1.2-1.3x slower. The
 //! patches are unrolled a chunk of rows at a time into a buffer that stays in L2, multiplied
-//! at once, and the sums transposed into `dW` at the end.
+//! at once, and the sums transposed into `dW` at the end. A 1 x 1 kernel without padding
+//! multiplies the image's planes where they lie: they are its patches.
 //!
 //! Each element of `dW` is one chain of fused multiply-adds over the images in order and, in
 //! each image, over its output positions in order (the packed product's order,
@@ -92,8 +93,14 @@ pub(super) fn conv2d_weight_gradient<E: Element + Scalar>(
         while first < taps {
             let rows = first..(first + chunk).min(taps);
             let count = rows.len();
-            let patches = &mut patches[..count * positions];
-            unroll_patches(shape, image, rows.clone(), patches);
+            // A 1 x 1 kernel without padding: the patches are the image's planes as they lie.
+            let patches = if shape.kernel == 1 && shape.padding == 0 {
+                &image[first * positions..rows.end * positions]
+            } else {
+                let patches = &mut patches[..count * positions];
+                unroll_patches(shape, image, rows.clone(), patches);
+                &*patches
+            };
             // dWᵀ[rows] (+)= X̂[rows]·dZᵀ       (rows x positions)(positions x filters)
             gemm(
                 isa,

@@ -530,7 +530,9 @@ fn every_planned_forward_kernel_fits_its_stack_buffer() {
                                     x86::conv_winograd_columns_f32::scratch_len(&shape, lanes)
                                 }
                                 ForwardKernel::FlatPadded { .. } => padded,
-                                ForwardKernel::Flat | ForwardKernel::Direct => 0,
+                                ForwardKernel::Flat
+                                | ForwardKernel::Direct
+                                | ForwardKernel::PointwiseProducts => 0,
                             };
                             assert!(
                                 needed <= plan.scratch() && plan.scratch() <= plan.stack_scratch(),
@@ -933,8 +935,9 @@ fn a_prediction_with_avx2_takes_winograds_columns_where_a_filter_has_four_tiles(
 
 /// Where the stack plan falls to a direct kernel, a scratch takes Winograd's method down the
 /// columns before any other kernel (a 5 x 5 layer whose filters would fill AVX2's lanes better,
-/// for training and a prediction alike); a layer on the image as it is keeps the flat kernel
-/// (no weights transposed on every call for a 1 x 1 layer of 256 filters).
+/// for training and a prediction alike); a prediction on the image as it is keeps the flat
+/// kernel (no weights transposed on every call for a 1 x 1 layer of 256 filters), a training
+/// pass's batch takes the products.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn a_scratch_takes_winograds_method_first_and_leaves_the_flat_kernel() {
@@ -970,10 +973,13 @@ fn a_scratch_takes_winograds_method_first_and_leaves_the_flat_kernel() {
                 forward_kernel(&pointwise, lanes, STACK_SCRATCH),
                 ForwardKernel::Flat
             );
-            assert_eq!(
-                scratch_kernel(&pointwise, lanes, purpose),
-                ForwardKernel::Flat
-            );
+            // A batch of a training pass takes the products (see
+            // `pointwise_training_passes_take_the_products`).
+            let flat = match purpose {
+                ScratchFor::Training => ForwardKernel::PointwiseProducts,
+                ScratchFor::Prediction => ForwardKernel::Flat,
+            };
+            assert_eq!(scratch_kernel(&pointwise, lanes, purpose), flat);
             assert_eq!(workspace_forward_scratch(&pointwise, lanes, purpose), 0);
         }
     }
@@ -1048,4 +1054,225 @@ fn every_scratch_kernel_gives_the_reference_outputs() {
         }
     }
     assert!(checked >= 4, "only {checked} shapes take a scratch");
+}
+
+/// [`conv2d_input_gradient_stride1`] on every instruction set the CPU has: each shape takes
+/// the kernel the plan names for it (the transposed forward pass or Winograd's method for the
+/// gradient, told apart by their bits), gives the sums written out, writes `dx` over stale
+/// values from a NaN-filled scratch of the workspace's length, and leaves everything as it was
+/// with a scratch one element shorter than the instruction set's kernel takes.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[test]
+fn input_gradients_take_the_planned_kernel_on_every_instruction_set() {
+    use crate::kernels::{InstructionSet, with_instruction_set};
+    let mut taken = std::collections::BTreeSet::new();
+    for set in [InstructionSet::Avx512, InstructionSet::Avx2] {
+        with_instruction_set(set, || {
+            let Some(isa) = x86::detected_isa() else {
+                return;
+            };
+            let lanes = x86::lanes::<f32>(isa);
+            // Same padding 3 x 3 and 5 x 5 (few and many channels, sizes the tiles do not
+            // divide), no padding (LeNet-5's second layer), padding beyond `kernel - 1`.
+            for (channels, filters, kernel, padding, size) in [
+                (16, 16, 3, 1, 28),
+                (3, 20, 3, 1, 9),
+                (64, 64, 3, 1, 7),
+                (32, 64, 3, 1, 16),
+                (64, 64, 5, 2, 16),
+                (5, 7, 5, 2, 11),
+                (6, 16, 5, 0, 14),
+                (2, 3, 3, 3, 4),
+            ] {
+                let shape = Conv {
+                    channels,
+                    filters,
+                    kernel,
+                    padding,
+                    height: size,
+                    width: size,
+                };
+                let batch = 3;
+                let dz = spread_values(batch * shape.output_len(), 7);
+                let w = spread_values(filters * channels * kernel * kernel, 8);
+                let wide = |v: &[f32]| {
+                    v.iter()
+                        .map(|&v| f64::from(v))
+                        .collect::<std::vec::Vec<_>>()
+                };
+                let want = super::winograd::tests::direct(&shape, batch, &wide(&dz), &wide(&w));
+                let len = conv_input_gradient_scratch::<f32>(&shape);
+                let needed = input_gradient_scratch::<f32>(&shape, lanes);
+                assert!(needed <= len, "{shape:?}: the workspace's scratch is short");
+                let mut short = std::vec![f32::NAN; needed - 1];
+                let mut dx = std::vec![7.0_f32; batch * shape.image_len()];
+                assert!(
+                    !conv2d_input_gradient_stride1(&shape, batch, &dz, &w, &mut dx, &mut short),
+                    "{shape:?}, {isa:?}: a short scratch"
+                );
+                assert!(dx.iter().all(|&v| v == 7.0), "{shape:?}: dx changed");
+                let mut scratch = std::vec![f32::NAN; len];
+                dx.fill(f32::NAN);
+                assert!(conv2d_input_gradient_stride1(
+                    &shape,
+                    batch,
+                    &dz,
+                    &w,
+                    &mut dx,
+                    &mut scratch
+                ));
+                let scale = (filters * kernel * kernel) as f64;
+                for (i, (&got, &want)) in dx.iter().zip(&want).enumerate() {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 5e-7 * scale,
+                        "{shape:?}, {isa:?}, element {i}: {got} against {want}"
+                    );
+                }
+                // The kernel the plan names gives these bits.
+                let kernel_taken = input_gradient_kernel(&shape, lanes);
+                let mut by_kernel = std::vec![f32::NAN; dx.len()];
+                match kernel_taken {
+                    Some(InputGradientKernel::Winograd) => x86::winograd_input_gradient(
+                        isa,
+                        &shape,
+                        batch,
+                        &dz,
+                        &w,
+                        &mut by_kernel,
+                        &mut scratch,
+                    ),
+                    Some(InputGradientKernel::TransposedForward) => {
+                        let transposed = shape.transposed().expect("a transposed shape");
+                        let mut flipped = std::vec![0.0_f32; w.len()];
+                        for o in 0..filters {
+                            for c in 0..channels {
+                                for k in 0..kernel * kernel {
+                                    flipped[(c * filters + o) * kernel * kernel + k] =
+                                        w[(o * channels + c) * kernel * kernel + kernel * kernel
+                                            - 1
+                                            - k];
+                                }
+                            }
+                        }
+                        let zeros = std::vec![0.0_f32; channels];
+                        let mut forward_scratch = std::vec![
+                            f32::NAN;
+                            forward_scratch_any_isa(&transposed, 4, ScratchFor::Training)
+                        ];
+                        conv2d_stride1_with_scratch(
+                            &transposed,
+                            batch,
+                            &dz,
+                            &flipped,
+                            &zeros,
+                            &mut by_kernel,
+                            Epilogue::Identity,
+                            &mut forward_scratch,
+                            ScratchFor::Training,
+                        );
+                    }
+                    None => panic!("{shape:?}: no kernel planned"),
+                }
+                assert_eq!(
+                    dx.iter().map(|v| v.to_bits()).collect::<std::vec::Vec<_>>(),
+                    by_kernel
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect::<std::vec::Vec<_>>(),
+                    "{shape:?}, {isa:?}: not {kernel_taken:?}'s bits"
+                );
+                taken.insert(std::format!("{isa:?} {kernel_taken:?}"));
+            }
+        });
+    }
+    if x86::detected_isa() == Some(x86::Isa::Avx512) {
+        assert_eq!(
+            taken.len(),
+            4,
+            "each kernel on each instruction set: {taken:?}"
+        );
+    }
+}
+
+/// A 1 x 1 convolution without padding, a batch of a training pass, takes the products `W·X`
+/// image by image (`ForwardKernel::PointwiseProducts`, no scratch) on every instruction set,
+/// and gives the reference loops' outputs for each epilogue over stale outputs; a prediction
+/// keeps the stack plan's kernel, and a kernel of 1 with padding is not taken.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn pointwise_training_passes_take_the_products() {
+    use crate::kernels::{InstructionSet, with_instruction_set};
+    let mut checked = 0;
+    for set in [InstructionSet::Avx512, InstructionSet::Avx2] {
+        with_instruction_set(set, || {
+            let Some(isa) = x86::detected_isa() else {
+                return;
+            };
+            let lanes = x86::lanes::<f32>(isa);
+            // DS-CNN's pointwise layers; the stem net's; few channels and filters, a width
+            // that is no multiple of the lanes.
+            for (channels, filters, height, width) in
+                [(64, 64, 25, 5), (32, 64, 16, 16), (3, 5, 7, 9)]
+            {
+                let shape = Conv {
+                    channels,
+                    filters,
+                    kernel: 1,
+                    padding: 0,
+                    height,
+                    width,
+                };
+                assert_eq!(
+                    scratch_kernel(&shape, lanes, ScratchFor::Training),
+                    ForwardKernel::PointwiseProducts
+                );
+                assert_ne!(
+                    scratch_kernel(&shape, lanes, ScratchFor::Prediction),
+                    ForwardKernel::PointwiseProducts
+                );
+                let padded = Conv {
+                    padding: 1,
+                    ..shape
+                };
+                assert_ne!(
+                    scratch_kernel(&padded, lanes, ScratchFor::Training),
+                    ForwardKernel::PointwiseProducts
+                );
+                let batch = 3;
+                let x = spread_values(batch * shape.image_len(), 21);
+                let w = spread_values(filters * channels, 22);
+                let bias = spread_values(filters, 23);
+                let mut want = std::vec![0.0_f32; batch * shape.output_len()];
+                for (x, want) in x
+                    .chunks_exact(shape.image_len())
+                    .zip(want.chunks_exact_mut(shape.output_len()))
+                {
+                    super::reference::conv2d_stride1(&shape, x, &w, &bias, want);
+                }
+                for epilogue in [Epilogue::Identity, Epilogue::Relu] {
+                    let mut out = std::vec![f32::NAN; want.len()];
+                    conv2d_stride1_with_scratch(
+                        &shape,
+                        batch,
+                        &x,
+                        &w,
+                        &bias,
+                        &mut out,
+                        epilogue,
+                        &mut [],
+                        ScratchFor::Training,
+                    );
+                    for (i, (&a, &z)) in out.iter().zip(&want).enumerate() {
+                        let z = epilogue.apply(z);
+                        assert!(
+                            (a - z).abs() <= 1e-5 * (1.0 + z.abs()),
+                            "{shape:?}, {isa:?}, {epilogue:?}, output {i}: {a} against {z}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        });
+    }
+    assert!(checked >= 3, "no instruction set ran");
 }

@@ -698,4 +698,4 @@ fn row_of_d_v<T: Float, const M: usize, const J: usize>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(in crate::kernels) mod tests;

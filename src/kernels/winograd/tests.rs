@@ -72,7 +72,7 @@ fn the_transforms_of_a_3x3_kernel_are_the_usual_ones() {
 }
 
 /// The input gradient summed the plain way: each output's gradient times the weight it met.
-fn direct(shape: &Conv, batch: usize, dz: &[f64], w: &[f64]) -> Vec<f64> {
+pub(in crate::kernels) fn direct(shape: &Conv, batch: usize, dz: &[f64], w: &[f64]) -> Vec<f64> {
     let Conv {
         channels,
         filters,

@@ -43,7 +43,8 @@
 //! sums over the whole batch in one call (`kernels::conv2d_weight_gradient_stride1`, no
 //! patches); other strides unroll the patches of one sample at a time. For `dX` of a stride-1
 //! convolution with a kernel of 3 to 5, Winograd's minimal filtering computes the same sums as
-//! `col2im(Wᵀ·dZ)` with 2.8-4 times fewer multiplications (`kernels::conv2d_input_gradient_stride1`;
+//! `col2im(Wᵀ·dZ)` with 2.8-4 times fewer multiplications (`kernels::conv2d_input_gradient_stride1`:
+//! where the padding keeps the size, as the forward pass of the transposed convolution;
 //! derivation in `docs/backprop.md`, "dX by Winograd's minimal filtering").
 
 use core::mem::MaybeUninit;

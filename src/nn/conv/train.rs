@@ -102,7 +102,7 @@ where
     fn workspace(&self) -> Self::Workspace {
         let patch_len = C * K * KW * OH * OW;
         let winograd = if !Self::UNROLLS {
-            kernels::conv_input_gradient_scratch(&Self::DIRECT)
+            kernels::conv_input_gradient_scratch::<T>(&Self::DIRECT)
         } else {
             0
         };

@@ -502,7 +502,8 @@ fn weight_gradients_with_the_filters_in_the_lanes_match_the_definition() {
 /// The patches' weight gradient (`kernels::weight_grad_patches`) against the definition on
 /// every instruction set, in both element types: kernels of 1 to 7, square or not, padding
 /// from none to more than half the kernel (rows and columns of patches all zeros), 32 and
-/// more filters, an image whose patches take several chunks of rows, batches of none, one
+/// more filters, images whose patches take several chunks of rows (one 1 x 1, whose planes
+/// are its patches), batches of none, one
 /// and several, accumulating or not, the scratch filled with NaN first.
 #[test]
 fn patches_weight_gradients_match_the_definition() {
@@ -517,6 +518,8 @@ fn patches_weight_gradients_match_the_definition() {
         (2, 32, 5, 4, 1, 2),
         // 18 rows of 16,900 positions: 3 rows a chunk, 6 chunks.
         (2, 32, 3, 1, 130, 130),
+        // 1 x 1, the image's planes read where they lie: 6 of 10,000 positions a chunk, then 2.
+        (8, 32, 1, 0, 100, 100),
     ];
     for isa in [Isa::Avx512, Isa::Avx2Fma] {
         if !isa_available(isa) {
@@ -526,7 +529,11 @@ fn patches_weight_gradients_match_the_definition() {
         for (i, &sizes) in shapes.iter().enumerate() {
             let shape = conv_of(sizes);
             assert!(applies(&shape), "{shape:?}");
-            let batches: &[usize] = if shape.height > 100 { &[2] } else { &[0, 1, 3] };
+            let batches: &[usize] = if shape.height >= 100 {
+                &[2]
+            } else {
+                &[0, 1, 3]
+            };
             for &batch in batches {
                 for accumulate in [false, true] {
                     let run = (batch, accumulate);

@@ -76,7 +76,8 @@ pub(crate) fn conv2d_stride1_uninit<'o, T: Scalar>(
 /// (an arena, a caller's), as `purpose` says, at least [`super::plan::forward_scratch_any_isa`]
 /// elements (any contents): the kernel of the plan with no limit
 /// ([`super::plan::scratch_kernel`]) on it where that plan takes more scratch than the stack
-/// buffer holds, else as [`conv2d_stride1`] (a shorter scratch too).
+/// buffer holds, or takes the products of a 1 x 1 kernel (any scratch, none too), else as
+/// [`conv2d_stride1`] (a shorter scratch too).
 ///
 /// # Panics
 ///
@@ -248,7 +249,7 @@ fn on_stack<E: super::x86::Element + Scalar, const N: usize>(
 /// Runs `kernel` (a plan's, for this shape) on `batch` images, its scratch in `scratch`, which
 /// holds at least [`ForwardKernel::scratch`] elements and need not be initialized.
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)] // the padded image's zeros, written, then read as initialized
+#[allow(unsafe_code)] // the padded image's zeros and the outputs' biases, written, then read as initialized
 fn run_forward_kernel<E: super::x86::Element + Scalar>(
     isa: super::x86::Isa,
     kernel: ForwardKernel,
@@ -497,16 +498,18 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
         if scratch.len() < input_gradient_scratch::<T>(shape, lanes) {
             return false;
         }
-        match kernel {
-            Some(InputGradientKernel::TransposedForward)
-                if let (Some(transposed), Some(dz), Some(w), Some(dx), Some(scratch)) = (
-                    shape.transposed(),
-                    super::cast::same_type_slice::<T, f32>(dz),
-                    super::cast::same_type_slice::<T, f32>(w),
-                    super::cast::same_type_slice_mut::<T, f32>(dx),
-                    super::cast::same_type_slice_mut::<T, f32>(scratch),
-                ) =>
-            {
+        let transposed_operands = (
+            shape.transposed(),
+            super::cast::same_type_slice::<T, f32>(dz),
+            super::cast::same_type_slice::<T, f32>(w),
+            super::cast::same_type_slice_mut::<T, f32>(dx),
+            super::cast::same_type_slice_mut::<T, f32>(scratch),
+        );
+        match (kernel, transposed_operands) {
+            (
+                Some(InputGradientKernel::TransposedForward),
+                (Some(transposed), Some(dz), Some(w), Some(dx), Some(scratch)),
+            ) => {
                 shape.check_batch(batch, dx.len(), w.len(), shape.filters, dz.len());
                 let (flipped, rest) = scratch.split_at_mut(w.len());
                 let (zeros, rest) = rest.split_at_mut(shape.channels);
@@ -525,11 +528,11 @@ pub(crate) fn conv2d_input_gradient_stride1<T: num_traits::Float + 'static>(
                 );
                 return true;
             }
-            Some(_) => {
+            (Some(_), _) => {
                 super::x86::winograd_input_gradient(isa, shape, batch, dz, w, dx, scratch);
                 return true;
             }
-            None => {}
+            (None, _) => {}
         }
     }
     let _ = (shape, batch, dz, w, dx, scratch);

@@ -14,7 +14,9 @@
 //! PyTorch's `padding = K / 2`), a kernel step is one offset in the flattened plane, so the
 //! loops run over whole planes instead ([`Depthwise::whole_planes`]): each step a shifted
 //! multiply-add over the plane, the outputs whose column would read past a row's end held by a
-//! mask of that column (computed once a call, on the stack).
+//! mask of that column (computed once a call, on the stack). The weight gradient of 3 x 3 and
+//! 5 x 5 kernels over whole planes in `f32` runs on a SIMD kernel with the positions in the
+//! lanes (`x86/depthwise_weight_grad_planes_f32.rs`), where the masked sums vectorized badly.
 
 use core::ops::Range;
 
@@ -351,7 +353,7 @@ fn dot<T: Float>(a: &[T], b: impl Iterator<Item = T> + Clone) -> T {
 ///
 /// As [`depthwise_conv2d`].
 #[cfg(feature = "alloc")]
-pub(crate) fn depthwise_conv2d_weight_gradient<T: Float>(
+pub(crate) fn depthwise_conv2d_weight_gradient<T: Float + 'static>(
     shape: &Depthwise,
     batch: usize,
     x: &[T],
@@ -360,6 +362,21 @@ pub(crate) fn depthwise_conv2d_weight_gradient<T: Float>(
 ) {
     shape.check(batch, x.len(), d_weight.len(), dz.len());
     let g = *shape;
+    // Whole planes of 3 x 3 and 5 x 5 kernels in `f32`: the positions in the SIMD lanes.
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa()
+        && super::x86::depthwise_weight_grad_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
+        && let (Some(x), Some(dz), Some(d_weight)) = (
+            super::cast::same_type_slice::<T, f32>(x),
+            super::cast::same_type_slice::<T, f32>(dz),
+            super::cast::same_type_slice_mut::<T, f32>(d_weight),
+        )
+    {
+        super::x86::depthwise_weight_grad_planes_f32::depthwise_weight_gradient_planes(
+            isa, &g, batch, x, dz, d_weight,
+        );
+        return;
+    }
     d_weight.fill(T::zero());
     if g.whole_planes() {
         weight_gradient_planes(&g, x, dz, d_weight);

@@ -9,9 +9,10 @@ use super::shape::{
 };
 
 /// The forward kernel of a stride-1 `f32` convolution on x86-64 with vectors of `lanes` (16 for
-/// AVX-512, 8 for AVX2), and the scratch it takes: chosen by [`forward_kernel`], the one rule
-/// that the dispatch ([`super::conv`]), the memory budget ([`conv_stack_scratch`]) and the
-/// scratch of workspaces and predictions ([`forward_scratch_any_isa`]) read.
+/// AVX-512, 8 for AVX2), and the scratch it takes: chosen by [`forward_kernel`] (on the stack)
+/// and [`scratch_kernel`] (with a workspace's or a prediction's scratch), the rules that the
+/// dispatch ([`super::conv`]), the memory budget ([`conv_stack_scratch`]) and the scratch of
+/// workspaces and predictions ([`forward_scratch_any_isa`]) read.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ForwardKernel {
@@ -74,7 +75,8 @@ impl ForwardKernel {
 /// Which forward kernel takes a stride-1 `f32` convolution of `shape` with vectors of `lanes`
 /// and at most `limit` elements of scratch (beside Winograd's method along the rows, which has
 /// a stack buffer of its own): the first that applies, in the order of the variants of
-/// [`ForwardKernel`]. A prediction on the stack has [`STACK_SCRATCH`]; a workspace or a
+/// [`ForwardKernel`] (all but [`ForwardKernel::PointwiseProducts`], which only
+/// [`scratch_kernel`] takes). A prediction on the stack has [`STACK_SCRATCH`]; a workspace or a
 /// prediction's scratch has what [`scratch_kernel`] takes.
 #[cfg(target_arch = "x86_64")]
 pub(crate) const fn forward_kernel(shape: &Conv, lanes: usize, limit: usize) -> ForwardKernel {
@@ -180,7 +182,8 @@ pub(crate) const fn scratch_kernel(
 
 /// The elements of scratch a stride-1 `f32` convolution of `shape` with vectors of `lanes`
 /// takes from a workspace or an arena for `purpose`: [`scratch_kernel`]'s, where it is more
-/// than the stack buffer holds; else 0 (the stack plan). Measured on 64 images (Xeon,
+/// than the stack buffer holds; else 0 (the stack plan, or a kernel that takes no scratch:
+/// [`ForwardKernel::PointwiseProducts`]). Measured on 64 images (Xeon,
 /// AVX-512 / AVX2): 32→64 filters 3 x 3 on 16 x 16, direct 4.9 / 7.9 ms, columns 3.0 / 6.3;
 /// 64→64 5 x 5 on 16 x 16, 29 / 45 against 15 / 31; 3→64 5 x 5 on 32 x 32 (flat, padded on the
 /// stack) 5.7 / 9.4 against 3.1 / 6.5.
@@ -374,8 +377,8 @@ pub(crate) enum InputGradientKernel {
 /// 1`, so that the transposed pass pads as much or less), with AVX-512, and with AVX2 for 5 x
 /// 5 kernels. On 64 images, Zen 4, the two alternated twice, the transposed forward pass
 /// against Winograd's gradient, with AVX-512: 16 → 16 filters 3 x 3 on 28 x 28, 1.7-2.2
-/// against 3.4-3.7 ms; 32 → 32 on 28 x 28, 7.3 against 8.9; 32 → 64 on 16 x 16, 4.3 against
-/// 5.5; 64 → 64 on 7 x 7, 2.2 both; 64 → 64 5 x 5 on 16 x 16, 14.5 against 17.9. With AVX2,
+/// against 3.4-3.7 ms; 32 → 32 on 28 x 28, 7.3 against 8.9; 32 → 64 on 16 x 16, 3.8-4.0
+/// against 4.5-4.6; 64 → 64 on 7 x 7, 2.2 both; 64 → 64 5 x 5 on 16 x 16, 14.5 against 17.9. With AVX2,
 /// that 5 x 5 layer 16.5-16.7 against 20.9-21.3 ms, but the 3 x 3 layers 1.0-1.4x slower
 /// (32 → 64 on 16 x 16, 4.5-5.7 against 4.1-4.3; 64 → 64 on 7 x 7, 3.0-3.1 against 2.2-2.3).
 /// Without padding (LeNet-5's second layer, whose transposed pass pads by 4), the transposed

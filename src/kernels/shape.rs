@@ -79,14 +79,16 @@ impl Conv {
     }
 
     /// The convolution whose forward pass is this one's input gradient, where there is one (a
-    /// padding of at most `kernel - 1`): on the output planes (`filters` channels of `out_height x
+    /// padding of at most `kernel - 1`, a kernel that fits the padded image): on the output planes (`filters` channels of `out_height x
     /// out_width`), `channels` filters, padded by `kernel - 1 - padding`, so that its output
     /// has this one's input size. Its filter `c` reads channel `o` through this one's filter
     /// `o`, channel `c`, turned by half a turn: `dX = conv(dZ, flip(Wᵀ))` (docs/backprop.md).
     // Only the x86-64 plan with `std` takes it (its SIMD forward kernels are what pays).
     #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
     pub(super) const fn transposed(&self) -> Option<Conv> {
-        if self.padding >= self.kernel {
+        let fits = self.kernel <= self.height + 2 * self.padding
+            && self.kernel <= self.width + 2 * self.padding;
+        if self.padding >= self.kernel || !fits {
             return None;
         }
         Some(Conv {

@@ -1060,7 +1060,8 @@ fn every_scratch_kernel_gives_the_reference_outputs() {
 /// the kernel the plan names for it (the transposed forward pass or Winograd's method for the
 /// gradient, told apart by their bits), gives the sums written out, writes `dx` over stale
 /// values from a NaN-filled scratch of the workspace's length, and leaves everything as it was
-/// with a scratch one element shorter than the instruction set's kernel takes.
+/// with a scratch one element shorter than the instruction set's kernel takes; in `f64`,
+/// Winograd's method on the workspace's `f64` scratch.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[test]
 fn input_gradients_take_the_planned_kernel_on_every_instruction_set() {
@@ -1182,6 +1183,21 @@ fn input_gradients_take_the_planned_kernel_on_every_instruction_set() {
                     "{shape:?}, {isa:?}: not {kernel_taken:?}'s bits"
                 );
                 taken.insert(std::format!("{isa:?} {kernel_taken:?}"));
+                // In f64, Winograd's method on the workspace's scratch for f64.
+                let dz = wide(&dz);
+                let w = wide(&w);
+                let mut scratch = std::vec![f64::NAN; conv_input_gradient_scratch::<f64>(&shape)];
+                let mut dx = std::vec![f64::NAN; batch * shape.image_len()];
+                assert!(
+                    conv2d_input_gradient_stride1(&shape, batch, &dz, &w, &mut dx, &mut scratch),
+                    "{shape:?}, {isa:?}: f64 not taken"
+                );
+                for (i, (&got, &want)) in dx.iter().zip(&want).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-14 * scale,
+                        "{shape:?}, {isa:?}, f64 element {i}: {got} against {want}"
+                    );
+                }
             }
         });
     }
@@ -1196,13 +1212,16 @@ fn input_gradients_take_the_planned_kernel_on_every_instruction_set() {
 
 /// A 1 x 1 convolution without padding, a batch of a training pass, takes the products `W·X`
 /// image by image (`ForwardKernel::PointwiseProducts`, no scratch) on every instruction set,
-/// and gives the reference loops' outputs for each epilogue over stale outputs; a prediction
-/// keeps the stack plan's kernel, and a kernel of 1 with padding is not taken.
+/// and gives the reference loops' outputs for each epilogue over stale outputs, the bits of a
+/// prediction where that takes the flat kernel; a prediction keeps the stack plan's kernel,
+/// and a kernel of 1 with padding is not taken.
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn pointwise_training_passes_take_the_products() {
     use crate::kernels::{InstructionSet, with_instruction_set};
+    use std::vec::Vec;
     let mut checked = 0;
+    let mut flat = 0;
     for set in [InstructionSet::Avx512, InstructionSet::Avx2] {
         with_instruction_set(set, || {
             let Some(isa) = x86::detected_isa() else {
@@ -1269,10 +1288,30 @@ fn pointwise_training_passes_take_the_products() {
                             "{shape:?}, {isa:?}, {epilogue:?}, output {i}: {a} against {z}"
                         );
                     }
+                    let mut predicted = std::vec![f32::NAN; want.len()];
+                    conv2d_stride1_with_scratch(
+                        &shape,
+                        batch,
+                        &x,
+                        &w,
+                        &bias,
+                        &mut predicted,
+                        epilogue,
+                        &mut [],
+                        ScratchFor::Prediction,
+                    );
+                    // The same bits as a prediction on the flat kernel: the bias, then one
+                    // multiply-add per channel in order.
+                    if forward_kernel(&shape, lanes, STACK_SCRATCH) == ForwardKernel::Flat {
+                        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&out), bits(&predicted), "{shape:?}, {isa:?}");
+                        flat += 1;
+                    }
                 }
                 checked += 1;
             }
         });
     }
     assert!(checked >= 3, "no instruction set ran");
+    assert!(flat >= 2, "no prediction took the flat kernel");
 }

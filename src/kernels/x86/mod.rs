@@ -18,6 +18,8 @@ mod conv_direct;
 mod conv_filters;
 pub(super) mod conv_winograd_columns_f32;
 mod conv_winograd_rows;
+#[cfg(feature = "alloc")]
+pub(crate) mod depthwise_weight_grad_planes_f32;
 mod gemm;
 mod gemm_packed;
 mod gemm_unpacked;

@@ -3,6 +3,7 @@
 
 mod conv;
 mod conv_windows;
+mod depthwise;
 mod gemm;
 mod guard_pages;
 mod int8;

@@ -1,0 +1,124 @@
+//! The depthwise weight gradient over whole planes (`depthwise_weight_grad_planes_f32`)
+//! against the definition.
+
+use super::*;
+use crate::kernels::Depthwise;
+use crate::kernels::x86::depthwise_weight_grad_planes_f32::{
+    applies, depthwise_weight_gradient_planes,
+};
+
+/// `dW[o][ky][kx] = Σ_b Σ_(oy, ox) dZ[b][o][oy][ox] · X[b][o / m][oy + ky - P_h][ox + kx - P_w]`,
+/// the input read as 0 outside the image, in `f64`.
+fn definition(g: &Depthwise, batch: usize, x: &[f64], dz: &[f64]) -> Vec<f64> {
+    let (kh, kw) = g.kernel;
+    let (h, w) = g.input;
+    let (oh, ow) = g.output;
+    let filters = g.channels * g.multiplier;
+    let mut dw = std::vec![0.0; filters * kh * kw];
+    for b in 0..batch {
+        for o in 0..filters {
+            let c = o / g.multiplier;
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    for oy in 0..oh {
+                        for ox in 0..ow {
+                            let (iy, ix) = (oy + ky, ox + kx);
+                            if iy < g.padding.0 || ix < g.padding.1 {
+                                continue;
+                            }
+                            let (iy, ix) = (iy - g.padding.0, ix - g.padding.1);
+                            if iy >= h || ix >= w {
+                                continue;
+                            }
+                            dw[(o * kh + ky) * kw + kx] += dz
+                                [((b * filters + o) * oh + oy) * ow + ox]
+                                * x[((b * g.channels + c) * h + iy) * w + ix];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    dw
+}
+
+/// On every instruction set: DS-CNN's layer (3 x 3 on 25 x 5, 64 channels), 5 x 5 kernels,
+/// a channel multiplier of 2, TensorFlow's uneven `SAME` padding (none before, the rest
+/// after), planes whose positions fill no whole vector or several with a partial last one,
+/// batches of none, one and several; `d_weight` full of NaN first (overwritten). Shapes the
+/// kernel does not take are said to be so.
+#[test]
+fn depthwise_weight_gradients_over_planes_match_the_definition() {
+    let shape =
+        |channels, multiplier, k: usize, padding, input: (usize, usize), out_rows| Depthwise {
+            channels,
+            multiplier,
+            kernel: (k, k),
+            stride: (1, 1),
+            padding,
+            input,
+            output: (out_rows, input.1),
+        };
+    let shapes = [
+        shape(64, 1, 3, (1, 1), (25, 5), 25),
+        shape(3, 1, 3, (1, 1), (4, 3), 4),
+        shape(2, 2, 5, (2, 2), (9, 7), 9),
+        shape(3, 1, 3, (0, 0), (6, 17), 6),
+        shape(2, 1, 3, (1, 1), (6, 17), 7),
+        shape(1, 3, 5, (4, 4), (3, 2), 3),
+    ];
+    let mut ran = 0;
+    for isa in [Isa::Avx512, Isa::Avx2Fma] {
+        if !isa_available(isa) {
+            std::eprintln!("skipping {isa:?}: not on this CPU");
+            continue;
+        }
+        let lanes = super::lanes_of::<f32>(isa);
+        for (i, g) in shapes.iter().enumerate() {
+            assert!(applies(g, lanes), "{g:?}");
+            for batch in [0, 1, 3] {
+                let filters = g.channels * g.multiplier;
+                let x = values(batch * g.channels * g.input.0 * g.input.1, 900 + i as u64);
+                let dz = values(batch * filters * g.output.0 * g.output.1, 950 + i as u64);
+                let want = definition(g, batch, &x, &dz);
+                let narrow = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<_>>();
+                let mut dw = std::vec![f32::NAN; want.len()];
+                depthwise_weight_gradient_planes(isa, g, batch, &narrow(&x), &narrow(&dz), &mut dw);
+                let terms = (batch * g.output.0 * g.output.1).max(1) as f64;
+                for (k, (&got, &want)) in dw.iter().zip(&want).enumerate() {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-6 * terms,
+                        "{isa:?}, {g:?}, batch {batch}, weight {k}: {got} against {want}"
+                    );
+                }
+                ran += 1;
+            }
+        }
+        // Not taken: 4 x 4 and 7 x 7 kernels, stride 2, rows that change length, and
+        // padding as large as the kernel.
+        for g in [
+            shape(2, 1, 4, (1, 1), (8, 8), 7),
+            Depthwise {
+                kernel: (7, 7),
+                padding: (3, 3),
+                ..shapes[0]
+            },
+            Depthwise {
+                stride: (2, 2),
+                output: (13, 3),
+                ..shapes[0]
+            },
+            Depthwise {
+                padding: (0, 0),
+                output: (23, 3),
+                ..shapes[0]
+            },
+            shape(1, 1, 3, (3, 2), (5, 5), 9),
+        ] {
+            assert!(!applies(&g, lanes), "{g:?}");
+        }
+    }
+    if isa_available(Isa::Avx2Fma) {
+        assert!(ran >= 18, "{ran} cases ran");
+    }
+}

@@ -3,6 +3,7 @@
 //! same kernel runs.
 
 mod conv;
+mod conv_gradients;
 
 #[cfg(all(feature = "alloc", target_arch = "x86_64"))]
 use super::weight_grad_patches;

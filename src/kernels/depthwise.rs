@@ -14,9 +14,9 @@
 //! PyTorch's `padding = K / 2`), a kernel step is one offset in the flattened plane, so the
 //! loops run over whole planes instead ([`Depthwise::whole_planes`]): each step a shifted
 //! multiply-add over the plane, the outputs whose column would read past a row's end held by a
-//! mask of that column (computed once a call, on the stack). The weight gradient of 3 x 3 and
-//! 5 x 5 kernels over whole planes in `f32` runs on a SIMD kernel with the positions in the
-//! lanes (`x86/depthwise_weight_grad_planes_f32.rs`), where the masked sums vectorized badly.
+//! mask of that column (computed once a call, on the stack). The gradients of 3 x 3 and 5 x 5
+//! kernels over whole planes in `f32` run on SIMD kernels with the positions in the lanes
+//! (`x86/depthwise_grad_planes_f32.rs`), where the masked sums vectorized badly.
 
 use core::ops::Range;
 
@@ -365,14 +365,14 @@ pub(crate) fn depthwise_conv2d_weight_gradient<T: Float + 'static>(
     // Whole planes of 3 x 3 and 5 x 5 kernels in `f32`: the positions in the SIMD lanes.
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = super::x86::detected_isa()
-        && super::x86::depthwise_weight_grad_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
+        && super::x86::depthwise_grad_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
         && let (Some(x), Some(dz), Some(d_weight)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice::<T, f32>(dz),
             super::cast::same_type_slice_mut::<T, f32>(d_weight),
         )
     {
-        super::x86::depthwise_weight_grad_planes_f32::depthwise_weight_gradient_planes(
+        super::x86::depthwise_grad_planes_f32::depthwise_weight_gradient_planes(
             isa, &g, batch, x, dz, d_weight,
         );
         return;
@@ -490,7 +490,7 @@ fn masked_dot<T: Float>(a: &[T], b: &[T], mask: &[bool]) -> T {
 ///
 /// As [`depthwise_conv2d`].
 #[cfg(feature = "alloc")]
-pub(crate) fn depthwise_conv2d_input_gradient<T: Float>(
+pub(crate) fn depthwise_conv2d_input_gradient<T: Float + 'static>(
     shape: &Depthwise,
     batch: usize,
     weight: &[T],
@@ -499,6 +499,21 @@ pub(crate) fn depthwise_conv2d_input_gradient<T: Float>(
 ) {
     shape.check(batch, dx.len(), weight.len(), dz.len());
     let g = *shape;
+    // Whole planes of 3 x 3 and 5 x 5 kernels in `f32`: the positions in the SIMD lanes.
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa()
+        && super::x86::depthwise_grad_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
+        && let (Some(weight), Some(dz), Some(dx)) = (
+            super::cast::same_type_slice::<T, f32>(weight),
+            super::cast::same_type_slice::<T, f32>(dz),
+            super::cast::same_type_slice_mut::<T, f32>(dx),
+        )
+    {
+        super::x86::depthwise_grad_planes_f32::depthwise_input_gradient_planes(
+            isa, &g, batch, weight, dz, dx,
+        );
+        return;
+    }
     dx.fill(T::zero());
     if g.whole_planes() {
         input_gradient_planes(&g, weight, dz, dx);
@@ -760,13 +775,15 @@ mod tests {
             forward_rows(&g, &x, &w, &b, &mut rows);
             depthwise_conv2d(&g, batch, &x, &w, &b, &mut planes);
             assert_eq!(rows, planes, "{g:?}: forward");
-            let (mut rows, mut planes) = (vec![0.0; x.len()], vec![f32::NAN; x.len()]);
+            // The portable plane loops themselves (in `f32` the dispatch may take the SIMD
+            // kernels, tested in `x86/tests/depthwise.rs`), into zeroed gradients.
+            let (mut rows, mut planes) = (vec![0.0; x.len()], vec![0.0; x.len()]);
             input_gradient_rows(&g, &w, &dz, &mut rows);
-            depthwise_conv2d_input_gradient(&g, batch, &w, &dz, &mut planes);
+            input_gradient_planes(&g, &w, &dz, &mut planes);
             assert_eq!(rows, planes, "{g:?}: input gradient");
-            let (mut rows, mut planes) = (vec![0.0; w.len()], vec![f32::NAN; w.len()]);
+            let (mut rows, mut planes) = (vec![0.0; w.len()], vec![0.0; w.len()]);
             weight_gradient_rows(&g, &x, &dz, &mut rows);
-            depthwise_conv2d_weight_gradient(&g, batch, &x, &dz, &mut planes);
+            weight_gradient_planes(&g, &x, &dz, &mut planes);
             for (r, p) in rows.iter().zip(&planes) {
                 assert!(
                     (r - p).abs() <= 1e-4 * r.abs().max(1.0),

@@ -1,10 +1,10 @@
-//! The depthwise weight gradient over whole planes (`depthwise_weight_grad_planes_f32`)
-//! against the definition.
+//! The depthwise gradients over whole planes (`depthwise_grad_planes_f32`) against the
+//! definition.
 
 use super::*;
 use crate::kernels::Depthwise;
-use crate::kernels::x86::depthwise_weight_grad_planes_f32::{
-    applies, depthwise_weight_gradient_planes,
+use crate::kernels::x86::depthwise_grad_planes_f32::{
+    applies, depthwise_input_gradient_planes, depthwise_weight_gradient_planes,
 };
 
 /// `dW[o][ky][kx] = Σ_b Σ_(oy, ox) dZ[b][o][oy][ox] · X[b][o / m][oy + ky - P_h][ox + kx - P_w]`,
@@ -42,13 +42,49 @@ fn definition(g: &Depthwise, batch: usize, x: &[f64], dz: &[f64]) -> Vec<f64> {
     dw
 }
 
+/// `dX[b][c][iy][ix] = Σ over the filters o of c and (ky, kx) with oy = iy - ky + P_h and
+/// ox = ix - kx + P_w inside the output of w[o][ky][kx] · dZ[b][o][oy][ox]`, in `f64`.
+fn input_definition(g: &Depthwise, batch: usize, w: &[f64], dz: &[f64]) -> Vec<f64> {
+    let (kh, kw) = g.kernel;
+    let (h, wd) = g.input;
+    let (oh, ow) = g.output;
+    let filters = g.channels * g.multiplier;
+    let mut dx = std::vec![0.0; batch * g.channels * h * wd];
+    for b in 0..batch {
+        for o in 0..filters {
+            let c = o / g.multiplier;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            let (iy, ix) = (oy + ky, ox + kx);
+                            if iy < g.padding.0 || ix < g.padding.1 {
+                                continue;
+                            }
+                            let (iy, ix) = (iy - g.padding.0, ix - g.padding.1);
+                            if iy >= h || ix >= wd {
+                                continue;
+                            }
+                            dx[((b * g.channels + c) * h + iy) * wd + ix] += w
+                                [(o * kh + ky) * kw + kx]
+                                * dz[((b * filters + o) * oh + oy) * ow + ox];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    dx
+}
+
 /// On every instruction set: DS-CNN's layer (3 x 3 on 25 x 5, 64 channels), 5 x 5 kernels,
 /// a channel multiplier of 2, TensorFlow's uneven `SAME` padding (none before, the rest
 /// after), planes whose positions fill no whole vector or several with a partial last one,
-/// batches of none, one and several; `d_weight` full of NaN first (overwritten). Shapes the
+/// batches of none, one and several; `d_weight` and `dx` full of NaN first (overwritten),
+/// both gradients against their definitions. Shapes the
 /// kernel does not take are said to be so.
 #[test]
-fn depthwise_weight_gradients_over_planes_match_the_definition() {
+fn depthwise_gradients_over_planes_match_the_definition() {
     let shape =
         |channels, multiplier, k: usize, padding, input: (usize, usize), out_rows| Depthwise {
             channels,
@@ -89,6 +125,17 @@ fn depthwise_weight_gradients_over_planes_match_the_definition() {
                     assert!(
                         (f64::from(got) - want).abs() <= 1e-6 * terms,
                         "{isa:?}, {g:?}, batch {batch}, weight {k}: {got} against {want}"
+                    );
+                }
+                let w = values(filters * g.kernel.0 * g.kernel.1, 990 + i as u64);
+                let want = input_definition(g, batch, &w, &dz);
+                let mut dx = std::vec![f32::NAN; want.len()];
+                depthwise_input_gradient_planes(isa, g, batch, &narrow(&w), &narrow(&dz), &mut dx);
+                let terms = (g.multiplier * g.kernel.0 * g.kernel.1) as f64;
+                for (k, (&got, &want)) in dx.iter().zip(&want).enumerate() {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-6 * terms,
+                        "{isa:?}, {g:?}, batch {batch}, input {k}: {got} against {want}"
                     );
                 }
                 ran += 1;

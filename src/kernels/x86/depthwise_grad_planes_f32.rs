@@ -1,0 +1,401 @@
+//! The gradients of a depthwise convolution over whole planes, 3 x 3 and 5 x 5 kernels, `f32`:
+//! stride 1, output rows as long as the input's ([`Depthwise::whole_planes`]), the plane's
+//! positions in the lanes. Kernel step `(ky, kx)` pairs output position `i` with input
+//! position `i + ky·W + kx - (P_h·W + P_w)` of the flattened plane, where the input column lies
+//! inside the row; a vector of 0 and 1 per kernel column (0 where that column would read past
+//! a row's end into the next row's values) multiplies `dZ`, so that no mask is needed in the
+//! inner loops. DS-CNN's 25 x 5 planes take 8 vectors of 16 (AVX-512) for 125 positions.
+//!
+//! - **Weight gradient**, `dW[o][ky][kx] = Σ_images Σ_i dZ[o][i] · X[c][i + offset]`: each
+//!   image's input plane copied between zeros (the rows above and below it read as zero), one
+//!   vector of sums per kernel step kept across the batch's images and added across its lanes
+//!   once per filter.
+//! - **Input gradient**, `dX[c][j] = Σ_o Σ_(ky, kx) w[o][ky][kx] · dZ[o][j - offset]`: each
+//!   filter's `dZ` plane, times each kernel column's vector of 0 and 1, copied between zeros,
+//!   one vector of inputs summed over the kernel steps (broadcast weights) and stored once.
+//!
+//! The sums are in another order than the portable loops' (`kernels::depthwise`), so the
+//! gradients differ in the last bits.
+
+use super::isa::{Isa, assert_isa};
+use super::simd::{Avx2F32, Avx512F32, Simd};
+use crate::kernels::Depthwise;
+
+/// The stack buffer of the column weights (`kernel width x` the output plane rounded up to
+/// whole vectors), in `f32`.
+const COLUMN_WEIGHTS: usize = 4096 + 5 * 16;
+
+/// The stack buffer of one input plane between zeros, in `f32`.
+const PADDED_PLANE: usize = 4096;
+
+/// The input plane between zeros: the zeros before it, and its buffer's length (the last
+/// vector of positions at the last kernel step reads up to its end).
+const fn padded_plane(g: &Depthwise, lanes: usize) -> (usize, usize) {
+    let width = g.input.1;
+    let lead = g.padding.0 * width + g.padding.1;
+    let plane = g.input.0 * width;
+    let out_plane = g.output.0 * g.output.1;
+    let reach = out_plane.div_ceil(lanes) * lanes + (g.kernel.0 - 1) * width + g.kernel.1 - 1;
+    let len = if lead + plane > reach {
+        lead + plane
+    } else {
+        reach
+    };
+    (lead, len)
+}
+
+/// The stack buffer of one output gradient plane between zeros, once per kernel column, in
+/// `f32`.
+const PADDED_GRADIENTS: usize = 8192;
+
+/// An output gradient plane between zeros: the zeros before it (as many as the farthest kernel
+/// step's offset), and the length of one kernel column's copy (the last vector of inputs at the
+/// first kernel step reads up to its end).
+const fn padded_gradients(g: &Depthwise, lanes: usize) -> (usize, usize) {
+    let width = g.input.1;
+    let front = (g.kernel.0 - 1) * width + g.kernel.1 - 1;
+    let lead = g.padding.0 * width + g.padding.1;
+    let copy = front + (g.output.0 * g.output.1).div_ceil(lanes) * lanes;
+    let reach = front + lead + (g.input.0 * width).div_ceil(lanes) * lanes;
+    (front, if copy > reach { copy } else { reach })
+}
+
+/// Whether these kernels take `g` with vectors of `lanes`: whole planes, a 3 x 3 or 5 x 5
+/// kernel, padding smaller than the kernel, and the stack buffers large enough.
+pub(crate) const fn applies(g: &Depthwise, lanes: usize) -> bool {
+    let square = matches!(g.kernel, (3, 3) | (5, 5));
+    if !g.whole_planes() || !square || g.padding.0 >= g.kernel.0 || g.padding.1 >= g.kernel.1 {
+        return false;
+    }
+    let out_plane = g.output.0 * g.output.1;
+    let columns = g.kernel.1 * out_plane.div_ceil(lanes) * lanes;
+    columns <= COLUMN_WEIGHTS
+        && padded_plane(g, lanes).1 <= PADDED_PLANE
+        && g.kernel.1 * padded_gradients(g, lanes).1 <= PADDED_GRADIENTS
+}
+
+/// `columns[kx · vectors · lanes + i]`: 1 where kernel column `kx` reads inside the row at
+/// output position `i`, else 0 (also past the plane's end, up to `vectors · lanes`).
+fn column_weights(g: &Depthwise, lanes: usize, columns: &mut [f32; COLUMN_WEIGHTS]) {
+    let width = g.input.1;
+    let out_plane = g.output.0 * g.output.1;
+    let row = out_plane.div_ceil(lanes) * lanes;
+    for kx in 0..g.kernel.1 {
+        for (i, weight) in columns[kx * row..][..row].iter_mut().enumerate() {
+            let column = i % width + kx;
+            let inside = i < out_plane && column >= g.padding.1 && column - g.padding.1 < width;
+            *weight = if inside { 1.0 } else { 0.0 };
+        }
+    }
+}
+
+/// `d_weight = Σ over the batch of dZ ⋆ X` (overwritten) for `batch` images `x` and their
+/// output gradients `dz`, laid out as `kernels::depthwise`'s, with `isa`.
+///
+/// # Panics
+///
+/// When the kernel does not take `g` ([`applies`]), the lengths do not fit `g` and `batch`, or
+/// the CPU does not have `isa`.
+pub(crate) fn depthwise_weight_gradient_planes(
+    isa: Isa,
+    g: &Depthwise,
+    batch: usize,
+    x: &[f32],
+    dz: &[f32],
+    d_weight: &mut [f32],
+) {
+    let lanes = super::lanes::<f32>(isa);
+    assert!(
+        applies(g, lanes),
+        "{g:?} is not for the whole-planes SIMD kernel"
+    );
+    let (plane, out_plane) = (g.input.0 * g.input.1, g.output.0 * g.output.1);
+    let filters = g.channels * g.multiplier;
+    let taps = g.kernel.0 * g.kernel.1;
+    assert!(
+        x.len() == batch * g.channels * plane
+            && dz.len() == batch * filters * out_plane
+            && d_weight.len() == filters * taps,
+        "depthwise weight gradient {g:?} of {batch} images: {} inputs, {} gradients, {} weights",
+        x.len(),
+        dz.len(),
+        d_weight.len()
+    );
+    assert_isa(isa);
+    // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
+    // lengths fit it (asserted above).
+    unsafe { run_pass(isa, Pass::Weight, g, batch, x, dz, d_weight) }
+}
+
+/// Which gradient [`run_pass`] computes.
+#[derive(Clone, Copy)]
+enum Pass {
+    /// `a` is the images, `out` the weight gradient ([`run`]).
+    Weight,
+    /// `a` is the weights, `out` the input gradient ([`run_input`]).
+    Input,
+}
+
+/// `pass` with `isa`'s kernels, for the kernel size of `g` (3 x 3 or 5 x 5).
+///
+/// # Safety
+///
+/// The CPU has `isa`; `g` and the lengths as the pass's entry point checks.
+unsafe fn run_pass(
+    isa: Isa,
+    pass: Pass,
+    g: &Depthwise,
+    batch: usize,
+    a: &[f32],
+    dz: &[f32],
+    out: &mut [f32],
+) {
+    // SAFETY (both): forwarded.
+    match isa {
+        Isa::Avx512 => unsafe { avx512(pass, g, batch, a, dz, out) },
+        Isa::Avx2Fma => unsafe { avx2(pass, g, batch, a, dz, out) },
+    }
+}
+
+/// The passes for one instruction set: one copy for each pass and kernel size, each a
+/// constant there.
+macro_rules! entry {
+    ($name:ident, $simd:ty, $features:literal) => {
+        /// # Safety
+        ///
+        /// The CPU has the instruction set named in `target_feature`; `g` and the lengths as
+        /// the pass's entry point checks.
+        #[target_feature(enable = $features)]
+        unsafe fn $name(
+            pass: Pass,
+            g: &Depthwise,
+            batch: usize,
+            a: &[f32],
+            dz: &[f32],
+            out: &mut [f32],
+        ) {
+            // SAFETY (each): forwarded; the kernel is 3 x 3 or 5 x 5 (`applies`).
+            match (pass, g.kernel.0) {
+                (Pass::Weight, 3) => unsafe { run::<$simd, 3, 9>(g, batch, a, dz, out) },
+                (Pass::Weight, _) => unsafe { run::<$simd, 5, 25>(g, batch, a, dz, out) },
+                (Pass::Input, 3) => unsafe { run_input::<$simd, 3, 9>(g, batch, a, dz, out) },
+                (Pass::Input, _) => unsafe { run_input::<$simd, 5, 25>(g, batch, a, dz, out) },
+            }
+        }
+    };
+}
+
+entry!(avx512, Avx512F32, "avx512f");
+entry!(avx2, Avx2F32, "avx2,fma");
+
+/// The kernel on vectors `S`, a `K x K` kernel of `TAPS` steps.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `g` (with `K`) and the lengths as
+/// [`depthwise_weight_gradient_planes`] checks.
+#[inline(always)]
+unsafe fn run<S: Simd<E = f32>, const K: usize, const TAPS: usize>(
+    g: &Depthwise,
+    batch: usize,
+    x: &[f32],
+    dz: &[f32],
+    dw: &mut [f32],
+) {
+    const { assert!(TAPS == K * K) };
+    let lanes = S::LANES;
+    let width = g.input.1;
+    let (plane, out_plane) = (g.input.0 * width, g.output.0 * g.output.1);
+    let vectors = out_plane.div_ceil(lanes);
+    let (lead, padded_len) = padded_plane(g, lanes);
+    let filters = g.channels * g.multiplier;
+    let mut columns = [0.0_f32; COLUMN_WEIGHTS];
+    column_weights(g, lanes, &mut columns);
+    let mut padded = [0.0_f32; PADDED_PLANE];
+    // SAFETY: the CPU has `S`'s instruction set.
+    let tail = unsafe { S::mask(out_plane - (vectors - 1) * lanes) };
+    for o in 0..filters {
+        let channel = o / g.multiplier;
+        // SAFETY: the CPU has `S`'s instruction set (this function's contract).
+        let mut sums = [unsafe { S::zero() }; TAPS];
+        for b in 0..batch {
+            let image = &x[(b * g.channels + channel) * plane..][..plane];
+            padded[lead..lead + plane].copy_from_slice(image);
+            let dz = &dz[(b * filters + o) * out_plane..][..out_plane];
+            for v in 0..vectors {
+                let start = v * lanes;
+                // SAFETY: positions `start..start + lanes` are inside the plane but in the
+                // last vector, whose load is masked to the plane's end; the CPU has `S`'s
+                // instruction set.
+                let d = unsafe {
+                    if v + 1 < vectors {
+                        S::load(dz.as_ptr().add(start))
+                    } else {
+                        S::load_masked(dz.as_ptr().add(start), tail)
+                    }
+                };
+                for kx in 0..K {
+                    // SAFETY: `columns` holds `K` rows of `vectors · lanes`; the CPU has `S`'s
+                    // instruction set.
+                    let d = unsafe {
+                        S::fma(
+                            d,
+                            S::load(columns.as_ptr().add(kx * vectors * lanes + start)),
+                            S::zero(),
+                        )
+                    };
+                    for ky in 0..K {
+                        let at = start + ky * width + kx;
+                        debug_assert!(at + lanes <= padded_len);
+                        // SAFETY: the last vector at the last kernel step ends within
+                        // `padded_len` (see `padded_plane`), at most `PADDED_PLANE`; the CPU
+                        // has `S`'s instruction set.
+                        sums[ky * K + kx] = unsafe {
+                            S::fma(d, S::load(padded.as_ptr().add(at)), sums[ky * K + kx])
+                        };
+                    }
+                }
+            }
+        }
+        let dw = &mut dw[o * K * K..][..K * K];
+        for (dw, &sum) in dw.iter_mut().zip(&sums) {
+            // SAFETY: the CPU has `S`'s instruction set (this function's contract).
+            *dw = unsafe { S::sum(sum) };
+        }
+    }
+}
+
+/// `dx = Σ over the filters of each channel of w ⋆ᵀ dZ` (overwritten) for `batch` images' output
+/// gradients `dz`, laid out as `kernels::depthwise`'s, with `isa`.
+///
+/// # Panics
+///
+/// When the kernel does not take `g` ([`applies`]), the lengths do not fit `g` and `batch`, or
+/// the CPU does not have `isa`.
+pub(crate) fn depthwise_input_gradient_planes(
+    isa: Isa,
+    g: &Depthwise,
+    batch: usize,
+    weight: &[f32],
+    dz: &[f32],
+    dx: &mut [f32],
+) {
+    let lanes = super::lanes::<f32>(isa);
+    assert!(
+        applies(g, lanes),
+        "{g:?} is not for the whole-planes SIMD kernel"
+    );
+    let (plane, out_plane) = (g.input.0 * g.input.1, g.output.0 * g.output.1);
+    let filters = g.channels * g.multiplier;
+    let taps = g.kernel.0 * g.kernel.1;
+    assert!(
+        dx.len() == batch * g.channels * plane
+            && dz.len() == batch * filters * out_plane
+            && weight.len() == filters * taps,
+        "depthwise input gradient {g:?} of {batch} images: {} inputs, {} gradients, {} weights",
+        dx.len(),
+        dz.len(),
+        weight.len()
+    );
+    assert_isa(isa);
+    // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
+    // lengths fit it (asserted above).
+    unsafe { run_pass(isa, Pass::Input, g, batch, weight, dz, dx) }
+}
+
+/// The input gradient on vectors `S`, a `K x K` kernel of `TAPS` steps.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `g` (with `K`) and the lengths as
+/// [`depthwise_input_gradient_planes`] checks.
+#[inline(always)]
+unsafe fn run_input<S: Simd<E = f32>, const K: usize, const TAPS: usize>(
+    g: &Depthwise,
+    batch: usize,
+    weight: &[f32],
+    dz: &[f32],
+    dx: &mut [f32],
+) {
+    const { assert!(TAPS == K * K) };
+    let lanes = S::LANES;
+    let width = g.input.1;
+    let (plane, out_plane) = (g.input.0 * width, g.output.0 * g.output.1);
+    let (out_vectors, in_vectors) = (out_plane.div_ceil(lanes), plane.div_ceil(lanes));
+    let lead = g.padding.0 * width + g.padding.1;
+    let (front, len) = padded_gradients(g, lanes);
+    let filters = g.channels * g.multiplier;
+    let mut columns = [0.0_f32; COLUMN_WEIGHTS];
+    column_weights(g, lanes, &mut columns);
+    // Kernel column `kx`'s copy of `dZ` at `kx · len`, between zeros that are never written.
+    let mut padded = [0.0_f32; PADDED_GRADIENTS];
+    // SAFETY (both): the CPU has `S`'s instruction set.
+    let out_tail = unsafe { S::mask(out_plane - (out_vectors - 1) * lanes) };
+    let in_tail = unsafe { S::mask(plane - (in_vectors - 1) * lanes) };
+    for b in 0..batch {
+        for o in 0..filters {
+            let channel = o / g.multiplier;
+            let dz = &dz[(b * filters + o) * out_plane..][..out_plane];
+            for v in 0..out_vectors {
+                let start = v * lanes;
+                // SAFETY: positions `start..start + lanes` are inside the plane but in the
+                // last vector, whose load is masked to the plane's end; `columns` holds `K`
+                // rows of `out_vectors · lanes`, and each copy `len ≥ front + out_vectors ·
+                // lanes` values (`padded_gradients`), `K` of them within `PADDED_GRADIENTS`
+                // (`applies`); the CPU has `S`'s instruction set.
+                unsafe {
+                    let d = if v + 1 < out_vectors {
+                        S::load(dz.as_ptr().add(start))
+                    } else {
+                        S::load_masked(dz.as_ptr().add(start), out_tail)
+                    };
+                    for kx in 0..K {
+                        let column =
+                            S::load(columns.as_ptr().add(kx * out_vectors * lanes + start));
+                        let at = kx * len + front + start;
+                        S::store(padded.as_mut_ptr().add(at), S::fma(d, column, S::zero()));
+                    }
+                }
+            }
+            let w = &weight[o * TAPS..][..TAPS];
+            // SAFETY: the CPU has `S`'s instruction set.
+            let w: [S::V; TAPS] = core::array::from_fn(|t| unsafe { S::splat(w[t]) });
+            let dx = &mut dx[(b * g.channels + channel) * plane..][..plane];
+            let first = o % g.multiplier == 0;
+            for v in 0..in_vectors {
+                let start = v * lanes;
+                // SAFETY: the CPU has `S`'s instruction set.
+                let mut sum = unsafe { S::zero() };
+                for ky in 0..K {
+                    for kx in 0..K {
+                        let at = kx * len + front + lead + start - ky * width - kx;
+                        debug_assert!(at + lanes <= (kx + 1) * len);
+                        // SAFETY: `front` covers the farthest step back, and the last vector of
+                        // inputs ends within the copy's `len` (`padded_gradients`); the CPU has
+                        // `S`'s instruction set.
+                        sum = unsafe {
+                            S::fma(w[ky * K + kx], S::load(padded.as_ptr().add(at)), sum)
+                        };
+                    }
+                }
+                let out = dx[start..].as_mut_ptr();
+                // SAFETY: positions `start..start + lanes` are inside the plane but in the last
+                // vector, whose load and store are masked to the plane's end; the CPU has `S`'s
+                // instruction set.
+                unsafe {
+                    if v + 1 < in_vectors {
+                        if !first {
+                            sum = S::add(sum, S::load(out));
+                        }
+                        S::store(out, sum);
+                    } else {
+                        if !first {
+                            sum = S::add(sum, S::load_masked(out, in_tail));
+                        }
+                        S::store_masked(out, in_tail, sum);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -14,9 +14,10 @@
 //! PyTorch's `padding = K / 2`), a kernel step is one offset in the flattened plane, so the
 //! loops run over whole planes instead ([`Depthwise::whole_planes`]): each step a shifted
 //! multiply-add over the plane, the outputs whose column would read past a row's end held by a
-//! mask of that column (computed once a call, on the stack). The gradients of 3 x 3 and 5 x 5
-//! kernels over whole planes in `f32` run on SIMD kernels with the positions in the lanes
-//! (`x86/depthwise_grad_planes_f32.rs`), where the masked sums vectorized badly.
+//! mask of that column (computed once a call, on the stack). A training pass of 3 x 3 and 5 x 5
+//! kernels over whole planes in `f32` (forward, `dW`, `dX`) runs on SIMD kernels with the
+//! positions in the lanes (`x86/depthwise_training_planes_f32.rs`), where the masked sums
+//! vectorized badly; a prediction keeps these loops and their small stack.
 
 use core::ops::Range;
 
@@ -236,6 +237,42 @@ pub(crate) fn depthwise_conv2d<T: Float>(
     }
 }
 
+/// [`depthwise_conv2d`] of a training pass's batch: on the SIMD kernel with the positions in
+/// the lanes where it takes the shape (whole planes of 3 x 3 and 5 x 5 kernels in `f32`,
+/// `x86/depthwise_training_planes_f32.rs`: the sums in another order, so the outputs differ from
+/// a prediction's in the last bits), else as [`depthwise_conv2d`]. A prediction keeps the
+/// portable loops, whose stack (`Depthwise::stack_bytes`) the memory budget counts.
+///
+/// # Panics
+///
+/// As [`depthwise_conv2d`].
+#[cfg(feature = "alloc")]
+pub(crate) fn depthwise_conv2d_training<T: Float + 'static>(
+    shape: &Depthwise,
+    batch: usize,
+    x: &[T],
+    weight: &[T],
+    bias: &[T],
+    y: &mut [T],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(isa) = super::x86::detected_isa()
+        && super::x86::depthwise_training_planes_f32::applies(shape, super::x86::lanes::<f32>(isa))
+        && let (Some(x), Some(weight), Some(bias), Some(y)) = (
+            super::cast::same_type_slice::<T, f32>(x),
+            super::cast::same_type_slice::<T, f32>(weight),
+            super::cast::same_type_slice::<T, f32>(bias),
+            super::cast::same_type_slice_mut::<T, f32>(y),
+        )
+    {
+        super::x86::depthwise_training_planes_f32::depthwise_forward_planes(
+            isa, shape, batch, x, weight, bias, y,
+        );
+        return;
+    }
+    depthwise_conv2d(shape, batch, x, weight, bias, y);
+}
+
 /// [`depthwise_conv2d`] row by row of each output plane: any shape (the reference the
 /// whole-plane loops are tested against, bit for bit).
 fn forward_rows<T: Float>(shape: &Depthwise, x: &[T], weight: &[T], bias: &[T], y: &mut [T]) {
@@ -365,14 +402,14 @@ pub(crate) fn depthwise_conv2d_weight_gradient<T: Float + 'static>(
     // Whole planes of 3 x 3 and 5 x 5 kernels in `f32`: the positions in the SIMD lanes.
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = super::x86::detected_isa()
-        && super::x86::depthwise_grad_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
+        && super::x86::depthwise_training_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
         && let (Some(x), Some(dz), Some(d_weight)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice::<T, f32>(dz),
             super::cast::same_type_slice_mut::<T, f32>(d_weight),
         )
     {
-        super::x86::depthwise_grad_planes_f32::depthwise_weight_gradient_planes(
+        super::x86::depthwise_training_planes_f32::depthwise_weight_gradient_planes(
             isa, &g, batch, x, dz, d_weight,
         );
         return;
@@ -502,14 +539,14 @@ pub(crate) fn depthwise_conv2d_input_gradient<T: Float + 'static>(
     // Whole planes of 3 x 3 and 5 x 5 kernels in `f32`: the positions in the SIMD lanes.
     #[cfg(target_arch = "x86_64")]
     if let Some(isa) = super::x86::detected_isa()
-        && super::x86::depthwise_grad_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
+        && super::x86::depthwise_training_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
         && let (Some(weight), Some(dz), Some(dx)) = (
             super::cast::same_type_slice::<T, f32>(weight),
             super::cast::same_type_slice::<T, f32>(dz),
             super::cast::same_type_slice_mut::<T, f32>(dx),
         )
     {
-        super::x86::depthwise_grad_planes_f32::depthwise_input_gradient_planes(
+        super::x86::depthwise_training_planes_f32::depthwise_input_gradient_planes(
             isa, &g, batch, weight, dz, dx,
         );
         return;

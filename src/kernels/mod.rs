@@ -50,7 +50,9 @@ pub(crate) use conv::{conv2d_stride1_images, conv2d_stride1_with_scratch};
 pub(crate) use conv_windows::conv2d_windows_in_place;
 pub(crate) use depthwise::{Depthwise, depthwise_conv2d};
 #[cfg(feature = "alloc")]
-pub(crate) use depthwise::{depthwise_conv2d_input_gradient, depthwise_conv2d_weight_gradient};
+pub(crate) use depthwise::{
+    depthwise_conv2d_input_gradient, depthwise_conv2d_training, depthwise_conv2d_weight_gradient,
+};
 pub(crate) use depthwise_i8::{
     PlaneShape, depthwise_dots_i8, depthwise_i8_fast, depthwise_i8_simd,
 };

@@ -206,21 +206,27 @@ where
             .as_flattened()
     }
 
-    /// The forward pass of a batch, every sample in one call: `A = f(dwconv(X, W) + b)`.
-    fn forward_batch(&self, x: &[[[[T; W]; H]; C]], y: &mut [[[[T; OW]; OH]; OC]]) {
+    /// The forward pass of a batch, every sample in one call: `A = f(dwconv(X, W) + b)`; a
+    /// training pass's (`training`) on the kernels for a batch
+    /// (`kernels::depthwise_conv2d_training`).
+    fn forward_batch(&self, x: &[[[[T; W]; H]; C]], y: &mut [[[[T; OW]; OH]; OC]], training: bool) {
         let () = Self::SHAPE;
         let batch = x.len().min(y.len());
         let (x, y) = (&x[..batch], &mut y[..batch]);
         let x = x.as_flattened().as_flattened().as_flattened();
         let z = y.as_flattened_mut().as_flattened_mut().as_flattened_mut();
-        kernels::depthwise_conv2d(
-            &Self::SIZES,
-            batch,
-            x,
-            self.weight_values(),
-            S::vector(&self.bias),
-            z,
-        );
+        let (weight, bias) = (self.weight_values(), S::vector(&self.bias));
+        #[cfg(feature = "alloc")]
+        if training {
+            kernels::depthwise_conv2d_training(&Self::SIZES, batch, x, weight, bias, z);
+        } else {
+            kernels::depthwise_conv2d(&Self::SIZES, batch, x, weight, bias, z);
+        }
+        #[cfg(not(feature = "alloc"))]
+        {
+            let _ = training;
+            kernels::depthwise_conv2d(&Self::SIZES, batch, x, weight, bias, z);
+        }
         if !super::activation::is_identity::<A>() {
             kernels::with_wide_vectors(
                 #[inline(always)]
@@ -289,7 +295,7 @@ where
     const WORKING_BYTES: usize = Self::SIZES.stack_bytes();
 
     fn forward<const B: usize>(&self, x: &[Self::In; B], y: &mut [Self::Out; B]) {
-        self.forward_batch(x, y);
+        self.forward_batch(x, y, false);
     }
 
     fn to_store<S2: Store>(&self) -> Self::WithStore<S2> {
@@ -512,7 +518,7 @@ mod train {
             x: &[[[[T; W]; H]; C]; B],
             ws: &'w mut Self::Workspace,
         ) -> &'w [[[[T; OW]; OH]; OC]; B] {
-            self.forward_batch(x, &mut *ws.output);
+            self.forward_batch(x, &mut *ws.output, true);
             &ws.output
         }
 

@@ -620,9 +620,10 @@ pub trait Layer {
     /// equal `forward`'s up to rounding (the kernels add in other orders), and [`Arena::run`]'s
     /// bit for bit; [`Train::forward_train`]'s too, but with AVX2, where a prediction keeps
     /// the stack plan's direct kernel on some shapes that training gives another kernel
-    /// (faster there one image at a time, and without scratch), and for 1 x 1 convolutions
-    /// that a prediction computes with the filters in the lanes (many filters on narrow
-    /// images: training multiplies a batch's matrices).
+    /// (faster there one image at a time, and without scratch), for 1 x 1 convolutions that a
+    /// prediction computes with the filters in the lanes (many filters on narrow images:
+    /// training multiplies a batch's matrices), and for depthwise convolutions of 3 x 3 and
+    /// 5 x 5 over whole planes (training's SIMD kernel sums in another order).
     ///
     /// The scratch's contents do not matter, before or after; it is working memory the caller
     /// owns, which [`Layer::WORKING_BYTES`] does not count: on the heap for a large net

@@ -19,7 +19,7 @@ mod conv_filters;
 pub(super) mod conv_winograd_columns_f32;
 mod conv_winograd_rows;
 #[cfg(feature = "alloc")]
-pub(crate) mod depthwise_grad_planes_f32;
+pub(crate) mod depthwise_training_planes_f32;
 mod gemm;
 mod gemm_packed;
 mod gemm_unpacked;

@@ -1,10 +1,11 @@
-//! The depthwise gradients over whole planes (`depthwise_grad_planes_f32`) against the
-//! definition.
+//! The depthwise training passes over whole planes (`depthwise_training_planes_f32`) against the
+//! definitions.
 
 use super::*;
 use crate::kernels::Depthwise;
-use crate::kernels::x86::depthwise_grad_planes_f32::{
-    applies, depthwise_input_gradient_planes, depthwise_weight_gradient_planes,
+use crate::kernels::x86::depthwise_training_planes_f32::{
+    applies, depthwise_forward_planes, depthwise_input_gradient_planes,
+    depthwise_weight_gradient_planes,
 };
 
 /// `dW[o][ky][kx] = Σ_b Σ_(oy, ox) dZ[b][o][oy][ox] · X[b][o / m][oy + ky - P_h][ox + kx - P_w]`,
@@ -77,14 +78,50 @@ fn input_definition(g: &Depthwise, batch: usize, w: &[f64], dz: &[f64]) -> Vec<f
     dx
 }
 
+/// `Z[b][o][oy][ox] = bias[o] + Σ_(ky, kx) w[o][ky][kx] · X[b][o / m][oy + ky - P_h][ox + kx -
+/// P_w]`, the input read as 0 outside the image, in `f64`.
+fn forward_definition(g: &Depthwise, batch: usize, x: &[f64], w: &[f64], bias: &[f64]) -> Vec<f64> {
+    let (kh, kw) = g.kernel;
+    let (h, wd) = g.input;
+    let (oh, ow) = g.output;
+    let filters = g.channels * g.multiplier;
+    let mut z = std::vec![0.0; batch * filters * oh * ow];
+    for b in 0..batch {
+        for o in 0..filters {
+            let c = o / g.multiplier;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut sum = bias[o];
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            let (iy, ix) = (oy + ky, ox + kx);
+                            if iy < g.padding.0 || ix < g.padding.1 {
+                                continue;
+                            }
+                            let (iy, ix) = (iy - g.padding.0, ix - g.padding.1);
+                            if iy >= h || ix >= wd {
+                                continue;
+                            }
+                            sum += w[(o * kh + ky) * kw + kx]
+                                * x[((b * g.channels + c) * h + iy) * wd + ix];
+                        }
+                    }
+                    z[((b * filters + o) * oh + oy) * ow + ox] = sum;
+                }
+            }
+        }
+    }
+    z
+}
+
 /// On every instruction set: DS-CNN's layer (3 x 3 on 25 x 5, 64 channels), 5 x 5 kernels,
 /// a channel multiplier of 2, TensorFlow's uneven `SAME` padding (none before, the rest
 /// after), planes whose positions fill no whole vector or several with a partial last one,
-/// batches of none, one and several; `d_weight` and `dx` full of NaN first (overwritten),
-/// both gradients against their definitions. Shapes the
+/// batches of none, one and several; the outputs, `d_weight` and `dx` full of NaN first
+/// (overwritten), the forward pass and both gradients against their definitions. Shapes the
 /// kernel does not take are said to be so.
 #[test]
-fn depthwise_gradients_over_planes_match_the_definition() {
+fn depthwise_training_passes_over_planes_match_the_definitions() {
     let shape =
         |channels, multiplier, k: usize, padding, input: (usize, usize), out_rows| Depthwise {
             channels,
@@ -128,6 +165,18 @@ fn depthwise_gradients_over_planes_match_the_definition() {
                     );
                 }
                 let w = values(filters * g.kernel.0 * g.kernel.1, 990 + i as u64);
+                let bias = values(filters, 995 + i as u64);
+                let want = forward_definition(g, batch, &x, &w, &bias);
+                let mut z = std::vec![f32::NAN; want.len()];
+                let (xs, ws, bs) = (narrow(&x), narrow(&w), narrow(&bias));
+                depthwise_forward_planes(isa, g, batch, &xs, &ws, &bs, &mut z);
+                let terms = (g.kernel.0 * g.kernel.1 + 1) as f64;
+                for (k, (&got, &want)) in z.iter().zip(&want).enumerate() {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-6 * terms,
+                        "{isa:?}, {g:?}, batch {batch}, output {k}: {got} against {want}"
+                    );
+                }
                 let want = input_definition(g, batch, &w, &dz);
                 let mut dx = std::vec![f32::NAN; want.len()];
                 depthwise_input_gradient_planes(isa, g, batch, &narrow(&w), &narrow(&dz), &mut dx);

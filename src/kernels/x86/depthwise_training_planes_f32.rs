@@ -1,11 +1,16 @@
-//! The gradients of a depthwise convolution over whole planes, 3 x 3 and 5 x 5 kernels, `f32`:
+//! A depthwise convolution's training passes over whole planes, 3 x 3 and 5 x 5 kernels, `f32`:
 //! stride 1, output rows as long as the input's ([`Depthwise::whole_planes`]), the plane's
 //! positions in the lanes. Kernel step `(ky, kx)` pairs output position `i` with input
 //! position `i + ky·W + kx - (P_h·W + P_w)` of the flattened plane, where the input column lies
 //! inside the row; a vector of 0 and 1 per kernel column (0 where that column would read past
-//! a row's end into the next row's values) multiplies `dZ`, so that no mask is needed in the
-//! inner loops. DS-CNN's 25 x 5 planes take 8 vectors of 16 (AVX-512) for 125 positions.
+//! a row's end into the next row's values) multiplies what that column reads, so that no mask
+//! is needed in the inner loops. DS-CNN's 25 x 5 planes take 8 vectors of 16 (AVX-512) for 125
+//! positions.
 //!
+//! - **Forward pass** (a training pass's batch), `Z[o][i] = b[o] + Σ_kx c_kx[i] · Σ_ky
+//!   w[o][ky][kx] · X[c][i + offset]`: each image's plane copied between zeros (the rows above
+//!   and below it read as zero), each kernel column's sum over the kernel rows (broadcast
+//!   weights) weighted by its vector of 0 and 1.
 //! - **Weight gradient**, `dW[o][ky][kx] = Σ_images Σ_i dZ[o][i] · X[c][i + offset]`: each
 //!   image's input plane copied between zeros (the rows above and below it read as zero), one
 //!   vector of sums per kernel step kept across the batch's images and added across its lanes
@@ -15,7 +20,9 @@
 //!   one vector of inputs summed over the kernel steps (broadcast weights) and stored once.
 //!
 //! The sums are in another order than the portable loops' (`kernels::depthwise`), so the
-//! gradients differ in the last bits.
+//! results differ in the last bits; and a value that is not finite where a kernel column's
+//! weight is 0 gives NaN (0 · ∞) where the loops skip it: the trainer's check of the
+//! gradients rejects such a step either way.
 
 use super::isa::{Isa, assert_isa};
 use super::simd::{Avx2F32, Avx512F32, Simd};
@@ -127,15 +134,18 @@ pub(crate) fn depthwise_weight_gradient_planes(
     assert_isa(isa);
     // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
     // lengths fit it (asserted above).
-    unsafe { run_pass(isa, Pass::Weight, g, batch, x, dz, d_weight) }
+    unsafe { run_pass(isa, Pass::Weight, g, batch, (x, dz, &[]), d_weight) }
 }
 
-/// Which gradient [`run_pass`] computes.
+/// Which pass [`run_pass`] computes.
 #[derive(Clone, Copy)]
 enum Pass {
-    /// `a` is the images, `out` the weight gradient ([`run`]).
+    /// The inputs are the images, the weights and the biases, `out` the outputs
+    /// ([`run_forward`]).
+    Forward,
+    /// The inputs are the images and `dZ`, `out` the weight gradient ([`run`]).
     Weight,
-    /// `a` is the weights, `out` the input gradient ([`run_input`]).
+    /// The inputs are the weights and `dZ`, `out` the input gradient ([`run_input`]).
     Input,
 }
 
@@ -149,16 +159,18 @@ unsafe fn run_pass(
     pass: Pass,
     g: &Depthwise,
     batch: usize,
-    a: &[f32],
-    dz: &[f32],
+    inputs: Inputs<'_>,
     out: &mut [f32],
 ) {
     // SAFETY (both): forwarded.
     match isa {
-        Isa::Avx512 => unsafe { avx512(pass, g, batch, a, dz, out) },
-        Isa::Avx2Fma => unsafe { avx2(pass, g, batch, a, dz, out) },
+        Isa::Avx512 => unsafe { avx512(pass, g, batch, inputs, out) },
+        Isa::Avx2Fma => unsafe { avx2(pass, g, batch, inputs, out) },
     }
 }
+
+/// A pass's inputs (see [`Pass`]); the third is empty but in the forward pass.
+type Inputs<'a> = (&'a [f32], &'a [f32], &'a [f32]);
 
 /// The passes for one instruction set: one copy for each pass and kernel size, each a
 /// constant there.
@@ -173,12 +185,17 @@ macro_rules! entry {
             pass: Pass,
             g: &Depthwise,
             batch: usize,
-            a: &[f32],
-            dz: &[f32],
+            (a, dz, bias): Inputs<'_>,
             out: &mut [f32],
         ) {
             // SAFETY (each): forwarded; the kernel is 3 x 3 or 5 x 5 (`applies`).
             match (pass, g.kernel.0) {
+                (Pass::Forward, 3) => unsafe {
+                    run_forward::<$simd, 3, 9>(g, batch, a, dz, bias, out)
+                },
+                (Pass::Forward, _) => unsafe {
+                    run_forward::<$simd, 5, 25>(g, batch, a, dz, bias, out)
+                },
                 (Pass::Weight, 3) => unsafe { run::<$simd, 3, 9>(g, batch, a, dz, out) },
                 (Pass::Weight, _) => unsafe { run::<$simd, 5, 25>(g, batch, a, dz, out) },
                 (Pass::Input, 3) => unsafe { run_input::<$simd, 3, 9>(g, batch, a, dz, out) },
@@ -313,7 +330,7 @@ pub(crate) fn depthwise_input_gradient_planes(
     assert_isa(isa);
     // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
     // lengths fit it (asserted above).
-    unsafe { run_pass(isa, Pass::Input, g, batch, weight, dz, dx) }
+    unsafe { run_pass(isa, Pass::Input, g, batch, (weight, dz, &[]), dx) }
 }
 
 /// The input gradient on vectors `S`, a `K x K` kernel of `TAPS` steps.
@@ -406,6 +423,129 @@ unsafe fn run_input<S: Simd<E = f32>, const K: usize, const TAPS: usize>(
                             sum = S::add(sum, S::load_masked(out, in_tail));
                         }
                         S::store_masked(out, in_tail, sum);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `y = dwconv(x, weight) + bias` (every output written) for `batch` images, laid out as
+/// `kernels::depthwise`'s, with `isa`: the forward pass of a training batch.
+///
+/// # Panics
+///
+/// When the kernel does not take `g` ([`applies`]), the lengths do not fit `g` and `batch`, or
+/// the CPU does not have `isa`.
+pub(crate) fn depthwise_forward_planes(
+    isa: Isa,
+    g: &Depthwise,
+    batch: usize,
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    y: &mut [f32],
+) {
+    let lanes = super::lanes::<f32>(isa);
+    assert!(
+        applies(g, lanes),
+        "{g:?} is not for the whole-planes SIMD kernel"
+    );
+    let (plane, out_plane) = (g.input.0 * g.input.1, g.output.0 * g.output.1);
+    let filters = g.channels * g.multiplier;
+    let taps = g.kernel.0 * g.kernel.1;
+    assert!(
+        x.len() == batch * g.channels * plane
+            && y.len() == batch * filters * out_plane
+            && weight.len() == filters * taps
+            && bias.len() == filters,
+        "depthwise forward pass {g:?} of {batch} images: {} inputs, {} outputs, {} weights, {} biases",
+        x.len(),
+        y.len(),
+        weight.len(),
+        bias.len()
+    );
+    assert_isa(isa);
+    // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
+    // lengths fit it (asserted above).
+    unsafe { run_pass(isa, Pass::Forward, g, batch, (x, weight, bias), y) }
+}
+
+/// The forward pass on vectors `S`, a `K x K` kernel of `TAPS` steps.
+///
+/// # Safety
+///
+/// The CPU has `S`'s instruction set; `g` (with `K`) and the lengths as
+/// [`depthwise_forward_planes`] checks.
+#[inline(always)]
+unsafe fn run_forward<S: Simd<E = f32>, const K: usize, const TAPS: usize>(
+    g: &Depthwise,
+    batch: usize,
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    y: &mut [f32],
+) {
+    const { assert!(TAPS == K * K) };
+    let lanes = S::LANES;
+    let width = g.input.1;
+    let (plane, out_plane) = (g.input.0 * width, g.output.0 * g.output.1);
+    let vectors = out_plane.div_ceil(lanes);
+    let (lead, padded_len) = padded_plane(g, lanes);
+    let filters = g.channels * g.multiplier;
+    let mut columns = [0.0_f32; COLUMN_WEIGHTS];
+    column_weights(g, lanes, &mut columns);
+    let mut padded = [0.0_f32; PADDED_PLANE];
+    // SAFETY: the CPU has `S`'s instruction set.
+    let tail = unsafe { S::mask(out_plane - (vectors - 1) * lanes) };
+    for b in 0..batch {
+        for o in 0..filters {
+            let channel = o / g.multiplier;
+            if o % g.multiplier == 0 {
+                let image = &x[(b * g.channels + channel) * plane..][..plane];
+                padded[lead..lead + plane].copy_from_slice(image);
+            }
+            let w = &weight[o * TAPS..][..TAPS];
+            // SAFETY: the CPU has `S`'s instruction set.
+            let w: [S::V; TAPS] = core::array::from_fn(|t| unsafe { S::splat(w[t]) });
+            // SAFETY: the CPU has `S`'s instruction set.
+            let b_o = unsafe { S::splat(bias[o]) };
+            let y = &mut y[(b * filters + o) * out_plane..][..out_plane];
+            for v in 0..vectors {
+                let start = v * lanes;
+                let mut z = b_o;
+                for kx in 0..K {
+                    // SAFETY: the CPU has `S`'s instruction set.
+                    let mut column_sum = unsafe { S::zero() };
+                    for ky in 0..K {
+                        let at = start + ky * width + kx;
+                        debug_assert!(at + lanes <= padded_len);
+                        // SAFETY: the last vector at the last kernel step ends within
+                        // `padded_len` (see `padded_plane`), at most `PADDED_PLANE`; the CPU
+                        // has `S`'s instruction set.
+                        column_sum = unsafe {
+                            S::fma(w[ky * K + kx], S::load(padded.as_ptr().add(at)), column_sum)
+                        };
+                    }
+                    // SAFETY: `columns` holds `K` rows of `vectors · lanes`; the CPU has `S`'s
+                    // instruction set.
+                    z = unsafe {
+                        S::fma(
+                            column_sum,
+                            S::load(columns.as_ptr().add(kx * vectors * lanes + start)),
+                            z,
+                        )
+                    };
+                }
+                let out = y[start..].as_mut_ptr();
+                // SAFETY: positions `start..start + lanes` are inside the plane but in the last
+                // vector, whose store is masked to the plane's end; the CPU has `S`'s
+                // instruction set.
+                unsafe {
+                    if v + 1 < vectors {
+                        S::store(out, z);
+                    } else {
+                        S::store_masked(out, tail, z);
                     }
                 }
             }

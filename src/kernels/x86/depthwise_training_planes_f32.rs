@@ -70,11 +70,17 @@ const fn padded_gradients(g: &Depthwise, lanes: usize) -> (usize, usize) {
     (front, if copy > reach { copy } else { reach })
 }
 
-/// Whether these kernels take `g` with vectors of `lanes`: whole planes, a 3 x 3 or 5 x 5
-/// kernel, padding smaller than the kernel, and the stack buffers large enough.
+/// Whether these kernels take `g` with vectors of `lanes`: whole planes of at least one row, a
+/// 3 x 3 or 5 x 5 kernel, padding smaller than the kernel, and the stack buffers large enough.
 pub(crate) const fn applies(g: &Depthwise, lanes: usize) -> bool {
     let square = matches!(g.kernel, (3, 3) | (5, 5));
-    if !g.whole_planes() || !square || g.padding.0 >= g.kernel.0 || g.padding.1 >= g.kernel.1 {
+    let empty = g.input.0 == 0 || g.output.0 == 0;
+    if !g.whole_planes()
+        || !square
+        || empty
+        || g.padding.0 >= g.kernel.0
+        || g.padding.1 >= g.kernel.1
+    {
         return false;
     }
     let out_plane = g.output.0 * g.output.1;
@@ -162,51 +168,76 @@ unsafe fn run_pass(
     inputs: Inputs<'_>,
     out: &mut [f32],
 ) {
-    // SAFETY (both): forwarded.
-    match isa {
-        Isa::Avx512 => unsafe { avx512(pass, g, batch, inputs, out) },
-        Isa::Avx2Fma => unsafe { avx2(pass, g, batch, inputs, out) },
+    // SAFETY (each): forwarded.
+    match (isa, pass) {
+        (Isa::Avx512, Pass::Forward) => unsafe { avx512_forward(g, batch, inputs, out) },
+        (Isa::Avx512, Pass::Weight) => unsafe { avx512_weight(g, batch, inputs, out) },
+        (Isa::Avx512, Pass::Input) => unsafe { avx512_input(g, batch, inputs, out) },
+        (Isa::Avx2Fma, Pass::Forward) => unsafe { avx2_forward(g, batch, inputs, out) },
+        (Isa::Avx2Fma, Pass::Weight) => unsafe { avx2_weight(g, batch, inputs, out) },
+        (Isa::Avx2Fma, Pass::Input) => unsafe { avx2_input(g, batch, inputs, out) },
     }
 }
 
 /// A pass's inputs (see [`Pass`]); the third is empty but in the forward pass.
 type Inputs<'a> = (&'a [f32], &'a [f32], &'a [f32]);
 
-/// The passes for one instruction set: one copy for each pass and kernel size, each a
-/// constant there.
+/// One pass for one instruction set, a copy for each kernel size (a constant there): a function
+/// of its own, so that its stack buffers are the only ones in its frame.
 macro_rules! entry {
-    ($name:ident, $simd:ty, $features:literal) => {
+    ($name:ident, $simd:ty, $features:literal, |$g:ident, $batch:ident, $inputs:pat, $out:ident| $run:ident($($arg:expr),*)) => {
         /// # Safety
         ///
         /// The CPU has the instruction set named in `target_feature`; `g` and the lengths as
         /// the pass's entry point checks.
         #[target_feature(enable = $features)]
-        unsafe fn $name(
-            pass: Pass,
-            g: &Depthwise,
-            batch: usize,
-            (a, dz, bias): Inputs<'_>,
-            out: &mut [f32],
-        ) {
-            // SAFETY (each): forwarded; the kernel is 3 x 3 or 5 x 5 (`applies`).
-            match (pass, g.kernel.0) {
-                (Pass::Forward, 3) => unsafe {
-                    run_forward::<$simd, 3, 9>(g, batch, a, dz, bias, out)
-                },
-                (Pass::Forward, _) => unsafe {
-                    run_forward::<$simd, 5, 25>(g, batch, a, dz, bias, out)
-                },
-                (Pass::Weight, 3) => unsafe { run::<$simd, 3, 9>(g, batch, a, dz, out) },
-                (Pass::Weight, _) => unsafe { run::<$simd, 5, 25>(g, batch, a, dz, out) },
-                (Pass::Input, 3) => unsafe { run_input::<$simd, 3, 9>(g, batch, a, dz, out) },
-                (Pass::Input, _) => unsafe { run_input::<$simd, 5, 25>(g, batch, a, dz, out) },
+        unsafe fn $name($g: &Depthwise, $batch: usize, $inputs: Inputs<'_>, $out: &mut [f32]) {
+            // SAFETY (both): forwarded; the kernel is 3 x 3 or 5 x 5 (`applies`).
+            if $g.kernel.0 == 3 {
+                unsafe { $run::<$simd, 3, 9>($($arg),*) }
+            } else {
+                unsafe { $run::<$simd, 5, 25>($($arg),*) }
             }
         }
     };
 }
 
-entry!(avx512, Avx512F32, "avx512f");
-entry!(avx2, Avx2F32, "avx2,fma");
+entry!(
+    avx512_forward,
+    Avx512F32,
+    "avx512f",
+    |g, batch, (x, w, bias), y| run_forward(g, batch, x, w, bias, y)
+);
+entry!(
+    avx512_weight,
+    Avx512F32,
+    "avx512f",
+    |g, batch, (x, dz, _), dw| run(g, batch, x, dz, dw)
+);
+entry!(
+    avx512_input,
+    Avx512F32,
+    "avx512f",
+    |g, batch, (w, dz, _), dx| run_input(g, batch, w, dz, dx)
+);
+entry!(
+    avx2_forward,
+    Avx2F32,
+    "avx2,fma",
+    |g, batch, (x, w, bias), y| run_forward(g, batch, x, w, bias, y)
+);
+entry!(
+    avx2_weight,
+    Avx2F32,
+    "avx2,fma",
+    |g, batch, (x, dz, _), dw| run(g, batch, x, dz, dw)
+);
+entry!(
+    avx2_input,
+    Avx2F32,
+    "avx2,fma",
+    |g, batch, (w, dz, _), dx| run_input(g, batch, w, dz, dx)
+);
 
 /// The kernel on vectors `S`, a `K x K` kernel of `TAPS` steps.
 ///

@@ -116,7 +116,9 @@ fn forward_definition(g: &Depthwise, batch: usize, x: &[f64], w: &[f64], bias: &
 
 /// On every instruction set: DS-CNN's layer (3 x 3 on 25 x 5, 64 channels), 5 x 5 kernels,
 /// a channel multiplier of 2, TensorFlow's uneven `SAME` padding (none before, the rest
-/// after), planes whose positions fill no whole vector or several with a partial last one,
+/// after), paddings that differ between the axes, fewer or more output rows than input rows
+/// (some wholly in the padding), a width of 1, 20 filters (a group of 16 and a partial one),
+/// planes whose positions fill no whole vector or several with a partial last one,
 /// batches of none, one and several; the outputs, `d_weight` and `dx` full of NaN first
 /// (overwritten), the forward pass and both gradients against their definitions. Shapes the
 /// kernel does not take are said to be so.
@@ -139,6 +141,12 @@ fn depthwise_training_passes_over_planes_match_the_definitions() {
         shape(3, 1, 3, (0, 0), (6, 17), 6),
         shape(2, 1, 3, (1, 1), (6, 17), 7),
         shape(1, 3, 5, (4, 4), (3, 2), 3),
+        // Paddings that differ between the axes, fewer output rows than input rows, output
+        // rows wholly in the padding, a width of 1, filters past a group of 16.
+        shape(2, 1, 3, (0, 2), (6, 7), 4),
+        shape(1, 2, 5, (4, 0), (3, 5), 9),
+        shape(2, 1, 3, (1, 0), (5, 1), 5),
+        shape(20, 1, 3, (1, 1), (4, 6), 4),
     ];
     let mut ran = 0;
     for isa in [Isa::Avx512, Isa::Avx2Fma] {
@@ -190,8 +198,8 @@ fn depthwise_training_passes_over_planes_match_the_definitions() {
                 ran += 1;
             }
         }
-        // Not taken: 4 x 4 and 7 x 7 kernels, stride 2, rows that change length, and
-        // padding as large as the kernel.
+        // Not taken: 4 x 4 and 7 x 7 kernels, stride 2, rows that change length, padding as
+        // large as the kernel on either axis, and planes of no rows.
         for g in [
             shape(2, 1, 4, (1, 1), (8, 8), 7),
             Depthwise {
@@ -210,11 +218,13 @@ fn depthwise_training_passes_over_planes_match_the_definitions() {
                 ..shapes[0]
             },
             shape(1, 1, 3, (3, 2), (5, 5), 9),
+            shape(1, 1, 3, (1, 3), (5, 5), 5),
+            shape(1, 1, 3, (1, 1), (0, 5), 0),
         ] {
             assert!(!applies(&g, lanes), "{g:?}");
         }
     }
     if isa_available(Isa::Avx2Fma) {
-        assert!(ran >= 18, "{ran} cases ran");
+        assert!(ran >= 30, "{ran} cases ran");
     }
 }

@@ -237,6 +237,15 @@ pub(crate) fn depthwise_conv2d<T: Float>(
     }
 }
 
+/// The instruction set whose SIMD kernels take a training pass of `g` over whole planes
+/// (`x86/depthwise_training_planes_f32.rs`), if any.
+#[cfg(all(feature = "alloc", target_arch = "x86_64"))]
+fn simd_planes(g: &Depthwise) -> Option<super::x86::Isa> {
+    let isa = super::x86::detected_isa()?;
+    super::x86::depthwise_training_planes_f32::applies(g, super::x86::lanes::<f32>(isa))
+        .then_some(isa)
+}
+
 /// [`depthwise_conv2d`] of a training pass's batch: on the SIMD kernel with the positions in
 /// the lanes where it takes the shape (whole planes of 3 x 3 and 5 x 5 kernels in `f32`,
 /// `x86/depthwise_training_planes_f32.rs`: the sums in another order, so the outputs differ from
@@ -256,8 +265,7 @@ pub(crate) fn depthwise_conv2d_training<T: Float + 'static>(
     y: &mut [T],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = super::x86::detected_isa()
-        && super::x86::depthwise_training_planes_f32::applies(shape, super::x86::lanes::<f32>(isa))
+    if let Some(isa) = simd_planes(shape)
         && let (Some(x), Some(weight), Some(bias), Some(y)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice::<T, f32>(weight),
@@ -401,8 +409,7 @@ pub(crate) fn depthwise_conv2d_weight_gradient<T: Float + 'static>(
     let g = *shape;
     // Whole planes of 3 x 3 and 5 x 5 kernels in `f32`: the positions in the SIMD lanes.
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = super::x86::detected_isa()
-        && super::x86::depthwise_training_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
+    if let Some(isa) = simd_planes(&g)
         && let (Some(x), Some(dz), Some(d_weight)) = (
             super::cast::same_type_slice::<T, f32>(x),
             super::cast::same_type_slice::<T, f32>(dz),
@@ -538,8 +545,7 @@ pub(crate) fn depthwise_conv2d_input_gradient<T: Float + 'static>(
     let g = *shape;
     // Whole planes of 3 x 3 and 5 x 5 kernels in `f32`: the positions in the SIMD lanes.
     #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = super::x86::detected_isa()
-        && super::x86::depthwise_training_planes_f32::applies(&g, super::x86::lanes::<f32>(isa))
+    if let Some(isa) = simd_planes(&g)
         && let (Some(weight), Some(dz), Some(dx)) = (
             super::cast::same_type_slice::<T, f32>(weight),
             super::cast::same_type_slice::<T, f32>(dz),

@@ -105,6 +105,34 @@ fn column_weights(g: &Depthwise, lanes: usize, columns: &mut [f32; COLUMN_WEIGHT
     }
 }
 
+/// Panics unless these kernels take `g` with `isa`'s vectors ([`applies`]), the CPU has `isa`,
+/// and the lengths of a `pass` are `batch` images, `batch` outputs, the filters' weights and,
+/// where given, their biases.
+fn check(
+    isa: Isa,
+    g: &Depthwise,
+    batch: usize,
+    pass: &str,
+    (images, outputs, weights, biases): (usize, usize, usize, Option<usize>),
+) {
+    assert!(
+        applies(g, super::lanes::<f32>(isa)),
+        "{g:?} is not for the whole-planes SIMD kernel"
+    );
+    let filters = g.channels * g.multiplier;
+    let expected = (
+        batch * g.channels * g.input.0 * g.input.1,
+        batch * filters * g.output.0 * g.output.1,
+        filters * g.kernel.0 * g.kernel.1,
+    );
+    assert!(
+        (images, outputs, weights) == expected && biases.is_none_or(|b| b == filters),
+        "depthwise {pass} {g:?} of {batch} images: {images} inputs, {outputs} outputs, \
+         {weights} weights, {biases:?} biases; {expected:?} and {filters} biases expected"
+    );
+    assert_isa(isa);
+}
+
 /// `d_weight = Σ over the batch of dZ ⋆ X` (overwritten) for `batch` images `x` and their
 /// output gradients `dz`, laid out as `kernels::depthwise`'s, with `isa`.
 ///
@@ -120,24 +148,13 @@ pub(crate) fn depthwise_weight_gradient_planes(
     dz: &[f32],
     d_weight: &mut [f32],
 ) {
-    let lanes = super::lanes::<f32>(isa);
-    assert!(
-        applies(g, lanes),
-        "{g:?} is not for the whole-planes SIMD kernel"
+    check(
+        isa,
+        g,
+        batch,
+        "weight gradient",
+        (x.len(), dz.len(), d_weight.len(), None),
     );
-    let (plane, out_plane) = (g.input.0 * g.input.1, g.output.0 * g.output.1);
-    let filters = g.channels * g.multiplier;
-    let taps = g.kernel.0 * g.kernel.1;
-    assert!(
-        x.len() == batch * g.channels * plane
-            && dz.len() == batch * filters * out_plane
-            && d_weight.len() == filters * taps,
-        "depthwise weight gradient {g:?} of {batch} images: {} inputs, {} gradients, {} weights",
-        x.len(),
-        dz.len(),
-        d_weight.len()
-    );
-    assert_isa(isa);
     // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
     // lengths fit it (asserted above).
     unsafe { run_pass(isa, Pass::Weight, g, batch, (x, dz, &[]), d_weight) }
@@ -341,24 +358,13 @@ pub(crate) fn depthwise_input_gradient_planes(
     dz: &[f32],
     dx: &mut [f32],
 ) {
-    let lanes = super::lanes::<f32>(isa);
-    assert!(
-        applies(g, lanes),
-        "{g:?} is not for the whole-planes SIMD kernel"
+    check(
+        isa,
+        g,
+        batch,
+        "input gradient",
+        (dx.len(), dz.len(), weight.len(), None),
     );
-    let (plane, out_plane) = (g.input.0 * g.input.1, g.output.0 * g.output.1);
-    let filters = g.channels * g.multiplier;
-    let taps = g.kernel.0 * g.kernel.1;
-    assert!(
-        dx.len() == batch * g.channels * plane
-            && dz.len() == batch * filters * out_plane
-            && weight.len() == filters * taps,
-        "depthwise input gradient {g:?} of {batch} images: {} inputs, {} gradients, {} weights",
-        dx.len(),
-        dz.len(),
-        weight.len()
-    );
-    assert_isa(isa);
     // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
     // lengths fit it (asserted above).
     unsafe { run_pass(isa, Pass::Input, g, batch, (weight, dz, &[]), dx) }
@@ -477,26 +483,13 @@ pub(crate) fn depthwise_forward_planes(
     bias: &[f32],
     y: &mut [f32],
 ) {
-    let lanes = super::lanes::<f32>(isa);
-    assert!(
-        applies(g, lanes),
-        "{g:?} is not for the whole-planes SIMD kernel"
+    check(
+        isa,
+        g,
+        batch,
+        "forward pass",
+        (x.len(), y.len(), weight.len(), Some(bias.len())),
     );
-    let (plane, out_plane) = (g.input.0 * g.input.1, g.output.0 * g.output.1);
-    let filters = g.channels * g.multiplier;
-    let taps = g.kernel.0 * g.kernel.1;
-    assert!(
-        x.len() == batch * g.channels * plane
-            && y.len() == batch * filters * out_plane
-            && weight.len() == filters * taps
-            && bias.len() == filters,
-        "depthwise forward pass {g:?} of {batch} images: {} inputs, {} outputs, {} weights, {} biases",
-        x.len(),
-        y.len(),
-        weight.len(),
-        bias.len()
-    );
-    assert_isa(isa);
     // SAFETY: the CPU has the instruction set (asserted); the kernel takes the shape and the
     // lengths fit it (asserted above).
     unsafe { run_pass(isa, Pass::Forward, g, batch, (x, weight, bias), y) }

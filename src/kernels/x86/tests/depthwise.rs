@@ -228,3 +228,48 @@ fn depthwise_training_passes_over_planes_match_the_definitions() {
         assert!(ran >= 30, "{ran} cases ran");
     }
 }
+
+/// A caller's bug, a weight gradient one image short, is a panic that names the pass and the
+/// lengths, before any pointer is formed.
+#[test]
+#[should_panic(expected = "depthwise weight gradient")]
+fn wrong_lengths_panic_before_the_kernel_runs() {
+    let g = Depthwise {
+        channels: 2,
+        multiplier: 1,
+        kernel: (3, 3),
+        stride: (1, 1),
+        padding: (1, 1),
+        input: (4, 4),
+        output: (4, 4),
+    };
+    let isa = if isa_available(Isa::Avx512) {
+        Isa::Avx512
+    } else {
+        Isa::Avx2Fma
+    };
+    let mut dw = [0.0_f32; 18];
+    depthwise_weight_gradient_planes(isa, &g, 2, &[0.0; 32], &[0.0; 64], &mut dw);
+}
+
+/// A shape the kernels do not take (stride 2) is refused by name.
+#[test]
+#[should_panic(expected = "is not for the whole-planes SIMD kernel")]
+fn shapes_the_kernels_do_not_take_panic() {
+    let g = Depthwise {
+        channels: 1,
+        multiplier: 1,
+        kernel: (3, 3),
+        stride: (2, 2),
+        padding: (1, 1),
+        input: (4, 4),
+        output: (2, 2),
+    };
+    let isa = if isa_available(Isa::Avx512) {
+        Isa::Avx512
+    } else {
+        Isa::Avx2Fma
+    };
+    let mut y = [0.0_f32; 4];
+    depthwise_forward_planes(isa, &g, 1, &[0.0; 16], &[0.0; 9], &[0.0], &mut y);
+}

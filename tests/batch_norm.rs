@@ -103,6 +103,72 @@ fn a_batch_is_normalized_and_its_statistics_are_kept() {
     assert!((p[0][0][0] - want).abs() < 1e-14);
 }
 
+/// The batch's statistics keep their precision when the values are far from 0 and their planes'
+/// means differ (a sum of squares less the square of the sum would lose them all in f32):
+/// against a two-pass computation in f64 of the same f32 values, images and vectors.
+#[test]
+fn statistics_far_from_zero_keep_their_precision() {
+    use constmat::nn::BatchNorm1d;
+    let mut rng = StdRng::seed_from_u64(7);
+    let norm = BatchNorm2d::<f32, 3, 5, 7>::zeros();
+    let x: Box<[[[[f32; 7]; 5]; 3]; 16]> = Box::new(std::array::from_fn(|b| {
+        std::array::from_fn(|c| {
+            let plane = 1e4 * (c + 1) as f32 + 0.25 * b as f32;
+            std::array::from_fn(|_| {
+                std::array::from_fn(|_| plane + 0.05 * random_sample::<f64>(&mut rng) as f32)
+            })
+        })
+    }));
+    let mut ws = Train::<f32, 16>::workspace(&norm);
+    norm.forward_train(&x, &mut ws);
+    for c in 0..3 {
+        let values: Vec<f64> = x
+            .iter()
+            .flat_map(|s| s[c].as_flattened())
+            .map(|&v| f64::from(v))
+            .collect();
+        let (mean, variance) = two_pass(&values);
+        let got = (f64::from(ws.mean[c]), f64::from(ws.variance[c]));
+        assert!(
+            (got.0 - mean).abs() <= 1e-6 * mean,
+            "channel {c}: mean {got:?}, want {mean}"
+        );
+        let error = (got.1 - variance).abs() / variance;
+        assert!(
+            error < 1e-3,
+            "channel {c}: variance {} want {variance}",
+            got.1
+        );
+    }
+    // Vectors: each channel one value a sample.
+    let norm = BatchNorm1d::<f32, 2>::zeros();
+    let x: [[f32; 2]; 32] =
+        std::array::from_fn(|b| [3e4 + 0.5 * b as f32, -2e4 + 0.01 * (b * b) as f32]);
+    let mut ws = Train::<f32, 32>::workspace(&norm);
+    norm.forward_train(&x, &mut ws);
+    for c in 0..2 {
+        let values: Vec<f64> = x.iter().map(|s| f64::from(s[c])).collect();
+        let (mean, variance) = two_pass(&values);
+        let error = (f64::from(ws.variance[c]) - variance).abs() / variance;
+        assert!(
+            (f64::from(ws.mean[c]) - mean).abs() <= 1e-6 * mean.abs(),
+            "vector channel {c}"
+        );
+        assert!(
+            error < 1e-3,
+            "vector channel {c}: variance {}, want {variance}",
+            ws.variance[c]
+        );
+    }
+}
+
+/// The mean and the biased variance, two passes in f64.
+fn two_pass(values: &[f64]) -> (f64, f64) {
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let squares = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>();
+    (mean, squares / values.len() as f64)
+}
+
 /// The fixture's net (see the script).
 type PyTorchNet = constmat::net![
     Input<f64, 2, 8, 8>,

@@ -38,6 +38,15 @@ pub trait Activation: Copy + Default + Debug + PartialEq + Send + Sync + 'static
 
     /// `f'(z)`, expressed through the output `a = f(z)`.
     fn derivative_from_output<T: Float>(a: T) -> T;
+
+    /// `f'(z)` from `z`: always `derivative_from_output(apply(z))`, bit for bit. For a layer
+    /// that keeps `z`'s inputs rather than `a` (batch normalization computes `z` again in its
+    /// backward pass). The piecewise-linear functions override it with one comparison, which
+    /// the compiler keeps in vectors.
+    #[inline]
+    fn derivative<T: Float>(z: T) -> T {
+        Self::derivative_from_output(Self::apply(z))
+    }
 }
 
 /// `f(z) = z`: no activation (the last layer before a loss that applies its own, like softmax).
@@ -62,6 +71,11 @@ impl Activation for Identity {
 
     #[inline]
     fn derivative_from_output<T: Float>(_a: T) -> T {
+        T::one()
+    }
+
+    #[inline]
+    fn derivative<T: Float>(_z: T) -> T {
         T::one()
     }
 }
@@ -97,6 +111,12 @@ impl Activation for Relu {
     fn derivative_from_output<T: Float>(a: T) -> T {
         // a > 0 exactly when z > 0.
         if a > T::zero() { T::one() } else { T::zero() }
+    }
+
+    #[inline]
+    fn derivative<T: Float>(z: T) -> T {
+        // f(z) > 0 exactly when z > 0 (a NaN is neither).
+        if z > T::zero() { T::one() } else { T::zero() }
     }
 }
 
@@ -146,6 +166,16 @@ impl Activation for Relu6 {
     fn derivative_from_output<T: Float>(a: T) -> T {
         // 0 < a < 6 exactly when 0 < z < 6.
         if a > T::zero() && a < six::<T>() {
+            T::one()
+        } else {
+            T::zero()
+        }
+    }
+
+    #[inline]
+    fn derivative<T: Float>(z: T) -> T {
+        // 0 < f(z) < 6 exactly when 0 < z < 6 (a NaN is neither).
+        if z > T::zero() && z < six::<T>() {
             T::one()
         } else {
             T::zero()
@@ -226,5 +256,51 @@ impl Activation for Tanh {
     #[inline]
     fn derivative_from_output<T: Float>(a: T) -> T {
         T::one() - a * a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `derivative(z)` is `derivative_from_output(apply(z))` bit for bit, at the kinks, the
+    /// infinities and NaN too, for every activation (the overrides of the piecewise-linear
+    /// ones included).
+    #[test]
+    fn the_derivative_from_z_is_the_derivative_from_the_output() {
+        fn check<A: Activation>(name: &str) {
+            let special = [
+                0.0,
+                -0.0,
+                6.0,
+                -6.0,
+                1e-30,
+                -1e-30,
+                5.999_999,
+                6.000_001,
+                0.5,
+                -0.5,
+                30.0,
+                -30.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
+            ];
+            let values = special
+                .into_iter()
+                .chain((-80..=80).map(|i| i as f32 * 0.1));
+            for z in values {
+                let (got, want) = (A::derivative(z), A::derivative_from_output(A::apply(z)));
+                assert_eq!(got.to_bits(), want.to_bits(), "{name} at {z} (f32)");
+                let z = f64::from(z);
+                let (got, want) = (A::derivative(z), A::derivative_from_output(A::apply(z)));
+                assert_eq!(got.to_bits(), want.to_bits(), "{name} at {z} (f64)");
+            }
+        }
+        check::<Identity>("Identity");
+        check::<Relu>("Relu");
+        check::<Relu6>("Relu6");
+        check::<Sigmoid>("Sigmoid");
+        check::<Tanh>("Tanh");
     }
 }

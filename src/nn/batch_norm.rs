@@ -520,8 +520,11 @@ mod train {
     pub struct BatchNormWorkspace<T, O, const C: usize, const B: usize> {
         /// `A = f(Z)` of each sample.
         pub output: Box<[O; B]>,
-        /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass.
-        pub d_pre_activation: Box<[O; B]>,
+        /// One plane's `dZ = dA ⊙ f'(Z)` (`H·W` values; one for vectors), the backward
+        /// pass's scratch.
+        pub plane: Box<[T]>,
+        /// The mean of each plane (sample by sample, `C` each), the forward pass's scratch.
+        pub plane_means: Box<[T]>,
         /// The batch's mean of each channel, `μ`.
         pub mean: [T; C],
         /// The batch's (biased) variance of each channel, `σ²`.
@@ -576,7 +579,8 @@ mod train {
             const { check_values_per_channel(B * X::PER_CHANNEL) };
             BatchNormWorkspace {
                 output: zeroed_samples(),
-                d_pre_activation: zeroed_samples(),
+                plane: alloc::vec![T::zero(); X::PER_CHANNEL].into_boxed_slice(),
+                plane_means: alloc::vec![T::zero(); B * C].into_boxed_slice(),
                 mean: [T::zero(); C],
                 variance: [T::zero(); C],
             }
@@ -592,27 +596,39 @@ mod train {
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
-                    // μ, then σ² from the deviations (two passes: no cancellation), each plane
-                    // (one sample's channel `c`) a contiguous slice.
+                    // μ and σ² in one pass over the batch, each sample read twice while it
+                    // is in L1 or L2: the sum of each of its planes (one channel `c`, a
+                    // contiguous slice), then the squares of each plane's deviations from its
+                    // own mean m_p (two passes, so no cancellation; the planes' sums are
+                    // independent of each other, so they overlap). With n_p values a plane and
+                    // n in all, n·σ² = Σ_p Σ (x - m_p)² + n_p·Σ_p (m_p - μ)².
+                    let n_plane = T::from(X::PER_CHANNEL).unwrap_or_else(T::nan);
+                    let plane_means = ws.plane_means.chunks_exact_mut(C);
                     ws.mean = [T::zero(); C];
-                    for x in x {
-                        for (c, total) in ws.mean.iter_mut().enumerate() {
+                    ws.variance = [T::zero(); C];
+                    for (x, plane_means) in x.iter().zip(plane_means) {
+                        for (c, plane_mean) in plane_means.iter_mut().enumerate() {
                             let p = x.channel(c);
-                            *total += sum_with(p, p, |v, _| v);
+                            let sum = sum_with(p, p, |v, _| v);
+                            ws.mean[c] += sum;
+                            *plane_mean = sum / n_plane;
+                        }
+                        for (c, &m) in plane_means.iter().enumerate() {
+                            let p = x.channel(c);
+                            ws.variance[c] += sum_with(p, p, |v, _| (v - m) * (v - m));
                         }
                     }
                     for mean in &mut ws.mean {
                         *mean /= n;
                     }
-                    ws.variance = [T::zero(); C];
-                    for x in x {
-                        for (c, squares) in ws.variance.iter_mut().enumerate() {
-                            let (p, mean) = (x.channel(c), ws.mean[c]);
-                            *squares += sum_with(p, p, |v, _| (v - mean) * (v - mean));
+                    let mut between = [T::zero(); C];
+                    for plane_means in ws.plane_means.chunks_exact(C) {
+                        for ((b, &m), &mean) in between.iter_mut().zip(plane_means).zip(&ws.mean) {
+                            *b += (m - mean) * (m - mean);
                         }
                     }
-                    for variance in &mut ws.variance {
-                        *variance /= n;
+                    for (variance, b) in ws.variance.iter_mut().zip(between) {
+                        *variance = (*variance + n_plane * b) / n;
                     }
                     let inv_std: [T; C] =
                         core::array::from_fn(|c| (ws.variance[c] + Self::epsilon()).sqrt().recip());
@@ -648,7 +664,7 @@ mod train {
             gradients: &mut Self,
         ) {
             let n = T::from(B * X::PER_CHANNEL).unwrap_or_else(T::nan);
-            let gamma = S::vector(&self.weight);
+            let (gamma, beta) = (S::vector(&self.weight), S::vector(&self.bias));
             let mut d_gamma = [T::zero(); C];
             let mut d_beta = [T::zero(); C];
             // X̂ = (X - μ)·(1/√(σ² + ε)), computed as the forward pass did.
@@ -657,22 +673,29 @@ mod train {
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
-                    // dZ = dA ⊙ f'(Z), f' from A; dβ = Σ dZ, dγ = Σ dZ ⊙ X̂ over the batch's
-                    // positions, each plane summed while it is in L1 (sample by sample, as the
-                    // forward pass: each channel's sums add its planes in the samples' order).
-                    let samples = ws
-                        .d_pre_activation
-                        .iter_mut()
-                        .zip(ws.output.iter())
-                        .zip(d_output)
-                        .zip(x);
-                    for (((dz, a), da), x) in samples {
+                    // dZ = dA ⊙ f'(Z), with Z = γ·X̂ + β computed again from X, as the
+                    // forward pass did (the same operations on the same values: the same
+                    // bits, and `A::derivative(Z)` equals `derivative_from_output` of the
+                    // output the forward pass wrote). Neither A nor dZ is read or written: at a training
+                    // batch the arrays exceed L2, and each array a pass does not touch is
+                    // memory traffic saved.
+                    let d_pre_activation = |c: usize, da: T, x: T| {
+                        let xh = (x - ws.mean[c]) * inv_std[c];
+                        let z = gamma[c] * xh + beta[c];
+                        (da * A::derivative(z), xh)
+                    };
+                    // dβ = Σ dZ, dγ = Σ dZ ⊙ X̂ over the batch's positions, a plane at a time:
+                    // its dZ into the plane-sized scratch (in L1 or L2, where the whole dZ
+                    // would not be), then summed, sample by sample as the forward pass (each
+                    // channel's sums add its planes in the samples' order).
+                    let dz = &mut ws.plane[..];
+                    for (da, x) in d_output.iter().zip(x) {
                         for c in 0..C {
-                            let (dz, a, da) = (dz.channel_mut(c), a.channel(c), da.channel(c));
-                            for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
-                                *dz = da * A::derivative_from_output(a);
+                            let (da, x) = (da.channel(c), x.channel(c));
+                            for ((dz, &da), &x) in dz.iter_mut().zip(da).zip(x) {
+                                *dz = d_pre_activation(c, da, x).0;
                             }
-                            let (dz, x) = (&*dz, x.channel(c));
+                            let (dz, x) = (&*dz, x);
                             let (mean, inv_std) = (ws.mean[c], inv_std[c]);
                             d_beta[c] += sum_with(dz, dz, |d, _| d);
                             d_gamma[c] += sum_with(dz, x, |d, x| d * ((x - mean) * inv_std));
@@ -680,17 +703,13 @@ mod train {
                     }
                     // dX = γ/√(σ² + ε) · (dZ - dβ/n - X̂ · dγ/n)
                     if let Some(dx) = d_input {
-                        let samples = dx.iter_mut().zip(ws.d_pre_activation.iter()).zip(x);
-                        for ((dx, dz), x) in samples {
+                        for ((dx, da), x) in dx.iter_mut().zip(d_output).zip(x) {
                             for c in 0..C {
                                 let (mean_dz, mean_dzx) = (d_beta[c] / n, d_gamma[c] / n);
-                                let (mean, inv_std) = (ws.mean[c], inv_std[c]);
-                                let k = gamma[c] * inv_std;
-                                let dx = dx.channel_mut(c);
-                                let dz = dz.channel(c);
-                                let x = x.channel(c);
-                                for ((dx, &dz), &x) in dx.iter_mut().zip(dz).zip(x) {
-                                    let xh = (x - mean) * inv_std;
+                                let k = gamma[c] * inv_std[c];
+                                let (dx, da, x) = (dx.channel_mut(c), da.channel(c), x.channel(c));
+                                for ((dx, &da), &x) in dx.iter_mut().zip(da).zip(x) {
+                                    let (dz, xh) = d_pre_activation(c, da, x);
                                     *dx = k * (dz - mean_dz - xh * mean_dzx);
                                 }
                             }

@@ -480,7 +480,8 @@ mod train {
     pub struct DepthwiseConv2dWorkspace<Out, const B: usize> {
         /// `A = f(Z)` of each sample, written by the forward pass.
         pub output: Box<[Out; B]>,
-        /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass.
+        /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass unless the layer
+        /// has no activation (`Identity`: `dZ` is `dA`, read where it lies).
         pub d_pre_activation: Box<[Out; B]>,
     }
 
@@ -539,6 +540,9 @@ mod train {
             d_bias.fill(T::zero());
             // dZ = dA ⊙ f'(Z), with f'(Z) computed from A         OC x OH·OW per sample
             // db[o] += Σ over positions of dZ[o]                  OC
+            // Without an activation (before batch normalization) dZ is dA, read where it
+            // lies: no batch-sized copy through the caches.
+            let identity = crate::nn::activation::is_identity::<A>();
             let dz_all = ws
                 .d_pre_activation
                 .as_flattened_mut()
@@ -549,11 +553,17 @@ mod train {
             kernels::with_wide_vectors(
                 #[inline(always)]
                 || {
+                    // The planes are [sample][filter]: plane `i` is filter `i % OC`'s.
+                    if identity {
+                        for (i, da) in da_all.chunks_exact(positions).enumerate() {
+                            d_bias[i % OC] += da.iter().fold(T::zero(), |s, &d| s + d);
+                        }
+                        return;
+                    }
                     let planes = dz_all
                         .chunks_exact_mut(positions)
                         .zip(a_all.chunks_exact(positions))
                         .zip(da_all.chunks_exact(positions));
-                    // The planes are [sample][filter]: plane `i` is filter `i % OC`'s.
                     for (i, ((dz, a), da)) in planes.enumerate() {
                         let mut sum = T::zero();
                         for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
@@ -564,11 +574,14 @@ mod train {
                     }
                 },
             );
-            let dz = ws
-                .d_pre_activation
-                .as_flattened()
-                .as_flattened()
-                .as_flattened();
+            let dz = if identity {
+                da_all
+            } else {
+                ws.d_pre_activation
+                    .as_flattened()
+                    .as_flattened()
+                    .as_flattened()
+            };
             // dW[o][kh][kw] = Σ_batch Σ_(i,j) dZ[o][i][j] · X[c][i·S + kh - P][j·S + kw - P]
             kernels::depthwise_conv2d_weight_gradient(
                 &Self::SIZES,

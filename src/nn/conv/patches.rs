@@ -532,8 +532,8 @@ where
         }
     }
 
-    /// `dW` and `dX` of a convolution that unrolls patches (`Conv2d::UNROLLS`), from `dZ` in
-    /// the workspace: the samples in groups of [`Self::IMAGES_PER_PRODUCT`], as the forward
+    /// `dW` and `dX` of a convolution that unrolls patches (`Conv2d::UNROLLS`), from `dZ` (the
+    /// workspace's, or `dA` itself without an activation), with the workspace's buffers: the samples in groups of [`Self::IMAGES_PER_PRODUCT`], as the forward
     /// pass takes them, each group's patches and `dZ` side by side, so that each product has
     /// enough columns to fill the packed kernel's panels (one sample's 49 positions filled two
     /// panels of 32 to 77%):
@@ -546,18 +546,22 @@ where
     /// (this way round the long side, C·K·K, is the rows read in place and only dZ is packed,
     /// as `kernels::weight_grad_patches` does for stride 1).
     #[cfg(feature = "alloc")]
+    #[allow(clippy::too_many_arguments)] // the workspace's buffers, each borrowed alone
     pub(super) fn backward_unrolled<const B: usize>(
         &self,
         x: &[[[[T; W]; H]; C]; B],
-        ws: &mut super::Conv2dWorkspace<T, [[[T; OW]; OH]; OC], B>,
+        dz: &[[[[T; OW]; OH]; OC]; B],
+        patches: &mut [T],
+        weight_gradient_scratch: &mut [T],
+        d_patches: &mut [T],
         mut d_input: Option<&mut [[[[T; W]; H]; C]; B]>,
         d_weight: &mut [T],
     ) {
         let (ckk, positions) = (C * K * KW, OH * OW);
         let group = Self::IMAGES_PER_PRODUCT.min(B).max(1);
         let weight = self.weight_matrix();
-        let (patches, side_by_side) = ws.patches.split_at_mut(group * positions * ckk);
-        let samples = x.chunks(group).zip(ws.d_pre_activation.chunks(group));
+        let (patches, side_by_side) = patches.split_at_mut(group * positions * ckk);
+        let samples = x.chunks(group).zip(dz.chunks(group));
         for (g, (x, dz)) in samples.enumerate() {
             let columns = x.len() * positions;
             let patches = &mut patches[..ckk * columns];
@@ -582,11 +586,11 @@ where
                 (ckk, OC, columns),
                 patches,
                 dz,
-                &mut ws.weight_gradient_scratch,
+                weight_gradient_scratch,
                 g > 0,
             );
             if let Some(dx) = d_input.as_deref_mut() {
-                let d_patches = &mut ws.d_patches[..ckk * columns];
+                let d_patches = &mut d_patches[..ckk * columns];
                 kernels::gemm_slices(
                     Product::TransposeLhs,
                     (ckk, columns, OC),
@@ -604,7 +608,7 @@ where
         if B == 0 {
             d_weight.fill(T::zero());
         } else {
-            kernels::transpose_slice(&ws.weight_gradient_scratch, ckk, d_weight);
+            kernels::transpose_slice(weight_gradient_scratch, ckk, d_weight);
         }
     }
 

@@ -19,7 +19,8 @@ pub struct Conv2dWorkspace<T, Out, const B: usize> {
     pub output: Box<[Out; B]>,
     /// `dZ = dA ⊙ f'(Z)` of each sample, written by the backward pass, except where a
     /// ReLU layer asked for no `dX` (a net's first) has a kernel that forms `dZ` as it reads
-    /// `dA` and `A` (LeNet-5's first layer, `f32` on AVX-512): then it is left as it was.
+    /// `dA` and `A` (LeNet-5's first layer, `f32` on AVX-512), and where the layer has no
+    /// activation (`Identity`: `dZ` is `dA`, read where it lies): then it is left as it was.
     pub d_pre_activation: Box<[Out; B]>,
     /// The unrolled patches `X̂` (`C·K·K x OH·OW` a sample) of a convolution with a stride
     /// other than 1 (or a kernel that is not square): a group of samples' side by side, and
@@ -238,23 +239,32 @@ where
         // db += Σ over positions of dZ                            OC
         // One plane at a time (flat slices: the compiler vectorizes them, which it did not
         // do for the nested rows of a few values), summed while it is in the L1 cache.
+        // Without an activation (a convolution before batch normalization) dZ is dA, read
+        // where it lies: no batch-sized copy through the caches.
+        let identity = crate::nn::activation::is_identity::<A>();
+        let da_all = d_output.as_flattened().as_flattened().as_flattened();
+        let a_all = ws.output.as_flattened().as_flattened().as_flattened();
         let planes = ws
             .d_pre_activation
             .as_flattened_mut()
             .as_flattened_mut()
             .as_flattened_mut()
             .chunks_exact_mut(positions.max(1));
-        let a_all = ws.output.as_flattened().as_flattened().as_flattened();
-        let da_all = d_output.as_flattened().as_flattened().as_flattened();
         // Always inlined: a closure the compiler keeps out of line is compiled for the
         // baseline, and this pass then ran on SSE2's 4 lanes (found in the profile).
         kernels::with_wide_vectors(
             #[inline(always)]
             || {
+                // The planes are [sample][filter]: plane `i` is filter `i % OC`'s.
+                if identity {
+                    for (i, da) in da_all.chunks_exact(positions.max(1)).enumerate() {
+                        d_bias[i % OC] += sum(da);
+                    }
+                    return;
+                }
                 let planes = planes
                     .zip(a_all.chunks_exact(positions.max(1)))
                     .zip(da_all.chunks_exact(positions.max(1)));
-                // The planes are [sample][filter]: plane `i` is filter `i % OC`'s.
                 for (i, ((dz, a), da)) in planes.enumerate() {
                     for ((dz, &a), &da) in dz.iter_mut().zip(a).zip(da) {
                         *dz = da * A::derivative_from_output(a);
@@ -263,38 +273,53 @@ where
                 }
             },
         );
+        let Conv2dWorkspace {
+            d_pre_activation,
+            padded_input,
+            weight_gradient_scratch,
+            winograd,
+            d_patches,
+            patches,
+            ..
+        } = ws;
+        let dz: &[[[[T; OW]; OH]; OC]; B] = if identity { d_output } else { d_pre_activation };
         if Self::UNROLLS {
-            self.backward_unrolled(x, ws, d_input, d_weight);
+            self.backward_unrolled(
+                x,
+                dz,
+                patches,
+                weight_gradient_scratch,
+                d_patches,
+                d_input,
+                d_weight,
+            );
             return;
         }
         let weight = self.weight_matrix();
         // dW = Σ_batch dZ·X̂ᵀ, X̂ read from X where it lies (padded first, unless the
         // kernel pads as it reads, or the workspace holds no padded images): no patches.
         let pads_as_it_reads =
-            kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) || ws.padded_input.is_empty();
+            kernels::conv_weight_gradient_pads::<T>(&Self::DIRECT) || padded_input.is_empty();
         let (shape, images) = if pads_as_it_reads {
             (
                 &Self::DIRECT,
                 x.as_flattened().as_flattened().as_flattened(),
             )
         } else {
-            let padded = &mut ws.padded_input;
+            let padded = &mut *padded_input;
             let len = padded.len() / B.max(1);
             for (x, padded) in x.iter().zip(padded.chunks_exact_mut(len.max(1))) {
                 let x = x.as_flattened().as_flattened();
                 kernels::pad(&Self::DIRECT, x, padded);
             }
-            (&Self::PADDED, &ws.padded_input[..])
+            (&Self::PADDED, &padded_input[..])
         };
         kernels::conv2d_weight_gradient_stride1(
             shape,
             B,
             images,
-            ws.d_pre_activation
-                .as_flattened()
-                .as_flattened()
-                .as_flattened(),
-            &mut ws.weight_gradient_scratch[..scratch],
+            dz.as_flattened().as_flattened().as_flattened(),
+            &mut weight_gradient_scratch[..scratch],
             d_weight,
             false,
         );
@@ -304,16 +329,13 @@ where
             kernels::conv2d_input_gradient_stride1(
                 &Self::DIRECT,
                 B,
-                ws.d_pre_activation
-                    .as_flattened()
-                    .as_flattened()
-                    .as_flattened(),
+                dz.as_flattened().as_flattened().as_flattened(),
                 weight,
                 dx.as_flattened_mut().as_flattened_mut().as_flattened_mut(),
-                &mut ws.winograd,
+                winograd,
             )
         });
-        for (b, dz) in ws.d_pre_activation.iter().enumerate() {
+        for (b, dz) in dz.iter().enumerate() {
             let dz = dz.as_flattened().as_flattened();
             // A 1 x 1 kernel, stride 1, no padding: the patches are the image, so Wᵀ·dZ is dX.
             if Self::POINTWISE
@@ -337,12 +359,12 @@ where
                     (ckk, positions, OC),
                     weight,
                     dz,
-                    &mut ws.d_patches,
+                    d_patches,
                     false,
                 );
                 let dx = &mut dx[b];
                 *dx = [[[T::zero(); W]; H]; C];
-                Self::col2im(&ws.d_patches, positions, dx);
+                Self::col2im(d_patches, positions, dx);
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Element-wise activations, each with its derivative written in terms of the forward output.
 //!
-//! Every derivative here can be computed from the activation's **output** `a = f(z)` alone, so the
-//! forward pass keeps only `a` and the backward pass never recomputes `f`:
+//! Every derivative here can be computed from the activation's **output** `a = f(z)` alone, so a
+//! layer's forward pass keeps only `a` and its backward pass need not recompute `f` (batch
+//! normalization, which keeps neither, takes `f'` from `z` with [`Activation::derivative`]):
 //!
 //! | activation | `f(z)` | `f'(z)` from `a = f(z)` |
 //! | --- | --- | --- |
@@ -39,10 +40,20 @@ pub trait Activation: Copy + Default + Debug + PartialEq + Send + Sync + 'static
     /// `f'(z)`, expressed through the output `a = f(z)`.
     fn derivative_from_output<T: Float>(a: T) -> T;
 
-    /// `f'(z)` from `z`: always `derivative_from_output(apply(z))`, bit for bit. For a layer
-    /// that keeps `z`'s inputs rather than `a` (batch normalization computes `z` again in its
-    /// backward pass). The piecewise-linear functions override it with one comparison, which
-    /// the compiler keeps in vectors.
+    /// `f'(z)` from `z`, for a layer that keeps `z`'s inputs rather than `a` (batch
+    /// normalization computes `z` again in its backward pass).
+    ///
+    /// An override must return exactly `derivative_from_output(apply(z))`, bit for bit: batch
+    /// normalization's gradients rely on it to equal those through `a`. The piecewise-linear
+    /// functions override it with comparisons of `z`, which the compiler keeps in vectors.
+    ///
+    /// ```
+    /// use constmat::nn::{Activation, Relu6, Sigmoid};
+    /// assert_eq!(Relu6::derivative(3.0_f32), 1.0);
+    /// assert_eq!(Relu6::derivative(7.0_f32), 0.0);
+    /// let z = 0.3_f64;
+    /// assert_eq!(Sigmoid::derivative(z), Sigmoid::derivative_from_output(Sigmoid::apply(z)));
+    /// ```
     #[inline]
     fn derivative<T: Float>(z: T) -> T {
         Self::derivative_from_output(Self::apply(z))

@@ -523,8 +523,12 @@ mod train {
         /// One plane's `dZ = dA ⊙ f'(Z)` (`H·W` values; one for vectors), the backward
         /// pass's scratch.
         pub plane: Box<[T]>,
-        /// The mean of each plane (sample by sample, `C` each), the forward pass's scratch.
+        /// The mean `m_p` of each plane, rounded (sample by sample, `C` each), the forward
+        /// pass's scratch.
         pub plane_means: Box<[T]>,
+        /// The sum of each plane's deviations from its rounded mean, `Σ (x - m_p)` (as
+        /// `plane_means`): what the rounding of `m_p` left out, which the variance adds back.
+        pub plane_residuals: Box<[T]>,
         /// The batch's mean of each channel, `μ`.
         pub mean: [T; C],
         /// The batch's (biased) variance of each channel, `σ²`.
@@ -549,6 +553,32 @@ mod train {
             }
         }
         partial.iter().fold(tail, |s, &p| s + p)
+    }
+
+    /// `(Σ (x - m)², Σ (x - m))` over `p`, in one pass and 8 partial sums each (as
+    /// [`sum_with`]).
+    #[inline(always)]
+    fn deviation_sums<T: Float>(p: &[T], m: T) -> (T, T) {
+        let (mut squares, mut deviations) = ([T::zero(); 8], [T::zero(); 8]);
+        let chunks = p.chunks_exact(8);
+        let tail = chunks
+            .remainder()
+            .iter()
+            .fold((T::zero(), T::zero()), |(q, s), &x| {
+                let d = x - m;
+                (q + d * d, s + d)
+            });
+        for chunk in chunks {
+            for i in 0..8 {
+                let d = chunk[i] - m;
+                squares[i] = squares[i] + d * d;
+                deviations[i] = deviations[i] + d;
+            }
+        }
+        (
+            squares.iter().fold(tail.0, |q, &p| q + p),
+            deviations.iter().fold(tail.1, |s, &p| s + p),
+        )
     }
 
     /// Nothing, or a compile error when a batch holds fewer than 2 values of each channel
@@ -581,6 +611,7 @@ mod train {
                 output: zeroed_samples(),
                 plane: alloc::vec![T::zero(); X::PER_CHANNEL].into_boxed_slice(),
                 plane_means: alloc::vec![T::zero(); B * C].into_boxed_slice(),
+                plane_residuals: alloc::vec![T::zero(); B * C].into_boxed_slice(),
                 mean: [T::zero(); C],
                 variance: [T::zero(); C],
             }
@@ -597,38 +628,57 @@ mod train {
                 #[inline(always)]
                 || {
                     // μ and σ² in one pass over the batch, each sample read twice while it
-                    // is in L1 or L2: the sum of each of its planes (one channel `c`, a
-                    // contiguous slice), then the squares of each plane's deviations from its
-                    // own mean m_p (two passes, so no cancellation; the planes' sums are
-                    // independent of each other, so they overlap). With n_p values a plane and
-                    // n in all, n·σ² = Σ_p Σ (x - m_p)² + n_p·Σ_p (m_p - μ)².
+                    // is in cache: the sum of each of its planes (one channel `c`, a
+                    // contiguous slice), then each plane's deviations from its own rounded
+                    // mean m_p, squared and not (the planes' sums are independent of each
+                    // other, so they overlap). With n_p values a plane and n in all, for any
+                    // m_p and μ:
+                    //   n·σ² = Σ_p [Σ (x - m_p)² + (m_p - μ)·(2·Σ (x - m_p) + n_p·(m_p - μ))].
+                    // Without the term in Σ (x - m_p), the rounding of m_p would cost a
+                    // relative error of about ε·|μ|/σ; with it, about what a two-pass
+                    // computation loses.
                     let n_plane = T::from(X::PER_CHANNEL).unwrap_or_else(T::nan);
-                    let plane_means = ws.plane_means.chunks_exact_mut(C);
+                    let planes = ws
+                        .plane_means
+                        .chunks_exact_mut(C.max(1))
+                        .zip(ws.plane_residuals.chunks_exact_mut(C.max(1)));
                     ws.mean = [T::zero(); C];
                     ws.variance = [T::zero(); C];
-                    for (x, plane_means) in x.iter().zip(plane_means) {
+                    for (x, (plane_means, plane_residuals)) in x.iter().zip(planes) {
                         for (c, plane_mean) in plane_means.iter_mut().enumerate() {
                             let p = x.channel(c);
                             let sum = sum_with(p, p, |v, _| v);
                             ws.mean[c] += sum;
                             *plane_mean = sum / n_plane;
                         }
-                        for (c, &m) in plane_means.iter().enumerate() {
-                            let p = x.channel(c);
-                            ws.variance[c] += sum_with(p, p, |v, _| (v - m) * (v - m));
+                        for (c, (&m, residual)) in
+                            plane_means.iter().zip(plane_residuals).enumerate()
+                        {
+                            let (squares, deviations) = deviation_sums(x.channel(c), m);
+                            ws.variance[c] += squares;
+                            *residual = deviations;
                         }
                     }
                     for mean in &mut ws.mean {
                         *mean /= n;
                     }
                     let mut between = [T::zero(); C];
-                    for plane_means in ws.plane_means.chunks_exact(C) {
-                        for ((b, &m), &mean) in between.iter_mut().zip(plane_means).zip(&ws.mean) {
-                            *b += (m - mean) * (m - mean);
+                    let planes = ws
+                        .plane_means
+                        .chunks_exact(C.max(1))
+                        .zip(ws.plane_residuals.chunks_exact(C.max(1)));
+                    for (plane_means, plane_residuals) in planes {
+                        for (((b, &m), &r), &mean) in between
+                            .iter_mut()
+                            .zip(plane_means)
+                            .zip(plane_residuals)
+                            .zip(&ws.mean)
+                        {
+                            *b += (m - mean) * (r + r + n_plane * (m - mean));
                         }
                     }
                     for (variance, b) in ws.variance.iter_mut().zip(between) {
-                        *variance = (*variance + n_plane * b) / n;
+                        *variance = (*variance + b) / n;
                     }
                     let inv_std: [T; C] =
                         core::array::from_fn(|c| (ws.variance[c] + Self::epsilon()).sqrt().recip());
@@ -676,9 +726,9 @@ mod train {
                     // dZ = dA ⊙ f'(Z), with Z = γ·X̂ + β computed again from X, as the
                     // forward pass did (the same operations on the same values: the same
                     // bits, and `A::derivative(Z)` equals `derivative_from_output` of the
-                    // output the forward pass wrote). Neither A nor dZ is read or written: at a training
-                    // batch the arrays exceed L2, and each array a pass does not touch is
-                    // memory traffic saved.
+                    // output the forward pass wrote). A is not read, and no batch-sized dZ is
+                    // kept (one plane's at a time): at a training batch the arrays exceed L2,
+                    // and each array a pass does not touch is memory traffic saved.
                     let d_pre_activation = |c: usize, da: T, x: T| {
                         let xh = (x - ws.mean[c]) * inv_std[c];
                         let z = gamma[c] * xh + beta[c];

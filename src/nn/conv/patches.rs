@@ -533,8 +533,8 @@ where
     }
 
     /// `dW` and `dX` of a convolution that unrolls patches (`Conv2d::UNROLLS`), from `dZ` (the
-    /// workspace's, or `dA` itself without an activation), with the workspace's buffers: the samples in groups of [`Self::IMAGES_PER_PRODUCT`], as the forward
-    /// pass takes them, each group's patches and `dZ` side by side, so that each product has
+    /// workspace's, or `dA` itself without an activation), with the workspace's buffers: the
+    /// samples in groups of [`Self::IMAGES_PER_PRODUCT`], as the forward pass takes them, each group's patches and `dZ` side by side, so that each product has
     /// enough columns to fill the packed kernel's panels (one sample's 49 positions filled two
     /// panels of 32 to 77%):
     ///

@@ -387,7 +387,7 @@ fn the_backward_pass_takes_the_activations_derivative_from_z() {
         with.backward(&x, &mut ws, &da, Some(&mut dx), &mut grads);
         // The same, through Z and f' from A = f(Z).
         let mut ws_z = Train::<f32, B>::workspace(&without);
-        let z = without.forward_train(&x, &mut ws_z).clone();
+        let z = *without.forward_train(&x, &mut ws_z);
         let mut dz = da.clone();
         for (dz, &z) in dz
             .iter_mut()

@@ -294,6 +294,7 @@ unsafe fn tile<
 #[allow(clippy::too_many_arguments)]
 unsafe fn run<
     S: Simd,
+    SU: Simd<E = S::E>,
     const R: usize,
     const M: usize,
     const TF: usize,
@@ -337,33 +338,36 @@ unsafe fn run<
     // - `out`: each image's F·OH·OW outputs, every one written by the tiles (all filters, rows
     //   and columns), as `tile` says.
     unsafe {
-        // Whole vectors where they stay inside `w` and `U` (masked loads and stores are slow on
-        // AMD's cores): a row's lanes past its `R` taps are the next taps, and the lanes past
-        // its `R` values of `U` are written over by the next row's store, or the next
-        // (filter, channel)'s, later.
-        let (taps_mask, u_len) = (S::mask(R), filters * channels * TILE * R);
+        // `U` a filter and channel at a time, in `SU`'s vectors, the narrowest that hold a
+        // kernel row (`R <= 5` taps): AVX-512's 16 lanes made these transforms a quarter of a
+        // 32-channel layer's prediction (loads and stores split across cache lines, and two
+        // halves per instruction on AMD's cores). Whole vectors where they stay inside `w` and
+        // `U` (masked loads and stores are slow on AMD's cores): a row's lanes past its `R` taps
+        // are the next taps, and the lanes past its `R` values of `U` are written over by the
+        // next row's store, or the next (filter, channel)'s, later.
+        let (lanes_u, taps_mask, u_len) = (SU::LANES, SU::mask(R), filters * channels * TILE * R);
         for fc in 0..filters * channels {
-            let mut taps = [S::zero(); R];
+            let mut taps = [SU::zero(); R];
             for (ky, tap) in taps.iter_mut().enumerate() {
                 let at = (fc * R + ky) * R;
-                *tap = if at + lanes <= w.len() {
-                    S::load(w.as_ptr().add(at))
+                *tap = if at + lanes_u <= w.len() {
+                    SU::load(w.as_ptr().add(at))
                 } else {
-                    S::load_masked(w.as_ptr().add(at), taps_mask)
+                    SU::load_masked(w.as_ptr().add(at), taps_mask)
                 };
             }
             for (nu, g_nu) in g.iter().enumerate() {
-                let mut sum = S::zero();
+                let mut sum = SU::zero();
                 for (&tap, &g) in taps.iter().zip(g_nu) {
                     if g != S::E::default() {
-                        sum = S::fma(S::splat(g), tap, sum);
+                        sum = SU::fma(SU::splat(g), tap, sum);
                     }
                 }
                 let at = (fc * TILE + nu) * R;
-                if at + lanes <= u_len {
-                    S::store(u.add(at), sum);
+                if at + lanes_u <= u_len {
+                    SU::store(u.add(at), sum);
                 } else {
-                    S::store_masked(u.add(at), taps_mask, sum);
+                    SU::store_masked(u.add(at), taps_mask, sum);
                 }
             }
         }
@@ -485,9 +489,9 @@ macro_rules! entry {
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 match shape.kernel {
-                    3 => run::<$simd, 3, 6, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
-                    4 => run::<$simd, 4, 5, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
-                    _ => run::<$simd, 5, 4, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
+                    3 => run::<$simd, Avx2F32, 3, 6, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
+                    4 => run::<$simd, Avx2F32, 4, 5, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
+                    _ => run::<$simd, Avx2F32, 5, 4, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
                 }
             }
         }
@@ -502,7 +506,9 @@ macro_rules! entry {
 // so that a load of `V` serves three filters and a broadcast of `U` two vectors (a tile of one
 // filter's 8 points takes two loads per multiply-add, and AVX2 leaves the multipliers idle
 // half the time).
-entry!(avx512_f32, Avx512F32, f32, "avx512f", 4, 1, 24);
+// The filters' transforms take AVX2's vectors on both (`run`'s `SU`; every CPU with AVX-512F has
+// AVX2 and FMA).
+entry!(avx512_f32, Avx512F32, f32, "avx512f,avx2,fma", 4, 1, 24);
 entry!(avx2_f32, Avx2F32, f32, "avx2,fma", 3, 2, 12);
 
 /// A batch of stride-1 convolutions in `f32`, `out = conv(x, w) + bias` image by image (see
@@ -641,6 +647,9 @@ mod tests {
             (3, 2, 4, 2, 9, 15),
             (1, 4, 5, 4, 3, 12),
             (1, 3, 3, 0, 33, 66),
+            // More filters than a tile or a vector takes.
+            (3, 40, 3, 1, 6, 14),
+            (2, 37, 5, 2, 5, 12),
         ]
         .into_iter()
         .map(conv_of)

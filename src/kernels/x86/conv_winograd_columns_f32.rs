@@ -346,30 +346,49 @@ unsafe fn run<
         // are the next taps, and the lanes past its `R` values of `U` are written over by the
         // next row's store, or the next (filter, channel)'s, later.
         let (lanes_u, taps_mask, u_len) = (SU::LANES, SU::mask(R), filters * channels * TILE * R);
-        for fc in 0..filters * channels {
-            let mut taps = [SU::zero(); R];
-            for (ky, tap) in taps.iter_mut().enumerate() {
-                let at = (fc * R + ky) * R;
-                *tap = if at + lanes_u <= w.len() {
-                    SU::load(w.as_ptr().add(at))
-                } else {
-                    SU::load_masked(w.as_ptr().add(at), taps_mask)
-                };
-            }
-            for (nu, g_nu) in g.iter().enumerate() {
-                let mut sum = SU::zero();
-                for (&tap, &g) in taps.iter().zip(g_nu) {
-                    if g != S::E::default() {
-                        sum = SU::fma(SU::splat(g), tap, sum);
+        macro_rules! transform {
+            ($fc:expr, $checked:literal) => {{
+                let fc = $fc;
+                let mut taps = [SU::zero(); R];
+                for (ky, tap) in taps.iter_mut().enumerate() {
+                    let at = (fc * R + ky) * R;
+                    *tap = if !$checked || at + lanes_u <= w.len() {
+                        SU::load(w.as_ptr().add(at))
+                    } else {
+                        SU::load_masked(w.as_ptr().add(at), taps_mask)
+                    };
+                }
+                for (nu, g_nu) in g.iter().enumerate() {
+                    let mut sum = SU::zero();
+                    for (&tap, &g) in taps.iter().zip(g_nu) {
+                        if g != S::E::default() {
+                            sum = SU::fma(SU::splat(g), tap, sum);
+                        }
+                    }
+                    let at = (fc * TILE + nu) * R;
+                    if !$checked || at + lanes_u <= u_len {
+                        SU::store(u.add(at), sum);
+                    } else {
+                        SU::store_masked(u.add(at), taps_mask, sum);
                     }
                 }
-                let at = (fc * TILE + nu) * R;
-                if at + lanes_u <= u_len {
-                    SU::store(u.add(at), sum);
-                } else {
-                    SU::store_masked(u.add(at), taps_mask, sum);
-                }
-            }
+            }};
+        }
+        // Before the last two (filter, channel)s every vector is inside `w` and `U` (with
+        // `R >= 3` and vectors of 8, a row's 8 lanes end inside the next one's taps, and a
+        // point's inside the next one's values), so their loop checks no bounds.
+        const {
+            assert!(
+                R >= 3 && SU::LANES <= 8,
+                "vectors end inside the next filter's"
+            )
+        };
+        let checked_from = (filters * channels).saturating_sub(2);
+        for fc in 0..checked_from {
+            transform!(fc, false);
+        }
+        for fc in checked_from..filters * channels {
+            transform!(fc, true);
         }
         let u = u.cast_const();
         let (image_len, output_len) = (shape.image_len(), shape.output_len());

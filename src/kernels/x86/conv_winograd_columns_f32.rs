@@ -329,9 +329,11 @@ unsafe fn run<
     let (u, v) = (u.as_mut_ptr().cast::<S::E>(), v.as_mut_ptr().cast::<S::E>());
     // SAFETY (whole body): the instruction set is present (the caller's contract).
     // - `U`: the taps read are (fc·R + ky)·R + kx < F·C·R·R (kx < R lanes, or all lanes where
-    //   they are inside `w`); the rows written, R lanes at (fc·8 + ν)·R (all lanes where they
-    //   are inside `U`), inside its F·C·8·R elements, every one of them, in increasing order,
-    //   so that the lanes past a row's R are written again with their values.
+    //   they are inside `w`: always before the last two (filter, channel)s, where with R >= 3
+    //   and 8 lanes ((fc·R + R - 1)·R + 8 <= (fc + 2)·R·R); the rows written, R lanes at
+    //   (fc·8 + ν)·R (all lanes where they are inside `U`, always before the last two, as
+    //   (fc·8 + 7)·R + 8 <= (fc + 2)·8·R), inside its F·C·8·R elements, every one of them, in
+    //   increasing order, so that the lanes past a row's R are written again with their values.
     // - `V`: the image is read at rows 0 <= oy0 + j - P < H and columns 0 <= col0 + lane - P <
     //   W only (the other lanes masked off, their addresses formed with wrapping arithmetic);
     //   written whole ((c·8 + ν)·row + col0 + LANES <= C·8·row) before `tile` reads it.
@@ -525,9 +527,9 @@ macro_rules! entry {
 // so that a load of `V` serves three filters and a broadcast of `U` two vectors (a tile of one
 // filter's 8 points takes two loads per multiply-add, and AVX2 leaves the multipliers idle
 // half the time).
-// The filters' transforms take AVX2's vectors on both (`run`'s `SU`; every CPU with AVX-512F has
-// AVX2 and FMA).
-entry!(avx512_f32, Avx512F32, f32, "avx512f,avx2,fma", 4, 1, 24);
+// The filters' transforms take AVX2's vectors on both (`run`'s `SU`; `avx512f` implies `avx2` and
+// `fma`, for the compiler as on every CPU).
+entry!(avx512_f32, Avx512F32, f32, "avx512f", 4, 1, 24);
 entry!(avx2_f32, Avx2F32, f32, "avx2,fma", 3, 2, 12);
 
 /// A batch of stride-1 convolutions in `f32`, `out = conv(x, w) + bias` image by image (see

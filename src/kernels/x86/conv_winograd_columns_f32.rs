@@ -288,7 +288,7 @@ unsafe fn tile<
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s instruction set; the slices and sizes were checked by
+/// The CPU has `S`'s and `SU`'s instruction sets; the slices and sizes were checked by
 /// [`conv2d_stride1_winograd_columns`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -327,13 +327,15 @@ unsafe fn run<
     let row = transformed_row(shape, lanes);
     let (u, v) = scratch.split_at_mut(filters * channels * TILE * R);
     let (u, v) = (u.as_mut_ptr().cast::<S::E>(), v.as_mut_ptr().cast::<S::E>());
-    // SAFETY (whole body): the instruction set is present (the caller's contract).
+    // SAFETY (whole body): `S`'s and `SU`'s instruction sets are present (the caller's
+    // contract).
     // - `U`: the taps read are (fc·R + ky)·R + kx < F·C·R·R (kx < R lanes, or all lanes where
-    //   they are inside `w`: always before the last two (filter, channel)s, where with R >= 3
-    //   and 8 lanes ((fc·R + R - 1)·R + 8 <= (fc + 2)·R·R); the rows written, R lanes at
+    //   they are inside `w`, always before the last two (filter, channel)s: with R >= 3 and 8
+    //   lanes, (fc·R + R - 1)·R + 8 <= (fc + 2)·R·R). The rows written, R lanes at
     //   (fc·8 + ν)·R (all lanes where they are inside `U`, always before the last two, as
-    //   (fc·8 + 7)·R + 8 <= (fc + 2)·8·R), inside its F·C·8·R elements, every one of them, in
-    //   increasing order, so that the lanes past a row's R are written again with their values.
+    //   (fc·8 + 7)·R + 8 <= (fc + 2)·8·R), are inside its F·C·8·R elements, every one of them,
+    //   in increasing order, so that the lanes past a row's R are written again with their
+    //   values.
     // - `V`: the image is read at rows 0 <= oy0 + j - P < H and columns 0 <= col0 + lane - P <
     //   W only (the other lanes masked off, their addresses formed with wrapping arithmetic);
     //   written whole ((c·8 + ν)·row + col0 + LANES <= C·8·row) before `tile` reads it.
@@ -381,8 +383,8 @@ unsafe fn run<
         // point's inside the next one's values), so their loop checks no bounds.
         const {
             assert!(
-                R >= 3 && SU::LANES <= 8,
-                "vectors end inside the next filter's"
+                R >= 3 && R <= SU::LANES && SU::LANES <= 8,
+                "a row of taps fits a vector that ends inside the next filter's"
             )
         };
         let checked_from = (filters * channels).saturating_sub(2);
@@ -507,7 +509,8 @@ macro_rules! entry {
             scratch: &mut [MaybeUninit<$e>],
             epilogue: Epilogue,
         ) {
-            // SAFETY: forwarded from this function's contract.
+            // SAFETY: forwarded from this function's contract; `run`'s `SU` is AVX2 with FMA,
+            // which `avx512f` implies.
             unsafe {
                 match shape.kernel {
                     3 => run::<$simd, Avx2F32, 3, 6, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
@@ -570,7 +573,8 @@ pub(crate) fn conv2d_stride1_winograd_columns(
         scratch.len()
     );
     assert_isa(isa);
-    // SAFETY (both): sizes, lengths and instruction set checked above.
+    // SAFETY (both): sizes, lengths and instruction set checked above (`assert_isa` checks
+    // AVX-512F, which comes with AVX2 and FMA, for the filters' transforms).
     match isa {
         Isa::Avx512 => unsafe { avx512_f32(shape, batch, x, w, bias, out, scratch, epilogue) },
         Isa::Avx2Fma => unsafe { avx2_f32(shape, batch, x, w, bias, out, scratch, epilogue) },
@@ -668,9 +672,12 @@ mod tests {
             (3, 2, 4, 2, 9, 15),
             (1, 4, 5, 4, 3, 12),
             (1, 3, 3, 0, 33, 66),
-            // More filters than a tile or a vector takes.
+            // More filters than a tile takes; three (filter, channel)s, the last two of them
+            // with bound checks in the filters' transforms.
             (3, 40, 3, 1, 6, 14),
             (2, 37, 5, 2, 5, 12),
+            (3, 1, 4, 1, 6, 14),
+            (1, 3, 5, 2, 5, 12),
         ]
         .into_iter()
         .map(conv_of)

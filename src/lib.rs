@@ -72,7 +72,8 @@
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
-#[cfg(feature = "std")]
+// The tests run on a host, with `std` whichever features the library has.
+#[cfg(any(feature = "std", test))]
 extern crate std;
 
 #[cfg(feature = "data")]

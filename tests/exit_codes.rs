@@ -7,6 +7,7 @@
 //!
 //! The programs are the ones `cargo test` builds beside this test (`target/<profile>/examples`);
 //! `cargo test --test exit_codes` alone does not build them, and the test then says so.
+#![cfg(all(feature = "data", feature = "safetensors"))]
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -36,7 +36,9 @@ macro_rules! common_tests {
     ($module:ident, $t:ty) => {
         mod $module {
             use super::*;
+            #[cfg(feature = "rand")]
             use rand::distr::{Distribution, Uniform};
+            #[cfg(feature = "rand")]
             use rand::{SeedableRng, rngs::StdRng};
 
             type T = $t;
@@ -174,6 +176,7 @@ macro_rules! common_tests {
                 );
             }
 
+            #[cfg(feature = "rand")]
             #[test]
             fn random_draws_row_major_from_the_distribution_with_the_given_rng() {
                 let dist = Uniform::new(v(0), v(10)).unwrap();
@@ -879,7 +882,9 @@ macro_rules! float_tests {
     ($module:ident, $t:ident) => {
         mod $module {
             use super::*;
+            #[cfg(feature = "rand")]
             use rand::distr::Uniform;
+            #[cfg(feature = "rand")]
             use rand::{SeedableRng, rngs::StdRng};
 
             type T = $t;
@@ -944,6 +949,7 @@ macro_rules! float_tests {
                 assert_eq!(no_cols.row_means().as_slice().len(), 2);
             }
 
+            #[cfg(feature = "rand")]
             #[test]
             fn random_with_a_seeded_rng_stays_in_range_and_varies() {
                 let dist = Uniform::new(-1.0, 1.0).unwrap();

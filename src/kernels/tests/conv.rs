@@ -144,7 +144,7 @@ fn lenets_first_convolution_takes_winograd_down_the_columns_in_f32() {
 /// 3 x 3 to 5 x 5 kernel (LeNet's second layer) takes the Winograd forward pass: the batch
 /// function's outputs are its outputs, bit for bit (the direct kernel's differ in the last
 /// bits), and its stack buffer is what `conv_stack_scratch` counts.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[test]
 #[allow(unsafe_code)] // the kernel's output as it takes it
 fn lenets_second_convolution_takes_the_winograd_forward_pass() {
@@ -782,8 +782,8 @@ fn every_scratch_kernel_gives_the_reference_outputs() {
 /// image by image (`ForwardKernel::PointwiseProducts`, no scratch) on every instruction set,
 /// and gives the reference loops' outputs for each epilogue over stale outputs, the bits of a
 /// prediction where that takes the flat kernel; a prediction keeps the stack plan's kernel,
-/// and a kernel of 1 with padding is not taken.
-#[cfg(target_arch = "x86_64")]
+/// and a kernel of 1 with padding is not taken. (Without `std` no SIMD kernel runs.)
+#[cfg(all(target_arch = "x86_64", feature = "std"))]
 #[test]
 fn pointwise_training_passes_take_the_products() {
     use crate::kernels::{InstructionSet, with_instruction_set};

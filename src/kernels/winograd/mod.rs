@@ -697,5 +697,6 @@ fn row_of_d_v<T: Float, const M: usize, const J: usize>(
     }
 }
 
-#[cfg(test)]
+// Its kernels (`input_gradient_by`, the SIMD ones) are built with `std`.
+#[cfg(all(test, feature = "std"))]
 pub(in crate::kernels) mod tests;

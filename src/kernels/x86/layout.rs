@@ -178,7 +178,7 @@ pub(super) unsafe fn transpose_raw<E: Copy + 'static>(from: &[E], rows: usize, t
 /// # Panics
 ///
 /// As [`transpose`], and when the CPU does not have `isa`.
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 pub(crate) fn transpose_on<E: Copy + 'static>(
     isa: Option<Isa>,
     from: &[E],

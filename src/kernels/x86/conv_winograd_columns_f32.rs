@@ -288,13 +288,12 @@ unsafe fn tile<
 ///
 /// # Safety
 ///
-/// The CPU has `S`'s and `SU`'s instruction sets; the slices and sizes were checked by
+/// The CPU has `S`'s instruction set and AVX2 with FMA; the slices and sizes were checked by
 /// [`conv2d_stride1_winograd_columns`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn run<
-    S: Simd,
-    SU: Simd<E = S::E>,
+    S: Simd<E = f32>,
     const R: usize,
     const M: usize,
     const TF: usize,
@@ -327,8 +326,8 @@ unsafe fn run<
     let row = transformed_row(shape, lanes);
     let (u, v) = scratch.split_at_mut(filters * channels * TILE * R);
     let (u, v) = (u.as_mut_ptr().cast::<S::E>(), v.as_mut_ptr().cast::<S::E>());
-    // SAFETY (whole body): `S`'s and `SU`'s instruction sets are present (the caller's
-    // contract).
+    // SAFETY (whole body): `S`'s instruction set and AVX2 with FMA (`SU`'s) are present (the
+    // caller's contract).
     // - `U`: the taps read are (fc·R + ky)·R + kx < F·C·R·R (kx < R lanes, or all lanes where
     //   they are inside `w`, always before the last two (filter, channel)s: with R >= 3 and 8
     //   lanes, (fc·R + R - 1)·R + 8 <= (fc + 2)·R·R). The rows written, R lanes at
@@ -349,6 +348,7 @@ unsafe fn run<
         // `U` (masked loads and stores are slow on AMD's cores): a row's lanes past its `R` taps
         // are the next taps, and the lanes past its `R` values of `U` are written over by the
         // next row's store, or the next (filter, channel)'s, later.
+        type SU = Avx2F32;
         let (lanes_u, taps_mask, u_len) = (SU::LANES, SU::mask(R), filters * channels * TILE * R);
         macro_rules! transform {
             ($fc:expr, $checked:literal) => {{
@@ -509,13 +509,13 @@ macro_rules! entry {
             scratch: &mut [MaybeUninit<$e>],
             epilogue: Epilogue,
         ) {
-            // SAFETY: forwarded from this function's contract; `run`'s `SU` is AVX2 with FMA,
+            // SAFETY: forwarded from this function's contract; `run` also takes AVX2 with FMA,
             // which `avx512f` implies.
             unsafe {
                 match shape.kernel {
-                    3 => run::<$simd, Avx2F32, 3, 6, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
-                    4 => run::<$simd, Avx2F32, 4, 5, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
-                    _ => run::<$simd, Avx2F32, 5, 4, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
+                    3 => run::<$simd, 3, 6, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(3) }, epilogue),
+                    4 => run::<$simd, 4, 5, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(4) }, epilogue),
+                    _ => run::<$simd, 5, 4, $filters, $cols, $sums>(shape, batch, x, w, bias, out, scratch, &const { tables_f32(5) }, epilogue),
                 }
             }
         }
